@@ -1,0 +1,5 @@
+import sys
+
+from sfbt.cli import main
+
+sys.exit(main())

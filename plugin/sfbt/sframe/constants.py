@@ -1,0 +1,67 @@
+"""Numbers fixed by the SFrame format (all versions)."""
+
+MAGIC = 0xDEE2
+HEADER_SIZE = 28
+
+VERSION_1 = 1
+VERSION_2 = 2
+VERSION_3 = 3
+VERSIONS = (VERSION_1, VERSION_2, VERSION_3)
+
+F_FDE_SORTED = 0x1
+F_FRAME_POINTER = 0x2  # v1 and v2 only
+F_FDE_FUNC_START_PCREL = 0x4  # v2 (binutils 2.45+) and v3
+
+VALID_FLAGS = {
+    VERSION_1: F_FDE_SORTED | F_FRAME_POINTER,
+    VERSION_2: F_FDE_SORTED | F_FRAME_POINTER | F_FDE_FUNC_START_PCREL,
+    VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
+}
+
+ABI_AARCH64_BE = 1
+ABI_AARCH64_LE = 2
+ABI_AMD64_LE = 3
+ABI_S390X_BE = 4
+ABI_NAMES = {
+    ABI_AARCH64_BE: "aarch64-be",
+    ABI_AARCH64_LE: "aarch64",
+    ABI_AMD64_LE: "amd64",
+    ABI_S390X_BE: "s390x",
+}
+BIG_ENDIAN_ABIS = (ABI_AARCH64_BE, ABI_S390X_BE)
+
+# DWARF numbers of (stack pointer, frame pointer, return-address register).
+ABI_REGISTERS = {
+    ABI_AARCH64_BE: (31, 29, 30),
+    ABI_AARCH64_LE: (31, 29, 30),
+    ABI_AMD64_LE: (7, 6, 16),
+    ABI_S390X_BE: (15, 11, 14),
+}
+
+# FRE start-address widths, indexed by the FDE's "FRE type".
+FRE_TYPE_ADDR1, FRE_TYPE_ADDR2, FRE_TYPE_ADDR4 = 0, 1, 2
+FRE_ADDRESS_SIZES = (1, 2, 4)
+
+PC_TYPE_INC = 0
+PC_TYPE_MASK = 1
+
+PAUTH_KEY_A = 0
+PAUTH_KEY_B = 1
+
+FDE_TYPE_DEFAULT = 0
+FDE_TYPE_FLEX = 1
+FDE_TYPES = (FDE_TYPE_DEFAULT, FDE_TYPE_FLEX)
+
+BASE_REG_FP = 0
+BASE_REG_SP = 1
+
+WORD_SIZES = (1, 2, 4)  # indexed by the FRE info's 2-bit size code
+MAX_WORDS = 6  # libsframe's MAX_NUM_DATAWORDS
+
+# s390x stores the CFA offset as (offset - 160) / 8; SP = CFA - 160.
+S390X_SP_VAL_OFFSET = -160
+S390X_CFA_ALIGNMENT = 8
+
+# ELF
+SHT_GNU_SFRAME = 0x6FFFFFF4
+PT_GNU_SFRAME = 0x6474E554

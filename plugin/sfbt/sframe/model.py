@@ -1,0 +1,196 @@
+"""The one model of SFrame data, shared by every version and byte order.
+
+A section is a list of FunctionEntry (one per FDE), each owning its
+FrameRowEntry list (one per FRE).  Addresses in the model are absolute
+(function start = where the function is in the section's address space);
+how a version encodes them is the reader's and writer's business.
+"""
+
+from dataclasses import dataclass
+
+from . import constants as C
+from . import lookup
+from .layout import fits_signed
+
+
+def minimal_word_size(words):
+    for size in C.WORD_SIZES:
+        if all(fits_signed(w, size) for w in words):
+            return size
+    return 4
+
+
+def minimal_fre_type(size, rows=()):
+    """The narrowest FRE start-address width for a function, as gas picks it."""
+    limit = max([size] + [r.start_offset for r in rows])
+    if limit <= 0xFF:
+        return C.FRE_TYPE_ADDR1
+    if limit <= 0xFFFF:
+        return C.FRE_TYPE_ADDR2
+    return C.FRE_TYPE_ADDR4
+
+
+@dataclass(frozen=True)
+class FrameRowEntry:
+    """One FRE: the rules that hold from start_offset to the next row.
+
+    ``words`` are the FRE's signed data words, as stored: for default FDEs
+    the CFA offset then the RA/FP offsets the ABI tracks; for flexible FDEs
+    (control, offset) pairs for CFA, RA and FP.  No words means the return
+    address is undefined (outermost frame).
+    """
+
+    start_offset: int
+    base_reg: int = C.BASE_REG_SP
+    words: tuple = ()
+    word_size: int = 0  # 0: the narrowest size that holds every word
+    mangled_ra: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "words", tuple(self.words))
+        if not self.word_size:
+            object.__setattr__(self, "word_size", minimal_word_size(self.words))
+
+    @property
+    def ra_undefined(self):
+        return not self.words
+
+
+class FunctionEntry:
+    """One FDE: a function's address range, attributes and rows.
+
+    Rows read from a section are decoded on first use and then kept.
+    """
+
+    __slots__ = ("start", "size", "pc_type", "fre_type", "pauth_key", "signal",
+                 "fde_type", "rep_size", "_rows", "_load_rows", "num_rows")
+
+    def __init__(self, start, size, rows=(), *, pc_type=C.PC_TYPE_INC,
+                 fre_type=None, pauth_key=C.PAUTH_KEY_A, signal=False,
+                 fde_type=C.FDE_TYPE_DEFAULT, rep_size=0, load_rows=None,
+                 num_rows=None):
+        self.start = start
+        self.size = size
+        self.pc_type = pc_type
+        self.pauth_key = pauth_key
+        self.signal = signal
+        self.fde_type = fde_type
+        self.rep_size = rep_size
+        if load_rows is None:
+            self._rows = tuple(rows)
+            self.num_rows = len(self._rows)
+        else:
+            self._rows = None
+            self.num_rows = num_rows
+        self._load_rows = load_rows
+        self.fre_type = (minimal_fre_type(size, self._rows)
+                         if fre_type is None else fre_type)
+
+    @property
+    def rows(self):
+        if self._rows is None:
+            self._rows = tuple(self._load_rows())
+            self._load_rows = None
+        return self._rows
+
+    @property
+    def end(self):
+        return self.start + self.size
+
+    @property
+    def is_flex(self):
+        return self.fde_type == C.FDE_TYPE_FLEX
+
+    @property
+    def is_mask(self):
+        return self.pc_type == C.PC_TYPE_MASK
+
+    def _key(self):
+        return (self.start, self.size, self.pc_type, self.fre_type,
+                self.pauth_key, self.signal, self.fde_type, self.rep_size,
+                self.rows)
+
+    def __eq__(self, other):
+        if not isinstance(other, FunctionEntry):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __repr__(self):
+        return (f"FunctionEntry(start={self.start:#x}, size={self.size}, "
+                f"pc_type={self.pc_type}, fre_type={self.fre_type}, "
+                f"pauth_key={self.pauth_key}, signal={self.signal}, "
+                f"fde_type={self.fde_type}, rep_size={self.rep_size}, "
+                f"rows={self.rows!r})")
+
+
+class SFrameSection:
+    """A whole .sframe section.  version 0 stands for a zero-length section."""
+
+    def __init__(self, version, abi, functions=(), *, flags=None,
+                 cfa_fixed_fp_offset=0, cfa_fixed_ra_offset=None,
+                 aux_header=b"", big_endian=None, address=0, fre_order=None,
+                 name=".sframe"):
+        self.version = version
+        self.abi = abi
+        self.functions = list(functions)
+        if flags is None:
+            flags = C.F_FDE_SORTED
+            if version >= C.VERSION_2:
+                flags |= C.F_FDE_FUNC_START_PCREL
+        self.flags = flags
+        self.cfa_fixed_fp_offset = cfa_fixed_fp_offset
+        if cfa_fixed_ra_offset is None:
+            cfa_fixed_ra_offset = -8 if abi == C.ABI_AMD64_LE else 0
+        self.cfa_fixed_ra_offset = cfa_fixed_ra_offset
+        self.aux_header = bytes(aux_header)
+        self.big_endian = (abi in C.BIG_ENDIAN_ABIS
+                           if big_endian is None else big_endian)
+        self.address = address
+        # Order of the functions' row blocks in the FRE sub-section, as
+        # function indices; None when it is the FDE order.
+        if fre_order is not None and list(fre_order) == list(range(len(self.functions))):
+            fre_order = None
+        self.fre_order = None if fre_order is None else tuple(fre_order)
+        self.name = name
+        self._lookup_index = None
+
+    @classmethod
+    def empty(cls, address=0, name=".sframe"):
+        return cls(0, 0, flags=0, cfa_fixed_ra_offset=0, big_endian=False,
+                   address=address, name=name)
+
+    @property
+    def is_empty(self):
+        return self.version == 0
+
+    @property
+    def num_rows(self):
+        return sum(f.num_rows for f in self.functions)
+
+    @property
+    def registers(self):
+        """DWARF numbers of (SP, FP, RA register) for the section's ABI."""
+        return C.ABI_REGISTERS[self.abi]
+
+    def _key(self):
+        return (self.version, self.abi, self.flags, self.cfa_fixed_fp_offset,
+                self.cfa_fixed_ra_offset, self.aux_header, self.big_endian,
+                self.address, self.fre_order, self.functions)
+
+    def __eq__(self, other):
+        if not isinstance(other, SFrameSection):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __repr__(self):
+        return (f"SFrameSection(version={self.version}, abi={self.abi}, "
+                f"flags={self.flags:#x}, functions={len(self.functions)}, "
+                f"address={self.address:#x})")
+
+    def find_function(self, pc):
+        """The FunctionEntry covering pc, or None (binary search)."""
+        return lookup.find_function(self, pc)
+
+    def find_row(self, pc):
+        """The FrameRow in force at pc, or None where no row covers it."""
+        return lookup.find_row(self, pc)

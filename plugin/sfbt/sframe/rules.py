@@ -1,0 +1,141 @@
+"""What a frame row means: CFA, RA and FP recovery rules for one PC.
+
+Default FDEs store offsets whose meaning depends on the ABI (AMD64 keeps the
+RA at a fixed CFA offset, s390x scales its CFA offset); flexible FDEs store
+(control, offset) pairs.  Both become the same FrameRow.
+"""
+
+from dataclasses import dataclass
+
+from . import constants as C
+from .errors import SFrameError
+
+
+@dataclass(frozen=True)
+class Location:
+    """value = *(base + offset) if deref else base + offset.
+
+    ``register`` is a DWARF register number, or None for the CFA.
+    """
+
+    register: object
+    offset: int
+    deref: bool
+
+    def __str__(self):
+        base = "cfa" if self.register is None else f"r{self.register}"
+        text = f"{base}{self.offset:+d}"
+        return f"[{text}]" if self.deref else text
+
+
+@dataclass(frozen=True)
+class FrameRow:
+    """The unwinding rules in force at one PC.
+
+    ``cfa`` is None only for the outermost frame (RA undefined).  ``ra`` is
+    None when the return address has not been saved (it is still in the RA
+    register, e.g. AArch64's x30); ``fp`` is None when the caller's frame
+    pointer is unchanged.
+    """
+
+    function: object
+    entry: object
+    cfa: object
+    ra: object
+    fp: object
+    outermost: bool
+    mangled_ra: bool
+    signal: bool
+    pauth_key: int
+
+
+def decode_s390x_cfa_offset(value):
+    return value * C.S390X_CFA_ALIGNMENT - C.S390X_SP_VAL_OFFSET
+
+
+def frame_row(section, function, entry):
+    """Interpret one FrameRowEntry of ``function`` as a FrameRow."""
+    common = dict(function=function, entry=entry, mangled_ra=entry.mangled_ra,
+                  signal=function.signal, pauth_key=function.pauth_key)
+    if entry.ra_undefined:
+        return FrameRow(cfa=None, ra=None, fp=None, outermost=True, **common)
+    if function.is_flex:
+        cfa, ra, fp = _flex_rules(section, entry)
+    else:
+        cfa, ra, fp = _default_rules(section, entry)
+    return FrameRow(cfa=cfa, ra=ra, fp=fp, outermost=False, **common)
+
+
+def _default_rules(section, entry):
+    sp_reg, fp_reg, _ = section.registers
+    words = entry.words
+    cfa_offset = words[0]
+    if section.abi == C.ABI_S390X_BE:
+        cfa_offset = decode_s390x_cfa_offset(cfa_offset)
+    base = sp_reg if entry.base_reg == C.BASE_REG_SP else fp_reg
+    cfa = Location(base, cfa_offset, False)
+    if section.cfa_fixed_ra_offset:
+        ra = Location(None, section.cfa_fixed_ra_offset, True)
+        fp_word = words[1] if len(words) > 1 else None
+    else:
+        ra = _saved_at(section, words[1] if len(words) > 1 else None)
+        fp_word = words[2] if len(words) > 2 else None
+    if section.cfa_fixed_fp_offset:
+        fp = Location(None, section.cfa_fixed_fp_offset, True)
+    else:
+        fp = _saved_at(section, fp_word)
+    return cfa, ra, fp
+
+
+def _saved_at(section, word):
+    """A default-FDE RA/FP word: a CFA offset, 0 for padding, or (s390x v2)
+    an odd value holding a DWARF register number."""
+    if not word:
+        return None
+    if (section.abi == C.ABI_S390X_BE and section.version == C.VERSION_2
+            and word & 1):
+        return Location(word >> 1, 0, False)
+    return Location(None, word, True)
+
+
+def _flex_rules(section, entry):
+    words, size = entry.words, entry.word_size
+    fixed_ra = section.cfa_fixed_ra_offset
+    if len(words) < 2:
+        raise SFrameError(f"flexible FRE at offset {entry.start_offset:#x} has "
+                          f"{len(words)} data words; the CFA rule needs 2",
+                          section=section.name)
+    control = words[0] & ((1 << (8 * size)) - 1)
+    if not control & 1:
+        raise SFrameError(f"flexible FRE at offset {entry.start_offset:#x}: "
+                          "CFA rule has no base register", section=section.name)
+    cfa = _flex_location(control, words[1])
+    if section.abi == C.ABI_S390X_BE:
+        cfa = Location(cfa.register, decode_s390x_cfa_offset(cfa.offset), cfa.deref)
+    next_word = 2
+    ra = Location(None, fixed_ra, True) if fixed_ra else None
+    if len(words) > 2:
+        control = words[2] & ((1 << (8 * size)) - 1)
+        if control == 0:  # padding: RA not saved
+            ra, next_word = None, 3
+        elif len(words) > 3:
+            ra, next_word = _flex_location(control, words[3]), 4
+        else:
+            raise SFrameError(f"flexible FRE at offset {entry.start_offset:#x}: "
+                              "RA rule has no offset word", section=section.name)
+    fp = None
+    if len(words) > next_word:
+        if len(words) < next_word + 2:
+            raise SFrameError(f"flexible FRE at offset {entry.start_offset:#x}: "
+                              "FP rule has no offset word", section=section.name)
+        control = words[next_word] & ((1 << (8 * size)) - 1)
+        fp = _flex_location(control, words[next_word + 1])
+    return cfa, ra, fp
+
+
+def _flex_location(control, offset):
+    register = control >> 3 if control & 1 else None
+    return Location(register, offset, bool(control & 2))
+
+
+__all__ = ["Location", "FrameRow", "frame_row"]

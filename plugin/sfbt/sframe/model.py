@@ -148,11 +148,25 @@ class SFrameSection:
         self.address = address
         # Order of the functions' row blocks in the FRE sub-section, as
         # function indices; None when it is the FDE order.
-        if fre_order is not None and list(fre_order) == list(range(len(self.functions))):
-            fre_order = None
-        self.fre_order = None if fre_order is None else tuple(fre_order)
+        self.fre_order = self._canonical_order(fre_order)
         self.name = name
         self._lookup_index = None
+
+    def _canonical_order(self, order):
+        """The order as it can be read back: v1/v2 functions without rows
+        take no bytes, so they share their offset with the block that
+        follows them; the reader puts them before it, in FDE order."""
+        if order is None:
+            return None
+        result, empty = [], []
+        for index in order:
+            if self.version == C.VERSION_3 or self.functions[index].num_rows:
+                result += sorted(empty) + [index]
+                empty = []
+            else:
+                empty.append(index)
+        result += sorted(empty)
+        return None if result == list(range(len(self.functions))) else tuple(result)
 
     @classmethod
     def empty(cls, address=0, name=".sframe"):

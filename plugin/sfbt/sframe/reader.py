@@ -87,7 +87,10 @@ class _SectionReader:
         if total != num_fres:
             raise self.error(f"sfh_num_fres is {num_fres} but the FDEs hold "
                              f"{total} FREs", field["sfh_num_fres"])
-        order = sorted(range(num_fdes), key=block_offsets.__getitem__)
+        # Functions without bytes in the FRE sub-section (v1/v2, no rows)
+        # go before the block that shares their offset.
+        order = sorted(range(num_fdes), key=lambda i: (
+            block_offsets[i], version == C.VERSION_3 or functions[i].num_rows > 0, i))
         return SFrameSection(
             version, abi, functions, flags=flags, cfa_fixed_fp_offset=fixed_fp,
             cfa_fixed_ra_offset=fixed_ra, aux_header=data[C.HEADER_SIZE:body],

@@ -1,0 +1,28 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = ROOT / "plugin"
+FIXTURES = ROOT / "tests" / "fixtures"
+# Third-party conformance data lives beside the checkout, never inside it.
+CONFORMANCE = Path(os.environ.get(
+    "SFBT_CONFORMANCE_DIR", ROOT.parent / "shared" / "conformance"))
+
+if str(PLUGIN) not in sys.path:
+    sys.path.insert(0, str(PLUGIN))
+
+
+def run_sfbt(*args, input=None):
+    """Run the command line as a user would: python3 -m sfbt from a checkout."""
+    env = dict(os.environ, PYTHONPATH=str(PLUGIN))
+    return subprocess.run([sys.executable, "-m", "sfbt", *map(str, args)],
+                          capture_output=True, text=True, env=env, input=input,
+                          timeout=120)
+
+
+def objdump_contents(text):
+    """objdump's output from the line ``Contents of the SFrame section`` on."""
+    at = text.find("Contents of the SFrame section")
+    return text[at:] if at >= 0 else ""

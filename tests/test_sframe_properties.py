@@ -58,6 +58,7 @@ def sections(draw):
         cfa_fixed_fp_offset=draw(st.integers(-128, 127)),
         cfa_fixed_ra_offset=draw(st.integers(-128, 127)),
         aux_header=draw(st.binary(max_size=8)),
+        padding=draw(st.binary(max_size=7)),
         big_endian=draw(st.booleans()), address=address, fre_order=order)
 
 

@@ -48,16 +48,21 @@ def bfd_target_name(elffile):
     return _BFD_NAMES.get(key, f"elf{elffile.elfclass}-unknown")
 
 
-def read_elf_sframe(path):
-    """The SFrame section of the ELF file at ``path`` and objdump's name for
-    its format; SFrameSection.empty() if the file has no SFrame data."""
+def read_elf_sframe_bytes(path):
+    """(data, address, name) of the ELF file's SFrame section, or None, and
+    objdump's name for the file's format."""
     try:
         with open(path, "rb") as stream:
             elffile = ELFFile(stream)
-            found = _find_sframe(elffile)
-            fmt = bfd_target_name(elffile)
+            return _find_sframe(elffile), bfd_target_name(elffile)
     except (ELFError, struct.error, ValueError) as error:
         raise ElfInputError(f"not a readable ELF file: {error}") from None
+
+
+def read_elf_sframe(path):
+    """The SFrame section of the ELF file at ``path`` (None if it has none)
+    and objdump's name for the file's format."""
+    found, fmt = read_elf_sframe_bytes(path)
     if found is None:
         return None, fmt
     data, address, name = found

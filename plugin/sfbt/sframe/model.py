@@ -129,7 +129,7 @@ class SFrameSection:
     def __init__(self, version, abi, functions=(), *, flags=None,
                  cfa_fixed_fp_offset=0, cfa_fixed_ra_offset=None,
                  aux_header=b"", big_endian=None, address=0, fre_order=None,
-                 name=".sframe"):
+                 padding=b"", name=".sframe"):
         self.version = version
         self.abi = abi
         self.functions = list(functions)
@@ -143,6 +143,9 @@ class SFrameSection:
             cfa_fixed_ra_offset = -8 if abi == C.ABI_AMD64_LE else 0
         self.cfa_fixed_ra_offset = cfa_fixed_ra_offset
         self.aux_header = bytes(aux_header)
+        # Bytes after the last sub-section: assemblers pad object files'
+        # sections to their alignment.
+        self.padding = bytes(padding)
         self.big_endian = (abi in C.BIG_ENDIAN_ABIS
                            if big_endian is None else big_endian)
         self.address = address
@@ -188,8 +191,8 @@ class SFrameSection:
 
     def _key(self):
         return (self.version, self.abi, self.flags, self.cfa_fixed_fp_offset,
-                self.cfa_fixed_ra_offset, self.aux_header, self.big_endian,
-                self.address, self.fre_order, self.functions)
+                self.cfa_fixed_ra_offset, self.aux_header, self.padding,
+                self.big_endian, self.address, self.fre_order, self.functions)
 
     def __eq__(self, other):
         if not isinstance(other, SFrameSection):

@@ -95,6 +95,7 @@ class _SectionReader:
             version, abi, functions, flags=flags, cfa_fixed_fp_offset=fixed_fp,
             cfa_fixed_ra_offset=fixed_ra, aux_header=data[C.HEADER_SIZE:body],
             big_endian=big_endian, address=self.address, fre_order=order,
+            padding=data[body + max(fde_table_end, fre_off + fre_len):],
             name=self.name)
 
     def _read_fdes(self, table, count, fde_size, pcrel):

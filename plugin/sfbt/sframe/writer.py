@@ -71,7 +71,8 @@ def write_section(section):
         section.cfa_fixed_fp_offset, section.cfa_fixed_ra_offset,
         len(section.aux_header), len(functions), num_fres, fre_len,
         0, len(functions) * fde_size)
-    return b"".join([header, section.aux_header, *fdes, *blocks])
+    return b"".join([header, section.aux_header, *fdes, *blocks,
+                     section.padding])
 
 
 def _check_unsigned(value, size, what):

@@ -1,0 +1,175 @@
+"""The unwinding core over synthetic memory images."""
+
+from sframe_samples import FP, SP
+from synthetic import SyntheticTarget
+from sfbt.arch import AARCH64, S390X, X86_64
+from sfbt.sframe import FrameRowEntry, FunctionEntry, SFrameSection
+from sfbt.sframe import constants as C
+from sfbt.unwinder import FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder
+
+RSP, RBP, RIP = 7, 6, 16
+
+# An AMD64 frame-pointer prologue: push %rbp; mov %rsp,%rbp; ...; leave; ret
+PROLOGUE = [FrameRowEntry(0, SP, (8,)), FrameRowEntry(1, SP, (16, -16)),
+            FrameRowEntry(4, FP, (16, -16)), FrameRowEntry(0x3e, SP, (8, -16))]
+
+
+def amd64_program():
+    """main (0x1000) -> work (0x1100) -> leaf (0x1200, no frame pointer)."""
+    functions = [
+        FunctionEntry(0x1000, 0x40, PROLOGUE),
+        FunctionEntry(0x1100, 0x40, PROLOGUE),
+        FunctionEntry(0x1200, 0x20, [FrameRowEntry(0, SP, (8,)),
+                                     FrameRowEntry(4, SP, (48,))]),
+        # _start: the outermost frame
+        FunctionEntry(0x1300, 0x10, [FrameRowEntry(0, SP, ())]),
+    ]
+    return SFrameSection(3, C.ABI_AMD64_LE, functions)
+
+
+def build_amd64_stack(leaf_pc=0x1210):
+    stack = 0x7FFF0000
+    section = amd64_program()
+    # leaf: CFA = rsp + 48; RA at CFA - 8 -> work+0x20
+    leaf_sp = stack
+    leaf_cfa = leaf_sp + 48
+    work_rbp = leaf_cfa + 16
+    main_rbp = work_rbp + 64
+    target = SyntheticTarget(X86_64, {RSP: leaf_sp, RBP: work_rbp, RIP: leaf_pc},
+                             [("prog", 0x1000, 0x2000, section)])
+    target.write_word(leaf_cfa - 8, 0x1120)  # return into work
+    # work's frame: CFA = rbp + 16, saved rbp at CFA - 16, RA at CFA - 8
+    target.write_word(work_rbp, main_rbp)
+    target.write_word(work_rbp + 8, 0x1030)  # return into main
+    target.write_word(main_rbp, 0)
+    target.write_word(main_rbp + 8, 0x1305)  # return into _start
+    return target
+
+
+def test_amd64_walk_to_the_outermost_frame():
+    target = build_amd64_stack()
+    frames, stop = Unwinder(target, target.module_map()).walk()
+    assert [f.pc for f in frames] == [0x1210, 0x1120, 0x1030, 0x1305]
+    assert [f.how for f in frames[1:]] == [SFRAME, SFRAME, SFRAME]
+    assert stop == "outermost frame"
+    assert frames[1].lookup_pc == 0x111f and frames[0].lookup_pc == 0x1210
+
+
+def test_frame_limit_and_is_last():
+    target = build_amd64_stack()
+    unwinder = Unwinder(target, target.module_map())
+    frames, stop = unwinder.walk(limit=2)
+    assert len(frames) == 2 and stop == "frame limit reached"
+    frames, stop = unwinder.walk(is_last=lambda f: f.pc == 0x1030)
+    assert [f.pc for f in frames] == [0x1210, 0x1120, 0x1030] and stop is None
+
+
+def test_unreadable_stack_stops_with_the_address():
+    target = build_amd64_stack()
+    del target.memory[0x7FFF0000 + 48 - 8]
+    frames, stop = Unwinder(target, target.module_map()).walk()
+    assert len(frames) == 1
+    assert stop == f"Cannot access memory at address {0x7FFF0000 + 40:#x}"
+
+
+def test_no_data_then_frame_pointer_fallback():
+    target = build_amd64_stack()
+    # a pc outside every module: only the frame pointer can help
+    target._registers[RIP] = 0x9000
+    target._registers[RSP] = 0x7FFF0000
+    rbp = target._registers[RBP]
+    frames, stop = Unwinder(target, target.module_map(), fallback="fp").walk()
+    assert frames[1].how == FRAME_POINTER and frames[1].pc == 0x1030
+    assert frames[1].registers[RBP] == rbp + 64
+    frames, stop = Unwinder(target, target.module_map(), fallback="none").walk()
+    assert len(frames) == 1 and stop == "no unwind data for PC 0x9000"
+
+
+def test_frame_that_does_not_move_up_is_a_loop():
+    target = build_amd64_stack()
+    work_rbp = target._registers[RBP]
+    target.write_word(work_rbp, work_rbp - 0x100)  # main's rbp below work's
+    target.write_word(work_rbp - 0x100 + 8, 0x1030)
+    frames, stop = Unwinder(target, target.module_map()).walk()
+    assert stop == "frame did not move up the stack (corrupt stack?)"
+
+
+def test_signal_trampoline_restores_the_interrupted_registers():
+    section = amd64_program()
+    handler = FunctionEntry(0x1400, 0x20, [FrameRowEntry(0, SP, (8,))])
+    section.functions.append(handler)
+    stack = 0x7FFF0000
+    target = SyntheticTarget(X86_64, {RSP: stack, RBP: 0, RIP: 0x1400},
+                             [("prog", 0x1000, 0x2000, section)])
+    trampoline = 0x5000
+    target.write_bytes(trampoline, X86_64.signal_frame.code)
+    target.write_word(stack, trampoline)  # the handler returns into it
+    ucontext = stack + 8
+    gregs = ucontext + 40
+    target.write_bytes(gregs, bytes(17 * 8))
+    interrupted_sp = 0x7FFF1000
+    target.write_word(gregs + 15 * 8, interrupted_sp)  # RSP
+    target.write_word(gregs + 16 * 8, 0x1204)  # RIP: leaf, exact
+    target.write_word(gregs + 10 * 8, 0x7FFF2000)  # RBP
+    target.write_word(interrupted_sp + 40, 0x1120)  # leaf's return address
+    frames, stop = Unwinder(target, target.module_map()).walk(limit=4)
+    assert [f.pc for f in frames] == [0x1400, trampoline, 0x1204, 0x1120]
+    assert frames[1].signal_trampoline and frames[2].how == SIGNAL
+    assert frames[2].interrupted and frames[2].lookup_pc == 0x1204
+    assert frames[2].registers[RBP] == 0x7FFF2000
+
+
+def test_flexible_drap_frame():
+    control = lambda reg, deref: (reg << 3) | (int(deref) << 1) | 1  # noqa: E731
+    # CFA = *(r10 - 8); RA at CFA - 8; FP = *(rbp + 0)
+    row = FrameRowEntry(0, SP, (control(10, True), -8, 2, -8, control(6, True), 0))
+    section = SFrameSection(3, C.ABI_AMD64_LE, [
+        FunctionEntry(0x1000, 0x40, [row], fde_type=C.FDE_TYPE_FLEX),
+        FunctionEntry(0x1100, 0x40, [FrameRowEntry(0, SP, ())])])
+    target = SyntheticTarget(X86_64, {RSP: 0x7000, RBP: 0x7100, 10: 0x7200,
+                                      RIP: 0x1010},
+                             [("prog", 0x1000, 0x2000, section)])
+    target.write_word(0x7200 - 8, 0x7300)  # the CFA
+    target.write_word(0x7300 - 8, 0x1104)
+    target.write_word(0x7100, 0x7400)
+    frames, stop = Unwinder(target, target.module_map()).walk()
+    assert [f.pc for f in frames] == [0x1010, 0x1104]
+    assert frames[1].how == FLEX
+    assert frames[1].registers == {RSP: 0x7300, RIP: 0x1104, RBP: 0x7400}
+
+
+def test_aarch64_link_register_and_pointer_authentication():
+    section = SFrameSection(3, C.ABI_AARCH64_LE, [
+        # leaf: RA still in x30
+        FunctionEntry(0x1000, 0x20, [FrameRowEntry(0, SP, (0,))]),
+        # caller: stp x29, x30, [sp, -32]!; RA signed (paciasp)
+        FunctionEntry(0x1100, 0x40, [FrameRowEntry(0, SP, (0,)),
+                                     FrameRowEntry(8, SP, (32, -24, -32),
+                                                   mangled_ra=True)]),
+        FunctionEntry(0x1200, 0x40, [FrameRowEntry(0, SP, ())]),
+    ])
+    sp = 0x7000
+    target = SyntheticTarget(AARCH64, {31: sp, 29: 0x7100, 30: 0x1110, 32: 0x1004},
+                             [("prog", 0x1000, 0x2000, section)])
+    # the caller's frame record at its CFA - 32: x29 then the signed x30
+    target.write_word(sp + 32 - 32, 0x7500)
+    target.write_word(sp + 32 - 24, 0x1234 | (0x5A << 56))
+    frames, stop = Unwinder(target, target.module_map()).walk()
+    assert [f.pc for f in frames] == [0x1004, 0x1110, 0x1234]
+    assert frames[2].registers[29] == 0x7500
+    assert stop == "outermost frame"
+
+
+def test_s390x_stack_pointer_is_cfa_minus_160():
+    section = SFrameSection(3, C.ABI_S390X_BE, [
+        # CFA = r15 + 160 + 8 * 4; RA (r14) saved at CFA - 48
+        FunctionEntry(0x1000, 0x40, [FrameRowEntry(0, SP, (4, -48))]),
+        FunctionEntry(0x1100, 0x40, [FrameRowEntry(0, SP, ())]),
+    ])
+    target = SyntheticTarget(S390X, {15: 0x8000, 11: 0, 14: 0, 64: 0x1008},
+                             [("prog", 0x1000, 0x2000, section)])
+    cfa = 0x8000 + 160 + 32
+    target.write_word(cfa - 48, 0x1110)
+    frames, stop = Unwinder(target, target.module_map()).walk()
+    assert [f.pc for f in frames] == [0x1008, 0x1110]
+    assert frames[1].registers[15] == cfa - 160

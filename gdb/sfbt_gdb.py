@@ -1,0 +1,15 @@
+"""GDB entry file: `source /path/to/sfbt/gdb/sfbt_gdb.py` (./install.sh adds
+that line to ~/.gdbinit).  Registers sframe-bt, info sframe, the
+`set/show sframe` settings and the SFrame frame unwinder."""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _path in (os.path.join(os.path.dirname(_HERE), "plugin"), _HERE):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import sfbt_gdb_adapter  # noqa: E402
+
+sfbt_gdb_adapter.register()

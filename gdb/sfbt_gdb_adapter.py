@@ -1,0 +1,553 @@
+"""The GDB adapter: sfbt's Target over GDB's Python API, the sframe-bt and
+info sframe commands, `set/show sframe ...`, and a frame unwinder that
+gives GDB's own bt, up and finish the frames SFrame describes.
+
+Works on GDB 13.1: frame ids are plain objects with gdb.Value sp and pc
+(gdb.unwinder.FrameId is GDB 14+), and the load bias of each object file
+comes from `info files` (gdb.Objfile has no load address before GDB 14).
+"""
+
+import collections
+import re
+
+import gdb
+import gdb.unwinder
+
+from sfbt.arch import AARCH64, S390X, X86_64
+from sfbt.modules import ModuleMap
+from sfbt.sframe.elf import ElfInputError
+from sfbt.target import Module, Target, TargetMemoryError
+from sfbt.unwinder import (FRAME_POINTER, STOP_LIMIT, STOP_OUTERMOST, Frame,
+                           UnwindStop, Unwinder)
+
+_GDB_ARCHES = {"i386:x86-64": X86_64, "aarch64": AARCH64, "s390:64-bit": S390X}
+
+
+class SFrameGdbError(gdb.GdbError):
+    pass
+
+
+# -- target -------------------------------------------------------------------
+
+def current_arch():
+    try:
+        name = gdb.selected_inferior().architecture().name()
+    except (gdb.error, AttributeError):
+        name = gdb.newest_frame().architecture().name()
+    arch = _GDB_ARCHES.get(name)
+    if arch is None:
+        raise SFrameGdbError(f"sframe: architecture {name} is not supported")
+    return arch
+
+
+_SECTION_LINE = re.compile(
+    r"^\s*0x([0-9a-f]+) - 0x([0-9a-f]+) is (\S+)(?: in (.+))?$")
+_EXEC_LINE = re.compile(r"^\s*`(.+)', file type")
+
+
+def parse_info_files(text):
+    """{path: {section: (start, end)}} from `info files`."""
+    exec_path = None
+    files = collections.OrderedDict()
+    for line in text.splitlines():
+        match = _EXEC_LINE.match(line)
+        if match:
+            exec_path = match[1]
+            continue
+        match = _SECTION_LINE.match(line)
+        if match:
+            path = match[4] or exec_path
+            if path is None:
+                continue
+            files.setdefault(path, {})[match[3]] = (int(match[1], 16),
+                                                    int(match[2], 16))
+    return files
+
+
+_FILE_SECTIONS = {}  # (path, mtime) -> {section name: sh_addr}
+
+
+def _file_section_addresses(path):
+    import os
+    from elftools.elf.elffile import ELFFile
+    try:
+        key = (path, os.stat(path).st_mtime_ns)
+    except OSError:
+        return None
+    if key not in _FILE_SECTIONS:
+        try:
+            with open(path, "rb") as stream:
+                _FILE_SECTIONS[key] = {s.name: s["sh_addr"]
+                                       for s in ELFFile(stream).iter_sections()
+                                       if s["sh_addr"]}
+        except Exception:  # not an ELF file we can read
+            _FILE_SECTIONS[key] = None
+    return _FILE_SECTIONS[key]
+
+
+def loaded_modules():
+    """Module for each object file GDB has loaded, from `info files`."""
+    build_ids = {o.filename: o.build_id for o in gdb.objfiles()
+                 if o.is_valid() and o.filename}
+    modules = []
+    text = gdb.execute("info files", to_string=True)
+    for path, sections in parse_info_files(text).items():
+        file_sections = _file_section_addresses(path) or {}
+        bias = 0
+        for name, (start, _) in sections.items():
+            if name in file_sections:
+                bias = start - file_sections[name]
+                break
+        start = min(s for s, _ in sections.values())
+        end = max(e for _, e in sections.values())
+        modules.append(Module(path, bias, start, end, build_ids.get(path)))
+    return modules
+
+
+class GdbTarget(Target):
+    """The selected thread of GDB's selected inferior."""
+
+    def __init__(self, arch):
+        self.arch = arch
+        self._inferior = gdb.selected_inferior()
+
+    def read_memory(self, address, size):
+        try:
+            return self._inferior.read_memory(address, size).tobytes()
+        except (gdb.MemoryError, gdb.error, OverflowError, ValueError):
+            raise TargetMemoryError(address, size) from None
+
+    def registers(self):
+        frame = gdb.newest_frame()
+        values = {}
+        for number, name in self.arch.register_names.items():
+            try:
+                values[number] = int(frame.read_register(name)) & 0xFFFFFFFFFFFFFFFF
+            except (gdb.error, ValueError):
+                pass
+        return values
+
+    def modules(self):
+        return state.module_map().modules
+
+
+# -- shared state ---------------------------------------------------------------
+
+class _State:
+    """The module map, rebuilt only when the set of object files or the
+    process changed (checked once after each stop, on first use)."""
+
+    def __init__(self):
+        self._map = None
+        self._key = None
+        self._checked = False
+        self.errors = collections.deque(maxlen=50)
+
+    def invalidate(self, *_):
+        self._checked = False
+
+    def forget(self, *_):
+        self._map = None
+        self._checked = False
+
+    def module_map(self):
+        if self._map is not None and self._checked:
+            return self._map
+        inferior = gdb.selected_inferior()
+        key = (inferior.num, inferior.pid,
+               tuple(o.filename for o in gdb.objfiles() if o.is_valid()))
+        if self._map is None or key != self._key:
+            arch = current_arch()
+            self._map = ModuleMap(loaded_modules(), GdbTarget(arch))
+            self._key = key
+        self._checked = True
+        return self._map
+
+    def record_error(self, where, error):
+        message = f"{where}: {type(error).__name__}: {error}"
+        self.errors.append(message)
+        if debug_parameter.value:
+            print(f"sframe: {message}")
+
+
+state = _State()
+
+
+# -- symbolization ----------------------------------------------------------------
+
+def _minimal_symbol(pc):
+    try:
+        text = gdb.execute(f"info symbol {pc:#x}", to_string=True)
+    except gdb.error:
+        return None
+    if text.startswith("No symbol matches"):
+        return None
+    return text.split(" in section ")[0].split(" + ")[0].strip()
+
+
+def describe_frame(frame, module_map):
+    """(function name, location suffix) for a frame, in bt's words."""
+    if frame.signal_trampoline:
+        return "<signal handler called>", ""
+    pc = frame.lookup_pc
+    name = None
+    try:
+        block = gdb.block_for_pc(pc)
+    except RuntimeError:
+        block = None
+    while block is not None and block.function is None:
+        block = block.superblock
+    if block is not None:
+        name = block.function.print_name
+    if name is None:
+        name = _minimal_symbol(pc) or "??"
+    sal = gdb.find_pc_line(pc)
+    if sal.symtab is not None and sal.line:
+        return name, f" at {sal.symtab.filename}:{sal.line}"
+    module = module_map.module_for(pc)
+    progspace_file = gdb.current_progspace().filename
+    if module is not None and module.path != progspace_file:
+        return name, f" from {module.path}"
+    return name, " ()"
+
+
+def format_frame(frame, module_map, verbose):
+    name, where = describe_frame(frame, module_map)
+    line = f"#{frame.level:<2} {frame.pc:#018x} in {name}{where}"
+    if frame.signal_trampoline:
+        line = f"#{frame.level:<2} {frame.pc:#018x} in {name}"
+    if verbose:
+        if frame.level == 0:
+            how = "innermost"
+        elif frame.data_module is not None:
+            how = f"{frame.how}, {frame.data_module.name}"
+        else:
+            how = frame.how
+        line += f"  [{how}]"
+    return line
+
+
+# -- sframe-bt --------------------------------------------------------------------------
+
+class SFrameBacktrace(gdb.Command):
+    """Print a backtrace unwound with SFrame data.
+
+Usage: sframe-bt [N | -N] [-v] [-full]
+  N      print the innermost N frames
+  -N     print the outermost N frames
+  -v     show how each frame was unwound (innermost, sframe, flex, signal,
+         fp) and from which module's SFrame data
+  -full  also print each frame's recovered SP, FP and CFA
+
+Frames are printed as `bt` prints them with `set print frame-arguments
+none`, with the address always shown:
+  #3  0x00007ffff7e591f5 in start_thread at ./nptl/pthread_create.c:442
+Like bt, the walk ends at main unless `set backtrace past-main on`.  Where a
+module has no SFrame data, `set sframe fallback fp` (the default) follows
+the frame-pointer chain.  See also: info sframe, set sframe."""
+
+    OPTIONS = ("-v", "-full")
+
+    def __init__(self):
+        super().__init__("sframe-bt", gdb.COMMAND_STACK)
+
+    def complete(self, text, word):
+        # GDB breaks words at "-": complete the whole option being typed.
+        typed = "" if not text or text.endswith(" ") else text.split()[-1]
+        cut = len(typed) - len(word or "")
+        return [option[cut:] for option in self.OPTIONS if option.startswith(typed)]
+
+    def invoke(self, argument, from_tty):
+        count, verbose, full = self.parse(argument)
+        if not gdb.selected_inferior().pid and not _has_core():
+            raise SFrameGdbError("No stack.")
+        try:
+            frames, stop = walk_stack(limit_parameter.value or None)
+        except (TargetMemoryError, UnwindStop, ElfInputError) as error:
+            raise SFrameGdbError(f"sframe-bt: {error}") from None
+        shown = frames
+        more = False
+        if count is not None and count >= 0:
+            shown, more = frames[:count], len(frames) > count
+        elif count is not None:
+            shown = frames[count:]
+        module_map = state.module_map()
+        arch = current_arch()
+        lines = []
+        for frame in shown:
+            lines.append(format_frame(frame, module_map, verbose))
+            if full:
+                lines.append(_registers_line(frame, arch))
+        if more:
+            lines.append("(More stack frames follow...)")
+        elif stop is not None and not (count is not None and count < 0 and stop == STOP_LIMIT):
+            lines.append(f"Backtrace stopped: {stop}")
+        gdb.write("\n".join(lines) + "\n")
+
+    @staticmethod
+    def parse(argument):
+        count, verbose, full = None, False, False
+        for word in gdb.string_to_argv(argument):
+            if word == "-v":
+                verbose = True
+            elif word == "-full":
+                full = True
+            else:
+                try:
+                    count = int(word, 0)
+                except ValueError:
+                    raise SFrameGdbError(
+                        f"sframe-bt: unknown argument {word!r} "
+                        "(usage: sframe-bt [N | -N] [-v] [-full])") from None
+        return count, verbose, full
+
+
+def _registers_line(frame, arch):
+    parts = []
+    for label, number in (("sp", arch.sp), ("fp", arch.fp)):
+        value = frame.registers.get(number)
+        parts.append(f"{label} = {value:#x}" if value is not None else f"{label} = <unknown>")
+    if frame.cfa is not None:
+        parts.append(f"cfa = {frame.cfa:#x}")
+    return "        " + ", ".join(parts)
+
+
+def _has_core():
+    try:
+        return gdb.selected_inferior().threads() != ()
+    except gdb.error:
+        return False
+
+
+def _past_main():
+    try:
+        return gdb.parameter("backtrace past-main")
+    except gdb.error:
+        return False
+
+
+def walk_stack(limit=None):
+    """Frames of the selected thread, and the stop reason (None at main)."""
+    arch = current_arch()
+    module_map = state.module_map()
+    target = GdbTarget(arch)
+    unwinder = Unwinder(target, module_map, fallback=fallback_parameter.value)
+    is_last = None if _past_main() else _is_main
+    return unwinder.walk(limit=limit, is_last=is_last)
+
+
+def _is_main(frame):
+    if frame.signal_trampoline:
+        return False
+    try:
+        block = gdb.block_for_pc(frame.lookup_pc)
+    except RuntimeError:
+        return False
+    while block is not None and block.function is None:
+        block = block.superblock
+    if block is not None:
+        return block.function.name == "main"
+    return _minimal_symbol(frame.lookup_pc) == "main"
+
+
+# -- info sframe ---------------------------------------------------------------------------
+
+class InfoSFrame(gdb.Command):
+    """List the loaded object files and where their SFrame data comes from.
+
+Usage: info sframe
+Each line shows a module's address range, its path, and its SFrame data:
+the section version and FDE count and whether it was read from the file
+or from the target's memory, or "none"."""
+
+    def __init__(self):
+        super().__init__("info sframe", gdb.COMMAND_STATUS, gdb.COMPLETE_NONE)
+
+    def invoke(self, argument, from_tty):
+        if argument.strip():
+            raise SFrameGdbError("info sframe takes no arguments")
+        module_map = state.module_map()
+        if not module_map.modules:
+            gdb.write("No object files loaded.\n")
+            return
+        lines = [f"{'From':<18}  {'To':<18}  {'SFrame':<40}  Object file"]
+        for module in module_map.modules:
+            source = module_map.source_for(module)
+            lines.append(f"{module.start:#018x}  {module.end:#018x}  "
+                         f"{source.describe():<40}  {module.path}")
+        gdb.write("\n".join(lines) + "\n")
+
+
+# -- settings ------------------------------------------------------------------------------
+
+class _Prefix(gdb.Command):
+    def __init__(self, name, doc):
+        self.__doc__ = doc
+        super().__init__(name, gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+
+class _Parameter(gdb.Parameter):
+    def __init__(self, name, kind, doc, show_doc, *extra, default=None):
+        self.set_doc = doc
+        self.show_doc = show_doc
+        self.__doc__ = doc
+        super().__init__(name, gdb.COMMAND_DATA, kind, *extra)
+        if default is not None:
+            self.value = default
+
+    def get_set_string(self):
+        gdb.invalidate_cached_frames()
+        return ""
+
+
+class UnwinderParameter(_Parameter):
+    def get_show_string(self, value):
+        return f"Unwinding GDB's frames with SFrame data is {value}."
+
+    def get_set_string(self):
+        frame_unwinder.enabled = bool(self.value)
+        gdb.invalidate_cached_frames()
+        return ""
+
+
+class LimitParameter(_Parameter):
+    def get_show_string(self, value):
+        if self.value is None or value == "0":
+            value = "unlimited"
+        return f"The upper bound on sframe-bt frames is {value}."
+
+
+class FallbackParameter(_Parameter):
+    def get_show_string(self, value):
+        return f"Where SFrame has no data, sframe-bt falls back to: {value}."
+
+
+class DebugParameter(_Parameter):
+    def get_show_string(self, value):
+        return f"SFrame unwinder debugging output is {value}."
+
+    def get_set_string(self):
+        if self.value and state.errors:
+            return "Recent SFrame unwinder errors:\n  " + "\n  ".join(state.errors)
+        return ""
+
+
+# -- the frame unwinder ----------------------------------------------------------------
+
+class _FrameId:
+    def __init__(self, sp, pc):
+        self.sp = sp
+        self.pc = pc
+
+
+class _PendingTarget(Target):
+    """The registers of a frame GDB is building, read on demand."""
+
+    def __init__(self, arch, pending):
+        self.arch = arch
+        self._pending = pending
+        self._inferior = gdb.selected_inferior()
+
+    def read_register(self, number):
+        name = self.arch.register_names[number]
+        return int(self._pending.read_register(name)) & 0xFFFFFFFFFFFFFFFF
+
+    def read_memory(self, address, size):
+        try:
+            return self._inferior.read_memory(address, size).tobytes()
+        except (gdb.MemoryError, gdb.error, OverflowError, ValueError):
+            raise TargetMemoryError(address, size) from None
+
+
+class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
+    """Frames from SFrame rows; None (GDB's own unwinders) elsewhere."""
+
+    def __init__(self):
+        super().__init__("sframe")
+        self._value_type = None
+
+    def _value(self, number):
+        if self._value_type is None:
+            self._value_type = gdb.lookup_type("unsigned long")
+        return gdb.Value(number).cast(self._value_type)
+
+    def __call__(self, pending_frame):
+        try:
+            return self._unwind(pending_frame)
+        except Exception as error:  # never let an error reach the user
+            state.record_error("unwinder", error)
+            return None
+
+    def _unwind(self, pending):
+        arch = _GDB_ARCHES.get(pending.architecture().name())
+        if arch is None:
+            return None
+        pc_name = arch.register_names[arch.pc]
+        pc = int(pending.read_register(pc_name)) & 0xFFFFFFFFFFFFFFFF
+        level = pending.level()
+        lookup_pc = pc if level == 0 else pc - 1
+        module_map = state.module_map()
+        module, row = module_map.row_for(lookup_pc)
+        if row is None or row.outermost:
+            return None
+        if level > 0:
+            # A frame interrupted by a signal is looked up at its PC, a
+            # caller at PC - 1; where the two disagree, let GDB decide.
+            _, row_at_pc = module_map.row_for(pc)
+            if row_at_pc is not None and row_at_pc.entry is not row.entry:
+                return None
+        target = _PendingTarget(arch, pending)
+        registers = {}
+        for location in (row.cfa, row.ra, row.fp):
+            if location is not None and location.register is not None:
+                registers[location.register] = target.read_register(location.register)
+        for number in (arch.sp, arch.fp) + ((arch.ra,) if arch.has_link_register else ()):
+            if number not in registers:
+                registers[number] = target.read_register(number)
+        frame = Frame(level, pc, registers, interrupted=(level == 0))
+        core = Unwinder(target, module_map, fallback="none")
+        caller = core._caller_from_row(frame, module, row)
+        function_start = row.function.start + module.load_bias
+        info = pending.create_unwind_info(
+            _FrameId(self._value(caller.cfa), self._value(function_start)))
+        info.add_saved_register(pc_name, self._value(caller.pc))
+        info.add_saved_register(arch.register_names[arch.sp],
+                                self._value(caller.registers[arch.sp]))
+        if arch.fp in caller.registers:
+            info.add_saved_register(arch.register_names[arch.fp],
+                                    self._value(caller.registers[arch.fp]))
+        return info
+
+
+frame_unwinder = SFrameFrameUnwinder()
+unwinder_parameter = limit_parameter = fallback_parameter = debug_parameter = None
+
+
+def register():
+    global unwinder_parameter, limit_parameter, fallback_parameter, debug_parameter
+    _Prefix("set sframe", "Settings of the SFrame unwinder and sframe-bt.")
+    _Prefix("show sframe", "Show settings of the SFrame unwinder and sframe-bt.")
+    unwinder_parameter = UnwinderParameter(
+        "sframe unwinder", gdb.PARAM_BOOLEAN,
+        "Set whether GDB's frames come from SFrame data where it has a row.",
+        "Show whether GDB's frames come from SFrame data.", default=True)
+    limit_parameter = LimitParameter(
+        "sframe backtrace-limit", gdb.PARAM_UINTEGER,
+        "Set the most frames sframe-bt unwinds (0 or unlimited: no limit).",
+        "Show the most frames sframe-bt unwinds.")
+    fallback_parameter = FallbackParameter(
+        "sframe fallback", gdb.PARAM_ENUM,
+        "Set what sframe-bt does where SFrame has no data: fp follows the "
+        "frame-pointer chain, none stops.",
+        "Show what sframe-bt does where SFrame has no data.", ["fp", "none"])
+    debug_parameter = DebugParameter(
+        "sframe debug", gdb.PARAM_BOOLEAN,
+        "Set whether errors inside the SFrame frame unwinder are printed.",
+        "Show whether SFrame unwinder errors are printed.", default=False)
+    SFrameBacktrace()
+    InfoSFrame()
+    gdb.unwinder.register_unwinder(None, frame_unwinder, replace=True)
+    gdb.events.new_objfile.connect(state.forget)
+    gdb.events.clear_objfiles.connect(state.forget)
+    gdb.events.stop.connect(state.invalidate)
+    gdb.events.exited.connect(state.forget)

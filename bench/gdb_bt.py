@@ -5,7 +5,6 @@ Prints each command's time (best of 5) and the ratio sframe-bt / bt.
 Run: python3 bench/gdb_bt.py
 """
 
-import subprocess
 import sys
 import tempfile
 from pathlib import Path

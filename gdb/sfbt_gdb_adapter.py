@@ -15,10 +15,8 @@ import gdb.unwinder
 
 from sfbt.arch import AARCH64, S390X, X86_64
 from sfbt.modules import ModuleMap
-from sfbt.sframe.elf import ElfInputError
 from sfbt.target import Module, Target, TargetMemoryError
-from sfbt.unwinder import (FRAME_POINTER, STOP_LIMIT, STOP_OUTERMOST, Frame,
-                           UnwindStop, Unwinder)
+from sfbt.unwinder import STOP_LIMIT, Frame, Unwinder
 
 _GDB_ARCHES = {"i386:x86-64": X86_64, "aarch64": AARCH64, "s390:64-bit": S390X}
 
@@ -263,7 +261,9 @@ the frame-pointer chain.  See also: info sframe, set sframe."""
             raise SFrameGdbError("No stack.")
         try:
             frames, stop = walk_stack(limit_parameter.value or None)
-        except (TargetMemoryError, UnwindStop, ElfInputError) as error:
+        except gdb.GdbError:
+            raise
+        except Exception as error:  # one line, never a traceback
             raise SFrameGdbError(f"sframe-bt: {error}") from None
         shown = frames
         more = False

@@ -3,10 +3,8 @@ compiled by the tests with gas --gsframe: at every stop, sframe-bt's PCs
 equal GDB's own (DWARF) bt PCs, frame by frame, down to main or to the first
 frame in a library without SFrame data."""
 
-import os
 import signal
 import subprocess
-import time
 
 import pytest
 

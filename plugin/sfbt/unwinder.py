@@ -6,6 +6,7 @@ SFrame rows through a ModuleMap.
 
 from dataclasses import dataclass, field
 
+from .sframe import SFrameError
 from .target import TargetMemoryError
 
 # How a frame was found.
@@ -85,8 +86,15 @@ class Unwinder:
         """The frame that called ``frame``; UnwindStop when there is none."""
         if frame.signal_trampoline:
             return self._caller_of_signal_frame(frame)
-        module, row = self.module_map.row_for(frame.lookup_pc)
+        try:
+            module, row = self.module_map.row_for(frame.lookup_pc)
+        except SFrameError as error:
+            module = self.module_map.module_for(frame.lookup_pc)
+            raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
         if row is not None:
+            if row.signal and self.arch.signal_frame is not None:
+                # a v3 signal FDE: the kernel's frame, whatever its code
+                return self._caller_of_signal_frame(frame)
             return self._caller_from_row(frame, module, row)
         if self.fallback == "fp" and self.arch.frame_record is not None:
             return self._caller_from_frame_pointer(frame)

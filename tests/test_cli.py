@@ -1,0 +1,111 @@
+"""The sfbt command line as a user runs it: python3 -m sfbt from a checkout."""
+
+import shutil
+import struct
+import subprocess
+
+from elftools.elf.elffile import ELFFile
+
+from conftest import FIXTURES, objdump_contents, run_sfbt
+
+PROGRAM = FIXTURES / "v3" / "x86_64" / "callchain-O2"
+
+
+def assert_one_line_error(result, *words):
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in lines[0]
+
+
+def sframe_file_offset(path):
+    with open(path, "rb") as stream:
+        section = ELFFile(stream).get_section_by_name(".sframe")
+        return section["sh_offset"], section["sh_size"]
+
+
+def test_dump_of_an_executable():
+    result = run_sfbt("sframe", "dump", PROGRAM)
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"\n{PROGRAM}:     file format elf64-x86-64\n\n")
+    assert objdump_contents(result.stdout) == objdump_contents(
+        PROGRAM.with_name(PROGRAM.name + ".objdump").read_text())
+
+
+def test_lookup_prints_one_line_per_address():
+    result = run_sfbt("sframe", "lookup", PROGRAM, "0x0", "0x1040", "0x1041")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == "0x0: none"
+    assert len(lines) == 3 and all(line.startswith("0x104") for line in lines[1:])
+
+
+def test_missing_file(tmp_path):
+    assert_one_line_error(run_sfbt("sframe", "dump", tmp_path / "nope"),
+                          "nope", "No such file")
+
+
+def test_not_an_elf_file(tmp_path):
+    path = tmp_path / "text"
+    path.write_text("hello\n")
+    assert_one_line_error(run_sfbt("sframe", "dump", path), "not a readable ELF file")
+
+
+def test_truncated_elf_file(tmp_path):
+    path = tmp_path / "truncated"
+    path.write_bytes(PROGRAM.read_bytes()[:200])
+    assert_one_line_error(run_sfbt("sframe", "lookup", path, "0x1000"), str(path))
+
+
+def test_elf_file_without_sframe(tmp_path):
+    source = tmp_path / "plain.c"
+    source.write_text("int plain(void) { return 1; }\n")
+    subprocess.run(["gcc", "-c", "-o", str(tmp_path / "plain.o"), str(source)],
+                   check=True)
+    assert_one_line_error(run_sfbt("sframe", "dump", tmp_path / "plain.o"),
+                          "no SFrame section")
+
+
+def test_corrupt_section_names_field_and_offset(tmp_path):
+    path = tmp_path / "corrupt"
+    data = bytearray(PROGRAM.read_bytes())
+    offset, _ = sframe_file_offset(PROGRAM)
+    struct.pack_into("<I", data, offset + 16, 0xFFFF)  # sfh_fre_len
+    path.write_bytes(bytes(data))
+    assert_one_line_error(run_sfbt("sframe", "dump", path),
+                          str(path), ".sframe+0x10:", "FRE sub-section")
+
+
+def test_raw_section_with_bad_magic(tmp_path):
+    path = tmp_path / "raw"
+    path.write_bytes(b"\x00" * 40)
+    assert_one_line_error(run_sfbt("sframe", "dump", "--raw", path, "--address", "0x1000"),
+                          ".sframe+0x0: bad magic")
+
+
+def test_section_found_by_type_when_renamed(tmp_path):
+    """binutils 2.45+ marks the section SHT_GNU_SFRAME: found by type."""
+    path = tmp_path / "renamed"
+    data = bytearray(PROGRAM.read_bytes())
+    at = data.index(b".sframe\x00")
+    data[at:at + 8] = b".sfrXme\x00"
+    path.write_bytes(bytes(data))
+    result = run_sfbt("sframe", "dump", path)
+    assert result.returncode == 0
+    assert "Contents of the SFrame section .sfrXme:" in result.stdout
+
+
+def test_section_found_through_the_program_header(tmp_path):
+    """No section headers at all: PT_GNU_SFRAME still finds the data."""
+    path = tmp_path / "stripped"
+    shutil.copy(PROGRAM, path)
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<Q", data, 40, 0)  # e_shoff
+    struct.pack_into("<HH", data, 60, 0, 0)  # e_shnum, e_shstrndx
+    path.write_bytes(bytes(data))
+    result = run_sfbt("sframe", "dump", path)
+    assert result.returncode == 0, result.stderr
+    expected = objdump_contents(PROGRAM.with_name(PROGRAM.name + ".objdump").read_text())
+    assert objdump_contents(result.stdout) == expected

@@ -1,0 +1,93 @@
+"""The plugin as a user meets it: loaded by ~/.gdbinit, surviving bad SFrame
+data, settings and help."""
+
+import os
+import subprocess
+
+from elftools.elf.elffile import ELFFile
+
+from conftest import ROOT
+from gdb_support import compile_program, run_gdb, sframe_frames
+from sfbt.sframe import read_section
+from sfbt.sframe import constants as C
+
+
+def test_plain_gdb_loads_the_plugin_after_install():
+    # ./install.sh (run before the suite) added the line to ~/.gdbinit.
+    gdbinit = os.path.expanduser("~/.gdbinit")
+    assert f"source {ROOT}/gdb/sfbt_gdb.py" in open(gdbinit).read().splitlines()
+    result = subprocess.run(["gdb", "-batch", "-ex", "help sframe-bt",
+                             "-ex", "show sframe unwinder"],
+                            capture_output=True, text=True, timeout=60)
+    assert "Usage: sframe-bt [N | -N] [-v] [-full]" in result.stdout
+    assert "Unwinding GDB's frames with SFrame data is on." in result.stdout
+
+
+def test_uninstall_removes_only_its_lines(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gdbinit").write_text("set history save on\nsource /old/checkout/gdb/sfbt_gdb.py\n")
+    (home / ".lldbinit").write_text("command script import /x/lldb/sfbt_lldb.py\n")
+    result = subprocess.run(["bash", str(ROOT / "install.sh"), "--uninstall"],
+                            env=dict(os.environ, HOME=str(home)),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (home / ".gdbinit").read_text() == "set history save on\n"
+    assert "sfbt" not in (home / ".lldbinit").read_text()
+
+
+def corrupt_first_row(program, function_name):
+    """Give the first row of a function an invalid data word size."""
+    with open(program, "rb") as stream:
+        elf = ELFFile(stream)
+        symbol = elf.get_section_by_name(".symtab").get_symbol_by_name(function_name)[0]
+        section = elf.get_section_by_name(".sframe")
+        data, file_offset, address = section.data(), section["sh_offset"], section["sh_addr"]
+    sframe = read_section(data, address)
+    index = next(i for i, f in enumerate(sframe.functions)
+                 if f.start == symbol["st_value"])
+    body = C.HEADER_SIZE + len(sframe.aux_header)
+    fde = body + index * 17  # system gas: SFrame v1, 17-byte FDEs
+    fre_off = int.from_bytes(data[fde + 8:fde + 12], "little")
+    freoff = int.from_bytes(data[24:28], "little")
+    address_size = C.FRE_ADDRESS_SIZES[sframe.functions[index].fre_type]
+    info_at = file_offset + body + freoff + fre_off + address_size
+    raw = bytearray(program.read_bytes())
+    raw[info_at] |= 0x60
+    program.write_bytes(bytes(raw))
+
+
+def test_bad_sframe_data_never_reaches_the_user(tmp_path):
+    program = compile_program(tmp_path, "steps", "O2", True, ["steps.c"])
+    corrupt_first_row(program, "middle")
+    out = run_gdb([str(program)], [
+        "break leaf", "run", "echo ==BT==\\n", "bt", "echo ==SFRAME==\\n",
+        "sframe-bt", "echo ==DEBUG==\\n", "set sframe debug on"])
+    assert "Traceback" not in out and "Python Exception" not in out, out
+    bt = out.split("==BT==")[1].split("==SFRAME==")[0]
+    assert " in middle " in bt and " in main " in bt  # GDB's own unwinders took over
+    ours = out.split("==SFRAME==")[1].split("==DEBUG==")[0]
+    # leaf unwinds; middle, whose rows are corrupt, ends the walk
+    assert [name for _, _, name in sframe_frames(ours)] == ["leaf", "middle"]
+    assert "Backtrace stopped: bad SFrame data in" in ours
+    assert "has invalid data word size code 3" in ours
+    debug = out.split("==DEBUG==")[1]
+    assert "Recent SFrame unwinder errors:" in debug
+    assert "SFrameError" in debug
+
+
+def test_settings_and_errors(tmp_path):
+    out = run_gdb([], [
+        "show sframe unwinder", "set sframe unwinder off", "show sframe unwinder",
+        "show sframe fallback", "set sframe fallback none", "show sframe fallback",
+        "show sframe backtrace-limit", "set sframe backtrace-limit 5",
+        "show sframe backtrace-limit", "sframe-bt", "sframe-bt bogus",
+        "complete sframe-bt -f"])
+    assert "Unwinding GDB's frames with SFrame data is off." in out
+    assert "falls back to: none." in out
+    assert "The upper bound on sframe-bt frames is unlimited." in out
+    assert "The upper bound on sframe-bt frames is 5." in out
+    assert "No stack." in out
+    assert "sframe-bt: unknown argument 'bogus'" in out
+    assert "sframe-bt -full" in out
+    assert "Traceback" not in out

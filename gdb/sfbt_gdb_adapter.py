@@ -183,12 +183,9 @@ def _minimal_symbol(pc):
     return text.split(" in section ")[0].split(" + ")[0].strip()
 
 
-def describe_frame(frame, module_map):
-    """(function name, location suffix) for a frame, in bt's words."""
-    if frame.signal_trampoline:
-        return "<signal handler called>", ""
-    pc = frame.lookup_pc
-    name = None
+def _function_name(pc):
+    """The name of the function containing pc: from debug info, else from
+    the minimal symbols, else None."""
     try:
         block = gdb.block_for_pc(pc)
     except RuntimeError:
@@ -196,9 +193,16 @@ def describe_frame(frame, module_map):
     while block is not None and block.function is None:
         block = block.superblock
     if block is not None:
-        name = block.function.print_name
-    if name is None:
-        name = _minimal_symbol(pc) or "??"
+        return block.function.print_name
+    return _minimal_symbol(pc)
+
+
+def describe_frame(frame, module_map):
+    """(function name, location suffix) for a frame, in bt's words."""
+    if frame.signal_trampoline:
+        return "<signal handler called>", ""
+    pc = frame.lookup_pc
+    name = _function_name(pc) or "??"
     sal = gdb.find_pc_line(pc)
     if sal.symtab is not None and sal.line:
         return name, f" at {sal.symtab.filename}:{sal.line}"
@@ -337,17 +341,7 @@ def walk_stack(limit=None):
 
 
 def _is_main(frame):
-    if frame.signal_trampoline:
-        return False
-    try:
-        block = gdb.block_for_pc(frame.lookup_pc)
-    except RuntimeError:
-        return False
-    while block is not None and block.function is None:
-        block = block.superblock
-    if block is not None:
-        return block.function.name == "main"
-    return _minimal_symbol(frame.lookup_pc) == "main"
+    return not frame.signal_trampoline and _function_name(frame.lookup_pc) == "main"
 
 
 # -- info sframe ---------------------------------------------------------------------------
@@ -440,23 +434,16 @@ class _FrameId:
         self.pc = pc
 
 
-class _PendingTarget(Target):
+class _PendingTarget(GdbTarget):
     """The registers of a frame GDB is building, read on demand."""
 
     def __init__(self, arch, pending):
-        self.arch = arch
+        super().__init__(arch)
         self._pending = pending
-        self._inferior = gdb.selected_inferior()
 
     def read_register(self, number):
         name = self.arch.register_names[number]
         return int(self._pending.read_register(name)) & 0xFFFFFFFFFFFFFFFF
-
-    def read_memory(self, address, size):
-        try:
-            return self._inferior.read_memory(address, size).tobytes()
-        except (gdb.MemoryError, gdb.error, OverflowError, ValueError):
-            raise TargetMemoryError(address, size) from None
 
 
 class SFrameFrameUnwinder(gdb.unwinder.Unwinder):

@@ -3,6 +3,7 @@ compiled by the tests with gas --gsframe: at every stop, sframe-bt's PCs
 equal GDB's own (DWARF) bt PCs, frame by frame, down to main or to the first
 frame in a library without SFrame data."""
 
+import re
 import signal
 import subprocess
 
@@ -100,6 +101,23 @@ def test_four_threads(build_dir, variant):
     all_threads = out.split("==ALL==")[1]
     assert all_threads.count("\nThread ") == 5
     assert "#0  0x" in all_threads
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_library_loaded_with_dlopen(build_dir, variant):
+    out_dir = build_dir / f"dlopen-{variant_id(variant)}"
+    out_dir.mkdir()
+    library = compile_library(out_dir, "libapply.so", variant[0], ["libapply.c"])
+    program = compile_program(out_dir, "dlopen", *variant, ["dlopen.c"])
+    out = run_gdb([str(program)], SETUP + ["break stop_here", f"run {library}"]
+                  + COMPARE + ["info sframe"])
+    section = split_sections(out, "==STOP==")[0]
+    (expected,) = gdb_pcs(section)
+    frames = assert_same_frames(section, expected, no_sframe_ok=False)
+    assert [name for _, _, name in frames] == [
+        "stop_here", "callback", "twice", "lib_apply", "main"]
+    assert "[sframe, libapply.so]" in section
+    assert re.search(r"SFrame v1, \d+ FDEs, from file\s+\S*libapply.so", section)
 
 
 def test_core_file(build_dir, tmp_path):

@@ -1,10 +1,15 @@
 """The unwinding core over synthetic memory images."""
 
+import struct
+
 from sframe_samples import FP, SP
 from synthetic import SyntheticTarget
 from sfbt.arch import AARCH64, S390X, X86_64
-from sfbt.sframe import FrameRowEntry, FunctionEntry, SFrameSection
+from sfbt.modules import ModuleMap
+from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
+                         write_section)
 from sfbt.sframe import constants as C
+from sfbt.target import Module
 from sfbt.unwinder import FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder
 
 RSP, RBP, RIP = 7, 6, 16
@@ -173,3 +178,29 @@ def test_s390x_stack_pointer_is_cfa_minus_160():
     frames, stop = Unwinder(target, target.module_map()).walk()
     assert [f.pc for f in frames] == [0x1008, 0x1110]
     assert frames[1].registers[15] == cfa - 160
+
+
+def test_sframe_read_from_memory_when_the_file_is_gone():
+    """A module whose file moved (a core from another machine): its SFrame
+    data is found through PT_GNU_SFRAME in the target's memory."""
+    bias = 0x7F0000000000
+    section = amd64_program()
+    section.address = 0x2000
+    data = write_section(section)
+    target = SyntheticTarget(X86_64, {RSP: 0x7FFF0000, RBP: 0, RIP: 0})
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", header, 32, 64)  # e_phoff
+    struct.pack_into("<HH", header, 54, 56, 1)  # e_phentsize, e_phnum
+    phdr = struct.pack("<IIQQQQQQ", 0x6474E554, 4, 0x2000, 0x2000, 0x2000,
+                       len(data), len(data), 8)
+    target.write_bytes(bias, bytes(header) + phdr)
+    target.write_bytes(bias + 0x2000, data)
+    module = Module("/moved/away/libgone.so", bias, bias, bias + 0x3000,
+                    build_id="gone-1")
+    module_map = ModuleMap([module], target)
+    source = module_map.source_for(module)
+    assert source.origin == "memory"
+    assert source.describe() == "SFrame v3, 4 FDEs, from memory"
+    found, row = module_map.row_for(bias + 0x1104)
+    assert found is module and row.cfa == Location(6, 16, False)

@@ -1,0 +1,359 @@
+"""Compact Backtrace Format (CBF), version 0: Swift's byte code for one
+backtrace.
+
+Layout: an info byte ``version << 2 | size`` (size 0, 1, 2: 16-, 32-,
+64-bit machine words), then instructions, the last one ``end`` or ``trunc``::
+
+    0000000t                 end (t = 0) or trunc (t = 1)
+    0001annn  n+1 bytes      pc     \\  the address bytes are big-endian and
+    0010annn  n+1 bytes      ra      > sign-extended to the word; a = 1: the
+    0011annn  n+1 bytes      async  /  address, a = 0: a delta from the last one
+    010ccccc                 omit c+1 frames
+    011nnnnn  n+1 bytes      omit that many frames (zero-extended count)
+    10000ccc                 rep: the previous frame c+1 more times
+    10001nnn  n+1 bytes      rep: the previous frame that many more times
+
+The address a delta starts from is 0 before the first address.  Every
+other byte is reserved.  Address arithmetic wraps at the word size.
+
+Smallest encoding
+-----------------
+``encode`` writes the fewest bytes of any input that ``decode`` (strict)
+turns into the same frames and truncation with the first address
+absolute: info byte, instructions with fields no wider than the word and
+counts above zero, and a final ``end`` or ``trunc``.
+
+After the decoder has produced entries ``0..i`` its state (the last
+address, the previous entry, whether an address was seen) depends on
+those entries only, never on how they were written, and every instruction
+produces at least one entry.  So an encoding is the info byte, one
+independent piece per entry or run of equal entries, and the terminator,
+and the total is smallest when each piece is:
+
+- a frame: one instruction, ``1 + min(absolute, delta)`` bytes, each the
+  fewest big-endian bytes whose sign extension gives the value (the delta
+  is not allowed for the first address); on a tie the delta, as Swift;
+- an omitted count n: one instruction, 1 byte if n <= 32, else
+  ``1 + bytes(n)``;
+- k further copies of the previous entry: a copy written out costs at
+  least 1 byte, as much as a ``rep`` of one copy, so reps alone will do.
+  k <= 8: one inline ``rep``, 1 byte.  k > 8: one external ``rep``,
+  ``1 + bytes(k)`` bytes.  Nothing beats it: j inline reps alone cover at
+  most 8j copies, and reps with external counts v_1..v_m (m >= 1) plus j
+  inline ones cost m + sum(bytes(v_i)) + j >= 1 + bytes(k), because
+  bytes() is subadditive, grows with its argument, and bytes(8j) <= j.
+  A count must fit the word, so while k exceeds 0xffff a 16-bit trace
+  first spends full external reps of 0xffff (replacing two external reps
+  by a full one and the rest never costs more, so an optimal cover has at
+  most one external rep that is not full).
+
+tests/test_cbf.py compares the output with a search over every instruction
+form on short traces.
+"""
+
+from dataclasses import dataclass, field
+
+VERSION = 0
+WORD_SIZES = (16, 32, 64)  # index = the info byte's size field
+
+OP_END = 0x00
+OP_TRUNC = 0x01
+OP_PC = 0x10
+OP_RA = 0x20
+OP_ASYNC = 0x30
+ADDRESS_ABSOLUTE = 0x08
+OP_OMIT = 0x40
+OMIT_EXTERNAL = 0x20
+OP_REP = 0x80
+REP_EXTERNAL = 0x08
+OP_RESERVED = 0x90  # this and every byte above it
+
+MAX_INLINE_OMIT = 32
+MAX_INLINE_REP = 8
+
+KINDS = ("pc", "ra", "async")
+_KIND_OPCODES = {"pc": OP_PC, "ra": OP_RA, "async": OP_ASYNC}
+_OPCODE_KINDS = {op: kind for kind, op in _KIND_OPCODES.items()}
+
+DEFAULT_LIMIT = 1 << 20  # frames decode() expands before giving up
+
+
+class CBFError(ValueError):
+    """Malformed CBF data, located by byte offset."""
+
+    def __init__(self, message, offset):
+        self.message = message
+        self.offset = offset
+        super().__init__(str(self))
+
+    def __str__(self):
+        return f"CBF+{self.offset:#x}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A frame: ``kind`` "pc" (a program counter, e.g. the innermost frame),
+    "ra" (a return address) or "async" (an async resume point)."""
+
+    kind: str
+    address: int
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown frame kind {self.kind!r} "
+                             f"(expected one of {', '.join(KINDS)})")
+        if self.address < 0:
+            raise ValueError(f"negative address {self.address:#x}")
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """``count`` frames left out of the trace."""
+
+    count: int
+
+    def __post_init__(self):
+        if self.count < 1:
+            raise ValueError(f"omitted frame count {self.count} is not positive")
+
+
+@dataclass
+class Backtrace:
+    """A decoded trace: Frame and Omitted entries, repeats written out."""
+
+    frames: list = field(default_factory=list)
+    truncated: bool = False
+    word_size: int = 64
+
+
+def _signed_length(value, bits):
+    """The fewest bytes whose sign extension to ``bits`` gives ``value``."""
+    if value >> (bits - 1):
+        value -= 1 << bits
+    return (value if value >= 0 else ~value).bit_length() // 8 + 1
+
+
+def _unsigned_length(value):
+    return max(1, (value.bit_length() + 7) // 8)
+
+
+def _word_size_code(word_size):
+    if word_size not in WORD_SIZES:
+        raise ValueError(f"word size {word_size} is not one of 16, 32, 64")
+    return WORD_SIZES.index(word_size)
+
+
+def encode(frames, word_size=64, truncated=False):
+    """The smallest CBF bytes for ``frames`` (Frame and Omitted entries)."""
+    info = VERSION << 2 | _word_size_code(word_size)
+    out = bytearray([info])
+    frames = list(frames)
+    last_address = None  # None until the first address is written
+    index = 0
+    while index < len(frames):
+        entry = frames[index]
+        run_end = index + 1
+        while run_end < len(frames) and frames[run_end] == entry:
+            run_end += 1
+        if isinstance(entry, Frame):
+            last_address = _write_frame(out, entry, last_address, word_size)
+        elif isinstance(entry, Omitted):
+            _write_omit(out, entry.count, word_size)
+        else:
+            raise TypeError(f"frame {index} is a {type(entry).__name__}, "
+                            "not a Frame or Omitted")
+        _write_repeats(out, run_end - index - 1, word_size)
+        index = run_end
+    out.append(OP_TRUNC if truncated else OP_END)
+    return bytes(out)
+
+
+def _write_frame(out, frame, last_address, bits):
+    mask = (1 << bits) - 1
+    if frame.address > mask:
+        raise ValueError(f"address {frame.address:#x} does not fit a "
+                         f"{bits}-bit word")
+    absolute = _signed_length(frame.address, bits)
+    if last_address is None:
+        value, length, flag = frame.address, absolute, ADDRESS_ABSOLUTE
+    else:
+        delta = (frame.address - last_address) & mask
+        relative = _signed_length(delta, bits)
+        if absolute < relative:
+            value, length, flag = frame.address, absolute, ADDRESS_ABSOLUTE
+        else:
+            value, length, flag = delta, relative, 0
+    out.append(_KIND_OPCODES[frame.kind] | flag | (length - 1))
+    out += (value & ((1 << 8 * length) - 1)).to_bytes(length, "big")
+    return frame.address
+
+
+def _write_external(out, opcode, value):
+    length = _unsigned_length(value)
+    out.append(opcode | (length - 1))
+    out += value.to_bytes(length, "big")
+
+
+def _write_omit(out, count, bits):
+    if count >> bits:
+        raise ValueError(f"omitted frame count {count} does not fit a "
+                         f"{bits}-bit word")
+    if count <= MAX_INLINE_OMIT:
+        out.append(OP_OMIT | (count - 1))
+    else:
+        _write_external(out, OP_OMIT | OMIT_EXTERNAL, count)
+
+
+def _write_repeats(out, count, bits):
+    largest = (1 << bits) - 1
+    while count > largest:  # 16-bit words only
+        _write_external(out, OP_REP | REP_EXTERNAL, largest)
+        count -= largest
+    if count > MAX_INLINE_REP:
+        _write_external(out, OP_REP | REP_EXTERNAL, count)
+    elif count:
+        out.append(OP_REP | (count - 1))
+
+
+def decode(data, strict=True, limit=DEFAULT_LIMIT):
+    """A Backtrace from CBF bytes.
+
+    strict: malformed data raises CBFError.  Otherwise, as Swift's decoder,
+    the frames before the first error come back with truncated set, and
+    anything after ``end``/``trunc`` is ignored.  A delta first address (as
+    Swift's encoder writes it) is accepted either way.  More than ``limit``
+    frames is an error: a few bytes of ``rep`` can ask for 2**64 of them.
+    """
+    reader = _Reader(bytes(data), limit)
+    try:
+        reader.read()
+        if strict and reader.position < len(reader.data):
+            raise CBFError(f"{len(reader.data) - reader.position} bytes after "
+                           "the end of the trace", reader.position)
+    except CBFError:
+        if strict:
+            raise
+        reader.truncated = True
+    return Backtrace(reader.frames, reader.truncated, reader.word_size)
+
+
+class _Reader:
+    def __init__(self, data, limit):
+        self.data = data
+        self.limit = limit
+        self.position = 0
+        self.frames = []
+        self.truncated = False
+        self.word_size = 64  # until the info byte says otherwise
+
+    def take(self, count, what, at):
+        end = self.position + count
+        if end > len(self.data):
+            raise CBFError(f"data ends inside {what} ({len(self.data) - self.position} "
+                           f"of {count} bytes)", at)
+        chunk = self.data[self.position:end]
+        self.position = end
+        return chunk
+
+    def argument(self, opcode, length_mask, what, at):
+        """The argument bytes of an instruction, at most a word of them."""
+        length = (opcode & length_mask) + 1
+        if length * 8 > self.word_size:
+            raise CBFError(f"{what} of {length} bytes is wider than a "
+                           f"{self.word_size}-bit word", at)
+        return self.take(length, what, at)
+
+    def count(self, opcode, length_mask, what, at):
+        value = int.from_bytes(self.argument(opcode, length_mask, what, at), "big")
+        if not value:
+            raise CBFError(f"{what} is zero", at)
+        return value
+
+    def read(self):
+        if not self.data:
+            raise CBFError("no data, not even the info byte", 0)
+        info = self.data[0]
+        self.position = 1
+        if info & 3 == 3:
+            raise CBFError(f"info byte {info:#04x} has the reserved word "
+                           "size 3", 0)
+        if info >> 2 != VERSION:
+            raise CBFError(f"unsupported CBF version {info >> 2}", 0)
+        self.word_size = WORD_SIZES[info & 3]
+        mask = (1 << self.word_size) - 1
+        address = 0
+        previous = None
+        while True:
+            at = self.position
+            if at == len(self.data):
+                raise CBFError("data ends without end or trunc", at)
+            opcode = self.data[at]
+            self.position += 1
+            repeat = 1
+            if opcode <= OP_TRUNC:
+                self.truncated = opcode == OP_TRUNC
+                return
+            if OP_PC <= opcode < OP_OMIT:
+                kind = _OPCODE_KINDS[opcode & 0xF0]
+                raw = self.argument(opcode, 0x07, f"the {kind} address", at)
+                value = int.from_bytes(raw, "big", signed=True)
+                if not opcode & ADDRESS_ABSOLUTE:
+                    value += address
+                address = value & mask
+                entry = Frame(kind, address)
+            elif OP_OMIT <= opcode < OP_REP:
+                if opcode & OMIT_EXTERNAL:
+                    entry = Omitted(self.count(opcode, 0x1F, "the omit count", at))
+                else:
+                    entry = Omitted((opcode & 0x1F) + 1)
+            elif OP_REP <= opcode < OP_RESERVED:
+                if previous is None:
+                    raise CBFError("rep with no previous frame", at)
+                entry = previous
+                if opcode & REP_EXTERNAL:
+                    repeat = self.count(opcode, 0x07, "the rep count", at)
+                else:
+                    repeat = (opcode & 0x07) + 1
+            else:
+                raise CBFError(f"reserved opcode {opcode:#04x}", at)
+            if len(self.frames) + repeat > self.limit:
+                raise CBFError(f"more than {self.limit} frames", at)
+            self.frames.extend([entry] * repeat)
+            previous = entry
+
+
+def format_frames(trace):
+    """Text with one line per frame (``pc 0x401000``, ``omit 5``), then
+    ``truncated`` if the trace was cut short."""
+    lines = [f"{entry.kind} {entry.address:#x}" if isinstance(entry, Frame)
+             else f"omit {entry.count}" for entry in trace.frames]
+    if trace.truncated:
+        lines.append("truncated")
+    return "".join(line + "\n" for line in lines)
+
+
+def parse_frames(text):
+    """(frames, truncated) from format_frames' text; blank lines are ignored.
+
+    Numbers may be hex (0x...) or decimal.  Errors name the line."""
+    frames = []
+    truncated = False
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        if not words:
+            continue
+        if truncated:
+            raise ValueError(f"line {number}: {line.strip()!r} after 'truncated'")
+        if words == ["truncated"]:
+            truncated = True
+            continue
+        if len(words) != 2 or words[0] not in KINDS + ("omit",):
+            raise ValueError(f"line {number}: expected 'pc|ra|async ADDRESS', "
+                             f"'omit COUNT' or 'truncated', not {line.strip()!r}")
+        kind, value_text = words
+        try:
+            value = int(value_text, 0)
+            frames.append(Omitted(value) if kind == "omit" else Frame(kind, value))
+        except ValueError as error:
+            raise ValueError(f"line {number}: {error}") from None
+    return frames, truncated

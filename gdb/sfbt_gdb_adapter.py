@@ -7,16 +7,29 @@ Works on GDB 13.1: frame ids are plain objects with gdb.Value sp and pc
 comes from `info files` (gdb.Objfile has no load address before GDB 14).
 """
 
+import base64
 import collections
+import json
+import os
 import re
+import signal
+import time
 
 import gdb
 import gdb.unwinder
 
+from elftools.elf.elffile import ELFFile
+
+from sfbt import cbf, lws
 from sfbt.arch import AARCH64, S390X, X86_64
+from sfbt.archive import (Archive, ArchiveError, is_archive, parse_archive,
+                          save_archive, write_atomically)
+from sfbt.imagemap import Image, ImageMap, decode_image_map, encode_image_map
+from sfbt.report import frame_lines, trace_heading
+from sfbt.symbolize import Symbolizer
 from sfbt.modules import ModuleMap
 from sfbt.target import Module, Target, TargetMemoryError
-from sfbt.unwinder import STOP_LIMIT, Frame, Unwinder
+from sfbt.unwinder import STOP_LIMIT, STOP_OUTERMOST, Frame, Unwinder
 
 _GDB_ARCHES = {"i386:x86-64": X86_64, "aarch64": AARCH64, "s390:64-bit": S390X}
 
@@ -62,25 +75,28 @@ def parse_info_files(text):
     return files
 
 
-_FILE_SECTIONS = {}  # (path, mtime) -> {section name: sh_addr}
+_FILE_LAYOUTS = {}  # (path, mtime) -> ({section name: sh_addr}, first PT_LOAD vaddr)
 
 
-def _file_section_addresses(path):
-    import os
-    from elftools.elf.elffile import ELFFile
+def _file_layout(path):
+    """Section addresses and the first loadable segment's address of an ELF
+    file, or (None, None) when it cannot be read."""
     try:
         key = (path, os.stat(path).st_mtime_ns)
     except OSError:
-        return None
-    if key not in _FILE_SECTIONS:
+        return None, None
+    if key not in _FILE_LAYOUTS:
         try:
             with open(path, "rb") as stream:
-                _FILE_SECTIONS[key] = {s.name: s["sh_addr"]
-                                       for s in ELFFile(stream).iter_sections()
-                                       if s["sh_addr"]}
+                elf = ELFFile(stream)
+                sections = {s.name: s["sh_addr"] for s in elf.iter_sections()
+                            if s["sh_addr"]}
+                loads = [p["p_vaddr"] for p in elf.iter_segments()
+                         if p["p_type"] == "PT_LOAD"]
+                _FILE_LAYOUTS[key] = (sections, min(loads) if loads else None)
         except Exception:  # not an ELF file we can read
-            _FILE_SECTIONS[key] = None
-    return _FILE_SECTIONS[key]
+            _FILE_LAYOUTS[key] = (None, None)
+    return _FILE_LAYOUTS[key]
 
 
 def loaded_modules():
@@ -90,7 +106,8 @@ def loaded_modules():
     modules = []
     text = gdb.execute("info files", to_string=True)
     for path, sections in parse_info_files(text).items():
-        file_sections = _file_section_addresses(path) or {}
+        file_sections, first_load = _file_layout(path)
+        file_sections = file_sections or {}
         bias = 0
         for name, (start, _) in sections.items():
             if name in file_sections:
@@ -98,7 +115,8 @@ def loaded_modules():
                 break
         start = min(s for s, _ in sections.values())
         end = max(e for _, e in sections.values())
-        modules.append(Module(path, bias, start, end, build_ids.get(path)))
+        base = None if first_load is None else bias + first_load
+        modules.append(Module(path, bias, start, end, build_ids.get(path), base))
     return modules
 
 
@@ -344,6 +362,266 @@ def _is_main(frame):
     return not frame.signal_trampoline and _function_name(frame.lookup_pc) == "main"
 
 
+# -- backtrace archives ------------------------------------------------------------------
+
+def _gdb_frame_pcs():
+    """GDB's own frames: [(pc, interrupted)], tail-call frames left out."""
+    result, frame, newer_is_signal = [], gdb.newest_frame(), True
+    while frame is not None:
+        if frame.type() != gdb.TAILCALL_FRAME:
+            result.append((int(frame.pc()), newer_is_signal))
+            newer_is_signal = frame.type() == gdb.SIGTRAMP_FRAME
+        frame = frame.older()
+    return result
+
+
+def capture_backtrace():
+    """The selected thread's frames as CBF frames, SFrame first and GDB's
+    own frames where SFrame has none; and whether the trace was cut."""
+    frames, stop = walk_stack(limit_parameter.value or None)
+    captured = [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
+    if stop is not None and stop != STOP_LIMIT and stop != STOP_OUTERMOST:
+        theirs = _gdb_frame_pcs()
+        last = len(captured) - 1
+        if last < len(theirs) and theirs[last][0] == captured[last].address:
+            captured += [cbf.Frame("pc" if interrupted else "ra", pc)
+                         for pc, interrupted in theirs[last + 1:]]
+    return captured, stop == STOP_LIMIT
+
+
+def current_image_map(arch):
+    images = []
+    for module in state.module_map().modules:
+        build_id = bytes.fromhex(module.build_id) if module.build_id else b""
+        images.append(Image(module.path, module.image_base, module.end, build_id))
+    return ImageMap(f"linux-{arch.name}", images, 8 * arch.pointer_size)
+
+
+def _stop_reason():
+    try:
+        number = int(gdb.parse_and_eval("$_siginfo.si_signo"))
+        return signal.Signals(number).name
+    except (gdb.error, ValueError, RuntimeError):
+        return "stopped"
+
+
+class CbfSave(gdb.Command):
+    """Save the current backtrace in the Compact Backtrace Format.
+
+Usage: cbf-save [--format archive|cbf|json|lws] [--append] [--all-threads]
+                [--label TEXT] FILE
+  --format archive  (default) an sfbt archive: many backtraces, each stored
+                    once with a count, with the loaded images, thread, time,
+                    stop reason and label (docs/archive.md)
+  --format cbf      the bare CBF bytes of one backtrace
+  --format json     Swift's crash form: {"architecture", "backtrace",
+                    "imageMap"} with base64 CBF and image map
+  --format lws      a libwebsockets ~m# line: at most 31 frames, size 0,
+                    return addresses (a PC is written as PC + 1)
+  --append          add to an existing archive or lws file
+  --all-threads     every thread of the inferior, not just the selected one
+Frames come from the SFrame unwinder, and from GDB's own unwinders where
+SFrame has no data.  Files are written whole through a temporary file."""
+
+    FORMATS = ("archive", "cbf", "json", "lws")
+
+    def __init__(self):
+        super().__init__("cbf-save", gdb.COMMAND_STACK, gdb.COMPLETE_FILENAME)
+
+    def invoke(self, argument, from_tty):
+        options = self.parse(argument)
+        try:
+            self.save(**options)
+        except gdb.GdbError:
+            raise
+        except (ArchiveError, OSError, ValueError) as error:
+            raise SFrameGdbError(f"cbf-save: {error}") from None
+        except Exception as error:  # one line, never a traceback
+            raise SFrameGdbError(f"cbf-save: {type(error).__name__}: {error}") from None
+
+    def parse(self, argument):
+        words = gdb.string_to_argv(argument)
+        options = dict(fmt="archive", append=False, all_threads=False, label="",
+                       path=None)
+        while words:
+            word = words.pop(0)
+            if word == "--format" and words:
+                options["fmt"] = words.pop(0)
+                if options["fmt"] not in self.FORMATS:
+                    raise SFrameGdbError(f"cbf-save: unknown format {options['fmt']!r} "
+                                         f"(one of {', '.join(self.FORMATS)})")
+            elif word == "--append":
+                options["append"] = True
+            elif word == "--all-threads":
+                options["all_threads"] = True
+            elif word == "--label" and words:
+                options["label"] = words.pop(0)
+            elif word.startswith("--") or options["path"] is not None:
+                raise SFrameGdbError(f"cbf-save: unexpected argument {word!r}")
+            else:
+                options["path"] = os.path.expanduser(word)
+        if options["path"] is None:
+            raise SFrameGdbError("cbf-save: no file name (usage: cbf-save [OPTIONS] FILE)")
+        if options["append"] and options["fmt"] in ("cbf", "json"):
+            raise SFrameGdbError("cbf-save: --append needs --format archive or lws")
+        return options
+
+    def save(self, fmt, append, all_threads, label, path):
+        if not gdb.selected_inferior().threads():
+            raise SFrameGdbError("cbf-save: No stack.")
+        arch = current_arch()
+        selected = gdb.selected_thread()
+        threads = (sorted(gdb.selected_inferior().threads(), key=lambda t: t.num)
+                   if all_threads else [selected])
+        captures = []
+        try:
+            for thread in threads:
+                thread.switch()
+                frames, truncated = capture_backtrace()
+                captures.append((thread, frames, truncated))
+        finally:
+            selected.switch()
+        if fmt in ("cbf", "json") and len(captures) > 1:
+            raise SFrameGdbError(f"cbf-save: --format {fmt} holds one backtrace; "
+                                 "use --format archive with --all-threads")
+        image_map = current_image_map(arch)
+        word_size = 8 * arch.pointer_size
+        if fmt == "archive":
+            archive = Archive()
+            now, reason = time.time_ns(), _stop_reason()
+            for thread, frames, truncated in captures:
+                archive.capture(cbf.encode(frames, word_size, truncated), image_map,
+                                time_ns=now, architecture=arch.name,
+                                thread=f"{thread.num} ({thread.ptid[1]})",
+                                reason=reason, label=label)
+            save_archive(path, archive, append=append)
+        elif fmt == "cbf":
+            (_, frames, truncated), = captures
+            write_atomically(path, cbf.encode(frames, word_size, truncated))
+        elif fmt == "json":
+            (_, frames, truncated), = captures
+            document = {"architecture": arch.name,
+                        "backtrace": base64.b64encode(cbf.encode(frames, word_size, truncated)).decode(),
+                        "imageMap": base64.b64encode(encode_image_map(image_map)).decode()}
+            write_atomically(path, (json.dumps(document) + "\n").encode())
+        else:
+            # lws lines hold return addresses, looked up at address - 1:
+            # a PC is stored as PC + 1.
+            lines = [lws.encode([f.address + (f.kind == "pc") for f in frames[:31]], 0)
+                     + "\n" for _, frames, _ in captures]
+            old = b""
+            if append and os.path.exists(path):
+                with open(path, "rb") as stream:
+                    old = stream.read()
+            write_atomically(path, old + "".join(lines).encode())
+        count = sum(len(frames) for _, frames, _ in captures)
+        gdb.write(f"Saved {len(captures)} backtrace{'s' if len(captures) != 1 else ''} "
+                  f"({count} frames) to {path} ({fmt}).\n")
+
+
+def _frames_text(frames, truncated, translate, describe):
+    return frame_lines(frames, truncated, lambda address: describe(translate(address)))
+
+
+class CbfLoad(gdb.Command):
+    """Print archived backtraces, symbolized against the program loaded now.
+
+Usage: cbf-load FILE
+FILE is an sfbt archive, a bare .cbf file, Swift's JSON form, or a file
+of libwebsockets ~m# lines.  Each backtrace is printed in sframe-bt's
+layout; return addresses are looked up at address - 1.  Addresses in
+images that are loaded now are moved to where those images are now (images
+are matched by build id, else by path); frames in images GDB has not loaded
+are symbolized from the image's file named in the image map."""
+
+    def __init__(self):
+        super().__init__("cbf-load", gdb.COMMAND_STACK, gdb.COMPLETE_FILENAME)
+
+    def invoke(self, argument, from_tty):
+        words = gdb.string_to_argv(argument)
+        if len(words) != 1:
+            raise SFrameGdbError("cbf-load: usage: cbf-load FILE")
+        path = os.path.expanduser(words[0])
+        try:
+            with open(path, "rb") as stream:
+                data = stream.read()
+            lines, error = self.render(data, path)
+        except (OSError, ValueError, ArchiveError) as failure:
+            raise SFrameGdbError(f"cbf-load: {path}: {failure}") from None
+        except Exception as failure:  # one line, never a traceback
+            raise SFrameGdbError(f"cbf-load: {path}: {type(failure).__name__}: {failure}") from None
+        gdb.write("\n".join(lines) + "\n")
+        if error is not None:
+            raise SFrameGdbError(f"cbf-load: {error}")
+
+    def render(self, data, path):
+        if is_archive(data):
+            archive, error = parse_archive(data, path)
+            lines = []
+            for number, trace in enumerate(archive.traces.values(), 1):
+                if not trace.events:
+                    continue
+                event = trace.events[0]
+                lines.append(trace_heading(number, trace))
+                decoded = trace.decoded()
+                images = archive.image_map(event.image_map_index).images
+                lines += _frames_text(decoded.frames, decoded.truncated,
+                                      *self.symbolizer(images))
+            return lines, error
+        if data.lstrip().startswith(b"{"):
+            document = json.loads(data)
+            decoded = cbf.decode(base64.b64decode(document["backtrace"]), strict=True)
+            images = []
+            if document.get("imageMap"):
+                images = decode_image_map(base64.b64decode(document["imageMap"])).images
+            return _frames_text(decoded.frames, decoded.truncated,
+                                *self.symbolizer(images)), None
+        if b"~m#" in data:
+            lines = []
+            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                for blob in lws.find_blobs(line):
+                    addresses, size = lws.decode_blob(blob)
+                    frames = [cbf.Frame("ra", a) for a in addresses]
+                    lines.append(f"Backtrace from line {number} (size {size}):")
+                    lines += _frames_text(frames, False, *self.symbolizer([]))
+            return lines, None
+        decoded = cbf.decode(data, strict=True)
+        return _frames_text(decoded.frames, decoded.truncated, *self.symbolizer([])), None
+
+    @staticmethod
+    def symbolizer(images):
+        """(translate, describe) for archived addresses."""
+        module_map = state.module_map() if gdb.objfiles() else None
+        current = {}
+        if module_map is not None:
+            for module in module_map.modules:
+                current.setdefault(module.build_id or module.path, module)
+                current.setdefault(module.path, module)
+        offline = Symbolizer()
+
+        def find_image(address):
+            return next((i for i in images if i.base <= address < i.end_of_text), None)
+
+        def translate(address):
+            image = find_image(address)
+            if image is None:
+                return address, None
+            key = image.build_id.hex() if image.build_id else image.path
+            module = current.get(key) or current.get(image.path)
+            if module is None:
+                return address, image
+            return address - image.base + module.image_base, None
+
+        def describe(translated):
+            address, unloaded = translated
+            if unloaded is not None:
+                return offline.describe(address, [unloaded])
+            frame = Frame(0, address, {}, interrupted=True)
+            return describe_frame(frame, module_map) if module_map else ("??", " ()")
+
+        return translate, describe
+
+
 # -- info sframe ---------------------------------------------------------------------------
 
 class InfoSFrame(gdb.Command):
@@ -533,6 +811,8 @@ def register():
         "Show whether SFrame unwinder errors are printed.", default=False)
     SFrameBacktrace()
     InfoSFrame()
+    CbfSave()
+    CbfLoad()
     gdb.unwinder.register_unwinder(None, frame_unwinder, replace=True)
     gdb.events.new_objfile.connect(state.forget)
     gdb.events.clear_objfiles.connect(state.forget)

@@ -1,9 +1,15 @@
 """The ``sfbt`` command line."""
 
 import argparse
+import base64
+import json
 import sys
 
-from . import __version__
+from . import __version__, cbf, lws
+from .archive import is_archive, parse_archive
+from .imagemap import decode_image_map
+from .report import folded_line, frame_lines, trace_heading
+from .symbolize import Symbolizer
 from .sframe import SFrameError, dump_text, lookup_text, read_section
 from .sframe.elf import ElfInputError, read_elf_sframe
 
@@ -58,6 +64,142 @@ def _run_lookup(args):
     sys.stdout.write("".join(lines))
 
 
+def _read_input(path):
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as stream:
+            return stream.read()
+    except OSError as error:
+        raise CommandError(f"{path}: {error.strerror or error}") from None
+
+
+def _symbolizer(args):
+    return Symbolizer(executables=args.exe, debug_dirs=args.debug_dir)
+
+
+def _describer(symbolizer, images):
+    return lambda address: symbolizer.describe(address, images)
+
+
+def _traces(data, path):
+    """(heading, frames, truncated, images, weight) for every backtrace in an
+    archive, Swift's JSON form, an lws log or a bare CBF file; and the error
+    that ended an archive early, if any."""
+    if is_archive(data):
+        archive, error = parse_archive(data, path)
+        traces = []
+        for number, trace in enumerate(archive.traces.values(), 1):
+            if not trace.events:
+                continue
+            decoded = trace.decoded()
+            images = archive.image_map(trace.events[0].image_map_index).images
+            traces.append((trace_heading(number, trace), decoded.frames,
+                           decoded.truncated, images, trace.count))
+        return traces, error
+    try:
+        if data.lstrip().startswith(b"{"):
+            document = json.loads(data)
+            decoded = cbf.decode(base64.b64decode(document["backtrace"]))
+            images = (decode_image_map(base64.b64decode(document["imageMap"])).images
+                      if document.get("imageMap") else [])
+            return [(None, decoded.frames, decoded.truncated, images, 1)], None
+        if b"~m#" in data:
+            traces = []
+            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                for blob in lws.find_blobs(line):
+                    addresses, size = lws.decode_blob(blob)
+                    frames = [cbf.Frame("ra", a) for a in addresses]
+                    traces.append((f"Backtrace from line {number} (size {size}):",
+                                   frames, False, [], 1))
+            return traces, None
+        decoded = cbf.decode(data)
+        return [(None, decoded.frames, decoded.truncated, [], 1)], None
+    except (ValueError, KeyError, cbf.CBFError, lws.LwsFormatError) as error:
+        raise CommandError(f"{path}: {error}") from None
+
+
+def _run_cbf_encode(args):
+    try:
+        frames, truncated = cbf.parse_frames(sys.stdin.read())
+        data = cbf.encode(frames, args.word_size, truncated)
+    except (ValueError, cbf.CBFError) as error:
+        raise CommandError(f"<stdin>: {error}") from None
+    sys.stdout.buffer.write(data)
+
+
+def _run_cbf_decode(args):
+    data = _read_input(args.file)
+    if not is_archive(data) and not args.exe:
+        try:
+            sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
+        except cbf.CBFError as error:
+            raise CommandError(f"{args.file}: {error}") from None
+        return
+    traces, error = _traces(data, args.file)
+    symbolizer = _symbolizer(args)
+    lines = []
+    for heading, frames, truncated, images, _ in traces:
+        if heading:
+            lines.append(heading)
+        lines += frame_lines(frames, truncated, _describer(symbolizer, images))
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    if error is not None:
+        raise CommandError(str(error))
+
+
+def _run_fold(args):
+    traces, error = _traces(_read_input(args.file), args.file)
+    symbolizer = _symbolizer(args)
+    lines = []
+    for _, frames, _, images, weight in traces:
+        names = []
+        for frame in frames:
+            if isinstance(frame, cbf.Omitted):
+                continue
+            lookup = frame.address if frame.kind == "pc" else frame.address - 1
+            name, _ = symbolizer.describe(lookup, images)
+            names.append(name if name != "??" else f"{frame.address:#x}")
+        lines.append(folded_line(names, weight))
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    if error is not None:
+        raise CommandError(str(error))
+
+
+def _run_lws_filter(args):
+    convert = (lws.filter_decode if args.lws_command == "decode"
+               else lambda lines: lws.filter_encode(lines, legacy=args.legacy))
+    try:
+        for line in convert(sys.stdin):
+            sys.stdout.write(line)
+    except lws.LwsFormatError as error:
+        raise CommandError(f"<stdin>: {error}") from None
+
+
+def _run_heapmap(args):
+    try:
+        with open(args.log, encoding="utf-8", errors="replace") as stream:
+            groups = lws.group_allocations(stream)
+    except OSError as error:
+        raise CommandError(f"{args.log}: {error.strerror or error}") from None
+    except lws.LwsFormatError as error:
+        raise CommandError(f"{args.log}: {error}") from None
+    symbolizer = _symbolizer(args)
+    lines = []
+    for frames, count, total in groups:
+        lines.append(f"{total} bytes in {count} allocation{'s' if count != 1 else ''}:")
+        lines += frame_lines([cbf.Frame("ra", a) for a in frames], False,
+                             lambda address: symbolizer.describe_file_address(address))
+    sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+def _add_symbol_arguments(parser):
+    parser.add_argument("--exe", action="append", default=[], metavar="PATH",
+                        help="an ELF file to symbolize with (matched by build id)")
+    parser.add_argument("--debug-dir", action="append", default=[], metavar="DIR",
+                        help="a directory of ELF or debug files, matched by build id")
+
+
 def _add_input_arguments(parser):
     parser.add_argument("file", metavar="FILE",
                         help="an ELF file, or with --raw the bytes of a section")
@@ -89,6 +231,47 @@ def build_parser():
     _add_input_arguments(lookup)
     lookup.add_argument("addresses", metavar="ADDR", nargs="+", type=_address)
     lookup.set_defaults(run=_run_lookup)
+
+    cbf_parser = commands.add_parser("cbf", help="Compact Backtrace Format")
+    cbf_commands = cbf_parser.add_subparsers(dest="cbf_command",
+                                             metavar="SUBCOMMAND", required=True)
+    encode = cbf_commands.add_parser(
+        "encode", help="frames as text on stdin (pc/ra/async ADDR, omit N, "
+        "truncated) to CBF bytes on stdout")
+    encode.add_argument("--word-size", type=int, choices=(16, 32, 64), default=64)
+    encode.set_defaults(run=_run_cbf_encode)
+    decode = cbf_commands.add_parser(
+        "decode", help="print CBF frames as text, or an archive's backtraces "
+        "symbolized")
+    decode.add_argument("file", metavar="FILE", help="a .cbf file, an archive, or -")
+    _add_symbol_arguments(decode)
+    decode.set_defaults(run=_run_cbf_decode)
+
+    fold = commands.add_parser(
+        "fold", help="folded stacks (main;f;g COUNT) for flamegraph.pl and speedscope")
+    fold.add_argument("file", metavar="FILE",
+                      help="an archive, a .cbf or JSON file, or a log with ~m# lines")
+    _add_symbol_arguments(fold)
+    fold.set_defaults(run=_run_fold)
+
+    lws_parser = commands.add_parser("lws", help="libwebsockets ~m# backtraces")
+    lws_commands = lws_parser.add_subparsers(dest="lws_command",
+                                             metavar="SUBCOMMAND", required=True)
+    lws_decode = lws_commands.add_parser(
+        "decode", help="stdin to stdout: ~m# blobs to ~b#size: N, 0x... lines")
+    lws_decode.set_defaults(run=_run_lws_filter)
+    lws_encode = lws_commands.add_parser(
+        "encode", help="stdin to stdout: ~b#size: lines to ~m# blobs")
+    lws_encode.add_argument("--legacy", action="store_true",
+                            help="encode as libwebsockets' 2022 release did")
+    lws_encode.set_defaults(run=_run_lws_filter)
+
+    heapmap = commands.add_parser(
+        "heapmap", help="group a log's ~m# allocation records by call site, "
+        "largest total first")
+    heapmap.add_argument("log", metavar="LOG")
+    _add_symbol_arguments(heapmap)
+    heapmap.set_defaults(run=_run_heapmap)
     return parser
 
 

@@ -21,7 +21,9 @@ class Module:
     """A loaded object: where its file is and where it was loaded.
 
     ``load_bias`` is added to the file's addresses to get run-time ones;
-    [start, end) is the run-time range of its loaded segments.
+    [start, end) is the run-time range of its loaded segments; ``base`` is
+    where its first loadable segment (the ELF header) is mapped, the "base"
+    of an image map.
     """
 
     path: str
@@ -29,6 +31,11 @@ class Module:
     start: int
     end: int
     build_id: str = None
+    base: int = None
+
+    @property
+    def image_base(self):
+        return self.start if self.base is None else self.base
 
     @property
     def name(self):

@@ -1,0 +1,40 @@
+"""Printing archived backtraces outside the debugger: sframe-bt's layout,
+and folded stacks for flame graphs."""
+
+import time
+
+from . import cbf
+
+
+def frame_lines(frames, truncated, describe):
+    """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
+    looked up at address - 1.  ``describe(address)`` gives (name, where)."""
+    lines, level = [], 0
+    for frame in frames:
+        if isinstance(frame, cbf.Omitted):
+            lines.append(f"... {frame.count} frames omitted")
+            level += frame.count
+            continue
+        lookup = frame.address if frame.kind == "pc" else frame.address - 1
+        name, where = describe(lookup)
+        lines.append(f"#{level:<2} {frame.address:#018x} in {name}{where}")
+        level += 1
+    if truncated:
+        lines.append("Backtrace stopped: truncated")
+    return lines
+
+
+def trace_heading(number, trace):
+    """The heading of a stored trace: how often, and its first capture."""
+    event = trace.events[0]
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.time_ns / 1e9))
+    details = [f"thread {event.thread}", event.reason, f"{when} UTC"]
+    if event.label:
+        details.append(f"label {event.label!r}")
+    times = "once" if trace.count == 1 else f"{trace.count} times"
+    return f"Backtrace {number}, captured {times} ({', '.join(details)}):"
+
+
+def folded_line(names, weight):
+    """One line of folded stacks (flamegraph.pl, speedscope): root first."""
+    return ";".join(reversed(names)) + f" {weight}"

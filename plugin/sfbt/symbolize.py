@@ -1,0 +1,199 @@
+"""Offline symbolization: function names and source lines from ELF files
+(symbol tables and DWARF line tables, through pyelftools), for archived
+backtraces read outside the debugger."""
+
+import os
+from bisect import bisect_right
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+class ElfSymbolizer:
+    """Names and lines for the file addresses of one ELF file; tables are
+    built on first use."""
+
+    def __init__(self, path):
+        self.path = path
+        self._stream = open(path, "rb")
+        try:
+            self._elf = ELFFile(self._stream)
+        except (ELFError, ValueError) as error:
+            self._stream.close()
+            raise ValueError(f"{path}: not a readable ELF file: {error}") from None
+        self.build_id = _build_id(self._elf)
+        loads = [s["p_vaddr"] for s in self._elf.iter_segments()
+                 if s["p_type"] == "PT_LOAD"]
+        self.base_address = min(loads) if loads else 0
+        self._functions = None
+        self._lines = None
+
+    def close(self):
+        self._stream.close()
+
+    def _function_table(self):
+        if self._functions is None:
+            symbols = []
+            for name in (".symtab", ".dynsym"):
+                table = self._elf.get_section_by_name(name)
+                if table is None:
+                    continue
+                for symbol in table.iter_symbols():
+                    if (symbol["st_info"]["type"] == "STT_FUNC"
+                            and symbol["st_value"] and symbol.name):
+                        symbols.append((symbol["st_value"], symbol["st_size"],
+                                        symbol.name))
+                if symbols:
+                    break
+            symbols.sort()
+            self._functions = (symbols, [s[0] for s in symbols])
+        return self._functions
+
+    def function(self, address):
+        symbols, starts = self._function_table()
+        i = bisect_right(starts, address) - 1
+        if i < 0:
+            return None
+        start, size, name = symbols[i]
+        if size and address >= start + size:
+            return None
+        return name
+
+    def _line_table(self):
+        if self._lines is None:
+            rows = []
+            if self._elf.has_dwarf_info():
+                dwarf = self._elf.get_dwarf_info()
+                for unit in dwarf.iter_CUs():
+                    program = dwarf.line_program_for_CU(unit)
+                    if program is None:
+                        continue
+                    rows += _line_rows(program)
+            rows.sort(key=lambda row: row[0])
+            # Several rows at one address: like GDB, prefer a statement row.
+            chosen = {}
+            for row in rows:
+                address, _, _, is_stmt = row
+                if is_stmt or not chosen.get(address, (0, 0, 0, False))[3]:
+                    chosen[address] = row
+            rows = [chosen[address] for address in sorted(chosen)]
+            self._lines = (rows, [row[0] for row in rows])
+        return self._lines
+
+    def line(self, address):
+        """(file, line) for an address, or None."""
+        rows, starts = self._line_table()
+        i = bisect_right(starts, address) - 1
+        if i < 0 or rows[i][1] is None:
+            return None
+        return rows[i][1], rows[i][2]
+
+
+def _line_rows(program):
+    version = program["version"]
+    files = program["file_entry"]
+    directories = program["include_directory"]
+    rows = []
+    for entry in program.get_entries():
+        state = entry.state
+        if state is None:
+            continue
+        if state.end_sequence:
+            rows.append((state.address, None, 0, True))
+            continue
+        index = state.file if version >= 5 else state.file - 1
+        if not 0 <= index < len(files):
+            continue
+        entry_file = files[index]
+        name = _text(entry_file.name)
+        directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
+        if directory_index > 0 or (version < 5 and directory_index >= 0):
+            if 0 <= directory_index < len(directories) and not name.startswith("/"):
+                name = os.path.join(_text(directories[directory_index]), name)
+        rows.append((state.address, name, state.line, bool(state.is_stmt)))
+    return rows
+
+
+def _build_id(elf):
+    for section in elf.iter_sections():
+        if section["sh_type"] != "SHT_NOTE":
+            continue
+        for note in section.iter_notes():
+            if note["n_type"] == "NT_GNU_BUILD_ID":
+                return note["n_desc"]
+    return None
+
+
+class Symbolizer:
+    """Finds the ELF file for each archived image (by build id among the
+    files given with --exe and in --debug-dir, else the image's own path)
+    and symbolizes run-time addresses against it."""
+
+    def __init__(self, executables=(), debug_dirs=()):
+        self._candidates = list(executables)
+        for directory in debug_dirs:
+            for root, _, names in os.walk(directory):
+                self._candidates += [os.path.join(root, n) for n in sorted(names)]
+        self._by_path = {}
+        self._by_build_id = None
+
+    def _open(self, path):
+        if path not in self._by_path:
+            try:
+                self._by_path[path] = ElfSymbolizer(path)
+            except (OSError, ValueError):
+                self._by_path[path] = None
+        return self._by_path[path]
+
+    def _index_build_ids(self):
+        if self._by_build_id is None:
+            self._by_build_id = {}
+            for path in self._candidates:
+                symbolizer = self._open(path)
+                if symbolizer is not None and symbolizer.build_id:
+                    self._by_build_id.setdefault(symbolizer.build_id, symbolizer)
+        return self._by_build_id
+
+    def for_image(self, image):
+        build_id = image.build_id.hex() if image.build_id else None
+        if build_id:
+            found = self._index_build_ids().get(build_id)
+            if found is not None:
+                return found
+        own = self._open(image.path) if image.path and os.path.exists(image.path) else None
+        if own is not None and (not build_id or own.build_id in (None, build_id)):
+            return own
+        if not build_id and len(self._candidates) == 1:
+            return self._open(self._candidates[0])
+        return None
+
+    def describe_file_address(self, address):
+        """(function, location suffix) for an address of the --exe file
+        itself (a non-PIE program's run-time addresses are its file's)."""
+        if not self._candidates:
+            return "??", " ()"
+        symbolizer = self._open(self._candidates[0])
+        if symbolizer is None:
+            return "??", " ()"
+        name = symbolizer.function(address) or "??"
+        line = symbolizer.line(address)
+        return name, f" at {line[0]}:{line[1]}" if line else " ()"
+
+    def describe(self, address, images):
+        """(function, location suffix) in sframe-bt's words."""
+        image = next((i for i in images if i.base <= address < i.end_of_text), None)
+        if image is None:
+            return "??", " ()"
+        symbolizer = self.for_image(image)
+        if symbolizer is None:
+            return "??", f" from {image.path}"
+        file_address = address - image.base + symbolizer.base_address
+        name = symbolizer.function(file_address) or "??"
+        line = symbolizer.line(file_address)
+        if line is not None:
+            return name, f" at {line[0]}:{line[1]}"
+        return name, f" from {image.path}"

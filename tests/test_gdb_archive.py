@@ -1,0 +1,146 @@
+"""cbf-save and cbf-load in the real gdb, and the archive tools outside it:
+a backtrace saved in one session reads back the same in another session, in
+`sfbt cbf decode` and as folded stacks."""
+
+import base64
+import json
+import re
+
+import pytest
+
+from conftest import run_sfbt
+from gdb_support import (compile_library, compile_program, run_gdb,
+                         sframe_frames, split_sections)
+from sfbt import cbf, lws
+from sfbt.archive import read_archive
+from sfbt.imagemap import decode_image_map
+
+
+def base_name(name):
+    """leaf.constprop.0 (ELF symbol) and leaf (DWARF) name one function."""
+    return name.split(".")[0]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """One gdb session that stops 20 calls deep and saves in every format."""
+    out_dir = tmp_path_factory.mktemp("archive")
+    library = compile_library(out_dir, "libapply.so", "O2", ["libapply.c"])
+    program = compile_program(out_dir, "recurse", "O2", True, ["recurse.c"], [library])
+    files = {name: out_dir / name for name in ("trace.sfbt", "trace.cbf", "trace.json",
+                                               "trace.lws")}
+    out = run_gdb([str(program)], [
+        "break stop_here", "run 20", "echo ==BT==\\n", "sframe-bt", "echo ==SAVE==\\n",
+        f"cbf-save --label first {files['trace.sfbt']}",
+        f"cbf-save --append {files['trace.sfbt']}",
+        f"cbf-save --format cbf {files['trace.cbf']}",
+        f"cbf-save --format json {files['trace.json']}",
+        f"cbf-save --format lws {files['trace.lws']}",
+        "cbf-save --format json --append /dev/null",
+        "cbf-save --format bogus x"])
+    frames = sframe_frames(out.split("==BT==")[1].split("==SAVE==")[0])
+    return program, files, frames, out.split("==SAVE==")[1]
+
+
+def test_save_reports_and_refuses_bad_options(saved):
+    _, _, frames, out = saved
+    assert out.count(f"Saved 1 backtrace ({len(frames)} frames)") == 5
+    assert "cbf-save: --append needs --format archive or lws" in out
+    assert "cbf-save: unknown format 'bogus'" in out
+    assert "Traceback" not in out
+
+
+def test_archive_holds_the_trace_once_with_a_count(saved):
+    program, files, frames, _ = saved
+    archive, error = read_archive(files["trace.sfbt"])
+    assert error is None
+    (trace,) = archive.traces.values()
+    assert trace.count == 2 and trace.events[0].label == "first"
+    assert trace.events[0].reason == "SIGTRAP" and trace.events[0].architecture == "x86_64"
+    decoded = trace.decoded()
+    assert [f.address for f in decoded.frames] == [pc for _, pc, _ in frames]
+    assert [f.kind for f in decoded.frames] == ["pc"] + ["ra"] * (len(frames) - 1)
+    paths = [image.path for image in archive.image_map(0).images]
+    assert str(program) in paths and any(p.endswith("libapply.so") for p in paths)
+
+
+def test_bare_cbf_and_json_forms(saved):
+    _, files, frames, _ = saved
+    bare = cbf.decode(files["trace.cbf"].read_bytes())
+    assert [f.address for f in bare.frames] == [pc for _, pc, _ in frames]
+    document = json.loads(files["trace.json"].read_text())
+    assert set(document) == {"architecture", "backtrace", "imageMap"}
+    assert base64.b64decode(document["backtrace"]) == files["trace.cbf"].read_bytes()
+    assert decode_image_map(base64.b64decode(document["imageMap"])).images
+
+
+def test_lws_form_holds_return_addresses(saved):
+    _, files, frames, _ = saved
+    (line,) = files["trace.lws"].read_text().splitlines()
+    addresses, size = lws.decode_blob(line)
+    expected = [pc for _, pc, _ in frames][:31]
+    expected[0] += 1  # the innermost PC, stored as a return address
+    assert addresses == expected and size == 0
+
+
+def test_load_in_a_new_session_gives_the_same_frames(saved):
+    program, files, frames, _ = saved
+    names = [base_name(name) for _, _, name in frames]
+    # The program is loaded but not running: PIE addresses are moved to where
+    # the file is now; libapply.so, not loaded, is read from its file.
+    out = run_gdb([str(program)], [
+        "echo ==A==\\n", f"cbf-load {files['trace.sfbt']}",
+        "echo ==C==\\n", f"cbf-load {files['trace.cbf']}",
+        "echo ==J==\\n", f"cbf-load {files['trace.json']}",
+        "echo ==E==\\n", "cbf-load /nonexistent/file"])
+    archive_part = split_sections(out, "==A==")[0].split("==C==")[0]
+    assert re.search(r"Backtrace 1, captured 2 times \(thread 1 \(\d+\), SIGTRAP, .* UTC, "
+                     r"label 'first'\):", archive_part)
+    loaded = sframe_frames(archive_part)
+    assert [pc for _, pc, _ in loaded] == [pc for _, pc, _ in frames]
+    assert [base_name(name) for _, _, name in loaded] == names
+    json_part = out.split("==J==")[1].split("==E==")[0]
+    assert [base_name(n) for _, _, n in sframe_frames(json_part)] == names
+    assert "cbf-load: /nonexistent/file: " in out.split("==E==")[1]
+    assert "Traceback" not in out
+
+
+def test_sfbt_decode_and_fold_outside_the_debugger(saved):
+    program, files, frames, _ = saved
+    names = [base_name(name) for _, _, name in frames]
+    result = run_sfbt("cbf", "decode", files["trace.sfbt"])
+    assert result.returncode == 0, result.stderr
+    decoded = sframe_frames(result.stdout)
+    assert [base_name(n) for _, _, n in decoded] == names
+    assert " at " in result.stdout and "recurse.c:" in result.stdout
+    result = run_sfbt("fold", files["trace.sfbt"])
+    (line,) = result.stdout.splitlines()
+    stack, weight = line.rsplit(" ", 1)
+    assert weight == "2"
+    assert [base_name(n) for n in stack.split(";")] == list(reversed(names))
+    result = run_sfbt("cbf", "decode", files["trace.cbf"])
+    assert result.stdout.splitlines()[0] == f"pc {frames[0][1]:#x}"
+
+
+def test_truncated_archive_reads_up_to_the_damage(saved, tmp_path):
+    _, files, frames, _ = saved
+    data = files["trace.sfbt"].read_bytes()
+    damaged = tmp_path / "damaged.sfbt"
+    damaged.write_bytes(data[:-5])
+    result = run_sfbt("cbf", "decode", damaged)
+    assert result.returncode == 1
+    assert re.fullmatch(rf"sfbt: {re.escape(str(damaged))}\+0x[0-9a-f]+: record .* truncated\n",
+                        result.stderr)
+    assert "Backtrace 1, captured once" in result.stdout  # the first capture survives
+
+
+def test_all_threads(tmp_path):
+    program = compile_program(tmp_path, "threads", "O2", True, ["threads.c"])
+    archive_path = tmp_path / "threads.sfbt"
+    out = run_gdb([str(program)], ["break stop_here", "run",
+                                   f"cbf-save --all-threads {archive_path}",
+                                   "thread"])
+    assert "Saved 5 backtraces" in out
+    archive, error = read_archive(archive_path)
+    assert error is None and len(archive.events) == 5
+    assert sorted(e.thread.split()[0] for e in archive.events) == ["1", "2", "3", "4", "5"]

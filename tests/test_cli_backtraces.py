@@ -83,3 +83,21 @@ def test_fold_an_lws_log(tmp_path):
     result = run_sfbt("fold", log)
     assert result.stdout.splitlines() == [
         "0x406294;0x406c1b;0x406852;0x406651 1"] * 2
+
+
+def test_bare_cbf_symbolized_with_exe(tmp_path):
+    program = tmp_path / "steps"
+    subprocess.run(["gcc", "-g", "-O0", "-fno-pie", "-no-pie", "-o", str(program),
+                    str(PROGRAMS / "steps.c")], check=True)
+    with open(program, "rb") as stream:
+        symbols = ELFFile(stream).get_section_by_name(".symtab")
+        leaf = symbols.get_symbol_by_name("leaf")[0]["st_value"]
+        main = symbols.get_symbol_by_name("main")[0]["st_value"]
+    text = f"pc {leaf:#x}\nra {main + 12:#x}\n".encode()
+    encoded = run_binary("cbf", "encode", data=text)
+    trace = tmp_path / "t.cbf"
+    trace.write_bytes(encoded.stdout)
+    result = run_sfbt("cbf", "decode", trace, "--exe", program)
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"#0  {leaf:#018x} in leaf at ") and "steps.c:" in lines[0]
+    assert lines[1].startswith(f"#1  {main + 12:#018x} in main at ")

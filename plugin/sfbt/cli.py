@@ -79,6 +79,10 @@ def _symbolizer(args):
 
 
 def _describer(symbolizer, images):
+    """Without an image map (a bare .cbf, an lws log) addresses are taken
+    as addresses of the --exe file (a non-PIE program's)."""
+    if not images:
+        return symbolizer.describe_file_address
     return lambda address: symbolizer.describe(address, images)
 
 

@@ -7,9 +7,7 @@ Works on GDB 13.1: frame ids are plain objects with gdb.Value sp and pc
 comes from `info files` (gdb.Objfile has no load address before GDB 14).
 """
 
-import base64
 import collections
-import json
 import os
 import re
 import signal
@@ -20,12 +18,10 @@ import gdb.unwinder
 
 from elftools.elf.elffile import ELFFile
 
-from sfbt import cbf, lws
+from sfbt import cbf, frontend
 from sfbt.arch import AARCH64, S390X, X86_64
-from sfbt.archive import (Archive, ArchiveError, is_archive, parse_archive,
-                          save_archive, write_atomically)
-from sfbt.imagemap import Image, ImageMap, decode_image_map, encode_image_map
-from sfbt.report import frame_lines, trace_heading
+from sfbt.archive import ArchiveError
+from sfbt.imagemap import Image, ImageMap
 from sfbt.symbolize import Symbolizer
 from sfbt.modules import ModuleMap
 from sfbt.target import Module, Target, TargetMemoryError
@@ -217,8 +213,6 @@ def _function_name(pc):
 
 def describe_frame(frame, module_map):
     """(function name, location suffix) for a frame, in bt's words."""
-    if frame.signal_trampoline:
-        return "<signal handler called>", ""
     pc = frame.lookup_pc
     name = _function_name(pc) or "??"
     sal = gdb.find_pc_line(pc)
@@ -231,42 +225,10 @@ def describe_frame(frame, module_map):
     return name, " ()"
 
 
-def format_frame(frame, module_map, verbose):
-    name, where = describe_frame(frame, module_map)
-    line = f"#{frame.level:<2} {frame.pc:#018x} in {name}{where}"
-    if frame.signal_trampoline:
-        line = f"#{frame.level:<2} {frame.pc:#018x} in {name}"
-    if verbose:
-        if frame.level == 0:
-            how = "innermost"
-        elif frame.data_module is not None:
-            how = f"{frame.how}, {frame.data_module.name}"
-        else:
-            how = frame.how
-        line += f"  [{how}]"
-    return line
-
-
 # -- sframe-bt --------------------------------------------------------------------------
 
 class SFrameBacktrace(gdb.Command):
-    """Print a backtrace unwound with SFrame data.
-
-Usage: sframe-bt [N | -N] [-v] [-full]
-  N      print the innermost N frames
-  -N     print the outermost N frames
-  -v     show how each frame was unwound (innermost, sframe, flex, signal,
-         fp) and from which module's SFrame data
-  -full  also print each frame's recovered SP, FP and CFA
-
-Frames are printed as `bt` prints them with `set print frame-arguments
-none`, with the address always shown:
-  #3  0x00007ffff7e591f5 in start_thread at ./nptl/pthread_create.c:442
-Like bt, the walk ends at main unless `set backtrace past-main on`.  Where a
-module has no SFrame data, `set sframe fallback fp` (the default) follows
-the frame-pointer chain.  See also: info sframe, set sframe."""
-
-    OPTIONS = ("-v", "-full")
+    __doc__ = frontend.BACKTRACE_HELP + "\nSee also: info sframe, set sframe."
 
     def __init__(self):
         super().__init__("sframe-bt", gdb.COMMAND_STACK)
@@ -275,63 +237,28 @@ the frame-pointer chain.  See also: info sframe, set sframe."""
         # GDB breaks words at "-": complete the whole option being typed.
         typed = "" if not text or text.endswith(" ") else text.split()[-1]
         cut = len(typed) - len(word or "")
-        return [option[cut:] for option in self.OPTIONS if option.startswith(typed)]
+        return [option[cut:] for option in
+                frontend.complete_option(frontend.BACKTRACE_OPTIONS, typed)]
 
     def invoke(self, argument, from_tty):
-        count, verbose, full = self.parse(argument)
+        try:
+            count, verbose, full = frontend.parse_backtrace_arguments(
+                gdb.string_to_argv(argument))
+        except frontend.UsageError as error:
+            raise SFrameGdbError(str(error)) from None
         if not gdb.selected_inferior().pid and not _has_core():
             raise SFrameGdbError("No stack.")
         try:
             frames, stop = walk_stack(limit_parameter.value or None)
+            module_map = state.module_map()
+            lines = frontend.backtrace_lines(
+                frames, stop, count, verbose, full,
+                lambda frame: describe_frame(frame, module_map), current_arch())
         except gdb.GdbError:
             raise
         except Exception as error:  # one line, never a traceback
             raise SFrameGdbError(f"sframe-bt: {error}") from None
-        shown = frames
-        more = False
-        if count is not None and count >= 0:
-            shown, more = frames[:count], len(frames) > count
-        elif count is not None:
-            shown = frames[count:]
-        module_map = state.module_map()
-        arch = current_arch()
-        lines = []
-        for frame in shown:
-            lines.append(format_frame(frame, module_map, verbose))
-            if full:
-                lines.append(_registers_line(frame, arch))
-        if more:
-            lines.append("(More stack frames follow...)")
-        elif stop is not None and not (count is not None and count < 0 and stop == STOP_LIMIT):
-            lines.append(f"Backtrace stopped: {stop}")
         gdb.write("\n".join(lines) + "\n")
-
-    @staticmethod
-    def parse(argument):
-        count, verbose, full = None, False, False
-        for word in gdb.string_to_argv(argument):
-            if word == "-v":
-                verbose = True
-            elif word == "-full":
-                full = True
-            else:
-                try:
-                    count = int(word, 0)
-                except ValueError:
-                    raise SFrameGdbError(
-                        f"sframe-bt: unknown argument {word!r} "
-                        "(usage: sframe-bt [N | -N] [-v] [-full])") from None
-        return count, verbose, full
-
-
-def _registers_line(frame, arch):
-    parts = []
-    for label, number in (("sp", arch.sp), ("fp", arch.fp)):
-        value = frame.registers.get(number)
-        parts.append(f"{label} = {value:#x}" if value is not None else f"{label} = <unknown>")
-    if frame.cfa is not None:
-        parts.append(f"cfa = {frame.cfa:#x}")
-    return "        " + ", ".join(parts)
 
 
 def _has_core():
@@ -406,133 +333,48 @@ def _stop_reason():
 
 
 class CbfSave(gdb.Command):
-    """Save the current backtrace in the Compact Backtrace Format.
-
-Usage: cbf-save [--format archive|cbf|json|lws] [--append] [--all-threads]
-                [--label TEXT] FILE
-  --format archive  (default) an sfbt archive: many backtraces, each stored
-                    once with a count, with the loaded images, thread, time,
-                    stop reason and label (docs/archive.md)
-  --format cbf      the bare CBF bytes of one backtrace
-  --format json     Swift's crash form: {"architecture", "backtrace",
-                    "imageMap"} with base64 CBF and image map
-  --format lws      a libwebsockets ~m# line: at most 31 frames, size 0,
-                    return addresses (a PC is written as PC + 1)
-  --append          add to an existing archive or lws file
-  --all-threads     every thread of the inferior, not just the selected one
-Frames come from the SFrame unwinder, and from GDB's own unwinders where
-SFrame has no data.  Files are written whole through a temporary file."""
-
-    FORMATS = ("archive", "cbf", "json", "lws")
+    __doc__ = frontend.SAVE_HELP
 
     def __init__(self):
         super().__init__("cbf-save", gdb.COMMAND_STACK, gdb.COMPLETE_FILENAME)
 
     def invoke(self, argument, from_tty):
-        options = self.parse(argument)
         try:
-            self.save(**options)
+            options = frontend.parse_save_arguments(gdb.string_to_argv(argument))
+            gdb.write(self.save(options) + "\n")
         except gdb.GdbError:
             raise
+        except frontend.UsageError as error:
+            raise SFrameGdbError(str(error)) from None
         except (ArchiveError, OSError, ValueError) as error:
             raise SFrameGdbError(f"cbf-save: {error}") from None
         except Exception as error:  # one line, never a traceback
             raise SFrameGdbError(f"cbf-save: {type(error).__name__}: {error}") from None
 
-    def parse(self, argument):
-        words = gdb.string_to_argv(argument)
-        options = dict(fmt="archive", append=False, all_threads=False, label="",
-                       path=None)
-        while words:
-            word = words.pop(0)
-            if word == "--format" and words:
-                options["fmt"] = words.pop(0)
-                if options["fmt"] not in self.FORMATS:
-                    raise SFrameGdbError(f"cbf-save: unknown format {options['fmt']!r} "
-                                         f"(one of {', '.join(self.FORMATS)})")
-            elif word == "--append":
-                options["append"] = True
-            elif word == "--all-threads":
-                options["all_threads"] = True
-            elif word == "--label" and words:
-                options["label"] = words.pop(0)
-            elif word.startswith("--") or options["path"] is not None:
-                raise SFrameGdbError(f"cbf-save: unexpected argument {word!r}")
-            else:
-                options["path"] = os.path.expanduser(word)
-        if options["path"] is None:
-            raise SFrameGdbError("cbf-save: no file name (usage: cbf-save [OPTIONS] FILE)")
-        if options["append"] and options["fmt"] in ("cbf", "json"):
-            raise SFrameGdbError("cbf-save: --append needs --format archive or lws")
-        return options
-
-    def save(self, fmt, append, all_threads, label, path):
+    @staticmethod
+    def save(options):
         if not gdb.selected_inferior().threads():
             raise SFrameGdbError("cbf-save: No stack.")
         arch = current_arch()
         selected = gdb.selected_thread()
         threads = (sorted(gdb.selected_inferior().threads(), key=lambda t: t.num)
-                   if all_threads else [selected])
+                   if options.all_threads else [selected])
         captures = []
         try:
             for thread in threads:
                 thread.switch()
                 frames, truncated = capture_backtrace()
-                captures.append((thread, frames, truncated))
+                captures.append(frontend.Capture(f"{thread.num} ({thread.ptid[1]})",
+                                                 frames, truncated))
         finally:
             selected.switch()
-        if fmt in ("cbf", "json") and len(captures) > 1:
-            raise SFrameGdbError(f"cbf-save: --format {fmt} holds one backtrace; "
-                                 "use --format archive with --all-threads")
-        image_map = current_image_map(arch)
-        word_size = 8 * arch.pointer_size
-        if fmt == "archive":
-            archive = Archive()
-            now, reason = time.time_ns(), _stop_reason()
-            for thread, frames, truncated in captures:
-                archive.capture(cbf.encode(frames, word_size, truncated), image_map,
-                                time_ns=now, architecture=arch.name,
-                                thread=f"{thread.num} ({thread.ptid[1]})",
-                                reason=reason, label=label)
-            save_archive(path, archive, append=append)
-        elif fmt == "cbf":
-            (_, frames, truncated), = captures
-            write_atomically(path, cbf.encode(frames, word_size, truncated))
-        elif fmt == "json":
-            (_, frames, truncated), = captures
-            document = {"architecture": arch.name,
-                        "backtrace": base64.b64encode(cbf.encode(frames, word_size, truncated)).decode(),
-                        "imageMap": base64.b64encode(encode_image_map(image_map)).decode()}
-            write_atomically(path, (json.dumps(document) + "\n").encode())
-        else:
-            # lws lines hold return addresses, looked up at address - 1:
-            # a PC is stored as PC + 1.
-            lines = [lws.encode([f.address + (f.kind == "pc") for f in frames[:31]], 0)
-                     + "\n" for _, frames, _ in captures]
-            old = b""
-            if append and os.path.exists(path):
-                with open(path, "rb") as stream:
-                    old = stream.read()
-            write_atomically(path, old + "".join(lines).encode())
-        count = sum(len(frames) for _, frames, _ in captures)
-        gdb.write(f"Saved {len(captures)} backtrace{'s' if len(captures) != 1 else ''} "
-                  f"({count} frames) to {path} ({fmt}).\n")
-
-
-def _frames_text(frames, truncated, translate, describe):
-    return frame_lines(frames, truncated, lambda address: describe(translate(address)))
+        return frontend.save_captures(options, captures, current_image_map(arch),
+                                      arch.name, 8 * arch.pointer_size,
+                                      _stop_reason(), time.time_ns())
 
 
 class CbfLoad(gdb.Command):
-    """Print archived backtraces, symbolized against the program loaded now.
-
-Usage: cbf-load FILE
-FILE is an sfbt archive, a bare .cbf file, Swift's JSON form, or a file
-of libwebsockets ~m# lines.  Each backtrace is printed in sframe-bt's
-layout; return addresses are looked up at address - 1.  Addresses in
-images that are loaded now are moved to where those images are now (images
-are matched by build id, else by path); frames in images GDB has not loaded
-are symbolized from the image's file named in the image map."""
+    __doc__ = frontend.LOAD_HELP
 
     def __init__(self):
         super().__init__("cbf-load", gdb.COMMAND_STACK, gdb.COMPLETE_FILENAME)
@@ -544,9 +386,9 @@ are symbolized from the image's file named in the image map."""
         path = os.path.expanduser(words[0])
         try:
             with open(path, "rb") as stream:
-                data = stream.read()
-            lines, error = self.render(data, path)
-        except (OSError, ValueError, ArchiveError) as failure:
+                traces, error = frontend.saved_traces(stream.read(), path)
+            lines = frontend.saved_trace_lines(traces, self.describer)
+        except (OSError, ArchiveError) + frontend.LOAD_ERRORS as failure:
             raise SFrameGdbError(f"cbf-load: {path}: {failure}") from None
         except Exception as failure:  # one line, never a traceback
             raise SFrameGdbError(f"cbf-load: {path}: {type(failure).__name__}: {failure}") from None
@@ -554,72 +396,22 @@ are symbolized from the image's file named in the image map."""
         if error is not None:
             raise SFrameGdbError(f"cbf-load: {error}")
 
-    def render(self, data, path):
-        if is_archive(data):
-            archive, error = parse_archive(data, path)
-            lines = []
-            for number, trace in enumerate(archive.traces.values(), 1):
-                if not trace.events:
-                    continue
-                event = trace.events[0]
-                lines.append(trace_heading(number, trace))
-                decoded = trace.decoded()
-                images = archive.image_map(event.image_map_index).images
-                lines += _frames_text(decoded.frames, decoded.truncated,
-                                      *self.symbolizer(images))
-            return lines, error
-        if data.lstrip().startswith(b"{"):
-            document = json.loads(data)
-            decoded = cbf.decode(base64.b64decode(document["backtrace"]), strict=True)
-            images = []
-            if document.get("imageMap"):
-                images = decode_image_map(base64.b64decode(document["imageMap"])).images
-            return _frames_text(decoded.frames, decoded.truncated,
-                                *self.symbolizer(images)), None
-        if b"~m#" in data:
-            lines = []
-            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                for blob in lws.find_blobs(line):
-                    addresses, size = lws.decode_blob(blob)
-                    frames = [cbf.Frame("ra", a) for a in addresses]
-                    lines.append(f"Backtrace from line {number} (size {size}):")
-                    lines += _frames_text(frames, False, *self.symbolizer([]))
-            return lines, None
-        decoded = cbf.decode(data, strict=True)
-        return _frames_text(decoded.frames, decoded.truncated, *self.symbolizer([])), None
-
     @staticmethod
-    def symbolizer(images):
-        """(translate, describe) for archived addresses."""
+    def describer(images):
+        """describe(saved lookup address) for the images of one trace."""
         module_map = state.module_map() if gdb.objfiles() else None
-        current = {}
-        if module_map is not None:
-            for module in module_map.modules:
-                current.setdefault(module.build_id or module.path, module)
-                current.setdefault(module.path, module)
+        translator = frontend.ImageTranslator(module_map.modules if module_map else ())
         offline = Symbolizer()
 
-        def find_image(address):
-            return next((i for i in images if i.base <= address < i.end_of_text), None)
-
-        def translate(address):
-            image = find_image(address)
-            if image is None:
-                return address, None
-            key = image.build_id.hex() if image.build_id else image.path
-            module = current.get(key) or current.get(image.path)
-            if module is None:
-                return address, image
-            return address - image.base + module.image_base, None
-
-        def describe(translated):
-            address, unloaded = translated
+        def describe(address):
+            now, unloaded = translator.translate(address, images)
             if unloaded is not None:
-                return offline.describe(address, [unloaded])
-            frame = Frame(0, address, {}, interrupted=True)
-            return describe_frame(frame, module_map) if module_map else ("??", " ()")
+                return offline.describe(now, [unloaded])
+            if module_map is None:
+                return "??", " ()"
+            return describe_frame(Frame(0, now, {}, interrupted=True), module_map)
 
-        return translate, describe
+        return describe
 
 
 # -- info sframe ---------------------------------------------------------------------------

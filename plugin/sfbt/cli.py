@@ -1,14 +1,12 @@
 """The ``sfbt`` command line."""
 
 import argparse
-import base64
-import json
 import sys
 
 from . import __version__, cbf, lws
-from .archive import is_archive, parse_archive
-from .imagemap import decode_image_map
-from .report import folded_line, frame_lines, trace_heading
+from .archive import is_archive
+from .frontend import LOAD_ERRORS, saved_trace_lines, saved_traces
+from .report import folded_line, frame_lines
 from .symbolize import Symbolizer
 from .sframe import SFrameError, dump_text, lookup_text, read_section
 from .sframe.elf import ElfInputError, read_elf_sframe
@@ -87,39 +85,9 @@ def _describer(symbolizer, images):
 
 
 def _traces(data, path):
-    """(heading, frames, truncated, images, weight) for every backtrace in an
-    archive, Swift's JSON form, an lws log or a bare CBF file; and the error
-    that ended an archive early, if any."""
-    if is_archive(data):
-        archive, error = parse_archive(data, path)
-        traces = []
-        for number, trace in enumerate(archive.traces.values(), 1):
-            if not trace.events:
-                continue
-            decoded = trace.decoded()
-            images = archive.image_map(trace.events[0].image_map_index).images
-            traces.append((trace_heading(number, trace), decoded.frames,
-                           decoded.truncated, images, trace.count))
-        return traces, error
     try:
-        if data.lstrip().startswith(b"{"):
-            document = json.loads(data)
-            decoded = cbf.decode(base64.b64decode(document["backtrace"]))
-            images = (decode_image_map(base64.b64decode(document["imageMap"])).images
-                      if document.get("imageMap") else [])
-            return [(None, decoded.frames, decoded.truncated, images, 1)], None
-        if b"~m#" in data:
-            traces = []
-            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                for blob in lws.find_blobs(line):
-                    addresses, size = lws.decode_blob(blob)
-                    frames = [cbf.Frame("ra", a) for a in addresses]
-                    traces.append((f"Backtrace from line {number} (size {size}):",
-                                   frames, False, [], 1))
-            return traces, None
-        decoded = cbf.decode(data)
-        return [(None, decoded.frames, decoded.truncated, [], 1)], None
-    except (ValueError, KeyError, cbf.CBFError, lws.LwsFormatError) as error:
+        return saved_traces(data, path)
+    except LOAD_ERRORS as error:
         raise CommandError(f"{path}: {error}") from None
 
 
@@ -142,11 +110,7 @@ def _run_cbf_decode(args):
         return
     traces, error = _traces(data, args.file)
     symbolizer = _symbolizer(args)
-    lines = []
-    for heading, frames, truncated, images, _ in traces:
-        if heading:
-            lines.append(heading)
-        lines += frame_lines(frames, truncated, _describer(symbolizer, images))
+    lines = saved_trace_lines(traces, lambda images: _describer(symbolizer, images))
     sys.stdout.write("".join(line + "\n" for line in lines))
     if error is not None:
         raise CommandError(str(error))
@@ -156,15 +120,15 @@ def _run_fold(args):
     traces, error = _traces(_read_input(args.file), args.file)
     symbolizer = _symbolizer(args)
     lines = []
-    for _, frames, _, images, weight in traces:
+    for trace in traces:
         names = []
-        for frame in frames:
+        for frame in trace.frames:
             if isinstance(frame, cbf.Omitted):
                 continue
             lookup = frame.address if frame.kind == "pc" else frame.address - 1
-            name, _ = symbolizer.describe(lookup, images)
+            name, _ = _describer(symbolizer, trace.images)(lookup)
             names.append(name if name != "??" else f"{frame.address:#x}")
-        lines.append(folded_line(names, weight))
+        lines.append(folded_line(names, trace.weight))
     sys.stdout.write("".join(line + "\n" for line in lines))
     if error is not None:
         raise CommandError(str(error))

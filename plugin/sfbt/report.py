@@ -6,6 +6,10 @@ import time
 from . import cbf
 
 
+def frame_line(level, pc, name, where):
+    return f"#{level:<2} {pc:#018x} in {name}{where}"
+
+
 def frame_lines(frames, truncated, describe):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
     looked up at address - 1.  ``describe(address)`` gives (name, where)."""
@@ -17,7 +21,7 @@ def frame_lines(frames, truncated, describe):
             continue
         lookup = frame.address if frame.kind == "pc" else frame.address - 1
         name, where = describe(lookup)
-        lines.append(f"#{level:<2} {frame.address:#018x} in {name}{where}")
+        lines.append(frame_line(level, frame.address, name, where))
         level += 1
     if truncated:
         lines.append("Backtrace stopped: truncated")

@@ -56,6 +56,26 @@ install_python() {
   fi
 }
 
+# LLDB 19 or newer with its Python bindings, reachable as `lldb`; Debian's
+# lldb-22 when there is none.
+install_lldb() {
+  local version=0
+  if command -v lldb >/dev/null 2>&1; then
+    version=$(lldb --version 2>/dev/null | sed -n 's/.*lldb version \([0-9]*\).*/\1/p' | head -1)
+  fi
+  if [ "${version:-0}" -ge 19 ] && lldb -b -o 'script import lldb' >/dev/null 2>&1; then
+    return 0
+  fi
+  if ! dpkg-query -W -f='${Status}' lldb-22 2>/dev/null | grep -q 'install ok installed' \
+     || ! dpkg-query -W -f='${Status}' python3-lldb-22 2>/dev/null | grep -q 'install ok installed'; then
+    say "installing lldb-22 python3-lldb-22"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends lldb-22 python3-lldb-22 >/dev/null
+  fi
+  as_root ln -sf /usr/bin/lldb-22 /usr/local/bin/lldb
+}
+
 # add_line FILE LINE: append LINE to FILE unless it is there already.
 add_line() {
   touch "$1"
@@ -83,6 +103,9 @@ check() {
     || { say "the system Python cannot import pyelftools"; exit 1; }
   python3 -m sfbt --version >/dev/null \
     || { say "python3 -m sfbt does not run"; exit 1; }
+  lldb --no-lldbinit -b -o "command script import $LLDB_ENTRY" 2>&1 | grep -q 'error:' \
+    && { say "lldb cannot load the plugin (its Python bindings or pyelftools)"; exit 1; }
+  return 0
 }
 
 case "${1:-}" in
@@ -93,6 +116,7 @@ case "${1:-}" in
     ;;
   "")
     install_packages
+    install_lldb
     install_python
     install_init_lines
     check

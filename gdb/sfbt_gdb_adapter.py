@@ -404,7 +404,7 @@ class CbfLoad(gdb.Command):
         offline = Symbolizer()
 
         def describe(address):
-            now, unloaded = translator.translate(address, images)
+            now, _, unloaded = translator.translate(address, images)
             if unloaded is not None:
                 return offline.describe(now, [unloaded])
             if module_map is None:

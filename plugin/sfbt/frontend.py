@@ -297,12 +297,13 @@ class ImageTranslator:
             self._current.setdefault(module.path, module)
 
     def translate(self, address, images):
-        """(address now, None) or (saved address, image not loaded now)."""
+        """(address now, its Module or None, None), or (saved address, None,
+        the saved image) for an image that is not loaded now."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         if image is None:
-            return address, None
+            return address, None, None
         key = image.build_id.hex() if image.build_id else image.path
         module = self._current.get(key) or self._current.get(image.path)
         if module is None:
-            return address, image
-        return address - image.base + module.image_base, None
+            return address, None, image
+        return address - image.base + module.image_base, module, None

@@ -1,0 +1,30 @@
+"""LLDB entry file: `command script import /path/to/sfbt/lldb/sfbt_lldb.py`
+(./install.sh adds that line to ~/.lldbinit).  Registers sframe-bt,
+cbf-save, cbf-load, sframe-info and sframe-provider."""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _path in (os.path.join(os.path.dirname(_HERE), "plugin"), _HERE):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+try:
+    import elftools  # noqa: F401
+except ImportError:
+    # LLDB's embedded Python takes its prefix from the first python3 on PATH
+    # (a pyenv or virtualenv one, say) and then misses the system packages
+    # that ./install.sh installed for it with apt.
+    _SYSTEM_PACKAGES = "/usr/lib/python3/dist-packages"
+    if os.path.isdir(_SYSTEM_PACKAGES) and _SYSTEM_PACKAGES not in sys.path:
+        sys.path.append(_SYSTEM_PACKAGES)
+
+import sfbt_lldb_adapter  # noqa: E402
+
+# LLDB finds command and provider classes by name in the imported module.
+globals().update(sfbt_lldb_adapter.CLASSES)
+
+
+def __lldb_init_module(debugger, internal_dict):
+    sfbt_lldb_adapter.register(debugger, __name__)

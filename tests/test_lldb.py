@@ -124,3 +124,13 @@ def test_cbf_archives_cross_between_lldb_and_gdb(build_dir, tmp_path):
     lldb_loaded = sframe_frames(out.split("==LOAD==")[1])
     assert [pc for _, pc, _ in lldb_loaded] == [pc for _, pc, _ in gdb_frames]
     assert [name for _, _, name in lldb_loaded] == [name for _, _, name in lldb_frames]
+
+
+def test_ten_thousand_frames(build_dir):
+    """lldb-19's own bt crashes here (its unwinder recurses); sframe-bt walks."""
+    program = build_recurse(build_dir, "O2", True)
+    out = run_lldb(program, ["breakpoint set -n stop_here", "run 10000",
+                             mark("BT"), "sframe-bt -3"])
+    frames = sframe_frames(out.split("==BT==")[1])
+    assert [level for level, _, _ in frames] == [10004, 10005, 10006]
+    assert frames[-1][2] == "main"

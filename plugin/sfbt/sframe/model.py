@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import constants as C
 from . import lookup
-from .layout import fits_signed
+from .layout import fits_signed, unpack_fde_info
 
 
 def minimal_word_size(words):
@@ -67,8 +67,7 @@ class FunctionEntry:
 
     def __init__(self, start, size, rows=(), *, pc_type=C.PC_TYPE_INC,
                  fre_type=None, pauth_key=C.PAUTH_KEY_A, signal=False,
-                 fde_type=C.FDE_TYPE_DEFAULT, rep_size=0, load_rows=None,
-                 num_rows=None):
+                 fde_type=C.FDE_TYPE_DEFAULT, rep_size=0):
         self.start = start
         self.size = size
         self.pc_type = pc_type
@@ -76,20 +75,30 @@ class FunctionEntry:
         self.signal = signal
         self.fde_type = fde_type
         self.rep_size = rep_size
-        if load_rows is None:
-            self._rows = tuple(rows)
-            self.num_rows = len(self._rows)
-        else:
-            self._rows = None
-            self.num_rows = num_rows
-        self._load_rows = load_rows
+        self._rows = tuple(rows)
+        self.num_rows = len(self._rows)
+        self._load_rows = None
         self.fre_type = (minimal_fre_type(size, self._rows)
                          if fre_type is None else fre_type)
+
+    @classmethod
+    def from_reader(cls, start, size, info, fde_type, rep_size, num_rows, source):
+        """A function read from a section; ``source`` is (reader, FDE index,
+        offset of its rows), used to decode the rows on first use."""
+        function = cls.__new__(cls)
+        function.start, function.size = start, size
+        function.fre_type, function.pc_type, function.pauth_key, function.signal = \
+            unpack_fde_info(info)
+        function.fde_type, function.rep_size = fde_type, rep_size
+        function.num_rows, function._rows, function._load_rows = num_rows, None, source
+        return function
 
     @property
     def rows(self):
         if self._rows is None:
-            self._rows = tuple(self._load_rows())
+            reader, index, rows_at = self._load_rows
+            self._rows = tuple(reader.decode_rows(index, rows_at, self.num_rows,
+                                                  self.fre_type))
             self._load_rows = None
         return self._rows
 

@@ -89,8 +89,12 @@ class _SectionReader:
                              f"{total} FREs", field["sfh_num_fres"])
         # Functions without bytes in the FRE sub-section (v1/v2, no rows)
         # go before the block that shares their offset.
-        order = sorted(range(num_fdes), key=lambda i: (
-            block_offsets[i], version == C.VERSION_3 or functions[i].num_rows > 0, i))
+        keys = [(offset, version == C.VERSION_3 or function.num_rows > 0)
+                for offset, function in zip(block_offsets, functions)]
+        if all(a <= b for a, b in zip(keys, keys[1:])):
+            order = None  # rows in FDE order, as gas writes them
+        else:
+            order = sorted(range(num_fdes), key=lambda i: (keys[i], i))
         return SFrameSection(
             version, abi, functions, flags=flags, cfa_fixed_fp_offset=fixed_fp,
             cfa_fixed_ra_offset=fixed_ra, aux_header=data[C.HEADER_SIZE:body],
@@ -99,55 +103,54 @@ class _SectionReader:
             name=self.name)
 
     def _read_fdes(self, table, count, fde_size, pcrel):
-        fde_struct = L.fde_struct(self.version, self.big_endian)
+        data, fre_start, fre_end = self.data, self.fre_start, self.fre_end
+        fre_len = fre_end - fre_start
+        records = L.fde_struct(self.version, self.big_endian).iter_unpack(
+            data[table:table + count * fde_size])
         attr_struct = L.fde_attr_struct(self.big_endian)
-        fre_len = self.fre_end - self.fre_start
+        version3 = self.version == C.VERSION_3
+        address = self.address
         functions, block_offsets = [], []
-        for index in range(count):
+        for index, fields in enumerate(records):
             at = table + index * fde_size
-            if self.version == C.VERSION_3:
-                start_value, func_size, fre_off = fde_struct.unpack_from(self.data, at)
+            if version3:
+                start_value, func_size, fre_off = fields
                 if fre_off + L.FDE_ATTR_V3_SIZE > fre_len:
                     raise self.error(
                         f"FDE {index} FRE offset {fre_off:#x} beyond FRE "
                         f"sub-section ({fre_len:#x} bytes)", at + 12)
-                attr_at = self.fre_start + fre_off
-                num_fres, info, info2, rep_size = attr_struct.unpack_from(self.data, attr_at)
+                attr_at = fre_start + fre_off
+                num_fres, info, info2, rep_size = attr_struct.unpack_from(data, attr_at)
                 rows_at = attr_at + L.FDE_ATTR_V3_SIZE
                 fde_type = info2 & 0x1F
-                if fde_type not in C.FDE_TYPES:
+                if fde_type > C.FDE_TYPE_FLEX:
                     raise self.error(f"FDE {index} has unknown FDE type {fde_type}",
                                      attr_at + 3)
                 info_at = attr_at + 2
             else:
-                fields = fde_struct.unpack_from(self.data, at)
                 start_value, func_size, fre_off, num_fres, info = fields[:5]
-                rep_size = fields[5] if self.version == C.VERSION_2 else 0
+                rep_size = fields[5] if len(fields) > 5 else 0
                 fde_type = C.FDE_TYPE_DEFAULT
                 if fre_off > fre_len:
                     raise self.error(
                         f"FDE {index} FRE offset {fre_off:#x} beyond FRE "
                         f"sub-section ({fre_len:#x} bytes)", at + 8)
-                rows_at = self.fre_start + fre_off
+                rows_at = fre_start + fre_off
                 info_at = at + 16
-            fre_type, pc_type, pauth_key, signal = L.unpack_fde_info(info)
-            if fre_type >= len(C.FRE_ADDRESS_SIZES):
+            fre_type = info & 0xF
+            if fre_type > C.FRE_TYPE_ADDR4:
                 raise self.error(f"FDE {index} has invalid FRE type {fre_type}",
                                  info_at)
             # Each FRE is at least its start address plus the info byte.
-            min_fre = C.FRE_ADDRESS_SIZES[fre_type] + 1
-            if rows_at + num_fres * min_fre > self.fre_end:
+            if rows_at + num_fres * (C.FRE_ADDRESS_SIZES[fre_type] + 1) > fre_end:
                 raise self.error(
                     f"FDE {index} claims {num_fres} FREs at FRE offset "
                     f"{fre_off:#x}, more than the FRE sub-section "
                     f"({fre_len:#x} bytes) can hold", info_at)
-            base = (self.address + at) if pcrel else self.address
-            start = (base + start_value) & 0xFFFFFFFFFFFFFFFF
-            functions.append(FunctionEntry(
-                start, func_size, pc_type=pc_type, fre_type=fre_type,
-                pauth_key=pauth_key, signal=signal, fde_type=fde_type,
-                rep_size=rep_size, num_rows=num_fres,
-                load_rows=_RowLoader(self, index, rows_at, num_fres, fre_type)))
+            base = address + at if pcrel else address
+            functions.append(FunctionEntry.from_reader(
+                (base + start_value) & 0xFFFFFFFFFFFFFFFF, func_size, info,
+                fde_type, rep_size, num_fres, (self, index, rows_at)))
             block_offsets.append(fre_off)
         return functions, block_offsets
 
@@ -179,20 +182,6 @@ class _SectionReader:
                                       mangled))
             at = words_at + word_count * word_size
         return rows
-
-
-class _RowLoader:
-    """Decodes one function's FREs on demand (kept small: one per FDE)."""
-
-    __slots__ = ("reader", "index", "at", "count", "fre_type")
-
-    def __init__(self, reader, index, at, count, fre_type):
-        self.reader, self.index, self.at = reader, index, at
-        self.count, self.fre_type = count, fre_type
-
-    def __call__(self):
-        return self.reader.decode_rows(self.index, self.at, self.count,
-                                       self.fre_type)
 
 
 def check_section(section):

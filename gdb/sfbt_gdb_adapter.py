@@ -11,6 +11,7 @@ import collections
 import os
 import re
 import signal
+import struct
 import time
 
 import gdb
@@ -23,7 +24,7 @@ from sfbt.arch import AARCH64, S390X, X86_64
 from sfbt.archive import ArchiveError
 from sfbt.imagemap import Image, ImageMap
 from sfbt.symbolize import Symbolizer
-from sfbt.modules import ModuleMap
+from sfbt.modules import ModuleMap, set_synthesis
 from sfbt.target import Module, Target, TargetMemoryError
 from sfbt.unwinder import STOP_LIMIT, STOP_OUTERMOST, Frame, Unwinder
 
@@ -95,25 +96,83 @@ def _file_layout(path):
     return _FILE_LAYOUTS[key]
 
 
-def loaded_modules():
-    """Module for each object file GDB has loaded, from `info files`."""
+def loaded_modules(target=None):
+    """Module for each object file GDB has loaded, from `info files`.  The
+    load bias comes from the file; when GDB has a file that cannot be
+    opened here (read from a remote target, `target:/lib/...`; a core
+    whose files moved; the vDSO), from the ELF header in target memory."""
     build_ids = {o.filename: o.build_id for o in gdb.objfiles()
                  if o.is_valid() and o.filename}
     modules = []
     text = gdb.execute("info files", to_string=True)
     for path, sections in parse_info_files(text).items():
         file_sections, first_load = _file_layout(path)
-        file_sections = file_sections or {}
-        bias = 0
-        for name, (start, _) in sections.items():
-            if name in file_sections:
-                bias = start - file_sections[name]
-                break
         start = min(s for s, _ in sections.values())
         end = max(e for _, e in sections.values())
+        image = None
+        if file_sections is None and target is not None:
+            image = image_in_memory(target, start)
+        if image is not None:
+            start, bias = image
+            modules.append(Module(path, bias, start, end, build_ids.get(path), start))
+            continue
+        file_sections = file_sections or {}
+        bias = 0
+        for name, (section_start, _) in sections.items():
+            if name in file_sections:
+                bias = section_start - file_sections[name]
+                break
         base = None if first_load is None else bias + first_load
         modules.append(Module(path, bias, start, end, build_ids.get(path), base))
     return modules
+
+
+def image_in_memory(target, start, pages=16):
+    """(ELF header address, load bias) of the 64-bit ELF image whose
+    sections begin at run-time address ``start``, from the ELF and program
+    headers mapped at the page at or below ``start``; None if not found."""
+    page = start & ~0xFFF
+    for header in range(page, max(page - pages * 0x1000, 0) - 1, -0x1000):
+        try:
+            ident = target.read_memory(header, 64)
+        except TargetMemoryError:
+            return None  # the image is mapped contiguously from its header
+        if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] not in (1, 2):
+            continue
+        endian = "<" if ident[5] == 1 else ">"
+        phoff, = struct.unpack_from(endian + "Q", ident, 32)
+        phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
+        if phentsize < 56 or not 0 < phnum < 512:
+            return None
+        try:
+            table = target.read_memory(header + phoff, phentsize * phnum)
+        except TargetMemoryError:
+            return None
+        loads = []
+        for i in range(phnum):
+            p_type, _, offset, vaddr, _, _, memsz = struct.unpack_from(
+                endian + "IIQQQQQ", table, i * phentsize)
+            if p_type == 1:  # PT_LOAD
+                loads.append((vaddr, offset, memsz))
+        if not loads:
+            return None
+        vaddr, offset, _ = min(loads)
+        bias = header - (vaddr - offset)
+        # the first section must lie in a loaded segment, else this
+        # header belongs to another image
+        if not any(v <= start - bias < v + m for v, _, m in loads):
+            return None
+        return header, bias
+    return None
+
+
+def register_bits(value):
+    """A register's contents as an unsigned 64-bit int.  Floating-point
+    registers (s390x keeps an FP or RA in them) give their raw bits, not
+    their value as a double."""
+    if value.type.strip_typedefs().code == gdb.TYPE_CODE_FLT:
+        return int(value.format_string(format="x"), 16) & 0xFFFFFFFFFFFFFFFF
+    return int(value) & 0xFFFFFFFFFFFFFFFF
 
 
 class GdbTarget(Target):
@@ -122,6 +181,23 @@ class GdbTarget(Target):
     def __init__(self, arch):
         self.arch = arch
         self._inferior = gdb.selected_inferior()
+        self._va_bits = None
+
+    @property
+    def virtual_address_bits(self):
+        """For stripping signed return addresses: from $pauth_cmask where
+        the target reports it (native AArch64 Linux, gdbserver), else 48.
+        qemu 7.2's gdb stub does not report it."""
+        if self._va_bits is None:
+            try:
+                mask = int(self._named_register("pauth_cmask"))
+            except (gdb.error, ValueError, RuntimeError):
+                mask = 0
+            self._va_bits = self.arch.virtual_address_bits(mask)
+        return self._va_bits
+
+    def _named_register(self, name):
+        return gdb.newest_frame().read_register(name)
 
     def read_memory(self, address, size):
         try:
@@ -134,7 +210,7 @@ class GdbTarget(Target):
         values = {}
         for number, name in self.arch.register_names.items():
             try:
-                values[number] = int(frame.read_register(name)) & 0xFFFFFFFFFFFFFFFF
+                values[number] = register_bits(frame.read_register(name))
             except (gdb.error, ValueError):
                 pass
         return values
@@ -170,7 +246,8 @@ class _State:
                tuple(o.filename for o in gdb.objfiles() if o.is_valid()))
         if self._map is None or key != self._key:
             arch = current_arch()
-            self._map = ModuleMap(loaded_modules(), GdbTarget(arch))
+            target = GdbTarget(arch)
+            self._map = ModuleMap(loaded_modules(target), target)
             self._key = key
         self._checked = True
         return self._map
@@ -422,7 +499,8 @@ class InfoSFrame(gdb.Command):
 Usage: info sframe
 Each line shows a module's address range, its path, and its SFrame data:
 the section version and FDE count and whether it was read from the file
-or from the target's memory, or "none"."""
+or from the target's memory; "synthesized from .eh_frame" for rows made
+from DWARF call-frame information (`set sframe synthesize`); or "none"."""
 
     def __init__(self):
         super().__init__("info sframe", gdb.COMMAND_STATUS, gdb.COMPLETE_NONE)
@@ -486,6 +564,17 @@ class FallbackParameter(_Parameter):
         return f"Where SFrame has no data, sframe-bt falls back to: {value}."
 
 
+class SynthesizeParameter(_Parameter):
+    def get_show_string(self, value):
+        return (f"Synthesizing SFrame rows from .eh_frame/.debug_frame for "
+                f"objects without .sframe is {value}.")
+
+    def get_set_string(self):
+        set_synthesis(self.value)
+        gdb.invalidate_cached_frames()
+        return ""
+
+
 class DebugParameter(_Parameter):
     def get_show_string(self, value):
         return f"SFrame unwinder debugging output is {value}."
@@ -513,7 +602,10 @@ class _PendingTarget(GdbTarget):
 
     def read_register(self, number):
         name = self.arch.register_names[number]
-        return int(self._pending.read_register(name)) & 0xFFFFFFFFFFFFFFFF
+        return register_bits(self._pending.read_register(name))
+
+    def _named_register(self, name):
+        return self._pending.read_register(name)
 
 
 class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
@@ -544,13 +636,15 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         level = pending.level()
         lookup_pc = pc if level == 0 else pc - 1
         module_map = state.module_map()
-        module, row = module_map.row_for(lookup_pc)
+        # Own SFrame data only: where rows would be synthesized from DWARF
+        # CFI, GDB's DWARF unwinder reads the same CFI and knows more.
+        module, row = module_map.row_for(lookup_pc, synthesized=False)
         if row is None or row.outermost:
             return None
         if level > 0:
             # A frame interrupted by a signal is looked up at its PC, a
             # caller at PC - 1; where the two disagree, let GDB decide.
-            _, row_at_pc = module_map.row_for(pc)
+            _, row_at_pc = module_map.row_for(pc, synthesized=False)
             if row_at_pc is not None and row_at_pc.entry is not row.entry:
                 return None
         target = _PendingTarget(arch, pending)
@@ -573,6 +667,12 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         if arch.fp in caller.registers:
             info.add_saved_register(arch.register_names[arch.fp],
                                     self._value(caller.registers[arch.fp]))
+        if arch.has_link_register:
+            # After the return, x30 (AArch64) or r14 (s390x) holds the
+            # return address; GDB reads it to unwind the caller's caller
+            # (an unsaved register would read as <not saved>).
+            info.add_saved_register(arch.register_names[arch.ra],
+                                    self._value(caller.registers[arch.ra]))
         return info
 
 
@@ -597,6 +697,13 @@ def register():
         "Set what sframe-bt does where SFrame has no data: fp follows the "
         "frame-pointer chain, none stops.",
         "Show what sframe-bt does where SFrame has no data.", ["fp", "none"])
+    global synthesize_parameter
+    synthesize_parameter = SynthesizeParameter(
+        "sframe synthesize", gdb.PARAM_BOOLEAN,
+        "Set whether sframe-bt synthesizes SFrame rows from .eh_frame / "
+        ".debug_frame for objects without .sframe (cached per build id under "
+        "$XDG_CACHE_HOME/sfbt).",
+        "Show whether SFrame rows are synthesized from DWARF CFI.", default=True)
     debug_parameter = DebugParameter(
         "sframe debug", gdb.PARAM_BOOLEAN,
         "Set whether errors inside the SFrame frame unwinder are printed.",

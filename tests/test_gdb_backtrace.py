@@ -46,7 +46,10 @@ def assert_same_frames(sframe_text, gdb_pc_list, no_sframe_ok=True):
 
 
 COMPARE = ["echo ==STOP==\\n", "test-gdb-pcs", "sframe-bt -v"]
-SETUP = ["set sframe unwinder off", "set sframe fallback none"]
+# SFrame from gas only: libc's rows synthesized from DWARF CFI are
+# tested in test_gdb_libc.py.
+SETUP = ["set sframe unwinder off", "set sframe fallback none",
+         "set sframe synthesize off"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)

@@ -23,9 +23,30 @@ def _address(text):
         raise argparse.ArgumentTypeError(f"not an address: {text!r}") from None
 
 
+def _synthesized(path, use_cache=True):
+    """synth.synthesize for the command line: errors become one line."""
+    from . import synth
+    try:
+        return synth.synthesize(path, use_cache=use_cache)
+    except synth.SynthError as error:
+        raise CommandError(f"{path}: {error}") from None
+    except (SFrameError, OSError) as error:
+        message = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise CommandError(f"{path}: {message}") from None
+
+
 def _load(args):
     """The SFrame section named by the command line, and the dump preamble."""
     path = args.file
+    if getattr(args, "synth", False):
+        if args.raw:
+            raise CommandError("--synth reads an ELF file's CFI; it does not go with --raw")
+        args.synth_result = _synthesized(path, not args.no_cache)
+        try:
+            _, fmt = read_elf_sframe(path)
+        except (SFrameError, ElfInputError, OSError):
+            fmt = "elf64"
+        return args.synth_result.section, f"\n{path}:     file format {fmt}\n\n"
     try:
         if args.raw:
             with open(path, "rb") as stream:
@@ -56,10 +77,41 @@ def _run_lookup(args):
     lines = []
     for address in args.addresses:
         try:
-            lines.append(f"{address:#x}: {lookup_text(section, address)}\n")
+            text = lookup_text(section, address)
+            result = getattr(args, "synth_result", None)
+            if text == "none" and result is not None and result.left_out_reason(address):
+                text += f" (left out: {result.left_out_reason(address)})"
+            lines.append(f"{address:#x}: {text}\n")
         except SFrameError as error:
             raise CommandError(f"{args.file}: {error}") from None
     sys.stdout.write("".join(lines))
+
+
+def _run_synth(args):
+    result = _synthesized(args.file, not args.no_cache)
+    from .sframe import write_section
+    data = write_section(result.section)
+    try:
+        with open(args.output, "wb") as stream:
+            stream.write(data)
+    except OSError as error:
+        raise CommandError(f"{args.output}: {error.strerror or error}") from None
+    sys.stdout.write(f"{args.output}: SFrame v3, {len(data)} bytes, "
+                     f"{len(result.section.functions)} FDEs, "
+                     f"{result.section.num_rows} FREs (from {result.origin})\n"
+                     f"{result.stats.summary()}\n")
+    if args.verbose:
+        for start, end, reason in result.left_out:
+            sys.stdout.write(f"left out {start:#x}..{end:#x}: {reason}\n")
+
+
+def _add_synth_arguments(parser):
+    parser.add_argument("--synth", action="store_true",
+                        help="use SFrame rows synthesized from the file's "
+                        ".eh_frame / .debug_frame instead of its .sframe")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="with --synth: synthesize afresh, neither reading "
+                        "nor writing the cache")
 
 
 def _read_input(path):
@@ -192,13 +244,29 @@ def build_parser():
     dump = sframe_commands.add_parser(
         "dump", help="print a .sframe section as objdump --sframe does")
     _add_input_arguments(dump)
+    _add_synth_arguments(dump)
     dump.set_defaults(run=_run_dump)
 
     lookup = sframe_commands.add_parser(
         "lookup", help="print the CFA, FP and RA rules in force at addresses")
     _add_input_arguments(lookup)
+    _add_synth_arguments(lookup)
     lookup.add_argument("addresses", metavar="ADDR", nargs="+", type=_address)
     lookup.set_defaults(run=_run_lookup)
+
+    synth_parser = sframe_commands.add_parser(
+        "synth", help="write SFrame v3 rows synthesized from an ELF file's "
+        ".eh_frame / .debug_frame (cached per build id)")
+    synth_parser.add_argument("file", metavar="FILE", help="an ELF file")
+    synth_parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                              help="where to write the section's bytes (read "
+                              "them back with --raw; addresses are the file's)")
+    synth_parser.add_argument("--no-cache", action="store_true",
+                              help="synthesize afresh, neither reading nor "
+                              "writing the cache")
+    synth_parser.add_argument("-v", "--verbose", action="store_true",
+                              help="also list the address ranges left out")
+    synth_parser.set_defaults(run=_run_synth)
 
     cbf_parser = commands.add_parser("cbf", help="Compact Backtrace Format")
     cbf_commands = cbf_parser.add_subparsers(dest="cbf_command",

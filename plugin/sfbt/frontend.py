@@ -29,8 +29,9 @@ Print a backtrace unwound with SFrame data.
 Usage: sframe-bt [N | -N] [-v] [-full]
   N      print the innermost N frames
   -N     print the outermost N frames
-  -v     show how each frame was unwound (innermost, sframe, flex, signal,
-         fp) and from which module's SFrame data
+  -v     show how each frame was unwound (innermost, sframe, flex, synth
+         (rows synthesized from DWARF CFI), signal, fp) and from which
+         module's SFrame data
   -full  also print each frame's recovered SP, FP and CFA
 
 Frames are printed as GDB's `bt` prints them with `set print

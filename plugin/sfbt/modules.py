@@ -13,6 +13,7 @@ from .sframe import SFrameError, read_section
 from .sframe.constants import PT_GNU_SFRAME
 from .sframe.elf import ElfInputError, read_elf_sframe
 from .target import TargetMemoryError
+from . import synth
 
 _SECTIONS = {}  # cache key -> SFrameSection, or None for "no SFrame data"
 
@@ -30,19 +31,73 @@ def _cache_key(module):
 class SFrameSource:
     """Where a module's SFrame data came from, for `info sframe`."""
 
-    def __init__(self, section, origin, error=None):
+    def __init__(self, section, origin, error=None, synthesized=None):
         self.section = section
-        self.origin = origin  # "file", "memory" or "none"
+        self.origin = origin  # "file", "memory", "synth" or "none"
         self.error = error
+        #: the synth.SynthResult when origin is "synth"
+        self.synthesized = synthesized
 
     def describe(self):
         if self.section is None:
             return f"none ({self.error})" if self.error else "none"
+        if self.origin == "synth":
+            stats = self.synthesized.stats
+            left_out = stats.rows["left out"]
+            return (f"synthesized from {'+'.join(stats.sources)}, "
+                    f"{len(self.section.functions)} FDEs"
+                    + (f", {left_out} rows left out" if left_out else ""))
         return (f"SFrame v{self.section.version}, "
                 f"{len(self.section.functions)} FDEs, from {self.origin}")
 
 
+_SYNTHESIS = {"enabled": True}
+_SYNTHESIZED = {}  # cache key -> SFrameSource
+
+
+def set_synthesis(enabled):
+    """Whether modules without SFrame data get rows synthesized from their
+    DWARF call-frame information (on by default)."""
+    _SYNTHESIS["enabled"] = bool(enabled)
+
+
+def synthesis_enabled():
+    return _SYNTHESIS["enabled"]
+
+
 def load_module_sframe(module, target=None):
+    """The module's own SFrame data, else (when synthesis is on) SFrame rows
+    synthesized from its .eh_frame / .debug_frame."""
+    source = load_own_sframe(module, target)
+    if source.section is None and _SYNTHESIS["enabled"]:
+        synthesized = load_synthesized_sframe(module)
+        if synthesized.section is not None:
+            return synthesized
+    return source
+
+
+def load_synthesized_sframe(module, target=None):
+    """SFrame rows synthesized from the module's file (see sfbt.synth),
+    cached per build id in memory and on disk."""
+    key = _cache_key(module)
+    if key in _SYNTHESIZED:
+        return _SYNTHESIZED[key]
+    if not os.path.exists(module.path):
+        source = SFrameSource(None, "none")
+    else:
+        try:
+            result = synth.synthesize(module.path, build_id=module.build_id)
+            source = SFrameSource(result.section, "synth", synthesized=result)
+        except (synth.SynthError, SFrameError, OSError) as error:
+            source = SFrameSource(None, "none", f"{module.path}: {error}")
+        except Exception as error:  # a synthesizer bug must not end the walk
+            source = SFrameSource(None, "none", f"{module.path}: synthesis failed: "
+                                  f"{type(error).__name__}: {error}")
+    _SYNTHESIZED[key] = source
+    return source
+
+
+def load_own_sframe(module, target=None):
     """The module's SFrame data: from its file on disk, else (the file is
     gone, as for a core whose files moved) from the target's memory through
     PT_GNU_SFRAME."""
@@ -99,6 +154,8 @@ class ModuleMap:
         self._starts = [m.start for m in self.modules]
         self._target = target
         self._loader = loader
+        # Own SFrame data only (no synthesis): for GDB's frame unwinder.
+        self._own_loader = load_own_sframe if loader is load_module_sframe else None
 
     def module_for(self, pc):
         i = bisect_right(self._starts, pc) - 1
@@ -106,15 +163,26 @@ class ModuleMap:
             return self.modules[i]
         return None
 
-    def source_for(self, module):
+    def source_for(self, module, synthesized=True):
+        """The module's SFrameSource; with ``synthesized=False`` its own
+        SFrame data only, never rows synthesized from DWARF CFI."""
+        if not synthesized:
+            if self._own_loader is not None:
+                return self._own_loader(module, self._target)
+            source = self._loader(module, self._target)
+            return SFrameSource(None, "none") if source.origin == "synth" else source
         return self._loader(module, self._target)
 
-    def row_for(self, pc):
+    def is_synthesized(self, module):
+        """Whether the module's rows come from synthesized SFrame data."""
+        return module is not None and self.source_for(module).origin == "synth"
+
+    def row_for(self, pc, synthesized=True):
         """(module, FrameRow or None) for a run-time address."""
         module = self.module_for(pc)
         if module is None:
             return None, None
-        section = self.source_for(module).section
+        section = self.source_for(module, synthesized).section
         if section is None:
             return module, None
         return module, section.find_row(pc - module.load_bias)

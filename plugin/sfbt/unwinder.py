@@ -14,6 +14,7 @@ INNERMOST = "innermost"
 SFRAME = "sframe"
 FLEX = "flex"
 SIGNAL = "signal"
+SYNTH = "synth"  # a row synthesized from DWARF CFI (sfbt.synth)
 FRAME_POINTER = "fp"
 
 # Why a walk ended, worded as GDB words "Backtrace stopped: ...".
@@ -127,7 +128,7 @@ class Unwinder:
         else:
             ra = self._location(frame, row.ra, cfa)
         if row.mangled_ra:
-            ra = arch.strip_return_address(ra)
+            ra = arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {arch.sp: caller_sp, arch.pc: ra}
         if row.fp is None:
             if arch.fp in frame.registers:
@@ -137,6 +138,9 @@ class Unwinder:
         if arch.has_link_register:
             registers[arch.ra] = ra
         how = FLEX if row.function.is_flex else SFRAME
+        if getattr(self.module_map, "is_synthesized", None) and \
+                self.module_map.is_synthesized(module):
+            how = SYNTH
         return Frame(frame.level + 1, ra, registers, how=how,
                      data_module=module, interrupted=False, cfa=cfa,
                      signal_trampoline=self.is_signal_trampoline(ra))
@@ -159,7 +163,7 @@ class Unwinder:
         if ra < 0x1000:
             raise UnwindStop(f"no unwind data for PC {frame.pc:#x}")
         if arch.has_link_register:
-            ra = arch.strip_return_address(ra)
+            ra = arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {arch.sp: caller_sp, arch.pc: ra, arch.fp: caller_fp}
         return Frame(frame.level + 1, ra, registers, how=FRAME_POINTER,
                      interrupted=False, cfa=caller_sp,
@@ -179,6 +183,11 @@ class Unwinder:
         return Frame(frame.level + 1, pc, registers, how=SIGNAL,
                      interrupted=True, cfa=registers[arch.sp],
                      signal_trampoline=self.is_signal_trampoline(pc))
+
+    def _virtual_address_bits(self):
+        """What strip_return_address keeps: the target's virtual-address
+        size when it knows it (GDB's $pauth_cmask), else 48 bits."""
+        return getattr(self.target, "virtual_address_bits", None) or 48
 
     def _check_progress(self, frame, caller_sp):
         old_sp = frame.registers.get(self.arch.sp)

@@ -17,6 +17,7 @@ APT_PACKAGES=(
   gcc make binutils gdb
   python3 python3-pip python3-pyelftools python3-pytest python3-pexpect
   python3-hypothesis
+  qemu-user gdb-multiarch gdbserver libc6-arm64-cross libc6-s390x-cross
 )
 
 say() { printf 'install.sh: %s\n' "$*"; }

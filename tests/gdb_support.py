@@ -34,9 +34,10 @@ def compile_library(outdir, name, optimization, sources):
     return output
 
 
-def run_gdb(arguments, commands, timeout=300):
-    """Run gdb -batch with the plugin loaded; return its whole output."""
-    command = ["gdb", "-nx", "-batch", "-ex", "set pagination off",
+def run_gdb(arguments, commands, timeout=300, gdb="gdb"):
+    """Run gdb -batch with the plugin loaded; return its whole output.
+    ``gdb`` names the debugger (gdb-multiarch for the qemu tests)."""
+    command = [gdb, "-nx", "-batch", "-ex", "set pagination off",
                "-ex", "set confirm off", "-ex", f"source {GDB_ENTRY}",
                "-ex", f"source {GDB_PCS}"]
     for line in commands:

@@ -42,6 +42,15 @@ class Arch:
         """Drop pointer-authentication bits from a signed return address."""
         return value & ((1 << virtual_address_bits) - 1)
 
+    @staticmethod
+    def virtual_address_bits(pac_mask, default=48):
+        """The virtual-address size a pointer-authentication mask implies
+        (Linux's NT_ARM_PAC_MASK, GDB's $pauth_cmask: the bits holding the
+        signature, from the lowest one up), or ``default`` for no mask."""
+        if not pac_mask:
+            return default
+        return (pac_mask & -pac_mask).bit_length() - 1
+
     def dwarf_number(self, name):
         for number, spelled in self.register_names.items():
             if spelled == name:
@@ -83,6 +92,11 @@ AARCH64 = Arch(
     frame_record=(0, 8))
 
 _S390X_NAMES = {n: f"r{n}" for n in range(16)}
+# DWARF 16-31: the floating-point registers, in this order.  gcc keeps the
+# FP or the RA of leaf functions in them (v3 flexible FDEs); a debugger
+# adapter must read their raw 64 bits, not their value as a double.
+_S390X_NAMES.update({16 + i: f"f{n}" for i, n in enumerate(
+    (0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15))})
 _S390X_NAMES[64] = "pc"  # DWARF 64: the PSW address
 
 S390X = Arch(

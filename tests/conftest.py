@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -9,6 +10,10 @@ FIXTURES = ROOT / "tests" / "fixtures"
 # Third-party conformance data lives beside the checkout, never inside it.
 CONFORMANCE = Path(os.environ.get(
     "SFBT_CONFORMANCE_DIR", ROOT.parent / "shared" / "conformance"))
+
+# Synthesized SFrame sections go to a cache of the test run's own, never the
+# user's (the debuggers the tests start inherit this).
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sfbt-tests-cache-")
 
 if str(PLUGIN) not in sys.path:
     sys.path.insert(0, str(PLUGIN))

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from conftest import FIXTURES
 from gdb_support import (ROOT, compile_library, compile_program, gdb_pcs,
                          run_gdb, sframe_frames, split_sections)
 
@@ -180,3 +181,25 @@ def test_stepping_through_every_instruction(build_dir, variant):
     assert steps, out[-2000:]
     _, count, _, agreed = steps[0].split()
     assert int(count) > 100 and agreed == count
+
+
+def test_drap_function_through_a_flexible_fde():
+    """aligned_local realigns its stack with DRAP: gas 2.46 describes it
+    with a flexible FDE (CFA = *(rbp - 8)).  The committed fixture was built
+    with binutils 2.46 and runs here."""
+    program = FIXTURES / "v3" / "x86_64" / "drap"
+    stop = ["echo ==STOP==\\n", "test-gdb-pcs", "sframe-bt -v",
+            "echo ==OURS==\\n", "maint set dwarf unwinders off",
+            "set sframe unwinder on", "test-gdb-pcs",
+            "set sframe unwinder off", "maint set dwarf unwinders on"]
+    out = run_gdb([str(program)], SETUP + ["break use", "run"] + stop + ["continue"] + stop)
+    stops = split_sections(out, "==STOP==")
+    assert len(stops) == 2
+    for section, caller in zip(stops, ("aligned_local", "vla")):
+        ours_text, frame_unwinder = section.split("==OURS==\n")
+        (expected,) = gdb_pcs(ours_text)
+        frames = assert_same_frames(ours_text, expected, no_sframe_ok=False)
+        assert [name for _, _, name in frames] == ["use", caller, "main"]
+        (with_sframe_unwinder,) = gdb_pcs(frame_unwinder)
+        assert with_sframe_unwinder == expected
+    assert "in main ()  [flex, drap]" in stops[0]

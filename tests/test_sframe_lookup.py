@@ -104,7 +104,7 @@ def test_flexible_rows_drap_and_registers():
     rows = [
         # CFA = *(rbp - 8), RA at CFA - 8, FP = *(rbp + 0)
         FrameRowEntry(0, SP, (control(6, True), -8, 2, -8, control(6, True), 0)),
-        # CFA = r10 + 0, RA not saved (padding), FP untracked
+        # CFA = r10 + 0, RA padding (AMD64: at the fixed CFA - 8), FP untracked
         FrameRowEntry(4, SP, (control(10, False), 0, 0)),
         # CFA = rsp + 16, RA in r3
         FrameRowEntry(6, SP, (control(7, False), 16, control(3, False), 0)),
@@ -117,7 +117,7 @@ def test_flexible_rows_drap_and_registers():
     assert row.fp == Location(6, 0, True)
     assert lookup_text(section, 0x2000) == "(fp-8) (fp+0) c-8"
     row = section.find_row(0x2004)
-    assert row.cfa == Location(10, 0, False) and row.ra is None
+    assert row.cfa == Location(10, 0, False) and row.ra == Location(None, -8, True)
     assert lookup_text(section, 0x2004) == "r10+0 u U"
     row = section.find_row(0x2007)
     assert row.ra == Location(3, 0, False)

@@ -116,8 +116,10 @@ def _flex_rules(section, entry):
     ra = Location(None, fixed_ra, True) if fixed_ra else None
     if len(words) > 2:
         control = words[2] & ((1 << (8 * size)) - 1)
-        if control == 0:  # padding: RA not saved
-            ra, next_word = None, 3
+        if control == 0:
+            # Padding: the RA is not tracked here.  Where the ABI fixes its
+            # place (AMD64: CFA - 8) it is there; elsewhere it was not saved.
+            next_word = 3
         elif len(words) > 3:
             ra, next_word = _flex_location(control, words[3]), 4
         else:

@@ -25,6 +25,20 @@ def compile_program(outdir, name, optimization, pie, sources, libraries=()):
     return output
 
 
+def variant_id(variant):
+    """Test id of an (optimization, pie) pair: O2-pie, O0-nopie."""
+    opt, pie = variant
+    return f"{opt}-{'pie' if pie else 'nopie'}"
+
+
+def build_recurse(build_dir, opt, pie):
+    """recurse.c with libapply.so: deep recursion, a library callback, alloca."""
+    out = build_dir / f"recurse-{opt}-{pie}"
+    out.mkdir(exist_ok=True)
+    library = compile_library(out, "libapply.so", opt, ["libapply.c"])
+    return compile_program(out, "recurse", opt, pie, ["recurse.c"], [library])
+
+
 def compile_library(outdir, name, optimization, sources):
     output = outdir / name
     subprocess.run(["gcc", "-g", "-Wa,--gsframe", "-shared", "-fPIC",

@@ -10,27 +10,15 @@ import subprocess
 import pytest
 
 from conftest import FIXTURES
-from gdb_support import (ROOT, compile_library, compile_program, gdb_pcs,
-                         run_gdb, sframe_frames, split_sections)
+from gdb_support import (ROOT, build_recurse, compile_library, compile_program, gdb_pcs,
+                        run_gdb, sframe_frames, split_sections, variant_id)
 
 VARIANTS = [(opt, pie) for opt in ("O0", "O2") for pie in (True, False)]
-
-
-def variant_id(variant):
-    opt, pie = variant
-    return f"{opt}-{'pie' if pie else 'nopie'}"
 
 
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("programs")
-
-
-def build_recurse(build_dir, opt, pie):
-    out = build_dir / f"recurse-{opt}-{pie}"
-    out.mkdir(exist_ok=True)
-    library = compile_library(out, "libapply.so", opt, ["libapply.c"])
-    return compile_program(out, "recurse", opt, pie, ["recurse.c"], [library])
 
 
 def assert_same_frames(sframe_text, gdb_pc_list, no_sframe_ok=True):

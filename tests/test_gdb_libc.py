@@ -11,16 +11,10 @@ from unittest import mock
 
 import pytest
 
-from gdb_support import ROOT, compile_program, run_gdb, sframe_frames
+from gdb_support import compile_program, gdb_pcs, run_gdb, sframe_frames, variant_id
 
-STACK_PCS = ROOT / "tests" / "gdb_stack_pcs.py"
 VARIANTS = [("O2", True), ("O0", False)]
 SCENARIOS = ("qsort", "thread", "abort", "write", "segv")
-
-
-def variant_id(variant):
-    opt, pie = variant
-    return f"{opt}-{'pie' if pie else 'nopie'}"
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +27,11 @@ def cache_home(tmp_path_factory):
 
 
 def compare(name):
-    return [f"echo ==STOP== {name}\\n", "test-stack-pcs", "sframe-bt -v"]
+    return [f"echo ==STOP== {name}\\n", "test-gdb-pcs", "sframe-bt -v"]
 
 
 def session(program):
-    commands = [f"source {STACK_PCS}", "set sframe unwinder off",
+    commands = ["set sframe unwinder off",
                 "set sframe fallback none", "handle SIGSEGV nostop noprint pass",
                 "break stop_here",
                 "run qsort", *compare("qsort"), "kill",
@@ -45,7 +39,7 @@ def session(program):
                 "delete",
                 "run abort", *compare("abort"),
                 # GDB's own bt does not use synthesized rows: the same frames
-                "set sframe unwinder on", "echo ==UNWINDER-ON==\\n", "test-stack-pcs",
+                "set sframe unwinder on", "echo ==UNWINDER-ON==\\n", "test-gdb-pcs",
                 "set sframe unwinder off", "kill",
                 "catch syscall write",
                 "run write", *compare("write"), "kill",
@@ -55,8 +49,8 @@ def session(program):
 
 
 def stack_pcs(text):
-    (line,) = [line for line in text.splitlines() if line.startswith("STACK-PCS")]
-    return [int(pc, 16) for pc in line.split()[1:]]
+    (pcs,) = gdb_pcs(text)
+    return pcs
 
 
 @pytest.fixture(scope="module", params=VARIANTS, ids=variant_id)

@@ -4,27 +4,16 @@ to main."""
 
 import pytest
 
-from gdb_support import (compile_library, compile_program, run_gdb,
-                         sframe_frames, split_sections)
+from gdb_support import (build_recurse, compile_program, run_gdb, sframe_frames,
+                         split_sections, variant_id)
 from lldb_support import lldb_pcs, lldb_version, mark, run_lldb
 
 VARIANTS = [("O0", True), ("O2", False), ("O2", True)]
 
 
-def variant_id(variant):
-    return f"{variant[0]}-{'pie' if variant[1] else 'nopie'}"
-
-
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("lldb-programs")
-
-
-def build_recurse(build_dir, opt, pie):
-    out = build_dir / f"recurse-{opt}-{pie}"
-    out.mkdir(exist_ok=True)
-    library = compile_library(out, "libapply.so", opt, ["libapply.c"])
-    return compile_program(out, "recurse", opt, pie, ["recurse.c"], [library])
 
 
 COMPARE = [mark("STOP"), "test-lldb-pcs", "sframe-bt -v"]

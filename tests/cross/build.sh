@@ -2,7 +2,7 @@
 # Rebuild the AArch64 and s390x test programs of the qemu tests (see
 # README.md in this directory).  Needs the Debian cross compilers and the
 # binutils 2.46 cross builds that tests/fixtures/regen.sh makes (it is run
-# with --toolchains-only when they are missing).
+# with --toolchains-only first).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -12,30 +12,13 @@ BU_VER=2.46
 
 log() { printf '== %s\n' "$*" >&2; }
 
-ensure_packages() {
-    local pkgs=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
-                gcc-s390x-linux-gnu binutils-s390x-linux-gnu libc6-dev-s390x-cross)
-    local missing=() p
-    for p in "${pkgs[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
-            || missing+=("$p")
-    done
-    if ((${#missing[@]})); then
-        log "installing: ${missing[*]}"
-        local sudo=; ((EUID == 0)) || sudo=sudo
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-    fi
-}
-
 # the directory with the unprefixed as and ld of the 2.46 cross build
 tooldir() { echo "$CACHE/binutils-$BU_VER-$1/$1/bin"; }
 
+# The cross compilers, and the 2.46 cross builds: regen.sh installs the one
+# and builds the other (only what is missing; quick when all is there).
 ensure_toolchains() {
-    local t
-    for t in aarch64-linux-gnu s390x-linux-gnu; do
-        [[ -x $(tooldir "$t")/as ]] || "$HERE/../fixtures/regen.sh" --toolchains-only
-    done
+    "$HERE/../fixtures/regen.sh" --toolchains-only
 }
 
 # use TARGET VERSION: set CC (an array) for SFrame v1 (the system's cross
@@ -122,7 +105,6 @@ dynamic() {
 }
 
 main() {
-    ensure_packages
     ensure_toolchains
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT

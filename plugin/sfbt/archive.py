@@ -11,11 +11,11 @@ their own, so appending only adds records and never rewrites old ones.
 import hashlib
 import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 
 from . import cbf
+from .files import write_atomically
 from .imagemap import decode_image_map, encode_image_map
 
 MAGIC = b"SFBTARC\x01"
@@ -222,23 +222,6 @@ def _parse_record(archive, data, at):
 def read_archive(path):
     with open(path, "rb") as stream:
         return parse_archive(stream.read(), path)
-
-
-def write_atomically(path, data):
-    """Write a whole file through a temporary file and a rename: readers see
-    the old file or the new one, never half of one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".sfbt-", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def save_archive(path, archive, append=False):

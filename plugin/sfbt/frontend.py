@@ -9,7 +9,8 @@ import os
 from dataclasses import dataclass
 
 from . import cbf, lws
-from .archive import Archive, is_archive, parse_archive, save_archive, write_atomically
+from .archive import Archive, is_archive, parse_archive, save_archive
+from .files import write_atomically
 from .imagemap import decode_image_map, encode_image_map
 from .report import frame_line, frame_lines, trace_heading
 from .unwinder import STOP_LIMIT

@@ -31,10 +31,10 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from bisect import bisect_right
 
 from . import cfi
+from .files import write_atomically
 from .sframe import constants as C
 from .sframe.model import FrameRowEntry, FunctionEntry, SFrameSection, minimal_word_size
 from .sframe.reader import read_section
@@ -689,21 +689,6 @@ def _load_cached(directory, key):
         return None
 
 
-def _write_atomically(path, data):
-    directory = os.path.dirname(path)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
 def _store(directory, key, result, data):
     meta = {"format": FORMAT, "sha256": hashlib.sha256(data).hexdigest(),
             "functions": len(result.section.functions),
@@ -711,8 +696,8 @@ def _store(directory, key, result, data):
             "left_out": [list(item) for item in result.left_out]}
     os.makedirs(directory, exist_ok=True)
     # The section first: a sidecar never names bytes that are not there.
-    _write_atomically(os.path.join(directory, key + ".sframe"), data)
-    _write_atomically(os.path.join(directory, key + ".json"),
+    write_atomically(os.path.join(directory, key + ".sframe"), data)
+    write_atomically(os.path.join(directory, key + ".json"),
                       json.dumps(meta, sort_keys=True).encode())
 
 

@@ -11,7 +11,6 @@ import collections
 import os
 import re
 import signal
-import struct
 import time
 
 import gdb
@@ -22,6 +21,7 @@ from elftools.elf.elffile import ELFFile
 from sfbt import cbf, frontend
 from sfbt.arch import AARCH64, S390X, X86_64
 from sfbt.archive import ArchiveError
+from sfbt.elfimage import image_in_memory
 from sfbt.imagemap import Image, ImageMap
 from sfbt.symbolize import Symbolizer
 from sfbt.modules import ModuleMap, set_synthesis
@@ -125,45 +125,6 @@ def loaded_modules(target=None):
         base = None if first_load is None else bias + first_load
         modules.append(Module(path, bias, start, end, build_ids.get(path), base))
     return modules
-
-
-def image_in_memory(target, start, pages=16):
-    """(ELF header address, load bias) of the 64-bit ELF image whose
-    sections begin at run-time address ``start``, from the ELF and program
-    headers mapped at the page at or below ``start``; None if not found."""
-    page = start & ~0xFFF
-    for header in range(page, max(page - pages * 0x1000, 0) - 1, -0x1000):
-        try:
-            ident = target.read_memory(header, 64)
-        except TargetMemoryError:
-            return None  # the image is mapped contiguously from its header
-        if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] not in (1, 2):
-            continue
-        endian = "<" if ident[5] == 1 else ">"
-        phoff, = struct.unpack_from(endian + "Q", ident, 32)
-        phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
-        if phentsize < 56 or not 0 < phnum < 512:
-            return None
-        try:
-            table = target.read_memory(header + phoff, phentsize * phnum)
-        except TargetMemoryError:
-            return None
-        loads = []
-        for i in range(phnum):
-            p_type, _, offset, vaddr, _, _, memsz = struct.unpack_from(
-                endian + "IIQQQQQ", table, i * phentsize)
-            if p_type == 1:  # PT_LOAD
-                loads.append((vaddr, offset, memsz))
-        if not loads:
-            return None
-        vaddr, offset, _ = min(loads)
-        bias = header - (vaddr - offset)
-        # the first section must lie in a loaded segment, else this
-        # header belongs to another image
-        if not any(v <= start - bias < v + m for v, _, m in loads):
-            return None
-        return header, bias
-    return None
 
 
 def register_bits(value):

@@ -6,12 +6,12 @@ dictionary look-up.
 """
 
 import os
-import struct
 from bisect import bisect_right
 
 from .sframe import SFrameError, read_section
 from .sframe.constants import PT_GNU_SFRAME
 from .sframe.elf import ElfInputError, read_elf_sframe
+from .elfimage import program_headers
 from .target import TargetMemoryError
 from . import synth
 
@@ -126,20 +126,13 @@ def load_own_sframe(module, target=None):
 def _sframe_from_memory(module, target):
     """Read PT_GNU_SFRAME through the ELF header mapped at module.start."""
     try:
-        ident = target.read_memory(module.start, 64)
-        if ident[:4] != b"\x7fELF" or ident[4] != 2:
-            return None
-        endian = "<" if ident[5] == 1 else ">"
-        phoff, = struct.unpack_from(endian + "Q", ident, 32)
-        phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
-        table = target.read_memory(module.start + phoff, phentsize * phnum)
-        for i in range(phnum):
-            p_type, _, _, p_vaddr, _, p_filesz = struct.unpack_from(
-                endian + "IIQQQQ", table, i * phentsize)
-            if p_type == PT_GNU_SFRAME:
-                data = target.read_memory(module.load_bias + p_vaddr, p_filesz)
-                return SFrameSource(read_section(data, p_vaddr), "memory")
-    except (TargetMemoryError, struct.error):
+        segments = program_headers(target, module.start) or ()
+        for segment in segments:
+            if segment.type == PT_GNU_SFRAME:
+                data = target.read_memory(module.load_bias + segment.vaddr,
+                                          segment.filesz)
+                return SFrameSource(read_section(data, segment.vaddr), "memory")
+    except TargetMemoryError:
         return None
     except SFrameError as error:
         return SFrameSource(None, "none", f"{module.path} (memory): {error}")

@@ -329,11 +329,17 @@ def _is_main(frame):
 
 # -- backtrace archives ------------------------------------------------------------------
 
-def _gdb_frame_pcs():
-    """GDB's own frames: [(pc, interrupted)], tail-call frames left out."""
+def gdb_stack_frames():
+    """GDB's own frames that are on the stack: [(pc, interrupted)].
+
+    Tail-call frames (synthesized from DWARF call-site data for functions
+    that left with a jump) and inline frames (a function inlined into
+    another, shown with the PC of the frame it sits in) are left out:
+    neither has a place of its own on the stack.  ``interrupted``: the frame
+    below is a signal trampoline, so the PC is not a return address."""
     result, frame, newer_is_signal = [], gdb.newest_frame(), True
     while frame is not None:
-        if frame.type() != gdb.TAILCALL_FRAME:
+        if frame.type() not in (gdb.TAILCALL_FRAME, gdb.INLINE_FRAME):
             result.append((int(frame.pc()), newer_is_signal))
             newer_is_signal = frame.type() == gdb.SIGTRAMP_FRAME
         frame = frame.older()
@@ -346,7 +352,7 @@ def capture_backtrace():
     frames, stop = walk_stack(limit_parameter.value or None)
     captured = [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
     if stop is not None and stop != STOP_LIMIT and stop != STOP_OUTERMOST:
-        theirs = _gdb_frame_pcs()
+        theirs = gdb_stack_frames()
         last = len(captured) - 1
         if last < len(theirs) and theirs[last][0] == captured[last].address:
             captured += [cbf.Frame("pc" if interrupted else "ra", pc)

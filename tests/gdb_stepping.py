@@ -22,11 +22,7 @@ class StepCompare(gdb.Command):
             if module is None or module.path != program:
                 break
             steps += 1
-            frame, expected = gdb.newest_frame(), []
-            while frame is not None:
-                if frame.type() != gdb.TAILCALL_FRAME:  # see gdb_pcs.py
-                    expected.append(int(frame.pc()))
-                frame = frame.older()
+            expected = [pc for pc, _ in adapter.gdb_stack_frames()]
             frames, stop = adapter.walk_stack()
             got = [f.pc for f in frames]
             if got == expected:

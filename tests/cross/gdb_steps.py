@@ -20,15 +20,6 @@ import gdb
 import sfbt_gdb_adapter as adapter
 
 
-def gdb_frames():
-    frame, pcs = gdb.newest_frame(), []
-    while frame is not None:
-        if frame.type() != gdb.TAILCALL_FRAME:
-            pcs.append(int(frame.pc()))
-        frame = frame.older()
-    return pcs
-
-
 def frame_name(frame):
     name = adapter._function_name(frame.lookup_pc)
     return name or "??"
@@ -55,7 +46,7 @@ class QemuSteps(gdb.Command):
             frames, stop = adapter.walk_stack()
             got = [f.pc for f in frames]
             if chain is None:
-                expected = gdb_frames()
+                expected = [pc for pc, _ in adapter.gdb_stack_frames()]
                 ok = got == expected
                 detail = f"gdb {[hex(p) for p in expected]}"
             else:

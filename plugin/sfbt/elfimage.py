@@ -8,6 +8,19 @@ from dataclasses import dataclass
 from .target import TargetMemoryError
 
 PT_LOAD = 1
+PT_NOTE = 4
+SHT_NOTE = 7
+
+
+@dataclass(frozen=True)
+class ElfHeader:
+    endian: str  # struct prefix: "<" or ">"
+    phoff: int
+    phentsize: int
+    phnum: int
+    shoff: int
+    shentsize: int
+    shnum: int
 
 
 @dataclass(frozen=True)
@@ -19,23 +32,44 @@ class Segment:
     memsz: int
 
 
-def program_headers(target, header):
-    """The program headers of the 64-bit ELF image whose ELF header is at
-    run-time address ``header``; None when there is no such header.
-    Memory faults raise TargetMemoryError."""
-    ident = target.read_memory(header, 64)
+class FileImage:
+    """An ELF file read the way a target's memory is read: file offsets
+    for addresses."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def read_memory(self, address, size):
+        self._stream.seek(address)
+        data = self._stream.read(size)
+        if len(data) != size:
+            raise TargetMemoryError(address, size)
+        return data
+
+
+def elf_header(target, address):
+    """The 64-bit ELF header at ``address``, or None if there is none there."""
+    ident = target.read_memory(address, 64)
     if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] not in (1, 2):
         return None
     endian = "<" if ident[5] == 1 else ">"
-    (phoff,) = struct.unpack_from(endian + "Q", ident, 32)
-    phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
-    if phentsize < 56 or not 0 < phnum < 512:
+    phoff, shoff = struct.unpack_from(endian + "QQ", ident, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from(endian + "HHHH", ident, 54)
+    return ElfHeader(endian, phoff, phentsize, phnum, shoff, shentsize, shnum)
+
+
+def program_headers(target, header):
+    """The program headers of the 64-bit ELF image whose ELF header is at
+    ``header``; None when there is no such header.  Memory faults raise
+    TargetMemoryError."""
+    elf = elf_header(target, header)
+    if elf is None or elf.phentsize < 56 or not 0 < elf.phnum < 512:
         return None
-    table = target.read_memory(header + phoff, phentsize * phnum)
+    table = target.read_memory(header + elf.phoff, elf.phentsize * elf.phnum)
     segments = []
-    for i in range(phnum):
+    for i in range(elf.phnum):
         p_type, _, offset, vaddr, _, filesz, memsz = struct.unpack_from(
-            endian + "IIQQQQQ", table, i * phentsize)
+            elf.endian + "IIQQQQQ", table, i * elf.phentsize)
         segments.append(Segment(p_type, offset, vaddr, filesz, memsz))
     return segments
 

@@ -34,6 +34,7 @@ import struct
 from bisect import bisect_right
 
 from . import cfi
+from .elfimage import PT_NOTE, SHT_NOTE, FileImage, elf_header, program_headers
 from .files import write_atomically
 from .sframe import constants as C
 from .sframe.model import FrameRowEntry, FunctionEntry, SFrameSection, minimal_word_size
@@ -41,6 +42,7 @@ from .sframe.reader import read_section
 from .sframe.rules import Location
 from .sframe.writer import write_section
 from .sframe.errors import SFrameEncodeError, SFrameError
+from .target import TargetMemoryError
 
 #: Bumped whenever the synthesized bytes for the same input change, so old
 #: cache entries are not used.
@@ -613,42 +615,32 @@ def read_build_id(path):
     None when it has none."""
     try:
         with open(path, "rb") as stream:
-            header = stream.read(64)
-            if header[:4] != b"\x7fELF" or header[4] != 2:
+            image = FileImage(stream)
+            elf = elf_header(image, 0)
+            if elf is None:
                 return None
-            endian = "<" if header[5] == 1 else ">"
-            phoff, shoff = struct.unpack_from(endian + "QQ", header, 32)
-            phentsize, phnum, shentsize, shnum = struct.unpack_from(endian + "HHHH", header, 54)
-            notes = []
-            if phnum:
-                stream.seek(phoff)
-                table = stream.read(phentsize * phnum)
-                for i in range(phnum):
-                    p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(
-                        endian + "IIQQQQ", table, i * phentsize)
-                    if p_type == 4:  # PT_NOTE
-                        notes.append((p_offset, p_filesz))
-            if not notes and shnum:
-                stream.seek(shoff)
-                table = stream.read(shentsize * shnum)
-                for i in range(shnum):
+            notes = [(s.offset, s.filesz) for s in program_headers(image, 0) or ()
+                     if s.type == PT_NOTE]
+            if not notes and elf.shnum:
+                table = image.read_memory(elf.shoff, elf.shentsize * elf.shnum)
+                for i in range(elf.shnum):
                     _, sh_type, _, _, sh_offset, sh_size = struct.unpack_from(
-                        endian + "IIQQQQ", table, i * shentsize)
-                    if sh_type == 7:  # SHT_NOTE
+                        elf.endian + "IIQQQQ", table, i * elf.shentsize)
+                    if sh_type == SHT_NOTE:
                         notes.append((sh_offset, sh_size))
             for offset, size in notes:
                 stream.seek(offset)
                 data = stream.read(min(size, 1 << 16))
                 pos = 0
                 while pos + 12 <= len(data):
-                    namesz, descsz, kind = struct.unpack_from(endian + "III", data, pos)
+                    namesz, descsz, kind = struct.unpack_from(elf.endian + "III", data, pos)
                     name_at = pos + 12
                     desc_at = name_at + ((namesz + 3) & ~3)
                     if (kind == 3 and data[name_at:name_at + namesz].rstrip(b"\0") == b"GNU"
                             and desc_at + descsz <= len(data)):
                         return data[desc_at:desc_at + descsz].hex()
                     pos = desc_at + ((descsz + 3) & ~3)
-    except (OSError, struct.error):
+    except (OSError, struct.error, TargetMemoryError):
         return None
     return None
 

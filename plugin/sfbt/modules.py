@@ -149,6 +149,9 @@ class ModuleMap:
         self._loader = loader
         # Own SFrame data only (no synthesis): for GDB's frame unwinder.
         self._own_loader = load_own_sframe if loader is load_module_sframe else None
+        # Sources looked up before: a walk asks for the same modules' data
+        # at every frame.
+        self._sources = {}
 
     def module_for(self, pc):
         i = bisect_right(self._starts, pc) - 1
@@ -159,6 +162,13 @@ class ModuleMap:
     def source_for(self, module, synthesized=True):
         """The module's SFrameSource; with ``synthesized=False`` its own
         SFrame data only, never rows synthesized from DWARF CFI."""
+        key = (module, synthesized, _SYNTHESIS["enabled"])
+        source = self._sources.get(key)
+        if source is None:
+            source = self._sources[key] = self._load_source(module, synthesized)
+        return source
+
+    def _load_source(self, module, synthesized):
         if not synthesized:
             if self._own_loader is not None:
                 return self._own_loader(module, self._target)

@@ -138,8 +138,7 @@ class Unwinder:
         if arch.has_link_register:
             registers[arch.ra] = ra
         how = FLEX if row.function.is_flex else SFRAME
-        if getattr(self.module_map, "is_synthesized", None) and \
-                self.module_map.is_synthesized(module):
+        if self.module_map.is_synthesized(module):
             how = SYNTH
         return Frame(frame.level + 1, ra, registers, how=how,
                      data_module=module, interrupted=False, cfa=cfa,

@@ -7,9 +7,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "plugin"
 FIXTURES = ROOT / "tests" / "fixtures"
-# Third-party conformance data lives beside the checkout, never inside it.
-CONFORMANCE = Path(os.environ.get(
-    "SFBT_CONFORMANCE_DIR", ROOT.parent / "shared" / "conformance"))
+# Third-party conformance data, carried with its license (see its README).
+CONFORMANCE = ROOT / "tests" / "conformance"
 
 # Synthesized SFrame sections go to a cache of the test run's own, never the
 # user's (the debuggers the tests start inherit this).

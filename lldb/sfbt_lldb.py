@@ -20,11 +20,20 @@ except ImportError:
     if os.path.isdir(_SYSTEM_PACKAGES) and _SYSTEM_PACKAGES not in sys.path:
         sys.path.append(_SYSTEM_PACKAGES)
 
-import sfbt_lldb_adapter  # noqa: E402
+try:
+    import elftools  # noqa: F401,F811
+except ImportError:
+    sfbt_lldb_adapter = None
+else:
+    import sfbt_lldb_adapter
 
-# LLDB finds command and provider classes by name in the imported module.
-globals().update(sfbt_lldb_adapter.CLASSES)
+    # LLDB finds command and provider classes by name in the imported module.
+    globals().update(sfbt_lldb_adapter.CLASSES)
 
 
 def __lldb_init_module(debugger, internal_dict):
+    if sfbt_lldb_adapter is None:
+        print(f"sfbt: not loaded: this LLDB's Python ({sys.prefix}) cannot import "
+              "pyelftools; install it there (pip install pyelftools)", file=sys.stderr)
+        return
     sfbt_lldb_adapter.register(debugger, __name__)

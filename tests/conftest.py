@@ -4,6 +4,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "plugin"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -11,11 +13,27 @@ FIXTURES = ROOT / "tests" / "fixtures"
 CONFORMANCE = ROOT / "tests" / "conformance"
 
 # Synthesized SFrame sections go to a cache of the test run's own, never the
-# user's (the debuggers the tests start inherit this).
+# user's (the debuggers the tests start inherit this).  The user's cache
+# directory still holds the PyPI debuggers (tests/debuggers.py).
+os.environ.setdefault("SFBT_USER_CACHE_HOME", os.environ.get("XDG_CACHE_HOME")
+                      or os.path.expanduser("~/.cache"))
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="sfbt-tests-cache-")
 
 if str(PLUGIN) not in sys.path:
     sys.path.insert(0, str(PLUGIN))
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def require(condition, reason):
+    """Skip the test when ``condition`` is false (a tool it needs is not
+    set up), except under CI=true, where that is a failure: CI never
+    passes by skipping."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"{reason} (required under CI=true)", pytrace=False)
+    pytest.skip(reason)
 
 
 def run_sfbt(*args, input=None):
@@ -30,3 +48,34 @@ def objdump_contents(text):
     """objdump's output from the line ``Contents of the SFrame section`` on."""
     at = text.find("Contents of the SFrame section")
     return text[at:] if at >= 0 else ""
+
+
+@pytest.fixture
+def without_pyelftools(tmp_path):
+    """An environment (PYTHONPATH) under which `import elftools` fails."""
+    package = tmp_path / "hide" / "elftools"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    return {"PYTHONPATH": str(package.parent)}
+
+
+# -- the debugger matrix (tests/debuggers.py) ---------------------------------
+
+import debuggers  # noqa: E402  (needs the environment set above)
+
+
+def _slot_fixture(slots):
+    @pytest.fixture(scope="session", params=slots, ids=lambda slot: slot.id)
+    def fixture(request):
+        slot = request.param
+        require(slot.debugger is not None, slot.missing_reason)
+        return slot.debugger
+    return fixture
+
+
+#: each of Debian's GDB and the PyPI GDB
+gdb = _slot_fixture(debuggers.gdb_slots())
+#: each of Debian's gdb-multiarch and the PyPI GDB, for AArch64 and s390x
+cross_gdb = _slot_fixture(debuggers.cross_gdb_slots())
+#: each of Debian's LLDB and the PyPI LLDB
+lldb = _slot_fixture(debuggers.lldb_slots())

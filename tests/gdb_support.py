@@ -1,4 +1,4 @@
-"""Building the C test programs and driving the real gdb in batch mode."""
+"""Building the C test programs and driving a real gdb in batch mode."""
 
 import re
 import subprocess
@@ -6,15 +6,18 @@ import subprocess
 from conftest import ROOT
 
 PROGRAMS = ROOT / "tests" / "programs"
-GDB_ENTRY = ROOT / "gdb" / "sfbt_gdb.py"
 GDB_PCS = ROOT / "tests" / "gdb_pcs.py"
 
 OPTIMIZATIONS = {"O0": ["-O0"], "O2": ["-O2", "-fomit-frame-pointer"]}
 
 
 def compile_program(outdir, name, optimization, pie, sources, libraries=()):
-    """Compile sources from tests/programs with SFrame data (gas --gsframe)."""
+    """Compile sources from tests/programs with SFrame data (gas --gsframe),
+    once per output path: every debugger of the matrix debugs the same
+    binary."""
     output = outdir / name
+    if output.exists():
+        return output
     flags = ["-g", "-Wa,--gsframe", *OPTIMIZATIONS[optimization]]
     flags += ["-fPIE", "-pie"] if pie else ["-fno-pie", "-no-pie"]
     command = ["gcc", *flags, "-o", str(output),
@@ -41,6 +44,8 @@ def build_recurse(build_dir, opt, pie):
 
 def compile_library(outdir, name, optimization, sources):
     output = outdir / name
+    if output.exists():
+        return output
     subprocess.run(["gcc", "-g", "-Wa,--gsframe", "-shared", "-fPIC",
                     *OPTIMIZATIONS[optimization], "-o", str(output),
                     *(str(PROGRAMS / s) for s in sources)],
@@ -48,17 +53,10 @@ def compile_library(outdir, name, optimization, sources):
     return output
 
 
-def run_gdb(arguments, commands, timeout=300, gdb="gdb"):
-    """Run gdb -batch with the plugin loaded; return its whole output.
-    ``gdb`` names the debugger (gdb-multiarch for the qemu tests)."""
-    command = [gdb, "-nx", "-batch", "-ex", "set pagination off",
-               "-ex", "set confirm off", "-ex", f"source {GDB_ENTRY}",
-               "-ex", f"source {GDB_PCS}"]
-    for line in commands:
-        command += ["-ex", line]
-    result = subprocess.run(command + list(arguments), capture_output=True,
-                            text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    return result.stdout + result.stderr
+def run_gdb(gdb, arguments, commands, timeout=300):
+    """Run ``gdb`` (a tests/debuggers.Debugger) in batch mode with the
+    plugin and the `test-gdb-pcs` command loaded; its whole output."""
+    return gdb.run(arguments, commands, timeout, extra_files=[GDB_PCS])
 
 
 _FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+) in (\S+)", re.M)

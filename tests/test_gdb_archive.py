@@ -22,14 +22,14 @@ def base_name(name):
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(gdb, tmp_path_factory):
     """One gdb session that stops 20 calls deep and saves in every format."""
     out_dir = tmp_path_factory.mktemp("archive")
     library = compile_library(out_dir, "libapply.so", "O2", ["libapply.c"])
     program = compile_program(out_dir, "recurse", "O2", True, ["recurse.c"], [library])
     files = {name: out_dir / name for name in ("trace.sfbt", "trace.cbf", "trace.json",
                                                "trace.lws")}
-    out = run_gdb([str(program)], [
+    out = run_gdb(gdb, [str(program)], [
         "break stop_here", "run 20", "echo ==BT==\\n", "sframe-bt", "echo ==SAVE==\\n",
         f"cbf-save --label first {files['trace.sfbt']}",
         f"cbf-save --append {files['trace.sfbt']}",
@@ -83,12 +83,12 @@ def test_lws_form_holds_return_addresses(saved):
     assert addresses == expected and size == 0
 
 
-def test_load_in_a_new_session_gives_the_same_frames(saved):
+def test_load_in_a_new_session_gives_the_same_frames(gdb, saved):
     program, files, frames, _ = saved
     names = [base_name(name) for _, _, name in frames]
     # The program is loaded but not running: PIE addresses are moved to where
     # the file is now; libapply.so, not loaded, is read from its file.
-    out = run_gdb([str(program)], [
+    out = run_gdb(gdb, [str(program)], [
         "echo ==A==\\n", f"cbf-load {files['trace.sfbt']}",
         "echo ==C==\\n", f"cbf-load {files['trace.cbf']}",
         "echo ==J==\\n", f"cbf-load {files['trace.json']}",
@@ -134,10 +134,10 @@ def test_truncated_archive_reads_up_to_the_damage(saved, tmp_path):
     assert "Backtrace 1, captured once" in result.stdout  # the first capture survives
 
 
-def test_all_threads(tmp_path):
+def test_all_threads(gdb, tmp_path):
     program = compile_program(tmp_path, "threads", "O2", True, ["threads.c"])
     archive_path = tmp_path / "threads.sfbt"
-    out = run_gdb([str(program)], ["break stop_here", "run",
+    out = run_gdb(gdb, [str(program)], ["break stop_here", "run",
                                    f"cbf-save --all-threads {archive_path}",
                                    "thread"])
     assert "Saved 5 backtraces" in out

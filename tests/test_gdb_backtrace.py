@@ -42,9 +42,9 @@ SETUP = ["set sframe unwinder off", "set sframe fallback none",
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
-def test_recursion_1000_deep_through_a_shared_library(build_dir, variant):
+def test_recursion_1000_deep_through_a_shared_library(gdb, build_dir, variant):
     program = build_recurse(build_dir, *variant)
-    out = run_gdb([str(program)], SETUP + ["break stop_here", "run"] + COMPARE)
+    out = run_gdb(gdb, [str(program)], SETUP + ["break stop_here", "run"] + COMPARE)
     section = split_sections(out, "==STOP==")[0]
     (expected,) = gdb_pcs(section)
     frames = assert_same_frames(section, expected, no_sframe_ok=False)
@@ -56,10 +56,10 @@ def test_recursion_1000_deep_through_a_shared_library(build_dir, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
-def test_signal_handler_for_a_fault_in_user_code(build_dir, variant):
+def test_signal_handler_for_a_fault_in_user_code(gdb, build_dir, variant):
     program = compile_program(build_dir, f"signal-{variant_id(variant)}",
                               *variant, ["signal.c"])
-    out = run_gdb([str(program)], SETUP + ["handle SIGFPE nostop noprint pass",
+    out = run_gdb(gdb, [str(program)], SETUP + ["handle SIGFPE nostop noprint pass",
                                            "break stop_here", "run"] + COMPARE)
     section = split_sections(out, "==STOP==")[0]
     (expected,) = gdb_pcs(section)
@@ -71,14 +71,14 @@ def test_signal_handler_for_a_fault_in_user_code(build_dir, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
-def test_four_threads(build_dir, variant):
+def test_four_threads(gdb, build_dir, variant):
     program = compile_program(build_dir, f"threads-{variant_id(variant)}",
                               *variant, ["threads.c"])
     commands = SETUP + ["break stop_here", "run"]
     for thread in range(1, 6):
         commands += [f"thread {thread}"] + COMPARE
     commands += ["echo ==ALL==\\n", "thread apply all sframe-bt"]
-    out = run_gdb([str(program)], commands)
+    out = run_gdb(gdb, [str(program)], commands)
     sections = split_sections(out.split("==ALL==")[0], "==STOP==")
     assert len(sections) == 5
     deep = 0
@@ -96,12 +96,12 @@ def test_four_threads(build_dir, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
-def test_library_loaded_with_dlopen(build_dir, variant):
+def test_library_loaded_with_dlopen(gdb, build_dir, variant):
     out_dir = build_dir / f"dlopen-{variant_id(variant)}"
-    out_dir.mkdir()
+    out_dir.mkdir(exist_ok=True)
     library = compile_library(out_dir, "libapply.so", variant[0], ["libapply.c"])
     program = compile_program(out_dir, "dlopen", *variant, ["dlopen.c"])
-    out = run_gdb([str(program)], SETUP + ["break stop_here", f"run {library}"]
+    out = run_gdb(gdb, [str(program)], SETUP + ["break stop_here", f"run {library}"]
                   + COMPARE + ["info sframe"])
     section = split_sections(out, "==STOP==")[0]
     (expected,) = gdb_pcs(section)
@@ -112,24 +112,24 @@ def test_library_loaded_with_dlopen(build_dir, variant):
     assert re.search(r"SFrame v1, \d+ FDEs, from file\s+\S*libapply.so", section)
 
 
-def test_core_file(build_dir, tmp_path):
+def test_core_file(gdb, build_dir, tmp_path):
     program = build_recurse(build_dir, "O2", True)
     core = tmp_path / "core"
-    run_gdb([str(program)], ["break stop_here", "run 20", f"gcore {core}"])
+    run_gdb(gdb, [str(program)], ["break stop_here", "run 20", f"gcore {core}"])
     assert core.exists()
-    out = run_gdb([str(program), str(core)], SETUP + COMPARE)
+    out = run_gdb(gdb, [str(program), str(core)], SETUP + COMPARE)
     section = split_sections(out, "==STOP==")[0]
     (expected,) = gdb_pcs(section)
     frames = assert_same_frames(section, expected, no_sframe_ok=False)
     assert [name for _, _, name in frames].count("recurse") == 21
 
 
-def test_attached_process(build_dir):
+def test_attached_process(gdb, build_dir):
     program = compile_program(build_dir, "sleeper", "O2", True, ["sleeper.c"])
     process = subprocess.Popen([str(program)], stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().strip() == "ready"
-        out = run_gdb(["-p", str(process.pid)],
+        out = run_gdb(gdb, ["-p", str(process.pid)],
                       SETUP + ["set sframe fallback fp", "echo ==STOP==\\n",
                                "sframe-bt -v", "bt"])
     finally:
@@ -144,10 +144,10 @@ def test_attached_process(build_dir):
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
-def test_gdb_bt_uses_the_sframe_unwinder(build_dir, variant):
+def test_gdb_bt_uses_the_sframe_unwinder(gdb, build_dir, variant):
     """With GDB's DWARF unwinders off, bt is complete only if ours ran."""
     program = build_recurse(build_dir, *variant)
-    out = run_gdb([str(program)], [
+    out = run_gdb(gdb, [str(program)], [
         "break stop_here", "run 5", "echo ==DWARF==\\n", "set sframe unwinder off",
         "test-gdb-pcs", "set sframe unwinder on", "maint set dwarf unwinders off",
         "echo ==SFRAME==\\n", "test-gdb-pcs", "up 3", "info frame"])
@@ -158,10 +158,10 @@ def test_gdb_bt_uses_the_sframe_unwinder(build_dir, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
-def test_stepping_through_every_instruction(build_dir, variant):
+def test_stepping_through_every_instruction(gdb, build_dir, variant):
     program = compile_program(build_dir, f"steps-{variant_id(variant)}",
                               *variant, ["steps.c"])
-    out = run_gdb([str(program)], SETUP + [
+    out = run_gdb(gdb, [str(program)], SETUP + [
         f"source {ROOT / 'tests' / 'gdb_stepping.py'}", "break outer", "run",
         "test-step-compare 3000"])
     assert "MISMATCH" not in out, out[-3000:]
@@ -171,7 +171,7 @@ def test_stepping_through_every_instruction(build_dir, variant):
     assert int(count) > 100 and agreed == count
 
 
-def test_drap_function_through_a_flexible_fde():
+def test_drap_function_through_a_flexible_fde(gdb):
     """aligned_local realigns its stack with DRAP: gas 2.46 describes it
     with a flexible FDE (CFA = *(rbp - 8)).  The committed fixture was built
     with binutils 2.46 and runs here."""
@@ -180,7 +180,7 @@ def test_drap_function_through_a_flexible_fde():
             "echo ==OURS==\\n", "maint set dwarf unwinders off",
             "set sframe unwinder on", "test-gdb-pcs",
             "set sframe unwinder off", "maint set dwarf unwinders on"]
-    out = run_gdb([str(program)], SETUP + ["break use", "run"] + stop + ["continue"] + stop)
+    out = run_gdb(gdb, [str(program)], SETUP + ["break use", "run"] + stop + ["continue"] + stop)
     stops = split_sections(out, "==STOP==")
     assert len(stops) == 2
     for section, caller in zip(stops, ("aligned_local", "vla")):

@@ -30,7 +30,7 @@ def compare(name):
     return [f"echo ==STOP== {name}\\n", "test-gdb-pcs", "sframe-bt -v"]
 
 
-def session(program):
+def session(gdb, program):
     commands = ["set sframe unwinder off",
                 "set sframe fallback none", "handle SIGSEGV nostop noprint pass",
                 "break stop_here",
@@ -45,7 +45,7 @@ def session(program):
                 "run write", *compare("write"), "kill",
                 "run segv", *compare("segv"), "kill",
                 "echo ==INFO==\\n", "info sframe"]
-    return run_gdb([str(program)], commands)
+    return run_gdb(gdb, [str(program)], commands)
 
 
 def stack_pcs(text):
@@ -54,10 +54,10 @@ def stack_pcs(text):
 
 
 @pytest.fixture(scope="module", params=VARIANTS, ids=variant_id)
-def stops(request, cache_home, tmp_path_factory):
+def stops(request, gdb, cache_home, tmp_path_factory):
     program = compile_program(tmp_path_factory.mktemp("libc"), "libc_calls",
                               *request.param, ["libc_calls.c"])
-    out = session(program)
+    out = session(gdb, program)
     sections = {}
     for chunk in out.split("==STOP== ")[1:]:
         name, _, text = chunk.partition("\n")

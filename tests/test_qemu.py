@@ -80,8 +80,8 @@ def with_stub(stub_command, debug, attempts=3):
     raise AssertionError(f"{stub_command(0)[0]} found no free port: {errors}")
 
 
-def debug_under_qemu(arch, program, arguments, commands, sysroot=False):
-    """gdb-multiarch's output for ``commands`` run against ``program``
+def debug_under_qemu(gdb, arch, program, arguments, commands, sysroot=False):
+    """``gdb``'s output for ``commands`` run against ``program``
     under qemu's gdb stub.  gdb retries the connection until qemu listens
     (`set tcp auto-retry`, on by default)."""
     qemu = QEMU[arch] + (["-L", SYSROOT[arch]] if sysroot else [])
@@ -91,8 +91,8 @@ def debug_under_qemu(arch, program, arguments, commands, sysroot=False):
                   f"set solib-search-path {program.parent}"]
     return with_stub(
         lambda port: qemu + ["-g", str(port), str(program), *arguments],
-        lambda port: run_gdb([str(program)], setup + [f"target remote 127.0.0.1:{port}"]
-                             + commands + ["kill"], timeout=240, gdb="gdb-multiarch"))
+        lambda port: run_gdb(gdb, [str(program)], setup + [f"target remote 127.0.0.1:{port}"]
+                             + commands + ["kill"], timeout=240))
 
 
 def full_chain(variant):
@@ -124,14 +124,14 @@ def unwinders_by_level(text):
 
 @pytest.mark.parametrize("arch,version,variant,pac", STATIC,
                          ids=[f"{a}-{v}-{o}" for a, v, o, _ in STATIC])
-def test_static_program_under_qemu(arch, version, variant, pac):
+def test_static_program_under_qemu(cross_gdb, arch, version, variant, pac):
     program = CROSS / arch / f"chain-{version}"
     chain = full_chain(variant)
     # GDB's own frames, for comparison: the SFrame unwinder off.  For PAC
     # code they are wrong from the first signed return address on, so the
     # steps are checked against the known call chain.
     check = f" {','.join(chain)}" if pac else ""
-    out = debug_under_qemu(arch, program, [variant, str(DEPTH)], [
+    out = debug_under_qemu(cross_gdb, arch, program, [variant, str(DEPTH)], [
         "set sframe unwinder off", "set sframe fallback none",
         f"break chain_{variant}", "continue", "delete",
         f"test-qemu-steps 3000 break:stop_here_{variant}{check}",
@@ -181,12 +181,12 @@ def test_static_program_under_qemu(arch, version, variant, pac):
 
 
 @pytest.mark.parametrize("arch,variant", [("aarch64", "O2"), ("s390x", "O0")])
-def test_shared_library_under_qemu(arch, variant):
+def test_shared_library_under_qemu(cross_gdb, arch, variant):
     """A PIE calling back through libapply.so with the cross C library:
     modules and load biases from GDB's shared-library list on a remote
     target."""
     program = CROSS / arch / "dynamic-v3"
-    out = debug_under_qemu(arch, program, [variant, str(DEPTH)], [
+    out = debug_under_qemu(cross_gdb, arch, program, [variant, str(DEPTH)], [
         "set sframe unwinder off", "set sframe fallback none",
         f"break stop_here_{variant}", "continue",
         "echo ==STOP==\\n", "test-gdb-pcs", "sframe-bt -v", "info sframe",
@@ -206,7 +206,7 @@ def test_shared_library_under_qemu(arch, variant):
     assert ours == gdb_own
 
 
-def test_gdbserver_with_files_read_from_the_target(tmp_path):
+def test_gdbserver_with_files_read_from_the_target(gdb, tmp_path):
     """x86-64 through gdbserver with GDB's default sysroot `target:`: GDB
     reads the files over the remote protocol, so the adapter cannot open
     them; load biases and SFrame data come from the target's memory."""
@@ -222,7 +222,7 @@ def test_gdbserver_with_files_read_from_the_target(tmp_path):
                              "-Wl,-rpath,$ORIGIN", "-o", str(program)], check=True)
     out = with_stub(
         lambda port: ["gdbserver", "--once", f"127.0.0.1:{port}", str(program), "O2", "3"],
-        lambda port: run_gdb([], [
+        lambda port: run_gdb(gdb, [], [
             "set tcp connect-timeout 30", f"target remote 127.0.0.1:{port}",
             "set sframe unwinder off", "set sframe fallback none",
             "break stop_here_O2", "continue",

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import FIXTURES, ROOT, run_sfbt
+from conftest import FIXTURES, ROOT, require, run_sfbt
 from synth_support import compare_with_gas, fixture_files, system_libc
 from sfbt import cfi, synth
 from sfbt.arch import X86_64
@@ -20,8 +20,6 @@ from sfbt.sframe import read_section, write_section
 from sfbt.sframe.rules import Location
 from sfbt.target import Module
 
-LIBC = system_libc()
-needs_libc = pytest.mark.skipif(LIBC is None, reason="no libc found in /proc/self/maps")
 PROGRAMS = ROOT / "tests" / "programs"
 
 
@@ -32,6 +30,13 @@ def private_cache(tmp_path_factory, monkeypatch):
     synth._MEMORY.clear()
     yield
     synth._MEMORY.clear()
+
+
+@pytest.fixture(scope="module")
+def libc():
+    path = system_libc()
+    require(path is not None, "no libc found in /proc/self/maps")
+    return path
 
 
 def _fid(path):
@@ -124,10 +129,9 @@ def test_interpreter_agrees_with_pyelftools(path):
     assert compared > 0
 
 
-@needs_libc
-def test_interpreter_agrees_with_pyelftools_on_libc():
-    compared, skipped = _check_against_pyelftools(LIBC)
-    print(f"{LIBC}: {compared} FDEs agree with pyelftools ({skipped} it cannot decode)")
+def test_interpreter_agrees_with_pyelftools_on_libc(libc):
+    compared, skipped = _check_against_pyelftools(libc)
+    print(f"{libc}: {compared} FDEs agree with pyelftools ({skipped} it cannot decode)")
     assert compared > 1000 and skipped < 10
 
 
@@ -241,17 +245,16 @@ def test_states_to_rules():
     assert row.reason == "s390x CFA offset 164 is not a multiple of 8"
 
 
-@needs_libc
-def test_libc_is_covered():
+def test_libc_is_covered(libc):
     """The system's libc: every FDE converted, __restore_rt a signal FDE,
     the lazy PLT a PLT-style function, DRAP-like and register rows flexible."""
-    result = synth.synthesize(str(LIBC))
+    result = synth.synthesize(str(libc))
     stats = result.stats
-    print(f"\n{LIBC}: {stats.summary()}")
+    print(f"\n{libc}: {stats.summary()}")
     section = result.section
     assert stats.functions["signal"] >= 1 and stats.functions["flex"] >= 1
     assert stats.rows["left out"] <= stats.dwarf_fdes // 100
-    trampoline = _find_bytes(LIBC, X86_64.signal_frame.code)
+    trampoline = _find_bytes(libc, X86_64.signal_frame.code)
     row = section.find_row(trampoline)
     assert row.signal and row.cfa == Location(7, 160, True)
     assert any(f.is_mask and f.rep_size == 16 for f in section.functions)

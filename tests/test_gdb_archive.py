@@ -122,6 +122,23 @@ def test_sfbt_decode_and_fold_outside_the_debugger(saved):
     assert result.stdout.splitlines()[0] == f"pc {frames[0][1]:#x}"
 
 
+def test_sfbt_decode_reads_every_form_cbf_save_writes(saved):
+    """JSON (with its image map: symbolized from the images' files) and
+    lws (return addresses only: PCs, not names, without --exe)."""
+    _, files, frames, _ = saved
+    result = run_sfbt("cbf", "decode", files["trace.json"])
+    assert result.returncode == 0, result.stderr
+    decoded = sframe_frames(result.stdout)
+    assert [pc for _, pc, _ in decoded] == [pc for _, pc, _ in frames]
+    assert [base_name(n) for _, _, n in decoded] == [base_name(n) for _, _, n in frames]
+    result = run_sfbt("cbf", "decode", files["trace.lws"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Backtrace from line 1 (size 0):\n")
+    expected = [pc for _, pc, _ in frames][:31]
+    expected[0] += 1  # the innermost PC, stored as a return address
+    assert [pc for _, pc, _ in sframe_frames(result.stdout)] == expected
+
+
 def test_truncated_archive_reads_up_to_the_damage(saved, tmp_path):
     _, files, frames, _ = saved
     data = files["trace.sfbt"].read_bytes()

@@ -234,7 +234,7 @@ def test_filter_decode_replaces_blobs_and_passes_other_lines():
     lines = ["plain line\n",
              f"[2024/01/01 12:00:00:1234] N: alloc {README_CONSISTENT} x\n",
              f"{README_CONSISTENT} {README_OTHER}\n",
-             README_CONSISTENT[3:] + "\n",
+             "abcd\n",
              ""]
     assert list(filter_decode(lines)) == [
         "plain line\n",
@@ -242,8 +242,16 @@ def test_filter_decode_replaces_blobs_and_passes_other_lines():
         "~b#size: 7520, 0x406651 0x406852 0x406c1b 0x406294  x\n",
         "~b#size: 7520, 0x406651 0x406852 0x406c1b 0x406294  "
         "~b#size: 7520, 0x40666a 0x40686b 0x406c34 0x406294 \n",
-        README_CONSISTENT[3:] + "\n",
+        "abcd\n",  # base64 characters, but not a blob: its length field disagrees
         ""]
+
+
+def test_filter_decode_takes_a_bare_blob_as_lws_does():
+    """lws-api-test-backtrace decodes a blob with or without the ~m# lead-in."""
+    assert list(filter_decode([README_CONSISTENT[3:] + "\n",
+                               "  " + README_OTHER[3:] + "\n"])) == [
+        "~b#size: 7520, 0x406651 0x406852 0x406c1b 0x406294 \n",
+        "  ~b#size: 7520, 0x40666a 0x40686b 0x406c34 0x406294 \n"]
 
 
 def test_filter_encode_both_generations():

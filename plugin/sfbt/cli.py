@@ -4,8 +4,7 @@ import argparse
 import sys
 
 from . import __version__, cbf, lws
-from .archive import is_archive
-from .frontend import LOAD_ERRORS, saved_trace_lines, saved_traces
+from .frontend import LOAD_ERRORS, saved_form, saved_trace_lines, saved_traces
 from .report import folded_line, frame_lines
 from .symbolize import Symbolizer
 from .sframe import SFrameError, dump_text, lookup_text, read_section
@@ -154,7 +153,7 @@ def _run_cbf_encode(args):
 
 def _run_cbf_decode(args):
     data = _read_input(args.file)
-    if not is_archive(data) and not args.exe:
+    if saved_form(data) == "cbf" and not args.exe and not args.debug_dir:
         try:
             sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
         except cbf.CBFError as error:
@@ -277,9 +276,11 @@ def build_parser():
     encode.add_argument("--word-size", type=int, choices=(16, 32, 64), default=64)
     encode.set_defaults(run=_run_cbf_encode)
     decode = cbf_commands.add_parser(
-        "decode", help="print CBF frames as text, or an archive's backtraces "
-        "symbolized")
-    decode.add_argument("file", metavar="FILE", help="a .cbf file, an archive, or -")
+        "decode", help="print a bare .cbf file's frames as text, or the "
+        "backtraces of any form cbf-save writes, symbolized")
+    decode.add_argument("file", metavar="FILE",
+                        help="an archive, a .cbf, JSON or lws file (as cbf-save "
+                        "writes them), or -")
     _add_symbol_arguments(decode)
     decode.set_defaults(run=_run_cbf_decode)
 

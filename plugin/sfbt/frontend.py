@@ -240,11 +240,24 @@ class SavedTrace:
     weight: int
 
 
+def saved_form(data):
+    """Which form cbf-save wrote: "archive", "json", "lws" or (anything
+    else) "cbf"."""
+    if is_archive(data):
+        return "archive"
+    if data.lstrip().startswith(b"{"):
+        return "json"
+    if b"~m#" in data:
+        return "lws"
+    return "cbf"
+
+
 def saved_traces(data, path):
     """([SavedTrace], error that ended an archive early or None) for an
     archive, Swift's JSON form, an lws log or a bare CBF file.  Raises
     ValueError (or the codecs' errors) for other malformed input."""
-    if is_archive(data):
+    form = saved_form(data)
+    if form == "archive":
         archive, error = parse_archive(data, path)
         traces = []
         for number, trace in enumerate(archive.traces.values(), 1):
@@ -255,13 +268,13 @@ def saved_traces(data, path):
             traces.append(SavedTrace(trace_heading(number, trace), decoded.frames,
                                      decoded.truncated, images, trace.count))
         return traces, error
-    if data.lstrip().startswith(b"{"):
+    if form == "json":
         document = json.loads(data)
         decoded = cbf.decode(base64.b64decode(document["backtrace"]))
         images = (decode_image_map(base64.b64decode(document["imageMap"])).images
                   if document.get("imageMap") else [])
         return [SavedTrace(None, decoded.frames, decoded.truncated, images, 1)], None
-    if b"~m#" in data:
+    if form == "lws":
         traces = []
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             for blob in lws.find_blobs(line):

@@ -24,6 +24,7 @@ LOOKBACK = 8  # a delta can reference 1 to 8 frames back
 _U64 = (1 << 64) - 1
 
 _BLOB = re.compile(r"~m#[A-Za-z0-9+/_-]*=*")
+_BARE_BLOB = re.compile(r"^\s*([A-Za-z0-9+/_-]+=*)\s*$")
 _DECODED = re.compile(r"~b#size: *([0-9]+) *,((?: *0[xX][0-9a-fA-F]+)*) ?")
 _B64_ALPHABET = frozenset(string.ascii_letters + string.digits + "+/-_")
 
@@ -244,14 +245,29 @@ def _decode_match(match):
     return format_decoded(*decode_blob(match.group(0)))
 
 
+def _decode_line(line):
+    """A line with each ``~m#`` blob decoded; a line that is nothing but a
+    blob without its lead-in is decoded too, when it is a well-formed one
+    (its length field agrees), and otherwise left as it is."""
+    if "~m#" in line:
+        return _BLOB.sub(_decode_match, line)
+    bare = _BARE_BLOB.match(line)
+    if bare is None:
+        return line
+    try:
+        decoded = decode_blob(bare.group(1))
+    except LwsFormatError:
+        return line
+    return line[:bare.start(1)] + format_decoded(*decoded) + line[bare.end(1):]
+
+
 def filter_decode(lines):
     """`sfbt lws decode`: each ``~m#`` blob in each line replaced by its
-    ``~b#`` text, the rest of the line kept. Lines without a blob pass
-    through unchanged; a bare base64 line is not taken for a blob (only
-    decode_blob accepts that). A malformed blob raises LwsFormatError
-    naming the line (1-based)."""
-    return _with_line_number(
-        lambda line: _BLOB.sub(_decode_match, line), lines)
+    ``~b#`` text, the rest of the line kept; like lws's own decoder, a
+    line holding only a blob without the ``~m#`` lead-in is decoded too.
+    Other lines pass through unchanged.  A malformed ``~m#`` blob raises
+    LwsFormatError naming the line (1-based)."""
+    return _with_line_number(_decode_line, lines)
 
 
 def _parse_decoded(match):

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugin"))
 
-from sfbt import synth  # noqa: E402
+from sfbt import dwarf  # noqa: E402
 
 FIRST_GOAL = 2.0
 CACHED_GOAL = 0.020
@@ -47,16 +47,14 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         for attempt in range(3):
             os.environ["XDG_CACHE_HOME"] = os.path.join(scratch, str(attempt))
-            synth._MEMORY.clear()
-            seconds, result = timed(lambda: synth.synthesize(str(path)))
+            seconds, result = timed(lambda: dwarf.SynthesisStore().synthesize(str(path)))
             assert result.origin == "built"
             firsts.append(seconds)
             for _ in range(10):
-                synth._MEMORY.clear()
-                seconds, again = timed(lambda: synth.synthesize(str(path)))
+                seconds, again = timed(lambda: dwarf.SynthesisStore().synthesize(str(path)))
                 assert again.origin == "cache"
                 cached.append(seconds)
-        entry = os.path.join(synth.cache_directory(), synth.cache_key(str(path)) + ".sframe")
+        entry = os.path.join(dwarf.cache_directory(), dwarf.cache_key(str(path)) + ".sframe")
         size = os.path.getsize(entry)
     first, from_cache = min(firsts), statistics.median(cached)
     print(f"{path}: {result.stats.summary()}")

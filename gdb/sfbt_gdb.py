@@ -1,6 +1,7 @@
 """GDB entry file: `source /path/to/sfbt/gdb/sfbt_gdb.py` (./install.sh adds
-that line to ~/.gdbinit).  Registers sframe-bt, info sframe, the
-`set/show sframe` settings and the SFrame frame unwinder."""
+that line to ~/.gdbinit).  Registers sframe-bt, cbf-save, cbf-load,
+info sframe, the `set/show sframe` settings and the SFrame frame unwinder
+(sfbt_gdb_commands.py)."""
 
 import os
 import sys
@@ -17,6 +18,6 @@ except ImportError:
     gdb.write(f"sfbt: not loaded: this GDB's Python ({sys.prefix}) cannot import "
               "pyelftools; install it there (pip install pyelftools)\n", gdb.STDERR)
 else:
-    import sfbt_gdb_adapter
+    import sfbt_gdb_commands
 
-    sfbt_gdb_adapter.register()
+    sfbt_gdb_commands.register()

@@ -1,6 +1,7 @@
 """LLDB entry file: `command script import /path/to/sfbt/lldb/sfbt_lldb.py`
 (./install.sh adds that line to ~/.lldbinit).  Registers sframe-bt,
-cbf-save, cbf-load, sframe-info and sframe-provider."""
+cbf-save, cbf-load, sframe-info, sframe-settings and sframe-provider
+(sfbt_lldb_commands.py)."""
 
 import os
 import sys
@@ -23,17 +24,17 @@ except ImportError:
 try:
     import elftools  # noqa: F401,F811
 except ImportError:
-    sfbt_lldb_adapter = None
+    sfbt_lldb_commands = None
 else:
-    import sfbt_lldb_adapter
+    import sfbt_lldb_commands
 
     # LLDB finds command and provider classes by name in the imported module.
-    globals().update(sfbt_lldb_adapter.CLASSES)
+    globals().update(sfbt_lldb_commands.classes())
 
 
 def __lldb_init_module(debugger, internal_dict):
-    if sfbt_lldb_adapter is None:
+    if sfbt_lldb_commands is None:
         print(f"sfbt: not loaded: this LLDB's Python ({sys.prefix}) cannot import "
               "pyelftools; install it there (pip install pyelftools)", file=sys.stderr)
         return
-    sfbt_lldb_adapter.register(debugger, __name__)
+    sfbt_lldb_commands.register(debugger, __name__)

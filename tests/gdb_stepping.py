@@ -4,7 +4,8 @@ each one compares sframe-bt's frames with GDB's own (DWARF) frames."""
 
 import gdb
 
-import sfbt_gdb_adapter as adapter
+from sfbt.commands.backtrace import walk
+from sfbt_gdb_session import GdbSession, gdb_stack_frames, state
 
 
 class StepCompare(gdb.Command):
@@ -18,12 +19,12 @@ class StepCompare(gdb.Command):
         for _ in range(limit):
             gdb.execute("stepi", to_string=True)
             pc = int(gdb.newest_frame().pc())
-            module = adapter.state.module_map().module_for(pc)
+            module = state.module_map().module_for(pc)
             if module is None or module.path != program:
                 break
             steps += 1
-            expected = [pc for pc, _ in adapter.gdb_stack_frames()]
-            frames, stop = adapter.walk_stack()
+            expected = [pc for pc, _ in gdb_stack_frames()]
+            frames, stop = walk(GdbSession(), GdbSession().selected_thread())
             got = [f.pc for f in frames]
             if got == expected:
                 agreed += 1

@@ -9,7 +9,8 @@ from elftools.elf.elffile import ELFFile
 from conftest import FIXTURES
 from sfbt.sframe import constants as C
 from sfbt.sframe import read_section
-from sfbt.sframe.elf import _relocated, read_elf_sframe
+from sfbt.elf import open_elf
+from sfbt.sframe.elf import read_elf_sframe
 from sfbt.sframe.rules import Location
 
 
@@ -39,12 +40,11 @@ def gas_section(path):
     here, and their PC-relative start fields (gas 2.40 writes R_*_PC32
     against them without SFRAME_F_FDE_FUNC_START_PCREL) made absolute."""
     section, _ = read_elf_sframe(path)
-    with open(path, "rb") as stream:
-        elffile = ELFFile(stream)
-        if elffile["e_type"] != "ET_REL" or section.version != C.VERSION_1:
+    stream, image = open_elf(str(path))
+    with stream:
+        if not image.relocatable or section.version != C.VERSION_1:
             return section
-        raw = elffile.get_section_by_name(".sframe")
-        data = _relocated(elffile, raw, raw.data())
+        data = image.relocated_data(image.section(".sframe"))
     section = read_section(data, 0)
     table = C.HEADER_SIZE + len(section.aux_header)
     for index, function in enumerate(section.functions):

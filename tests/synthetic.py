@@ -1,7 +1,7 @@
 """A Target over a synthetic memory image, for unwinder unit tests."""
 
-from sfbt.modules import ModuleMap, SFrameSource
-from sfbt.target import Module, Target, TargetMemoryError
+from sfbt.unwind.modules import ModuleMap, SFrameSource
+from sfbt.unwind.target import Module, Target, TargetMemoryError
 
 
 class SyntheticTarget(Target):
@@ -39,6 +39,18 @@ class SyntheticTarget(Target):
         return self._modules
 
     def module_map(self):
-        def loader(module, target):
-            return SFrameSource(self._sections[module.path], "file")
-        return ModuleMap(self._modules, self, loader=loader)
+        return ModuleMap(self._modules, self, _GivenSections(self._sections))
+
+
+class _GivenSections:
+    """The modules' SFrame data: the sections the test gave, by path."""
+
+    synthesize = False
+
+    def __init__(self, sections):
+        self._sections = sections
+
+    def for_module(self, module, target=None):
+        return SFrameSource(self._sections[module.path], "file")
+
+    own = for_module

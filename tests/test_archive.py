@@ -6,10 +6,10 @@ import struct
 
 import pytest
 
-from sfbt import cbf
-from sfbt.archive import (KIND_EVENT, MAGIC, Archive, ArchiveError,
+from sfbt.archive import cbf
+from sfbt.archive.store import (KIND_EVENT, MAGIC, Archive, ArchiveError,
                           parse_archive, read_archive, save_archive)
-from sfbt.imagemap import Image, ImageMap
+from sfbt.archive.imagemap import Image, ImageMap
 
 IMAGES = ImageMap("linux-x86_64", [
     Image("/usr/bin/prog", 0x400000, 0x401000, bytes.fromhex("aabbccdd")),

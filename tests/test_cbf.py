@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfbt.cbf import (Backtrace, CBFError, Frame, Omitted, decode, encode,
+from sfbt.archive.cbf import (Backtrace, CBFError, Frame, FrameTextError, Omitted, decode, encode,
                       format_frames, parse_frames)
 
 WORD_SIZES = (16, 32, 64)
@@ -178,7 +178,7 @@ def test_text_form():
     ("truncated\n\npc 0x10", "line 3: 'pc 0x10' after 'truncated'"),
 ])
 def test_text_errors_name_the_line(text, message):
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(FrameTextError) as caught:
         parse_frames(text)
     assert str(caught.value).startswith(message)
 

@@ -8,7 +8,7 @@ from elftools.elf.elffile import ELFFile
 
 from conftest import PLUGIN, run_sfbt
 from gdb_support import PROGRAMS
-from sfbt import lws
+from sfbt.archive import lws
 
 README_BLOB = "~m#IF0BmUQugNCkgCnkhdAYpQa6wAAV"
 README_DECODED = "~b#size: 7520, 0x406651 0x406852 0x406c1b 0x406294 "

@@ -11,9 +11,9 @@ import pytest
 from conftest import run_sfbt
 from gdb_support import (compile_library, compile_program, run_gdb,
                          sframe_frames, split_sections)
-from sfbt import cbf, lws
-from sfbt.archive import read_archive
-from sfbt.imagemap import decode_image_map
+from sfbt.archive import cbf, lws
+from sfbt.archive.store import read_archive
+from sfbt.archive.imagemap import decode_image_map
 
 
 def base_name(name):

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfbt.imagemap import (Image, ImageMap, ImageMapError, decode_image_map,
+from sfbt.archive.imagemap import (Image, ImageMap, ImageMapError, decode_image_map,
                            encode_image_map)
 
 WORD_SIZES = (16, 32, 64)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfbt.lws import (LwsFormatError, decode_blob, encode, filter_decode,
+from sfbt.archive.lws import (LwsFormatError, decode_blob, encode, filter_decode,
                       filter_encode, find_blobs, format_decoded,
                       group_allocations)
 

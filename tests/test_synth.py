@@ -11,25 +11,25 @@ from elftools.elf.elffile import ELFFile
 
 from conftest import FIXTURES, ROOT, require, run_sfbt
 from synth_support import compare_with_gas, fixture_files, system_libc
-from sfbt import cfi, synth
-from sfbt.arch import X86_64
-from sfbt.modules import (ModuleMap, load_module_sframe, set_synthesis,
-                          synthesis_enabled)
-from sfbt.sframe import constants as C
+from sfbt import dwarf
+from sfbt.arch import S390X, X86_64
+from sfbt.dwarf import cfa, cfi, convert
+from sfbt.dwarf.cfa import Cfa, Rule, RowState
+from sfbt.dwarf.expressions import LazyPltCfa
+from sfbt.elf import read_build_id
+from sfbt.unwind.modules import ModuleMap, SFrameSources
 from sfbt.sframe import read_section, write_section
 from sfbt.sframe.rules import Location
-from sfbt.target import Module
+from sfbt.unwind.target import Module
 
 PROGRAMS = ROOT / "tests" / "programs"
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path_factory, monkeypatch):
-    """Each test writes its own cache, never the user's."""
+def store(tmp_path_factory, monkeypatch):
+    """Each test caches in its own directory, never the user's."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
-    synth._MEMORY.clear()
-    yield
-    synth._MEMORY.clear()
+    return dwarf.SynthesisStore()
 
 
 @pytest.fixture(scope="module")
@@ -45,34 +45,39 @@ def _fid(path):
 
 # -- the interpreter against pyelftools' decoded tables -----------------------------
 
-_PYELF_RULES = {"UNDEFINED": "undefined", "SAME_VALUE": "same", "OFFSET": "offset",
-                "VAL_OFFSET": "val_offset", "REGISTER": "register",
-                "EXPRESSION": "expr", "VAL_EXPRESSION": "val_expr"}
+_PYELF_RULES = {"UNDEFINED": cfa.UNDEFINED, "SAME_VALUE": cfa.SAME_VALUE,
+                "OFFSET": cfa.OFFSET, "VAL_OFFSET": cfa.VAL_OFFSET,
+                "REGISTER": cfa.REGISTER, "EXPRESSION": cfa.EXPRESSION,
+                "VAL_EXPRESSION": cfa.VAL_EXPRESSION}
 
 
 def _pyelftools_state(line, sp, fp, ra):
-    cfa = line["cfa"]
-    if cfa.expr is not None:
-        cfa = ("expr", bytes(cfa.expr))
+    rule = line["cfa"]
+    if rule.expr is not None:
+        cfa_rule = ("expression", bytes(rule.expr))
     else:
-        cfa = ("reg", cfa.reg, cfa.offset)
+        cfa_rule = ("register", rule.reg, rule.offset)
 
-    def rule(number):
+    def register_rule(number):
         found = line.get(number)
         if found is None:
             return None
         kind = _PYELF_RULES[found.type]
         if found.arg is None:
-            return (kind,)
-        return (kind, bytes(found.arg) if kind in ("expr", "val_expr") else found.arg)
-    return cfa, rule(sp), rule(fp), rule(ra)
+            return Rule(kind)
+        expression = kind in (cfa.EXPRESSION, cfa.VAL_EXPRESSION)
+        return Rule(kind, bytes(found.arg) if expression else found.arg)
+    return cfa_rule, register_rule(sp), register_rule(fp), register_rule(ra)
 
 
 def _ours(state):
-    cfa = state[0]
-    if cfa[0] == "expr":
-        cfa = cfa[:2]
-    return (cfa,) + state[1:4]
+    """A RowState in the shape of _pyelftools_state's (which knows no
+    register and offset under a CFA expression, nor the RA-state bit)."""
+    if state.cfa.expression is not None:
+        cfa_rule = ("expression", state.cfa.expression)
+    else:
+        cfa_rule = ("register", state.cfa.register, state.cfa.offset)
+    return cfa_rule, state.sp, state.fp, state.ra
 
 
 def _check_against_pyelftools(path):
@@ -103,7 +108,7 @@ def _check_against_pyelftools(path):
             continue
         base = entry["initial_location"]
         ra = fde.cie.ra_column
-        program = cfi.run_fde(fde, sp, fp)
+        program = cfa.run_fde(fde, sp, fp)
         assert program.error is None, (fde, program.error)
         ours = [(address - fde.start, _ours(state)) for address, state in program.rows]
         their_rows = {}
@@ -146,7 +151,7 @@ def test_lookup_synth_equals_gas_at_every_address():
     totals, reasons, unexplained, padded = [0, 0], {}, [], 0
     lines = []
     for path in fixture_files():
-        result = synth.synthesize_elf(path)
+        result = dwarf.synthesize_elf(path)
         agree, total, why, odd, pads = compare_with_gas(path, result)
         totals[0] += agree
         totals[1] += total
@@ -194,7 +199,7 @@ def _sframe_bytes(path):
 def test_classes_of_rows():
     """Default, flexible and signal FDEs and RA-undefined rows from the
     hand-written CFI of v3/x86_64/cfi.o, as gas 2.46 makes them."""
-    result = synth.synthesize_elf(FIXTURES / "v3" / "x86_64" / "cfi.o")
+    result = dwarf.synthesize_elf(FIXTURES / "v3" / "x86_64" / "cfi.o")
     functions = {f.start: f for f in result.section.functions}
     assert functions[0x0].signal and not functions[0x0].is_flex      # sig_frame
     assert result.section.find_row(0x7).outermost                    # ra_undefined
@@ -211,44 +216,48 @@ def test_classes_of_rows():
 
 
 def test_states_to_rules():
-    abi = synth._Abi(C.ABI_AMD64_LE)
-    convert = synth.convert_state
+    def state(cfa_rule, sp=None, fp=None, ra=None, mangled=False):
+        return RowState(cfa_rule, sp, fp, ra, mangled)
+
+    def convert_state(row_state, arch=X86_64):
+        return convert.convert_state(row_state, arch)
+
+    offset = lambda value: Rule(cfa.OFFSET, value)  # noqa: E731
+    register = lambda number: Rule(cfa.REGISTER, number)  # noqa: E731
+    expression = lambda data: Rule(cfa.EXPRESSION, data)  # noqa: E731
     # the CIE's state: CFA rsp+8, RA at CFA-8
-    assert convert((("reg", 7, 8), None, None, ("offset", -8), False), abi) == (
+    assert convert_state(state(Cfa(7, 8), ra=offset(-8))) == (
         Location(7, 8, False), Location(None, -8, True), None, False)
     # longjmp: CFA rdi+0, but the caller's SP is in r8: SFrame's CFA is r8
-    rules = convert((("reg", 5, 0), ("register", 8), ("register", 9),
-                     ("register", 1), False), abi)
+    rules = convert_state(state(Cfa(5, 0), register(8), register(9), register(1)))
     assert rules == (Location(8, 0, False), Location(1, 0, False),
                      Location(9, 0, False), False)
     # __restore_rt: everything from the ucontext
     breg7 = lambda offset: bytes([0x77]) + bytes([offset]) if offset < 64 else (  # noqa: E731
         bytes([0x77, 0x80 | (offset & 0x7F), offset >> 7]))
-    rules = convert((("expr", breg7(160) + b"\x06", 7, 8), ("expr", breg7(160)),
-                     ("expr", breg7(120)), ("expr", breg7(168)), False), abi)
+    rules = convert_state(state(Cfa(7, 8, breg7(160) + b"\x06"), expression(breg7(160)),
+                                expression(breg7(120)), expression(breg7(168))))
     assert rules[:3] == (Location(7, 160, True), Location(7, 168, True),
                          Location(7, 120, True))
     # the x86-64 lazy PLT expression
     plt = bytes.fromhex("770880003f1a3b2a332422")
-    rules = convert((("expr", plt, 7, 8), None, None, ("offset", -8), False), abi)
-    assert isinstance(rules[0], synth._Plt) and rules[0].params == (8, 15, 11)
-    with pytest.raises(synth.Inexpressible):
-        convert((("expr", b"\x77\x00\x06\x23\x10", 7, 8), None, None,
-                 ("offset", -8), False), abi)
-    assert convert((("reg", 7, 8), None, None, ("undefined",), False), abi) == synth._OUTERMOST
+    rules = convert_state(state(Cfa(7, 8, plt), ra=offset(-8)))
+    assert rules.cfa == LazyPltCfa(8, 15, 11)
+    with pytest.raises(dwarf.Inexpressible):
+        convert_state(state(Cfa(7, 8, b"\x77\x00\x06\x23\x10"), ra=offset(-8)))
+    assert convert_state(state(Cfa(7, 8), ra=Rule(cfa.UNDEFINED))) == convert.OUTERMOST
     # s390x: SP rules say nothing SFrame needs (CFA = caller's SP + 160)
-    s390x = synth._Abi(C.ABI_S390X_BE)
-    assert convert((("reg", 15, 160), ("register", 16), None, None, False), s390x) == (
+    assert convert_state(state(Cfa(15, 160), register(16)), S390X) == (
         Location(15, 160, False), None, None, False)
     # s390x stores CFA offsets in units of 8: anything else is left out
-    row = synth._classify((("reg", 15, 164), None, None, None, False), s390x)
+    row = convert.classify(state(Cfa(15, 164)), S390X)
     assert row.reason == "s390x CFA offset 164 is not a multiple of 8"
 
 
-def test_libc_is_covered(libc):
+def test_libc_is_covered(libc, store):
     """The system's libc: every FDE converted, __restore_rt a signal FDE,
     the lazy PLT a PLT-style function, DRAP-like and register rows flexible."""
-    result = synth.synthesize(str(libc))
+    result = store.synthesize(str(libc))
     stats = result.stats
     print(f"\n{libc}: {stats.summary()}")
     section = result.section
@@ -278,7 +287,7 @@ def leftout_object(tmp_path_factory):
 
 
 def test_rows_sframe_cannot_say_are_left_out(leftout_object):
-    result = synth.synthesize_elf(leftout_object)
+    result = dwarf.synthesize_elf(leftout_object)
     assert result.left_out == [(0x4, 0x5, "CFA is a DWARF expression"),
                                (0xB, 0xC, "RA saved at a DWARF expression")]
     assert dict(result.stats.left_out) == {"CFA is a DWARF expression": 1,
@@ -304,7 +313,7 @@ def test_debug_frame_only(tmp_path):
     subprocess.run(["gcc", "-g", "-O2", "-fno-asynchronous-unwind-tables",
                     "-Wa,--gsframe", "-o", str(program),
                     str(FIXTURES / "src" / "callchain.c")], check=True, capture_output=True)
-    result = synth.synthesize_elf(program)
+    result = dwarf.synthesize_elf(program)
     assert ".debug_frame" in result.stats.sources
     agree, total, reasons, unexplained, _ = compare_with_gas(program, result)
     assert not unexplained and agree > 0
@@ -315,24 +324,24 @@ def test_debug_frame_only(tmp_path):
 # -- the cache ---------------------------------------------------------------------------------
 
 def _cache_files(path):
-    directory = synth.cache_directory()
-    key = synth.cache_key(str(path))
+    directory = dwarf.cache_directory()
+    key = dwarf.cache_key(str(path))
     return (os.path.join(directory, key + ".sframe"),
             os.path.join(directory, key + ".json"))
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "json", "no-json", "empty"])
-def test_cache_is_read_back_and_a_corrupt_entry_rebuilt(damage):
+def test_cache_is_read_back_and_a_corrupt_entry_rebuilt(damage, store):
     path = FIXTURES / "v3" / "x86_64" / "manyfuncs"
-    first = synth.synthesize(str(path))
+    first = store.synthesize(str(path))
     assert first.origin == "built"
     data_file, meta_file = _cache_files(path)
     assert data_file.startswith(os.environ["XDG_CACHE_HOME"])
     with open(data_file, "rb") as stream:
         data = stream.read()
     assert read_section(data, 0) == first.section  # a real SFrame v3 section
-    synth._MEMORY.clear()
-    second = synth.synthesize(str(path))
+    store.clear()
+    second = store.synthesize(str(path))
     assert second.origin == "cache" and second.section == first.section
     assert second.stats.to_json() == first.stats.to_json()
     if damage == "flip":
@@ -347,13 +356,13 @@ def test_cache_is_read_back_and_a_corrupt_entry_rebuilt(damage):
         os.unlink(meta_file)
     else:
         _write(data_file, b"")
-    synth._MEMORY.clear()
-    third = synth.synthesize(str(path))
+    store.clear()
+    third = store.synthesize(str(path))
     assert third.origin == "built" and third.section == first.section
     with open(data_file, "rb") as stream:
         assert stream.read() == data  # repaired
-    synth._MEMORY.clear()
-    assert synth.synthesize(str(path)).origin == "cache"
+    store.clear()
+    assert store.synthesize(str(path)).origin == "cache"
 
 
 def _write(path, data):
@@ -369,38 +378,36 @@ def test_cache_keys(tmp_path):
     output = subprocess.run(["readelf", "-n", str(program)], capture_output=True,
                             text=True).stdout
     build_id = output.split("Build ID: ")[1].split()[0]
-    assert synth.read_build_id(str(program)) == build_id
-    assert synth.cache_key(str(program)).startswith(build_id)
-    assert synth.cache_key(str(FIXTURES / "v3" / "x86_64" / "drap")).startswith("file-")
+    assert read_build_id(str(program)) == build_id
+    assert dwarf.cache_key(str(program)).startswith(build_id)
+    assert dwarf.cache_key(str(FIXTURES / "v3" / "x86_64" / "drap")).startswith("file-")
 
 
-def test_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch):
+def test_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch, store):
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache directory would go")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
-    result = synth.synthesize(str(FIXTURES / "v3" / "x86_64" / "drap"))
+    result = store.synthesize(str(FIXTURES / "v3" / "x86_64" / "drap"))
     assert result.origin == "built" and result.section.functions
 
 
 # -- modules: own .sframe first, synthesized next ---------------------------------------------
 
-def test_module_map_prefers_own_sframe(leftout_object):
+def test_module_map_prefers_own_sframe(leftout_object, store):
     own = FIXTURES / "v3" / "x86_64" / "drap"
     modules = [Module(str(own), 0, 0x0, 0x1000, build_id=None),
                Module(str(leftout_object), 0x10000, 0x10000, 0x10100, build_id=None)]
-    module_map = ModuleMap(modules)
+    sources = SFrameSources(store)
+    module_map = ModuleMap(modules, sources=sources)
     assert module_map.source_for(modules[0]).origin == "file"
     source = module_map.source_for(modules[1])
     assert source.origin == "synth" and module_map.is_synthesized(modules[1])
     assert source.describe() == "synthesized from .eh_frame, 4 FDEs, 2 rows left out"
     assert module_map.row_for(0x10005)[1].cfa == Location(7, 16, False)
     assert module_map.row_for(0x10005, synthesized=False)[1] is None
-    assert synthesis_enabled()
-    try:
-        set_synthesis(False)
-        assert load_module_sframe(modules[1]).section is None
-    finally:
-        set_synthesis(True)
+    sources.synthesize = False
+    assert sources.for_module(modules[1]).section is None
+    assert module_map.source_for(modules[1]).section is None
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -435,9 +442,9 @@ def test_synth_command_errors(tmp_path):
 
 def test_functions_with_more_rows_than_a_v3_fde_holds_are_split(monkeypatch):
     path = FIXTURES / "v3" / "x86_64" / "cfi.o"
-    whole = synth.synthesize_elf(path).section
-    monkeypatch.setattr(synth, "_MAX_ROWS", 2)
-    pieces = synth.synthesize_elf(path).section
+    whole = dwarf.synthesize_elf(path).section
+    monkeypatch.setattr(dwarf.synthesize, "_MAX_ROWS", 2)
+    pieces = dwarf.synthesize_elf(path).section
     assert len(pieces.functions) > len(whole.functions)
     assert all(len(f.rows) <= 2 for f in pieces.functions)
     for address in range(0x60):

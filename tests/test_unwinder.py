@@ -5,12 +5,12 @@ import struct
 from sframe_samples import FP, SP
 from synthetic import SyntheticTarget
 from sfbt.arch import AARCH64, S390X, X86_64
-from sfbt.modules import ModuleMap
+from sfbt.unwind.modules import ModuleMap
 from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
                          write_section)
 from sfbt.sframe import constants as C
-from sfbt.target import Module
-from sfbt.unwinder import FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder
+from sfbt.unwind.target import Module
+from sfbt.unwind.walk import FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder
 
 RSP, RBP, RIP = 7, 6, 16
 

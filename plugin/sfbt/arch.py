@@ -1,7 +1,15 @@
-"""Per-architecture facts the unwinder needs: registers, signal frames,
-return-address signatures."""
+"""Every per-architecture fact, in one table.
 
-from dataclasses import dataclass, field
+An ``Arch`` holds what the SFrame reader, the DWARF CFI synthesizer, the
+unwinder, the ELF reader and the debugger adapters need to know about one
+architecture: DWARF register numbers and how GDB and LLDB spell them, the
+stack-pointer and return-address conventions, the kernel's signal frame,
+pointer authentication, and the numbers by which ELF files and SFrame
+sections name it.  Adding an architecture is adding one entry to ARCHES.
+"""
+
+from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from .sframe import constants as C
 
@@ -21,29 +29,64 @@ class SignalFrameLayout:
 @dataclass(frozen=True)
 class Arch:
     name: str
-    abi: int
+    #: the SFrame header's ABI/arch id
+    sframe_abi: int
+    #: ELF e_machine
+    elf_machine: int
     pointer_size: int
     big_endian: bool
+    # DWARF numbers of the stack pointer, frame pointer, return-address
+    # register (or column) and program counter
     sp: int
     fp: int
-    ra: int  # DWARF number of the return-address register (or of the PC)
+    ra: int
     pc: int
-    #: names of DWARF registers, as debuggers spell them
+    #: DWARF register number -> name, as GDB spells it
     register_names: dict = field(default_factory=dict)
+    #: where LLDB spells a register differently from GDB
+    lldb_register_names: dict = field(default_factory=dict)
+    #: GDB's names for the architecture (gdb.Architecture.name())
+    gdb_names: tuple = ()
+    #: LLDB's names (the first part of a target triple)
+    lldb_names: tuple = ()
+    #: objdump's name for the file format ("file format elf64-x86-64")
+    bfd_name: str = ""
+    #: relocations of relocatable objects that sfbt applies (to .sframe and
+    #: .eh_frame): ELF relocation type -> (field size, PC-relative)
+    relocations: dict = field(default_factory=dict)
     #: SP = CFA + sp_from_cfa (s390x keeps a 160-byte register save area)
     sp_from_cfa: int = 0
+    #: SFrame stores CFA offsets divided by this (s390x: 8, after adding 160)
+    sframe_cfa_alignment: int = 1
+    #: the return address sits at CFA + fixed_ra_offset in every frame
+    #: (AMD64: -8, pushed by the call); 0 where it moves
+    fixed_ra_offset: int = 0
     #: return-address register distinct from the PC (AArch64 x30, s390x r14)
     has_link_register: bool = False
-    signal_frame: SignalFrameLayout = None
+    #: return addresses may carry pointer-authentication signatures
+    pointer_authentication: bool = False
+    signal_frame: Optional[SignalFrameLayout] = None
     #: frame-pointer chain: (offset of saved FP, offset of saved RA) from FP
-    frame_record: tuple = None
+    frame_record: Optional[tuple] = None
 
-    def strip_return_address(self, value, virtual_address_bits=48):
+    def register_name(self, number: int, debugger: str = "gdb") -> str:
+        """How ``debugger`` ("gdb" or "lldb") spells DWARF register ``number``."""
+        if debugger == "lldb" and number in self.lldb_register_names:
+            return self.lldb_register_names[number]
+        return self.register_names.get(number, f"r{number}")
+
+    def dwarf_number(self, name: str) -> int:
+        for number, spelled in self.register_names.items():
+            if spelled == name:
+                return number
+        raise KeyError(name)
+
+    def strip_return_address(self, value: int, virtual_address_bits: int = 48) -> int:
         """Drop pointer-authentication bits from a signed return address."""
         return value & ((1 << virtual_address_bits) - 1)
 
     @staticmethod
-    def virtual_address_bits(pac_mask, default=48):
+    def virtual_address_bits(pac_mask: int, default: int = 48) -> int:
         """The virtual-address size a pointer-authentication mask implies
         (Linux's NT_ARM_PAC_MASK, GDB's $pauth_cmask: the bits holding the
         signature, from the lowest one up), or ``default`` for no mask."""
@@ -51,11 +94,18 @@ class Arch:
             return default
         return (pac_mask & -pac_mask).bit_length() - 1
 
-    def dwarf_number(self, name):
-        for number, spelled in self.register_names.items():
-            if spelled == name:
-                return number
-        raise KeyError(name)
+    def encode_sframe_cfa_offset(self, offset: int) -> Optional[int]:
+        """The CFA offset as a default SFrame row stores it, or None where it
+        cannot be stored (an s390x offset that is not a multiple of 8)."""
+        value = offset + self.sp_from_cfa if self.sframe_cfa_alignment > 1 else offset
+        if value % self.sframe_cfa_alignment:
+            return None
+        return value // self.sframe_cfa_alignment
+
+    def decode_sframe_cfa_offset(self, value: int) -> int:
+        if self.sframe_cfa_alignment == 1:
+            return value
+        return value * self.sframe_cfa_alignment - self.sp_from_cfa
 
 
 _X86_64_NAMES = {0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi",
@@ -68,8 +118,12 @@ _X86_64_NAMES = {0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi",
 _X86_64_GREGS = (8, 9, 10, 11, 12, 13, 14, 15, 5, 4, 6, 3, 1, 0, 2, 7, 16)
 
 X86_64 = Arch(
-    name="x86_64", abi=C.ABI_AMD64_LE, pointer_size=8, big_endian=False,
-    sp=7, fp=6, ra=16, pc=16, register_names=_X86_64_NAMES,
+    name="x86_64", sframe_abi=C.ABI_AMD64_LE, elf_machine=62, pointer_size=8,
+    big_endian=False, sp=7, fp=6, ra=16, pc=16, register_names=_X86_64_NAMES,
+    gdb_names=("i386:x86-64",), lldb_names=("x86_64",), bfd_name="elf64-x86-64",
+    relocations={1: (8, False), 2: (4, True), 10: (4, False), 11: (4, False),
+                 24: (8, True)},
+    fixed_ra_offset=-8,
     signal_frame=SignalFrameLayout(
         # mov $15, %rax; syscall
         code=bytes.fromhex("48c7c00f0000000f05"), registers_offset=40,
@@ -77,12 +131,16 @@ X86_64 = Arch(
     frame_record=(0, 8))
 
 _AARCH64_NAMES = {n: f"x{n}" for n in range(31)}
-_AARCH64_NAMES.update({29: "x29", 30: "x30", 31: "sp", 32: "pc"})
+_AARCH64_NAMES.update({31: "sp", 32: "pc"})
 
 AARCH64 = Arch(
-    name="aarch64", abi=C.ABI_AARCH64_LE, pointer_size=8, big_endian=False,
-    sp=31, fp=29, ra=30, pc=32, register_names=_AARCH64_NAMES,
-    has_link_register=True,
+    name="aarch64", sframe_abi=C.ABI_AARCH64_LE, elf_machine=183, pointer_size=8,
+    big_endian=False, sp=31, fp=29, ra=30, pc=32, register_names=_AARCH64_NAMES,
+    lldb_register_names={29: "fp", 30: "lr", 31: "sp", 32: "pc"},
+    gdb_names=("aarch64",), lldb_names=("aarch64", "arm64"),
+    bfd_name="elf64-littleaarch64",
+    relocations={257: (8, False), 258: (4, False), 260: (8, True), 261: (4, True)},
+    has_link_register=True, pointer_authentication=True,
     signal_frame=SignalFrameLayout(
         # mov x8, #139; svc #0 (little-endian instruction words)
         code=bytes.fromhex("681180d2010000d4"),
@@ -90,6 +148,13 @@ AARCH64 = Arch(
         registers_offset=128 + 176 + 8,
         slots=tuple((n, n) for n in range(31)) + ((31, 31), (32, 32))),
     frame_record=(0, 8))
+
+# Big-endian AArch64: the same registers and conventions, data and
+# instructions' byte order aside (no signal-frame layout is known here).
+AARCH64_BE = replace(AARCH64, name="aarch64_be", sframe_abi=C.ABI_AARCH64_BE,
+                     big_endian=True, gdb_names=(), lldb_names=("aarch64_be",),
+                     bfd_name="elf64-bigaarch64",
+                     signal_frame=None)
 
 _S390X_NAMES = {n: f"r{n}" for n in range(16)}
 # DWARF 16-31: the floating-point registers, in this order.  gcc keeps the
@@ -100,15 +165,34 @@ _S390X_NAMES.update({16 + i: f"f{n}" for i, n in enumerate(
 _S390X_NAMES[64] = "pc"  # DWARF 64: the PSW address
 
 S390X = Arch(
-    name="s390x", abi=C.ABI_S390X_BE, pointer_size=8, big_endian=True,
-    sp=15, fp=11, ra=14, pc=64, register_names=_S390X_NAMES,
-    sp_from_cfa=C.S390X_SP_VAL_OFFSET, has_link_register=True)
+    name="s390x", sframe_abi=C.ABI_S390X_BE, elf_machine=22, pointer_size=8,
+    big_endian=True, sp=15, fp=11, ra=14, pc=64, register_names=_S390X_NAMES,
+    gdb_names=("s390:64-bit",), lldb_names=("s390x",), bfd_name="elf64-s390",
+    relocations={4: (4, False), 5: (4, True), 22: (8, False), 23: (8, True)},
+    sp_from_cfa=-160, sframe_cfa_alignment=8, has_link_register=True)
 
-ARCHES = {a.name: a for a in (X86_64, AARCH64, S390X)}
+ARCHES = (X86_64, AARCH64, AARCH64_BE, S390X)
 
 
-def arch_for_abi(abi):
-    for arch in ARCHES.values():
-        if arch.abi == abi or (abi == C.ABI_AARCH64_BE and arch is AARCH64):
+def arch_for_abi(abi: int) -> Arch:
+    """The Arch of an SFrame ABI/arch id; KeyError for an unknown one."""
+    for arch in ARCHES:
+        if arch.sframe_abi == abi:
             return arch
     raise KeyError(abi)
+
+
+def arch_for_machine(machine: int, big_endian: bool) -> Optional[Arch]:
+    """The Arch of an ELF e_machine and byte order, or None."""
+    for arch in ARCHES:
+        if arch.elf_machine == machine and arch.big_endian == big_endian:
+            return arch
+    return None
+
+
+def arch_for_debugger(name: str, debugger: str) -> Optional[Arch]:
+    """The Arch GDB ("gdb") or LLDB ("lldb") calls ``name``, or None."""
+    for arch in ARCHES:
+        if name in (arch.gdb_names if debugger == "gdb" else arch.lldb_names):
+            return arch
+    return None

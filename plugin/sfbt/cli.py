@@ -3,15 +3,17 @@
 import argparse
 import sys
 
-from . import __version__, cbf, lws
-from .frontend import LOAD_ERRORS, saved_form, saved_trace_lines, saved_traces
-from .report import folded_line, frame_lines
-from .symbolize import Symbolizer
-from .sframe import SFrameError, dump_text, lookup_text, read_section
-from .sframe.elf import ElfInputError, read_elf_sframe
+from . import __version__
+from .archive import cbf, lws
+from .archive.report import folded_line, frame_lines
+from .archive.saved import saved_form, saved_trace_lines, saved_traces
+from .archive.symbolize import Symbolizer
+from .errors import SfbtError
+from .sframe import dump_text, lookup_text, read_section
+from .sframe.elf import read_elf_sframe
 
 
-class CommandError(Exception):
+class CommandError(SfbtError):
     """A user-facing failure: printed as one line, exit status 1."""
 
 
@@ -22,16 +24,20 @@ def _address(text):
         raise argparse.ArgumentTypeError(f"not an address: {text!r}") from None
 
 
+def _failure(path, error):
+    """One line for an error reading ``path``."""
+    message = error.strerror if isinstance(error, OSError) and error.strerror else error
+    return CommandError(f"{path}: {message}")
+
+
 def _synthesized(path, use_cache=True):
-    """synth.synthesize for the command line: errors become one line."""
-    from . import synth
+    """The SynthResult for an ELF file: errors become one line."""
+    from .dwarf import SynthesisStore
+    from .dwarf.store import build
     try:
-        return synth.synthesize(path, use_cache=use_cache)
-    except synth.SynthError as error:
-        raise CommandError(f"{path}: {error}") from None
-    except (SFrameError, OSError) as error:
-        message = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise CommandError(f"{path}: {message}") from None
+        return SynthesisStore().synthesize(path) if use_cache else build(path)
+    except (SfbtError, OSError) as error:
+        raise _failure(path, error) from None
 
 
 def _load(args):
@@ -43,7 +49,7 @@ def _load(args):
         args.synth_result = _synthesized(path, not args.no_cache)
         try:
             _, fmt = read_elf_sframe(path)
-        except (SFrameError, ElfInputError, OSError):
+        except (SfbtError, OSError):
             fmt = "elf64"
         return args.synth_result.section, f"\n{path}:     file format {fmt}\n\n"
     try:
@@ -52,11 +58,8 @@ def _load(args):
                 data = stream.read()
             return read_section(data, args.address), ""
         section, fmt = read_elf_sframe(path)
-    except SFrameError as error:
-        raise CommandError(f"{path}: {error}") from None
-    except (ElfInputError, OSError) as error:
-        message = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise CommandError(f"{path}: {message}") from None
+    except (SfbtError, OSError) as error:
+        raise _failure(path, error) from None
     if section is None:
         raise CommandError(f"{path}: no SFrame section (.sframe or PT_GNU_SFRAME)")
     return section, f"\n{path}:     file format {fmt}\n\n"
@@ -66,7 +69,7 @@ def _run_dump(args):
     section, preamble = _load(args)
     try:
         text = dump_text(section)
-    except SFrameError as error:
+    except SfbtError as error:
         raise CommandError(f"{args.file}: {error}") from None
     sys.stdout.write(preamble + text)
 
@@ -81,7 +84,7 @@ def _run_lookup(args):
             if text == "none" and result is not None and result.left_out_reason(address):
                 text += f" (left out: {result.left_out_reason(address)})"
             lines.append(f"{address:#x}: {text}\n")
-        except SFrameError as error:
+        except SfbtError as error:
             raise CommandError(f"{args.file}: {error}") from None
     sys.stdout.write("".join(lines))
 
@@ -138,7 +141,7 @@ def _describer(symbolizer, images):
 def _traces(data, path):
     try:
         return saved_traces(data, path)
-    except LOAD_ERRORS as error:
+    except SfbtError as error:
         raise CommandError(f"{path}: {error}") from None
 
 
@@ -146,7 +149,7 @@ def _run_cbf_encode(args):
     try:
         frames, truncated = cbf.parse_frames(sys.stdin.read())
         data = cbf.encode(frames, args.word_size, truncated)
-    except (ValueError, cbf.CBFError) as error:
+    except SfbtError as error:
         raise CommandError(f"<stdin>: {error}") from None
     sys.stdout.buffer.write(data)
 
@@ -156,7 +159,7 @@ def _run_cbf_decode(args):
     if saved_form(data) == "cbf" and not args.exe and not args.debug_dir:
         try:
             sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
-        except cbf.CBFError as error:
+        except SfbtError as error:
             raise CommandError(f"{args.file}: {error}") from None
         return
     traces, error = _traces(data, args.file)

@@ -17,11 +17,12 @@ Prints `MISMATCH ...` lines and a summary `STEPS count AGREED count`.
 
 import gdb
 
-import sfbt_gdb_adapter as adapter
+from sfbt.commands.backtrace import walk
+from sfbt_gdb_session import GdbSession, function_name, gdb_stack_frames
 
 
 def frame_name(frame):
-    name = adapter._function_name(frame.lookup_pc)
+    name = function_name(frame.lookup_pc)
     return name or "??"
 
 
@@ -43,10 +44,10 @@ class QemuSteps(gdb.Command):
             if breakpoint is None and gdb.newest_frame().name() == until:
                 break
             steps += 1
-            frames, stop = adapter.walk_stack()
+            frames, stop = walk(GdbSession(), GdbSession().selected_thread())
             got = [f.pc for f in frames]
             if chain is None:
-                expected = [pc for pc, _ in adapter.gdb_stack_frames()]
+                expected = [pc for pc, _ in gdb_stack_frames()]
                 ok = got == expected
                 detail = f"gdb {[hex(p) for p in expected]}"
             else:

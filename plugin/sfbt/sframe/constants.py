@@ -30,14 +30,6 @@ ABI_NAMES = {
 }
 BIG_ENDIAN_ABIS = (ABI_AARCH64_BE, ABI_S390X_BE)
 
-# DWARF numbers of (stack pointer, frame pointer, return-address register).
-ABI_REGISTERS = {
-    ABI_AARCH64_BE: (31, 29, 30),
-    ABI_AARCH64_LE: (31, 29, 30),
-    ABI_AMD64_LE: (7, 6, 16),
-    ABI_S390X_BE: (15, 11, 14),
-}
-
 # FRE start-address widths, indexed by the FDE's "FRE type".
 FRE_TYPE_ADDR1, FRE_TYPE_ADDR2, FRE_TYPE_ADDR4 = 0, 1, 2
 FRE_ADDRESS_SIZES = (1, 2, 4)
@@ -57,11 +49,3 @@ BASE_REG_SP = 1
 
 WORD_SIZES = (1, 2, 4)  # indexed by the FRE info's 2-bit size code
 MAX_WORDS = 6  # libsframe's MAX_NUM_DATAWORDS
-
-# s390x stores the CFA offset as (offset - 160) / 8; SP = CFA - 160.
-S390X_SP_VAL_OFFSET = -160
-S390X_CFA_ALIGNMENT = 8
-
-# ELF
-SHT_GNU_SFRAME = 0x6FFFFFF4
-PT_GNU_SFRAME = 0x6474E554

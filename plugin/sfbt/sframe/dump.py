@@ -8,7 +8,6 @@ objdump 2.40 does (2.46 refuses v1).  The columns of one row are also what
 from . import constants as C
 from .lookup import find_entry
 from .layout import to_signed
-from .rules import decode_s390x_cfa_offset
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _MISSING = -1  # what libsframe returns for an absent data word
@@ -146,9 +145,7 @@ def _stack_or_register(section, value):
 
 def _columns_default(section, entry):
     base = "sp" if entry.base_reg == C.BASE_REG_SP else "fp"
-    cfa = entry.words[0]
-    if section.abi == C.ABI_S390X_BE:
-        cfa = decode_s390x_cfa_offset(cfa)
+    cfa = section.arch.decode_sframe_cfa_offset(entry.words[0])
     cfa_text = f"{base}+{cfa}"
 
     fixed_fp, fixed_ra = section.cfa_fixed_fp_offset, section.cfa_fixed_ra_offset
@@ -169,10 +166,10 @@ def _columns_default(section, entry):
 
 
 def _register_name(section, register):
-    sp_reg, fp_reg, _ = section.registers
-    if register == sp_reg:
+    arch = section.arch
+    if register == arch.sp:
         return "sp"
-    if register == fp_reg:
+    if register == arch.fp:
         return "fp"
     return f"r{register}"
 
@@ -196,8 +193,7 @@ def _columns_flex(section, entry):
     cfa_control, cfa_offset = control(0), _word(entry, 1)
     if cfa_control is None or cfa_offset is None:
         return "u", "u", "u" + _mangled_suffix(entry)
-    if section.abi == C.ABI_S390X_BE:
-        cfa_offset = decode_s390x_cfa_offset(cfa_offset)
+    cfa_offset = section.arch.decode_sframe_cfa_offset(cfa_offset)
     cfa_text = _displacement(section, cfa_control, cfa_offset)
 
     ra_control = control(2)

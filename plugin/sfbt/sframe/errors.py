@@ -1,20 +1,17 @@
-"""The one error type the SFrame reader raises."""
+"""The errors of the SFrame reader and writer."""
+
+from ..errors import EncodeError, LocatedError
 
 
-class SFrameError(Exception):
-    """Corrupt or unsupported SFrame data, located by section and byte offset."""
+class SFrameError(LocatedError):
+    """Corrupt or unsupported SFrame data, located by section and byte
+    offset: ``.sframe+0x58: FDE 3 FRE offset 0x9000 beyond ...``."""
+
+    default_where = ".sframe"
 
     def __init__(self, message, offset=None, section=".sframe"):
-        self.message = message
-        self.offset = offset
-        self.section = section
-        super().__init__(str(self))
-
-    def __str__(self):
-        if self.offset is None:
-            return f"{self.section}: {self.message}"
-        return f"{self.section}+{self.offset:#x}: {self.message}"
+        super().__init__(message, offset, section)
 
 
-class SFrameEncodeError(ValueError):
+class SFrameEncodeError(EncodeError):
     """A model that cannot be written in the requested version or layout."""

@@ -8,6 +8,7 @@ how a version encodes them is the reader's and writer's business.
 
 from dataclasses import dataclass
 
+from .. import arch as _arch  # (sfbt.arch imports sframe.constants)
 from . import constants as C
 from . import lookup
 from .layout import fits_signed, unpack_fde_info
@@ -149,7 +150,7 @@ class SFrameSection:
         self.flags = flags
         self.cfa_fixed_fp_offset = cfa_fixed_fp_offset
         if cfa_fixed_ra_offset is None:
-            cfa_fixed_ra_offset = -8 if abi == C.ABI_AMD64_LE else 0
+            cfa_fixed_ra_offset = self.arch.fixed_ra_offset if abi else 0
         self.cfa_fixed_ra_offset = cfa_fixed_ra_offset
         self.aux_header = bytes(aux_header)
         # Bytes after the last sub-section: assemblers pad object files'
@@ -194,9 +195,9 @@ class SFrameSection:
         return sum(f.num_rows for f in self.functions)
 
     @property
-    def registers(self):
-        """DWARF numbers of (SP, FP, RA register) for the section's ABI."""
-        return C.ABI_REGISTERS[self.abi]
+    def arch(self):
+        """The sfbt.arch.Arch of the section's ABI (KeyError if unknown)."""
+        return _arch.arch_for_abi(self.abi)
 
     def _key(self):
         return (self.version, self.abi, self.flags, self.cfa_fixed_fp_offset,

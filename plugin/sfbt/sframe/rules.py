@@ -49,10 +49,6 @@ class FrameRow:
     pauth_key: int
 
 
-def decode_s390x_cfa_offset(value):
-    return value * C.S390X_CFA_ALIGNMENT - C.S390X_SP_VAL_OFFSET
-
-
 def frame_row(section, function, entry):
     """Interpret one FrameRowEntry of ``function`` as a FrameRow."""
     common = dict(function=function, entry=entry, mangled_ra=entry.mangled_ra,
@@ -67,12 +63,10 @@ def frame_row(section, function, entry):
 
 
 def _default_rules(section, entry):
-    sp_reg, fp_reg, _ = section.registers
+    arch = section.arch
     words = entry.words
-    cfa_offset = words[0]
-    if section.abi == C.ABI_S390X_BE:
-        cfa_offset = decode_s390x_cfa_offset(cfa_offset)
-    base = sp_reg if entry.base_reg == C.BASE_REG_SP else fp_reg
+    cfa_offset = arch.decode_sframe_cfa_offset(words[0])
+    base = arch.sp if entry.base_reg == C.BASE_REG_SP else arch.fp
     cfa = Location(base, cfa_offset, False)
     if section.cfa_fixed_ra_offset:
         ra = Location(None, section.cfa_fixed_ra_offset, True)
@@ -110,8 +104,8 @@ def _flex_rules(section, entry):
         raise SFrameError(f"flexible FRE at offset {entry.start_offset:#x}: "
                           "CFA rule has no base register", section=section.name)
     cfa = _flex_location(control, words[1])
-    if section.abi == C.ABI_S390X_BE:
-        cfa = Location(cfa.register, decode_s390x_cfa_offset(cfa.offset), cfa.deref)
+    cfa = Location(cfa.register, section.arch.decode_sframe_cfa_offset(cfa.offset),
+                   cfa.deref)
     next_word = 2
     ra = Location(None, fixed_ra, True) if fixed_ra else None
     if len(words) > 2:

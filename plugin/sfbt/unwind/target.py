@@ -1,16 +1,19 @@
 """The narrow interface between the core and a debugger.
 
-An adapter (gdb/, lldb/) or a test implements Target; the unwinder needs
-nothing else from the debugger.
+An adapter (gdb/, lldb/), a process or core reader, or a test implements
+Target; the unwinder needs nothing else.
 """
 
 from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import SfbtError
 
 
-class TargetMemoryError(Exception):
+class TargetMemoryError(SfbtError):
     """Memory the target cannot read."""
 
-    def __init__(self, address, size=1):
+    def __init__(self, address: int, size: int = 1):
         self.address = address
         self.size = size
         super().__init__(f"Cannot access memory at address {address:#x}")
@@ -30,15 +33,15 @@ class Module:
     load_bias: int
     start: int
     end: int
-    build_id: str = None
-    base: int = None
+    build_id: Optional[str] = None
+    base: Optional[int] = None
 
     @property
-    def image_base(self):
+    def image_base(self) -> int:
         return self.start if self.base is None else self.base
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
 
 
@@ -48,14 +51,14 @@ class Target:
     #: an Arch from sfbt.arch
     arch = None
 
-    def read_memory(self, address, size):
+    def read_memory(self, address: int, size: int) -> bytes:
         """``size`` bytes at ``address``; raise TargetMemoryError if unreadable."""
         raise NotImplementedError
 
-    def registers(self):
+    def registers(self) -> dict:
         """The innermost frame's registers: {DWARF register number: value}."""
         raise NotImplementedError
 
-    def modules(self):
+    def modules(self) -> list:
         """The loaded objects, as Module."""
         raise NotImplementedError

@@ -14,8 +14,9 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
+from ..errors import LocatedError
+from ..files import write_atomically
 from . import cbf
-from .files import write_atomically
 from .imagemap import decode_image_map, encode_image_map
 
 MAGIC = b"SFBTARC\x01"
@@ -28,16 +29,9 @@ _TRACE_HEAD = struct.Struct("<IQ")
 _EVENT_HEAD = struct.Struct("<IIQ")
 
 
-class ArchiveError(Exception):
-    """A damaged archive: what is wrong and at which byte offset."""
-
-    def __init__(self, message, offset, path=None):
-        self.message, self.offset, self.path = message, offset, path
-        super().__init__(str(self))
-
-    def __str__(self):
-        where = f"{self.path}+{self.offset:#x}" if self.path else f"offset {self.offset:#x}"
-        return f"{where}: {self.message}"
+class ArchiveError(LocatedError):
+    """A damaged archive: what is wrong and at which byte offset of which
+    file (``where``)."""
 
 
 def trace_hash(data):
@@ -171,7 +165,7 @@ def parse_archive(data, path=None):
         while at < len(data):
             at = _parse_record(archive, data, at)
     except ArchiveError as error:
-        error.path = path
+        error.where = path
         archive.mark_written()
         return archive, error
     archive.mark_written()

@@ -53,6 +53,8 @@ form on short traces.
 
 from dataclasses import dataclass, field
 
+from ..errors import EncodeError, LocatedError, SfbtError
+
 VERSION = 0
 WORD_SIZES = (16, 32, 64)  # index = the info byte's size field
 
@@ -78,16 +80,14 @@ _OPCODE_KINDS = {op: kind for kind, op in _KIND_OPCODES.items()}
 DEFAULT_LIMIT = 1 << 20  # frames decode() expands before giving up
 
 
-class CBFError(ValueError):
-    """Malformed CBF data, located by byte offset."""
+class CBFError(LocatedError):
+    """Malformed CBF data, located by byte offset: ``CBF+0x3: ...``."""
 
-    def __init__(self, message, offset):
-        self.message = message
-        self.offset = offset
-        super().__init__(str(self))
+    default_where = "CBF"
 
-    def __str__(self):
-        return f"CBF+{self.offset:#x}: {self.message}"
+
+class FrameTextError(SfbtError):
+    """Malformed text for `sfbt cbf encode`; the message names the line."""
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,10 @@ class Frame:
 
     def __post_init__(self):
         if self.kind not in KINDS:
-            raise ValueError(f"unknown frame kind {self.kind!r} "
+            raise EncodeError(f"unknown frame kind {self.kind!r} "
                              f"(expected one of {', '.join(KINDS)})")
         if self.address < 0:
-            raise ValueError(f"negative address {self.address:#x}")
+            raise EncodeError(f"negative address {self.address:#x}")
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class Omitted:
 
     def __post_init__(self):
         if self.count < 1:
-            raise ValueError(f"omitted frame count {self.count} is not positive")
+            raise EncodeError(f"omitted frame count {self.count} is not positive")
 
 
 @dataclass
@@ -139,7 +139,7 @@ def _unsigned_length(value):
 
 def _word_size_code(word_size):
     if word_size not in WORD_SIZES:
-        raise ValueError(f"word size {word_size} is not one of 16, 32, 64")
+        raise EncodeError(f"word size {word_size} is not one of 16, 32, 64")
     return WORD_SIZES.index(word_size)
 
 
@@ -171,7 +171,7 @@ def encode(frames, word_size=64, truncated=False):
 def _write_frame(out, frame, last_address, bits):
     mask = (1 << bits) - 1
     if frame.address > mask:
-        raise ValueError(f"address {frame.address:#x} does not fit a "
+        raise EncodeError(f"address {frame.address:#x} does not fit a "
                          f"{bits}-bit word")
     absolute = _signed_length(frame.address, bits)
     if last_address is None:
@@ -196,7 +196,7 @@ def _write_external(out, opcode, value):
 
 def _write_omit(out, count, bits):
     if count >> bits:
-        raise ValueError(f"omitted frame count {count} does not fit a "
+        raise EncodeError(f"omitted frame count {count} does not fit a "
                          f"{bits}-bit word")
     if count <= MAX_INLINE_OMIT:
         out.append(OP_OMIT | (count - 1))
@@ -343,17 +343,17 @@ def parse_frames(text):
         if not words:
             continue
         if truncated:
-            raise ValueError(f"line {number}: {line.strip()!r} after 'truncated'")
+            raise FrameTextError(f"line {number}: {line.strip()!r} after 'truncated'")
         if words == ["truncated"]:
             truncated = True
             continue
         if len(words) != 2 or words[0] not in KINDS + ("omit",):
-            raise ValueError(f"line {number}: expected 'pc|ra|async ADDRESS', "
+            raise FrameTextError(f"line {number}: expected 'pc|ra|async ADDRESS', "
                              f"'omit COUNT' or 'truncated', not {line.strip()!r}")
         kind, value_text = words
         try:
             value = int(value_text, 0)
             frames.append(Omitted(value) if kind == "omit" else Frame(kind, value))
         except ValueError as error:
-            raise ValueError(f"line {number}: {error}") from None
+            raise FrameTextError(f"line {number}: {error}") from None
     return frames, truncated

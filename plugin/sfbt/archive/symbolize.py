@@ -8,6 +8,8 @@ from bisect import bisect_right
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from ..elf import ElfError, ElfImage
+
 
 def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
@@ -21,14 +23,13 @@ class ElfSymbolizer:
         self.path = path
         self._stream = open(path, "rb")
         try:
+            image = ElfImage.from_file(self._stream, path)
+            self.build_id = image.build_id()
+            self.base_address = image.first_load_address() or 0
             self._elf = ELFFile(self._stream)
-        except (ELFError, ValueError) as error:
+        except (ElfError, ELFError, ValueError) as error:
             self._stream.close()
-            raise ValueError(f"{path}: not a readable ELF file: {error}") from None
-        self.build_id = _build_id(self._elf)
-        loads = [s["p_vaddr"] for s in self._elf.iter_segments()
-                 if s["p_type"] == "PT_LOAD"]
-        self.base_address = min(loads) if loads else 0
+            raise ElfError(f"{path}: not a readable ELF file: {error}") from None
         self._functions = None
         self._lines = None
 
@@ -118,16 +119,6 @@ def _line_rows(program):
     return rows
 
 
-def _build_id(elf):
-    for section in elf.iter_sections():
-        if section["sh_type"] != "SHT_NOTE":
-            continue
-        for note in section.iter_notes():
-            if note["n_type"] == "NT_GNU_BUILD_ID":
-                return note["n_desc"]
-    return None
-
-
 class Symbolizer:
     """Finds the ELF file for each archived image (by build id among the
     files given with --exe and in --debug-dir, else the image's own path)
@@ -145,7 +136,7 @@ class Symbolizer:
         if path not in self._by_path:
             try:
                 self._by_path[path] = ElfSymbolizer(path)
-            except (OSError, ValueError):
+            except (OSError, ElfError):
                 self._by_path[path] = None
         return self._by_path[path]
 

@@ -6,7 +6,8 @@ SFrame rows through a ModuleMap.
 
 from dataclasses import dataclass, field
 
-from .sframe import SFrameError
+from ..errors import SfbtError
+from ..sframe import SFrameError
 from .target import TargetMemoryError
 
 # How a frame was found.
@@ -22,7 +23,7 @@ STOP_OUTERMOST = "outermost frame"
 STOP_LIMIT = "frame limit reached"
 
 
-class UnwindStop(Exception):
+class UnwindStop(SfbtError):
     """The walk cannot go on; the message says why."""
 
 
@@ -96,7 +97,7 @@ class Unwinder:
             if row.signal and self.arch.signal_frame is not None:
                 # a v3 signal FDE: the kernel's frame, whatever its code
                 return self._caller_of_signal_frame(frame)
-            return self._caller_from_row(frame, module, row)
+            return self.caller_from_row(frame, module, row)
         if self.fallback == "fp" and self.arch.frame_record is not None:
             return self._caller_from_frame_pointer(frame)
         raise UnwindStop(f"no unwind data for PC {frame.pc:#x}")
@@ -114,7 +115,9 @@ class Unwinder:
         address = (base + location.offset) & 0xFFFFFFFFFFFFFFFF
         return self.read_word(address) if location.deref else address
 
-    def _caller_from_row(self, frame, module, row):
+    def caller_from_row(self, frame, module, row):
+        """The caller of ``frame`` by the SFrame row ``row`` of ``module``
+        (the row in force at frame.lookup_pc)."""
         arch = self.arch
         if row.outermost:
             raise UnwindStop(STOP_OUTERMOST)

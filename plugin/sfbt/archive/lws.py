@@ -18,6 +18,8 @@ import re
 import string
 from collections import defaultdict
 
+from ..errors import SfbtError
+
 MAX_DEPTH = 31  # the depth field is 5 bits
 VALUE_LIMIT = 1 << 63  # a field's bit count is 6 bits, so at most 63 bits
 LOOKBACK = 8  # a delta can reference 1 to 8 frames back
@@ -29,7 +31,7 @@ _DECODED = re.compile(r"~b#size: *([0-9]+) *,((?: *0[xX][0-9a-fA-F]+)*) ?")
 _B64_ALPHABET = frozenset(string.ascii_letters + string.digits + "+/-_")
 
 
-class LwsFormatError(ValueError):
+class LwsFormatError(SfbtError):
     """A malformed blob, or a backtrace the format cannot hold."""
 
 

@@ -44,6 +44,8 @@ have none.
 
 from dataclasses import dataclass
 
+from ..errors import EncodeError, LocatedError
+
 VERSION = 0
 WORD_SIZES = (16, 32, 64)  # index = the info byte's size field
 
@@ -73,16 +75,10 @@ _FRAMEWORK_MIDDLE = b".framework/Versions/"
 MAX_PATH_BYTES = 1 << 15
 
 
-class ImageMapError(ValueError):
-    """Malformed image map data, located by byte offset."""
+class ImageMapError(LocatedError):
+    """Malformed image map data, located by byte offset: ``CIF+0x3: ...``."""
 
-    def __init__(self, message, offset):
-        self.message = message
-        self.offset = offset
-        super().__init__(str(self))
-
-    def __str__(self):
-        return f"CIF+{self.offset:#x}: {self.message}"
+    default_where = "CIF"
 
 
 @dataclass(frozen=True)
@@ -159,10 +155,10 @@ def encode_image_map(image_map):
     """The image map's bytes."""
     bits = image_map.word_size
     if bits not in WORD_SIZES:
-        raise ValueError(f"word size {bits} is not one of 16, 32, 64")
+        raise EncodeError(f"word size {bits} is not one of 16, 32, 64")
     platform = _to_bytes(image_map.platform)
     if len(platform) > 0xFF:
-        raise ValueError(f"platform name of {len(platform)} bytes is longer "
+        raise EncodeError(f"platform name of {len(platform)} bytes is longer "
                          "than 255")
     out = bytearray([VERSION << 2 | WORD_SIZES.index(bits), len(platform)])
     out += platform
@@ -191,7 +187,7 @@ def _write_addresses(out, image, last_base, bits):
     mask = (1 << bits) - 1
     for what, value in (("base", image.base), ("end of text", image.end_of_text)):
         if not 0 <= value <= mask:
-            raise ValueError(f"{image.path or 'image'}: {what} {value:#x} does "
+            raise EncodeError(f"{image.path or 'image'}: {what} {value:#x} does "
                              f"not fit a {bits}-bit word")
     base, flag = image.base, 0
     delta = (image.base - last_base) & mask
@@ -222,7 +218,7 @@ def _framework_version(rest, name):
 
 def _write_path(out, path, prefixes):
     if len(path) > MAX_PATH_BYTES:
-        raise ValueError(f"path of {len(path)} bytes is longer than "
+        raise EncodeError(f"path of {len(path)} bytes is longer than "
                          f"{MAX_PATH_BYTES}")
     rest = path
     while rest:

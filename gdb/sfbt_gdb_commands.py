@@ -1,0 +1,144 @@
+"""GDB's commands and settings for sfbt, and their registration: the
+commands themselves live in sfbt.commands, run against a GdbSession."""
+
+import gdb
+import gdb.unwinder
+
+from sfbt.commands import SETTINGS
+from sfbt.commands import backtrace, info, load, save
+from sfbt.commands.settings import BOOLEAN, ENUM, UINTEGER
+from sfbt.errors import SfbtError
+
+from sfbt_gdb_session import GdbSession, state
+from sfbt_gdb_unwinder import frame_unwinder
+
+
+class SfbtGdbError(gdb.GdbError):
+    """What GDB prints as a one-line error."""
+
+
+def run(command, argument, name):
+    """Run a core command on a new GdbSession; its text, or one-line
+    errors, never a traceback.  The selected thread is kept."""
+    selected = gdb.selected_thread()
+    try:
+        return command(GdbSession(), gdb.string_to_argv(argument))
+    except SfbtError as error:
+        raise SfbtGdbError(str(error)) from None
+    except gdb.GdbError:
+        raise
+    except Exception as error:  # one line, never a traceback
+        raise SfbtGdbError(f"{name}: {type(error).__name__}: {error}") from None
+    finally:
+        if selected is not None and selected.is_valid() and selected != gdb.selected_thread():
+            selected.switch()
+
+
+class SFrameBacktrace(gdb.Command):
+    __doc__ = backtrace.HELP + "\nSee also: info sframe, set sframe."
+
+    def __init__(self):
+        super().__init__("sframe-bt", gdb.COMMAND_STACK)
+
+    def complete(self, text, word):
+        # GDB breaks words at "-": complete the whole option being typed.
+        typed = "" if not text or text.endswith(" ") else text.split()[-1]
+        cut = len(typed) - len(word or "")
+        return [option[cut:] for option in backtrace.complete(typed)]
+
+    def invoke(self, argument, from_tty):
+        gdb.write(run(backtrace.sframe_bt, argument, "sframe-bt") + "\n")
+
+
+class CbfSave(gdb.Command):
+    __doc__ = save.HELP
+
+    def __init__(self):
+        super().__init__("cbf-save", gdb.COMMAND_STACK, gdb.COMPLETE_FILENAME)
+
+    def invoke(self, argument, from_tty):
+        gdb.write(run(save.cbf_save, argument, "cbf-save") + "\n")
+
+
+class CbfLoad(gdb.Command):
+    __doc__ = load.HELP
+
+    def __init__(self):
+        super().__init__("cbf-load", gdb.COMMAND_STACK, gdb.COMPLETE_FILENAME)
+
+    def invoke(self, argument, from_tty):
+        text, error = run(load.cbf_load, argument, "cbf-load")
+        gdb.write(text + "\n")
+        if error is not None:
+            raise SfbtGdbError(error)
+
+
+class InfoSFrame(gdb.Command):
+    __doc__ = info.HELP.replace("\n\n", "\n\nUsage: info sframe\n", 1)
+
+    def __init__(self):
+        super().__init__("info sframe", gdb.COMMAND_STATUS, gdb.COMPLETE_NONE)
+
+    def invoke(self, argument, from_tty):
+        gdb.write(run(info.info_sframe, argument, "info sframe") + "\n")
+
+
+# -- settings -------------------------------------------------------------------
+
+class _Prefix(gdb.Command):
+    def __init__(self, name, doc):
+        self.__doc__ = doc
+        super().__init__(name, gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+
+_KINDS = {BOOLEAN: gdb.PARAM_BOOLEAN, UINTEGER: gdb.PARAM_UINTEGER, ENUM: gdb.PARAM_ENUM}
+
+
+class SFrameParameter(gdb.Parameter):
+    """`set/show sframe NAME`, mirrored into the shared Settings."""
+
+    def __init__(self, setting):
+        self.setting = setting
+        self.set_doc = setting.set_doc
+        self.show_doc = setting.show_doc
+        self.__doc__ = setting.set_doc
+        extra = (list(setting.choices),) if setting.kind == ENUM else ()
+        super().__init__(f"sframe {setting.name}", gdb.COMMAND_DATA,
+                         _KINDS[setting.kind], *extra)
+        self.value = setting.default
+
+    def get_set_string(self):
+        value = self.value
+        if self.setting.kind == UINTEGER:
+            value = value or 0  # GDB gives None for unlimited
+        state.settings.assign(self.setting.name, value)
+        gdb.invalidate_cached_frames()
+        if self.setting.name == "debug" and value and state.errors:
+            return "Recent SFrame unwinder errors:\n  " + "\n  ".join(state.errors)
+        return ""
+
+    def get_show_string(self, value):
+        return self.setting.shown(getattr(state.settings, self.setting.attribute))
+
+
+def _setting_changed(name, value):
+    if name == "unwinder":
+        frame_unwinder.enabled = value == "on"
+
+
+def register():
+    _Prefix("set sframe", "Settings of the SFrame unwinder and sframe-bt.")
+    _Prefix("show sframe", "Show settings of the SFrame unwinder and sframe-bt.")
+    for setting in SETTINGS:
+        if "gdb" in setting.debuggers:
+            SFrameParameter(setting)
+    state.settings.observe(_setting_changed)
+    SFrameBacktrace()
+    InfoSFrame()
+    CbfSave()
+    CbfLoad()
+    gdb.unwinder.register_unwinder(None, frame_unwinder, replace=True)
+    gdb.events.new_objfile.connect(state.forget)
+    gdb.events.clear_objfiles.connect(state.forget)
+    gdb.events.stop.connect(state.invalidate)
+    gdb.events.exited.connect(state.forget)

@@ -1,0 +1,340 @@
+"""sfbt's Session and Target over GDB's Python API.
+
+GDB 13.1 is the floor.  Where newer GDBs offer more (GDB 14+:
+gdb.unwinder.FrameId, PendingFrame.pc()), the code path is chosen once,
+when this module is loaded (see sfbt_gdb_unwinder).  gdb.Objfile has no
+load address in any version: the load bias of each object file comes from
+`info files` and its file's section addresses, or from its ELF header in
+target memory when the file cannot be read.
+"""
+
+import collections
+import re
+import signal
+
+import gdb
+
+from sfbt.arch import arch_for_debugger
+from sfbt.commands import CommandError, Session, Settings, Thread
+from sfbt.elf import ElfError, image_in_memory, open_elf
+from sfbt.unwind.modules import ModuleMap, SFrameSources
+from sfbt.unwind.target import Module, Target, TargetMemoryError
+
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+def arch_named(name):
+    """The sfbt Arch of a gdb.Architecture name, or None."""
+    return arch_for_debugger(name, "gdb")
+
+
+def current_arch():
+    try:
+        name = gdb.selected_inferior().architecture().name()
+    except (gdb.error, AttributeError):
+        name = gdb.newest_frame().architecture().name()
+    arch = arch_named(name)
+    if arch is None:
+        raise CommandError(f"sframe: architecture {name} is not supported")
+    return arch
+
+
+def register_bits(value):
+    """A register's contents as an unsigned 64-bit int.  Floating-point
+    registers (s390x keeps an FP or RA in them) give their raw bits, not
+    their value as a double."""
+    if value.type.strip_typedefs().code == gdb.TYPE_CODE_FLT:
+        return int(value.format_string(format="x"), 16) & _MASK64
+    return int(value) & _MASK64
+
+
+# -- modules ------------------------------------------------------------------
+
+_SECTION_LINE = re.compile(
+    r"^\s*0x([0-9a-f]+) - 0x([0-9a-f]+) is (\S+)(?: in (.+))?$")
+_EXEC_LINE = re.compile(r"^\s*`(.+)', file type")
+
+
+def parse_info_files(text):
+    """{path: {section: (start, end)}} from `info files`."""
+    exec_path = None
+    files = collections.OrderedDict()
+    for line in text.splitlines():
+        match = _EXEC_LINE.match(line)
+        if match:
+            exec_path = match[1]
+            continue
+        match = _SECTION_LINE.match(line)
+        if match:
+            path = match[4] or exec_path
+            if path is None:
+                continue
+            files.setdefault(path, {})[match[3]] = (int(match[1], 16),
+                                                    int(match[2], 16))
+    return files
+
+
+def file_layout(path):
+    """({section name: address}, first loadable segment's address) of an
+    ELF file, or (None, None) when it cannot be read."""
+    try:
+        stream, image = open_elf(path)
+    except (OSError, ElfError):
+        return None, None
+    with stream:
+        try:
+            sections = {s.name: s.addr for s in image.sections() if s.addr}
+            return sections, image.first_load_address()
+        except (OSError, ElfError):
+            return None, None
+
+
+def loaded_modules(target=None):
+    """Module for each object file GDB has loaded, from `info files`.  The
+    load bias comes from the file; when GDB has a file that cannot be
+    opened here (read from a remote target, `target:/lib/...`; a core
+    whose files moved; the vDSO), from the ELF header in target memory."""
+    build_ids = {o.filename: o.build_id for o in gdb.objfiles()
+                 if o.is_valid() and o.filename}
+    modules = []
+    text = gdb.execute("info files", to_string=True)
+    for path, sections in parse_info_files(text).items():
+        file_sections, first_load = file_layout(path)
+        start = min(s for s, _ in sections.values())
+        end = max(e for _, e in sections.values())
+        image = None
+        if file_sections is None and target is not None:
+            image = image_in_memory(target, start)
+        if image is not None:
+            start, bias = image
+            modules.append(Module(path, bias, start, end, build_ids.get(path), start))
+            continue
+        file_sections = file_sections or {}
+        bias = 0
+        for name, (section_start, _) in sections.items():
+            if name in file_sections:
+                bias = section_start - file_sections[name]
+                break
+        base = None if first_load is None else bias + first_load
+        modules.append(Module(path, bias, start, end, build_ids.get(path), base))
+    return modules
+
+
+# -- the target ---------------------------------------------------------------
+
+class GdbTarget(Target):
+    """The selected thread of GDB's selected inferior."""
+
+    def __init__(self, arch, module_map=None):
+        self.arch = arch
+        self._inferior = gdb.selected_inferior()
+        self._module_map = module_map
+        self._va_bits = None
+
+    @property
+    def virtual_address_bits(self):
+        """For stripping signed return addresses: from $pauth_cmask where
+        the target reports it (native AArch64 Linux, gdbserver), else 48.
+        qemu 7.2's gdb stub does not report it."""
+        if self._va_bits is None:
+            try:
+                mask = int(self._named_register("pauth_cmask"))
+            except (gdb.error, ValueError, RuntimeError):
+                mask = 0
+            self._va_bits = self.arch.virtual_address_bits(mask)
+        return self._va_bits
+
+    def _named_register(self, name):
+        return gdb.newest_frame().read_register(name)
+
+    def read_memory(self, address, size):
+        try:
+            return self._inferior.read_memory(address, size).tobytes()
+        except (gdb.MemoryError, gdb.error, OverflowError, ValueError):
+            raise TargetMemoryError(address, size) from None
+
+    def registers(self):
+        frame = gdb.newest_frame()
+        values = {}
+        for number, name in self.arch.register_names.items():
+            try:
+                values[number] = register_bits(frame.read_register(name))
+            except (gdb.error, ValueError):
+                pass
+        return values
+
+    def modules(self):
+        return self._module_map.modules if self._module_map else []
+
+
+# -- what the plugin keeps between commands ----------------------------------
+
+class State:
+    """The plugin's state in this GDB: settings, SFrame data per module
+    (kept for the session), the module map (rebuilt only when the set of
+    object files or the process changed, checked once after each stop), and
+    the unwinder's recent errors."""
+
+    def __init__(self):
+        self.settings = Settings("gdb")
+        self.sources = SFrameSources()
+        self.settings.observe(self._setting_changed)
+        self._map = None
+        self._key = None
+        self._checked = False
+        self.errors = collections.deque(maxlen=50)
+
+    def _setting_changed(self, name, value):
+        if name == "synthesize":
+            self.sources.synthesize = bool(value)
+
+    def invalidate(self, *_):
+        self._checked = False
+
+    def forget(self, *_):
+        self._map = None
+        self._checked = False
+
+    def module_map(self):
+        if self._map is not None and self._checked:
+            return self._map
+        inferior = gdb.selected_inferior()
+        key = (inferior.num, inferior.pid,
+               tuple(o.filename for o in gdb.objfiles() if o.is_valid()))
+        if self._map is None or key != self._key:
+            target = GdbTarget(current_arch())
+            self._map = ModuleMap(loaded_modules(target), target, self.sources)
+            self._key = key
+        self._checked = True
+        return self._map
+
+    def record_error(self, where, error):
+        message = f"{where}: {type(error).__name__}: {error}"
+        self.errors.append(message)
+        if self.settings.debug:
+            gdb.write(f"sframe: {message}\n")
+
+
+state = State()
+
+
+# -- symbolization ------------------------------------------------------------
+
+def minimal_symbol(pc):
+    try:
+        text = gdb.execute(f"info symbol {pc:#x}", to_string=True)
+    except gdb.error:
+        return None
+    if text.startswith("No symbol matches"):
+        return None
+    return text.split(" in section ")[0].split(" + ")[0].strip()
+
+
+def function_name(pc):
+    """The name of the function containing pc: from debug info, else from
+    the minimal symbols, else None."""
+    try:
+        block = gdb.block_for_pc(pc)
+    except RuntimeError:
+        block = None
+    while block is not None and block.function is None:
+        block = block.superblock
+    if block is not None:
+        return block.function.print_name
+    return minimal_symbol(pc)
+
+
+def gdb_stack_frames():
+    """GDB's own frames of the selected thread that are on the stack:
+    [(pc, interrupted)].
+
+    Tail-call frames (synthesized from DWARF call-site data for functions
+    that left with a jump) and inline frames (a function inlined into
+    another, shown with the PC of the frame it sits in) are left out:
+    neither has a place of its own on the stack.  ``interrupted``: the frame
+    below is a signal trampoline, so the PC is not a return address."""
+    result, frame, newer_is_signal = [], gdb.newest_frame(), True
+    while frame is not None:
+        if frame.type() not in (gdb.TAILCALL_FRAME, gdb.INLINE_FRAME):
+            result.append((int(frame.pc()), newer_is_signal))
+            newer_is_signal = frame.type() == gdb.SIGTRAMP_FRAME
+        frame = frame.older()
+    return result
+
+
+# -- the session --------------------------------------------------------------
+
+class GdbSession(Session):
+    """GDB's selected inferior, for one command."""
+
+    debugger = "gdb"
+
+    def __init__(self):
+        self.settings = state.settings
+        self._arch = None
+
+    @property
+    def arch(self):
+        if self._arch is None:
+            self._arch = current_arch()
+        return self._arch
+
+    def has_stack(self):
+        inferior = gdb.selected_inferior()
+        if inferior.pid:
+            return True
+        try:
+            return inferior.threads() != ()  # a core file
+        except gdb.error:
+            return False
+
+    def threads(self):
+        return [self._thread(t) for t in sorted(gdb.selected_inferior().threads(),
+                                                 key=lambda t: t.num)]
+
+    def selected_thread(self):
+        return self._thread(gdb.selected_thread())
+
+    @staticmethod
+    def _thread(thread):
+        return Thread(f"{thread.num} ({thread.ptid[1]})", thread)
+
+    def target(self, thread):
+        self._select(thread)
+        return GdbTarget(self.arch, self.module_map())
+
+    def module_map(self):
+        return state.module_map()
+
+    def debugger_frames(self, thread):
+        self._select(thread)
+        return gdb_stack_frames()
+
+    @staticmethod
+    def _select(thread):
+        if thread.handle is not None and thread.handle != gdb.selected_thread():
+            thread.handle.switch()
+
+    def describe(self, lookup_pc, module=None):
+        name = function_name(lookup_pc) or "??"
+        sal = gdb.find_pc_line(lookup_pc)
+        if sal.symtab is not None and sal.line:
+            return name, f" at {sal.symtab.filename}:{sal.line}"
+        if module is None:
+            module = self.module_map().module_for(lookup_pc)
+        if module is not None and module.path != gdb.current_progspace().filename:
+            return name, f" from {module.path}"
+        return name, " ()"
+
+    def stop_reason(self, thread):
+        try:
+            number = int(gdb.parse_and_eval("$_siginfo.si_signo"))
+            return signal.Signals(number).name
+        except (gdb.error, ValueError, RuntimeError):
+            return "stopped"
+
+    def past_main(self):
+        try:
+            return bool(gdb.parameter("backtrace past-main"))
+        except gdb.error:
+            return False

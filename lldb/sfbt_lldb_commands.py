@@ -1,0 +1,141 @@
+"""LLDB's commands for sfbt and their registration: sframe-bt, cbf-save,
+cbf-load, sframe-info, sframe-settings (the core's commands, run against an
+LldbSession) and sframe-provider."""
+
+import shlex
+
+import lldb
+
+from sfbt.commands import CommandError
+from sfbt.commands import backtrace, info, load, save
+from sfbt.errors import SfbtError
+
+from sfbt_lldb_session import LldbSession, lldb_version, state
+
+# The module LLDB imported (the entry file), where it finds our classes.
+_ENTRY = {"module": __name__}
+
+
+class _Command:
+    """An LLDB command class: one-line errors, never a traceback."""
+
+    help_text = ""
+
+    def __init__(self, debugger, internal_dict):
+        self.debugger = debugger
+
+    def get_short_help(self):
+        return self.help_text.splitlines()[0]
+
+    def get_long_help(self):
+        return self.help_text
+
+    def __call__(self, debugger, command, exe_ctx, result):
+        try:
+            text, error = self.run(debugger, shlex.split(command), exe_ctx)
+            if text:
+                result.AppendMessage(text)
+            if error:
+                result.SetError(error)
+            else:
+                result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
+        except SfbtError as error:
+            result.SetError(str(error))
+        except Exception as error:  # one line, never a traceback
+            result.SetError(f"{type(error).__name__}: {error}")
+
+
+class SFrameBacktraceCommand(_Command):
+    help_text = backtrace.HELP
+
+    def run(self, debugger, words, exe_ctx):
+        return backtrace.sframe_bt(LldbSession(debugger, exe_ctx), words), None
+
+
+class CbfSaveCommand(_Command):
+    help_text = save.HELP
+
+    def run(self, debugger, words, exe_ctx):
+        return save.cbf_save(LldbSession(debugger, exe_ctx), words), None
+
+
+class CbfLoadCommand(_Command):
+    help_text = load.HELP
+
+    def run(self, debugger, words, exe_ctx):
+        return load.cbf_load(LldbSession(debugger, exe_ctx), words)
+
+
+class SFrameInfoCommand(_Command):
+    help_text = info.HELP.replace("\n\n", "\n\nUsage: sframe-info\n", 1)
+
+    def run(self, debugger, words, exe_ctx):
+        return info.info_sframe(LldbSession(debugger, exe_ctx), words, "sframe-info"), None
+
+
+class SFrameSettingsCommand(_Command):
+    help_text = ("Show or change sfbt's settings.\n\n"
+                 "Usage: sframe-settings [show [NAME]] | set NAME VALUE\n"
+                 + "\n".join(f"  {s.name}: {s.set_doc[4:]}"
+                             for s in state.settings.available()))
+
+    def run(self, debugger, words, exe_ctx):
+        settings = state.settings
+        if words[:1] in ([], ["show"]) and len(words) <= 2:
+            names = words[1:] or [s.name for s in settings.available()]
+            return "\n".join(settings.show(name) for name in names), None
+        if words[:1] == ["set"] and len(words) == 3:
+            settings.set_text(words[1], words[2])
+            return settings.show(words[1]), None
+        raise CommandError("usage: sframe-settings [show [NAME]] | set NAME VALUE")
+
+
+class SFrameProviderCommand(_Command):
+    help_text = """\
+Turn the SFrame frame provider on or off (LLDB 22 and newer).
+
+Usage: sframe-provider on|off
+With the provider on, LLDB's own `bt` and `frame select` show the frames
+that SFrame data gives (the same frames as sframe-bt)."""
+
+    def run(self, debugger, words, exe_ctx):
+        if words not in (["on"], ["off"]):
+            raise CommandError("usage: sframe-provider on|off")
+        version = lldb_version()
+        if version < 22:
+            raise CommandError(f"sframe-provider needs LLDB 22 or newer "
+                               f"(this is LLDB {version})")
+        interpreter = debugger.GetCommandInterpreter()
+        result = lldb.SBCommandReturnObject()
+        if words == ["on"]:
+            command = ("target frame-provider register -C "
+                       f"{_ENTRY['module']}.SFrameFrameProvider")
+        else:
+            command = "target frame-provider clear"
+        interpreter.HandleCommand(command, result)
+        if not result.Succeeded():
+            raise CommandError(f"sframe-provider: {result.GetError().strip()}")
+        return f"SFrame frame provider {'on' if words == ['on'] else 'off'}.", None
+
+
+COMMANDS = {
+    "sframe-bt": SFrameBacktraceCommand,
+    "cbf-save": CbfSaveCommand,
+    "cbf-load": CbfLoadCommand,
+    "sframe-info": SFrameInfoCommand,
+    "sframe-settings": SFrameSettingsCommand,
+    "sframe-provider": SFrameProviderCommand,
+}
+
+
+def classes():
+    """The classes LLDB looks up by name in the entry module."""
+    from sfbt_lldb_provider import SFrameFrameProvider
+    return {cls.__name__: cls for cls in [*COMMANDS.values(), SFrameFrameProvider]}
+
+
+def register(debugger, entry_module):
+    _ENTRY["module"] = entry_module
+    for name, command in COMMANDS.items():
+        debugger.HandleCommand(
+            f"command script add -o -c {entry_module}.{command.__name__} {name}")

@@ -1,0 +1,215 @@
+"""sfbt's Session and Target over LLDB's SB API."""
+
+import collections
+import re
+import signal
+
+import lldb
+
+from sfbt.arch import arch_for_debugger
+from sfbt.commands import CommandError, Session, Settings, Thread
+from sfbt.unwind.modules import ModuleMap, SFrameSources
+from sfbt.unwind.target import Module, Target, TargetMemoryError
+
+_INVALID = lldb.LLDB_INVALID_ADDRESS
+
+
+def lldb_version():
+    match = re.search(r"lldb version (\d+)", lldb.SBDebugger.GetVersionString())
+    return int(match[1]) if match else 0
+
+
+def arch_of(target):
+    name = target.GetTriple().split("-")[0]
+    arch = arch_for_debugger(name, "lldb")
+    if arch is None:
+        raise CommandError(f"architecture {name} is not supported")
+    return arch
+
+
+def _normalized_uuid(module):
+    text = module.GetUUIDString()
+    return text.replace("-", "").lower() if text else None
+
+
+def target_modules(target):
+    """Module for each image LLDB knows, at its load address when the
+    process runs, else at its file address."""
+    modules = []
+    for image in target.module_iter():
+        path = image.GetFileSpec().fullpath
+        if not path:
+            continue
+        header = image.GetObjectFileHeaderAddress()
+        header_file = header.GetFileAddress()
+        header_load = header.GetLoadAddress(target)
+        bias = 0 if header_load == _INVALID else header_load - header_file
+        ranges = []
+        for section in image.section_iter():
+            start = section.GetLoadAddress(target)
+            if start == _INVALID:
+                start = section.GetFileAddress() + bias
+            if section.GetByteSize() and start != _INVALID:
+                ranges.append((start, start + section.GetByteSize()))
+        if not ranges:
+            continue
+        base = header_file + bias if header_file != _INVALID else None
+        modules.append(Module(path, bias, min(r[0] for r in ranges),
+                              max(r[1] for r in ranges), _normalized_uuid(image), base))
+    return modules
+
+
+class LldbTarget(Target):
+    """One thread of LLDB's process; registers of its innermost frame."""
+
+    def __init__(self, arch, process, frame0, modules=()):
+        self.arch = arch
+        self._process = process
+        self._frame0 = frame0
+        self._modules = modules
+
+    def read_memory(self, address, size):
+        error = lldb.SBError()
+        data = self._process.ReadMemory(address, size, error)
+        if error.Fail() or data is None or len(data) != size:
+            raise TargetMemoryError(address, size)
+        return bytes(data)
+
+    def registers(self):
+        values = {}
+        for number in self.arch.register_names:
+            value = self._frame0.FindRegister(self.arch.register_name(number, "lldb"))
+            if value.IsValid() and value.GetValue() is not None:
+                values[number] = value.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
+        return values
+
+    def modules(self):
+        return self._modules
+
+
+class State:
+    """The plugin's state in this LLDB: settings, SFrame data per module
+    (kept for the session) and the module map of the current stop."""
+
+    def __init__(self):
+        self.settings = Settings("lldb")
+        self.sources = SFrameSources()
+        self.settings.observe(self._setting_changed)
+        self._key = None
+        self._map = None
+        self.errors = collections.deque(maxlen=50)
+
+    def _setting_changed(self, name, value):
+        if name == "synthesize":
+            self.sources.synthesize = bool(value)
+
+    def module_map(self, target, arch, frame0=None):
+        """The module map, rebuilt when the target's images or the stop
+        changed.  ``frame0`` is a frame whose registers the map's target may
+        read; inside a frame provider it must come from the provider's
+        input frames (asking the thread for its frames there aborts LLDB)."""
+        process = target.GetProcess()
+        key = (target.GetNumModules(), process.GetProcessID(), process.GetStopID())
+        if self._map is None or key != self._key:
+            modules = target_modules(target)
+            self._map = ModuleMap(modules, LldbTarget(arch, process, frame0, modules),
+                                  self.sources)
+            self._key = key
+        return self._map
+
+
+state = State()
+
+
+def _is_running(process):
+    return process.IsValid() and process.GetState() in (
+        lldb.eStateStopped, lldb.eStateSuspended, lldb.eStateCrashed)
+
+
+class LldbSession(Session):
+    """LLDB's selected target, for one command."""
+
+    debugger = "lldb"
+
+    def __init__(self, debugger, exe_ctx=None):
+        target = exe_ctx.GetTarget() if exe_ctx is not None else None
+        if target is None or not target.IsValid():
+            target = debugger.GetSelectedTarget()
+        if not target.IsValid():
+            raise CommandError("no target: load a program first")
+        self.settings = state.settings
+        self.lldb_target = target
+        self.process = target.GetProcess()
+        self.running = _is_running(self.process)
+        self._exe_ctx = exe_ctx
+        self._arch = arch_of(target)
+
+    @property
+    def arch(self):
+        return self._arch
+
+    def has_stack(self):
+        return self.running
+
+    def threads(self):
+        return [self._thread(t) for t in self.process]
+
+    def selected_thread(self):
+        thread = None
+        if self._exe_ctx is not None and self._exe_ctx.GetThread().IsValid():
+            thread = self._exe_ctx.GetThread()
+        return self._thread(thread or self.process.GetSelectedThread())
+
+    @staticmethod
+    def _thread(thread):
+        return Thread(f"{thread.GetIndexID()} ({thread.GetThreadID()})", thread)
+
+    def target(self, thread):
+        frame0 = thread.handle.GetFrameAtIndex(0)
+        module_map = self.module_map()
+        return LldbTarget(self.arch, self.process, frame0, module_map.modules)
+
+    def module_map(self):
+        return state.module_map(self.lldb_target, self.arch)
+
+    def debugger_frames(self, thread):
+        frames = thread.handle
+        return [(frames.GetFrameAtIndex(i).GetPC(), i == 0)
+                for i in range(frames.GetNumFrames())]
+
+    def describe(self, lookup_pc, module=None):
+        """Without a process every image sits at its file addresses, which
+        overlap: ``module`` then says which image the address is in."""
+        target = self.lldb_target
+        if self.running or module is None:
+            resolved = (target.ResolveLoadAddress(lookup_pc) if self.running
+                        else target.ResolveFileAddress(lookup_pc))
+        else:
+            image = target.FindModule(lldb.SBFileSpec(module.path))
+            resolved = image.ResolveFileAddress(lookup_pc - module.load_bias)
+        context = target.ResolveSymbolContextForAddress(resolved,
+                                                        lldb.eSymbolContextEverything)
+        function = context.GetFunction()
+        if function.IsValid():
+            name = function.GetName()
+        elif context.GetSymbol().IsValid():
+            name = context.GetSymbol().GetName()
+        else:
+            name = "??"
+        line = context.GetLineEntry()
+        if line.IsValid() and line.GetLine():
+            return name, f" at {line.GetFileSpec().GetFilename()}:{line.GetLine()}"
+        if module is None:
+            module = self.module_map().module_for(lookup_pc)
+        if module is not None and module.path != target.GetExecutable().fullpath:
+            return name, f" from {module.path}"
+        return name, " ()"
+
+    def stop_reason(self, thread):
+        handle = thread.handle
+        if handle.GetStopReason() == lldb.eStopReasonSignal:
+            try:
+                return signal.Signals(handle.GetStopReasonDataAtIndex(0)).name
+            except ValueError:
+                pass
+        return "stopped"

@@ -1,0 +1,10 @@
+"""Backtraces kept outside the debugger.
+
+- ``cbf``: the Compact Backtrace Format (one backtrace);
+- ``imagemap``: Swift's Compact Image Map Format (the images it ran in);
+- ``lws``: libwebsockets' ``~m#`` compressed backtraces;
+- ``store``: sfbt's archive file, many backtraces each stored once;
+- ``saved``: reading every form cbf-save writes;
+- ``symbolize``: names and lines from ELF files, offline;
+- ``report``: printing backtraces, and folded stacks.
+"""

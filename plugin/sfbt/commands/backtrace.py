@@ -1,0 +1,118 @@
+"""sframe-bt: the selected thread's backtrace from SFrame data."""
+
+from typing import List, Optional, Tuple
+
+from ..archive.report import frame_line
+from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
+from .session import CommandError, Session, Thread
+
+USAGE = "sframe-bt [N | -N] [-v] [-full]"
+OPTIONS = ("-v", "-full")
+HELP = """\
+Print a backtrace unwound with SFrame data.
+
+Usage: sframe-bt [N | -N] [-v] [-full]
+  N      print the innermost N frames
+  -N     print the outermost N frames
+  -v     show how each frame was found: innermost, sframe, flex, synth
+         (rows synthesized from DWARF CFI), signal or fp, and from which
+         module's rows: those of the frame below, which was unwound to
+         find this one
+  -full  also print each frame's recovered SP, FP and CFA
+
+Frames are printed as GDB's `bt` prints them with `set print
+frame-arguments none`, with the address always shown:
+  #3  0x00007ffff7e591f5 in start_thread at ./nptl/pthread_create.c:442
+The walk ends at main (in GDB unless `set backtrace past-main on`).  Where
+a module has no SFrame data, the frame-pointer chain is followed (`set
+sframe fallback fp|none`)."""
+
+
+def parse_arguments(words) -> Tuple[Optional[int], bool, bool]:
+    """(count or None, verbose, full)."""
+    count, verbose, full = None, False, False
+    for word in words:
+        if word == "-v":
+            verbose = True
+        elif word == "-full":
+            full = True
+        else:
+            try:
+                count = int(word, 0)
+            except ValueError:
+                raise CommandError(f"sframe-bt: unknown argument {word!r} "
+                                   f"(usage: {USAGE})") from None
+    return count, verbose, full
+
+
+def complete(typed: str) -> List[str]:
+    """The options that complete the word being typed."""
+    return [option for option in OPTIONS if option.startswith(typed)]
+
+
+def walk(session: Session, thread: Thread, limit: Optional[int] = None):
+    """(frames, stop reason or None) of ``thread``: the SFrame walk, ending
+    at main unless the session goes past main."""
+    settings = session.settings
+    unwinder = Unwinder(session.target(thread), session.module_map(),
+                        fallback=settings.fallback)
+    is_last = None
+    if not session.past_main():
+        def is_last(frame):
+            return (not frame.signal_trampoline
+                    and session.describe(frame.lookup_pc)[0] == "main")
+    return unwinder.walk(limit=limit or settings.backtrace_limit or None, is_last=is_last)
+
+
+def how_found(frame: Frame) -> str:
+    if frame.level == 0:
+        return "innermost"
+    if frame.data_module is not None:
+        return f"{frame.how}, {frame.data_module.name}"
+    return frame.how
+
+
+def registers_line(frame: Frame, arch) -> str:
+    parts = []
+    for label, number in (("sp", arch.sp), ("fp", arch.fp)):
+        value = frame.registers.get(number)
+        parts.append(f"{label} = {value:#x}" if value is not None else f"{label} = <unknown>")
+    if frame.cfa is not None:
+        parts.append(f"cfa = {frame.cfa:#x}")
+    return "        " + ", ".join(parts)
+
+
+def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[str]:
+    """sframe-bt's output.  ``describe(frame)`` gives (name, where)."""
+    shown, more = frames, False
+    if count is not None and count >= 0:
+        shown, more = frames[:count], len(frames) > count
+    elif count is not None:
+        shown = frames[count:]
+    lines = []
+    for frame in shown:
+        if frame.signal_trampoline:
+            line = frame_line(frame.level, frame.pc, "<signal handler called>", "")
+        else:
+            line = frame_line(frame.level, frame.pc, *describe(frame))
+        if verbose:
+            line += f"  [{how_found(frame)}]"
+        lines.append(line)
+        if full:
+            lines.append(registers_line(frame, arch))
+    if more:
+        lines.append("(More stack frames follow...)")
+    elif stop is not None and not (count is not None and count < 0 and stop == STOP_LIMIT):
+        lines.append(f"Backtrace stopped: {stop}")
+    return lines
+
+
+def sframe_bt(session: Session, words) -> str:
+    count, verbose, full = parse_arguments(words)
+    if not session.has_stack():
+        raise CommandError("No stack.")
+    frames, stop = walk(session, session.selected_thread())
+    lines = backtrace_lines(frames, stop, count, verbose, full,
+                            lambda frame: session.describe(frame.lookup_pc),
+                            session.arch)
+    return "\n".join(lines)

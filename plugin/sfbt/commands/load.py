@@ -1,0 +1,71 @@
+"""cbf-load: saved backtraces, symbolized against the program loaded now."""
+
+import os
+
+from ..archive.saved import saved_trace_lines, saved_traces
+from ..archive.symbolize import Symbolizer
+from ..errors import SfbtError
+from .session import CommandError, Session
+
+HELP = """\
+Print saved backtraces, symbolized against the program loaded now.
+
+Usage: cbf-load FILE
+FILE is an sfbt archive, a bare .cbf file, Swift's JSON form, or a file of
+libwebsockets ~m# lines.  Each backtrace is printed in sframe-bt's layout;
+return addresses are looked up at address - 1.  Addresses in images that
+are loaded now are moved to where those images are now (images are matched
+by build id, else by path); frames in images the debugger has not loaded
+are symbolized from the image's file named in the image map."""
+
+
+class ImageTranslator:
+    """Moves saved addresses to where their images are loaded now: images
+    matched by build id, else by path."""
+
+    def __init__(self, modules):
+        self._current = {}
+        for module in modules:
+            self._current.setdefault(module.build_id or module.path, module)
+            self._current.setdefault(module.path, module)
+
+    def translate(self, address, images):
+        """(address now, its Module or None, None), or (saved address, None,
+        the saved image) for an image that is not loaded now."""
+        image = next((i for i in images if i.base <= address < i.end_of_text), None)
+        if image is None:
+            return address, None, None
+        key = image.build_id.hex() if image.build_id else image.path
+        module = self._current.get(key) or self._current.get(image.path)
+        if module is None:
+            return address, None, image
+        return address - image.base + module.image_base, module, None
+
+
+def cbf_load(session: Session, words):
+    """(text, error or None): the backtraces read, and what ended a damaged
+    archive early."""
+    if len(words) != 1:
+        raise CommandError("cbf-load: usage: cbf-load FILE")
+    path = os.path.expanduser(words[0])
+    modules = session.module_map().modules
+    translator = ImageTranslator(modules)
+    offline = Symbolizer()
+
+    def describer(images):
+        def describe(address):
+            now, module, unloaded = translator.translate(address, images)
+            if unloaded is not None:
+                return offline.describe(now, [unloaded])
+            if not modules:
+                return "??", " ()"
+            return session.describe(now, module)
+        return describe
+
+    try:
+        with open(path, "rb") as stream:
+            traces, error = saved_traces(stream.read(), path)
+        lines = saved_trace_lines(traces, describer)
+    except (OSError, SfbtError) as failure:
+        raise CommandError(f"cbf-load: {path}: {failure}") from None
+    return "\n".join(lines), (f"cbf-load: {error}" if error is not None else None)

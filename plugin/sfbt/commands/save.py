@@ -1,0 +1,163 @@
+"""cbf-save: the current backtrace(s) in the Compact Backtrace Format."""
+
+import base64
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import List
+
+from ..archive import cbf, lws
+from ..archive.imagemap import Image, ImageMap, encode_image_map
+from ..archive.store import Archive, save_archive
+from ..errors import SfbtError
+from ..files import write_atomically
+from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
+from .backtrace import walk
+from .session import CommandError, Session, Thread
+
+FORMATS = ("archive", "cbf", "json", "lws")
+OPTIONS = ("--format", "--append", "--all-threads", "--label")
+HELP = """\
+Save the current backtrace in the Compact Backtrace Format.
+
+Usage: cbf-save [--format archive|cbf|json|lws] [--append] [--all-threads]
+                [--label TEXT] FILE
+  --format archive  (default) an sfbt archive: many backtraces, each stored
+                    once with a count, with the loaded images, thread, time,
+                    stop reason and label (docs/archive.md)
+  --format cbf      the bare CBF bytes of one backtrace
+  --format json     Swift's crash form: {"architecture", "backtrace",
+                    "imageMap"} with base64 CBF and image map
+  --format lws      a libwebsockets ~m# line: at most 31 frames, size 0,
+                    return addresses (a PC is written as PC + 1)
+  --append          add to an existing archive or lws file
+  --all-threads     every thread of the process, not just the selected one
+Frames come from the SFrame unwinder, and from the debugger's own unwinders
+where SFrame has no data.  Files are written whole through a temporary
+file."""
+
+
+@dataclass
+class SaveOptions:
+    path: str
+    fmt: str = "archive"
+    append: bool = False
+    all_threads: bool = False
+    label: str = ""
+
+
+def parse_arguments(words) -> SaveOptions:
+    words = list(words)
+    options, path = {}, None
+    while words:
+        word = words.pop(0)
+        if word == "--format" and words:
+            options["fmt"] = words.pop(0)
+            if options["fmt"] not in FORMATS:
+                raise CommandError(f"cbf-save: unknown format {options['fmt']!r} "
+                                   f"(one of {', '.join(FORMATS)})")
+        elif word == "--append":
+            options["append"] = True
+        elif word == "--all-threads":
+            options["all_threads"] = True
+        elif word == "--label" and words:
+            options["label"] = words.pop(0)
+        elif word.startswith("--") or path is not None:
+            raise CommandError(f"cbf-save: unexpected argument {word!r}")
+        else:
+            path = os.path.expanduser(word)
+    if path is None:
+        raise CommandError("cbf-save: no file name (usage: cbf-save [OPTIONS] FILE)")
+    result = SaveOptions(path, **options)
+    if result.append and result.fmt in ("cbf", "json"):
+        raise CommandError("cbf-save: --append needs --format archive or lws")
+    return result
+
+
+@dataclass
+class Capture:
+    """One thread's backtrace, ready to save."""
+
+    thread: str
+    frames: list  # cbf.Frame
+    truncated: bool
+
+
+def capture(session: Session, thread: Thread) -> Capture:
+    """The thread's frames as CBF frames: SFrame's, then the debugger's own
+    frames where the SFrame walk stopped early."""
+    frames, stop = walk(session, thread)
+    captured = [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
+    if stop is not None and stop not in (STOP_LIMIT, STOP_OUTERMOST):
+        theirs = session.debugger_frames(thread)
+        last = len(captured) - 1
+        if last < len(theirs) and theirs[last][0] == captured[last].address:
+            captured += [cbf.Frame("pc" if interrupted else "ra", pc)
+                         for pc, interrupted in theirs[last + 1:]]
+    return Capture(thread.label, captured, stop == STOP_LIMIT)
+
+
+def image_map(session: Session) -> ImageMap:
+    arch = session.arch
+    images = [Image(m.path, m.image_base, m.end,
+                    bytes.fromhex(m.build_id) if m.build_id else b"")
+              for m in session.module_map().modules]
+    return ImageMap(f"linux-{arch.name}", images, 8 * arch.pointer_size)
+
+
+def save_captures(options: SaveOptions, captures: List[Capture], images: ImageMap,
+                  architecture: str, word_size: int, reason: str, time_ns: int) -> str:
+    """Write captures in the chosen form; returns the message to print."""
+    if options.fmt in ("cbf", "json") and len(captures) > 1:
+        raise CommandError(f"cbf-save: --format {options.fmt} holds one backtrace; "
+                           "use --format archive with --all-threads")
+    if options.fmt == "archive":
+        archive = Archive()
+        for one in captures:
+            archive.capture(cbf.encode(one.frames, word_size, one.truncated),
+                            images, time_ns=time_ns, architecture=architecture,
+                            thread=one.thread, reason=reason, label=options.label)
+        save_archive(options.path, archive, append=options.append)
+    elif options.fmt == "cbf":
+        (one,) = captures
+        write_atomically(options.path, cbf.encode(one.frames, word_size, one.truncated))
+    elif options.fmt == "json":
+        (one,) = captures
+        data = cbf.encode(one.frames, word_size, one.truncated)
+        document = {"architecture": architecture,
+                    "backtrace": base64.b64encode(data).decode(),
+                    "imageMap": base64.b64encode(encode_image_map(images)).decode()}
+        write_atomically(options.path, (json.dumps(document) + "\n").encode())
+    else:
+        # lws lines hold return addresses, looked up at address - 1:
+        # a PC is stored as PC + 1.
+        lines = [lws.encode([f.address + (f.kind == "pc") for f in c.frames[:31]], 0) + "\n"
+                 for c in captures]
+        old = b""
+        if options.append and os.path.exists(options.path):
+            with open(options.path, "rb") as stream:
+                old = stream.read()
+        write_atomically(options.path, old + "".join(lines).encode())
+    count = sum(len(c.frames) for c in captures)
+    plural = "s" if len(captures) != 1 else ""
+    return (f"Saved {len(captures)} backtrace{plural} ({count} frames) to "
+            f"{options.path} ({options.fmt}).")
+
+
+def cbf_save(session: Session, words) -> str:
+    options = parse_arguments(words)
+    if not session.has_stack():
+        raise CommandError("cbf-save: No stack.")
+    selected = session.selected_thread()
+    threads = session.threads() if options.all_threads else [selected]
+    captures = [capture(session, thread) for thread in threads]
+    arch = session.arch
+    try:
+        return save_captures(options, captures, image_map(session), arch.name,
+                             8 * arch.pointer_size, session.stop_reason(selected),
+                             time.time_ns())
+    except CommandError:
+        raise
+    except (OSError, SfbtError) as error:
+        raise CommandError(f"cbf-save: {error}") from None

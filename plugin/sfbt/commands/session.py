@@ -1,0 +1,84 @@
+"""The session interface: what a debugger command needs from a debugger.
+
+Every command (sframe-bt, cbf-save, cbf-load, info sframe) is written once,
+in this package, against ``Session``; gdb/ and lldb/ implement it over
+their debugger's API.  A session lives for one command: it may cache what
+it reads (the module map, symbols) for that long.
+"""
+
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple
+
+from ..arch import Arch
+from ..errors import SfbtError
+from ..unwind.modules import ModuleMap
+from ..unwind.target import Module, Target
+from .settings import Settings
+
+
+class CommandError(SfbtError):
+    """Bad command arguments, or a command that cannot run now."""
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One thread of the debugged process: its label in saved backtraces
+    (``"1 (4242)"``: the debugger's number and the system's id) and the
+    debugger's own handle for it."""
+
+    label: str
+    handle: Any
+
+
+class Session:
+    """A debugger as the commands see it."""
+
+    #: "gdb" or "lldb": spelling of registers and messages
+    debugger: str = ""
+    settings: Settings = None
+
+    @property
+    def arch(self) -> Arch:
+        raise NotImplementedError
+
+    def has_stack(self) -> bool:
+        """Whether there is a live process or a core to walk."""
+        raise NotImplementedError
+
+    def threads(self) -> List[Thread]:
+        """Every thread, in the debugger's order."""
+        raise NotImplementedError
+
+    def selected_thread(self) -> Thread:
+        raise NotImplementedError
+
+    def target(self, thread: Thread) -> Target:
+        """Memory, ``thread``'s innermost registers and the modules."""
+        raise NotImplementedError
+
+    def module_map(self) -> ModuleMap:
+        """The loaded modules (at their load addresses when a process runs,
+        else where the debugger places them)."""
+        raise NotImplementedError
+
+    def debugger_frames(self, thread: Thread) -> List[Tuple[int, bool]]:
+        """The debugger's own frames that are on the stack, innermost first:
+        [(pc, interrupted)], ``interrupted`` when the pc is where execution
+        stopped (frame 0, a frame a signal interrupted) rather than a
+        return address."""
+        raise NotImplementedError
+
+    def describe(self, lookup_pc: int, module: Optional[Module] = None) -> Tuple[str, str]:
+        """(function name, location suffix) in bt's words: ``" at
+        FILE:LINE"``, ``" from LIBRARY"`` or ``" ()"``.  ``lookup_pc`` is
+        inside the instruction (a return address minus 1); ``module`` says
+        which image it is in when addresses of images overlap (no process)."""
+        raise NotImplementedError
+
+    def stop_reason(self, thread: Thread) -> str:
+        """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
+        raise NotImplementedError
+
+    def past_main(self) -> bool:
+        """Whether backtraces go on past main (GDB's `set backtrace past-main`)."""
+        return False

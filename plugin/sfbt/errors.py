@@ -1,0 +1,35 @@
+"""The base of every error sfbt reports, so that each front end (a GDB or
+LLDB command, the command line) catches one type and prints one line."""
+
+
+class SfbtError(Exception):
+    """A failure the user is told about in one line: its text."""
+
+
+class LocatedError(SfbtError):
+    """Bad input at a known place, printed ``WHERE+0xOFFSET: message``.
+
+    ``where`` names the input (a file, a section, a format such as CBF);
+    either part may be unknown.  A reader that knows only the offset lets
+    its caller fill in ``where`` (the file it read).
+    """
+
+    default_where = None
+
+    def __init__(self, message: str, offset: int = None, where: str = None):
+        self.message = message
+        self.offset = offset
+        self.where = where if where is not None else self.default_where
+        super().__init__(message)
+
+    def __str__(self):
+        if self.offset is None:
+            return self.message if self.where is None else f"{self.where}: {self.message}"
+        if self.where is None:
+            return f"offset {self.offset:#x}: {self.message}"
+        return f"{self.where}+{self.offset:#x}: {self.message}"
+
+
+class EncodeError(SfbtError, ValueError):
+    """A value the output format cannot hold (an address too wide for the
+    word size, too many frames, ...)."""

@@ -1,0 +1,197 @@
+"""Which loaded object covers an address, and its SFrame data.
+
+A module's SFrame data is its own ``.sframe`` (from its file, else from
+the target's memory through PT_GNU_SFRAME) or, when it has none, rows
+synthesized from its DWARF call-frame information.  ``SFrameSources`` loads
+each once per build id (or per file when there is none) and keeps it: a
+debugger adapter holds one for its whole session, so a new stop or a new
+thread costs a dictionary look-up.
+"""
+
+import os
+from bisect import bisect_right
+from typing import Optional
+
+from ..dwarf import SynthError, SynthesisStore
+from ..elf import PT_GNU_SFRAME, ElfError, memory_image
+from ..errors import SfbtError
+from ..sframe import SFrameError, read_section
+from ..sframe.elf import read_elf_sframe
+from .target import Module, TargetMemoryError
+
+
+class SFrameSource:
+    """Where a module's SFrame data came from, for `info sframe`."""
+
+    def __init__(self, section, origin, error=None, synthesized=None):
+        self.section = section
+        self.origin = origin  # "file", "memory", "synth" or "none"
+        self.error = error
+        #: the dwarf.SynthResult when origin is "synth"
+        self.synthesized = synthesized
+
+    def describe(self) -> str:
+        if self.section is None:
+            return f"none ({self.error})" if self.error else "none"
+        if self.origin == "synth":
+            stats = self.synthesized.stats
+            left_out = stats.rows["left out"]
+            return (f"synthesized from {'+'.join(stats.sources)}, "
+                    f"{len(self.section.functions)} FDEs"
+                    + (f", {left_out} rows left out" if left_out else ""))
+        return (f"SFrame v{self.section.version}, "
+                f"{len(self.section.functions)} FDEs, from {self.origin}")
+
+
+NONE = SFrameSource(None, "none")
+
+
+def _cache_key(module):
+    if module.build_id:
+        return ("build-id", module.build_id)
+    try:
+        stat = os.stat(module.path)
+    except OSError:
+        return ("path", module.path)
+    return ("file", module.path, stat.st_mtime_ns, stat.st_size)
+
+
+class SFrameSources:
+    """Each module's SFrame data, loaded on first use and kept.
+
+    ``synthesize``: whether modules without SFrame data get rows
+    synthesized from their DWARF CFI (`set sframe synthesize`); ``store``
+    keeps synthesized sections (on disk, per build id).
+    """
+
+    def __init__(self, store: Optional[SynthesisStore] = None, synthesize: bool = True):
+        self.store = store if store is not None else SynthesisStore()
+        self.synthesize = synthesize
+        self._own = {}  # cache key -> SFrameSource
+        self._synthesized = {}  # cache key -> SFrameSource
+
+    def clear(self):
+        self._own.clear()
+        self._synthesized.clear()
+        self.store.clear()
+
+    def for_module(self, module: Module, target=None) -> SFrameSource:
+        """The module's own SFrame data, else (when synthesis is on) rows
+        synthesized from its .eh_frame / .debug_frame."""
+        source = self.own(module, target)
+        if source.section is None and self.synthesize:
+            synthesized = self.synthesized(module)
+            if synthesized.section is not None:
+                return synthesized
+        return source
+
+    def own(self, module: Module, target=None) -> SFrameSource:
+        """The module's SFrame data: from its file on disk, else (the file is
+        gone, as for a core whose files moved) from the target's memory."""
+        key = _cache_key(module)
+        source = self._own.get(key)
+        if source is None:
+            source = self._own[key] = self._load_own(module, target)
+        return source
+
+    def synthesized(self, module: Module) -> SFrameSource:
+        key = _cache_key(module)
+        source = self._synthesized.get(key)
+        if source is None:
+            source = self._synthesized[key] = self._synthesize(module)
+        return source
+
+    def _load_own(self, module, target):
+        source = None
+        if os.path.exists(module.path):
+            try:
+                section, _ = read_elf_sframe(module.path)
+                source = SFrameSource(section, "file")
+            except (SfbtError, OSError) as error:
+                source = SFrameSource(None, "none", f"{module.path}: {error}")
+        if (source is None or source.section is None) and target is not None:
+            from_memory = _sframe_from_memory(module, target)
+            if from_memory is not None:
+                source = from_memory
+        if source is None:
+            return NONE
+        if source.section is not None and source.section.is_empty:
+            return SFrameSource(None, "none", "empty .sframe section")
+        return source
+
+    def _synthesize(self, module):
+        if not os.path.exists(module.path):
+            return NONE
+        try:
+            result = self.store.synthesize(module.path, build_id=module.build_id)
+            return SFrameSource(result.section, "synth", synthesized=result)
+        except (SynthError, SfbtError, OSError) as error:
+            return SFrameSource(None, "none", f"{module.path}: {error}")
+        except Exception as error:  # a synthesizer bug must not end the walk
+            return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
+                                f"{type(error).__name__}: {error}")
+
+
+def _sframe_from_memory(module, target):
+    """Read PT_GNU_SFRAME through the ELF header mapped at module.start."""
+    try:
+        image = memory_image(target, module.start, module.path)
+        if image is None:
+            return None
+        for segment in image.segments():
+            if segment.type == PT_GNU_SFRAME:
+                data = image.segment_data(segment, module.load_bias)
+                return SFrameSource(read_section(data, segment.vaddr), "memory")
+    except TargetMemoryError:
+        return None
+    except (SFrameError, ElfError) as error:
+        return SFrameSource(None, "none", f"{module.path} (memory): {error}")
+    return None
+
+
+class ModuleMap:
+    """Modules sorted by address, with their SFrame data loaded on demand
+    from ``sources`` (an SFrameSources, or any object with ``for_module``
+    and ``own``)."""
+
+    def __init__(self, modules, target=None, sources=None):
+        self.modules = sorted(modules, key=lambda m: m.start)
+        self._starts = [m.start for m in self.modules]
+        self._target = target
+        self.sources = sources if sources is not None else SFrameSources()
+        # Sources looked up before: a walk asks for the same modules' data
+        # at every frame.
+        self._cached = {}
+
+    def module_for(self, pc: int) -> Optional[Module]:
+        i = bisect_right(self._starts, pc) - 1
+        if i >= 0 and pc < self.modules[i].end:
+            return self.modules[i]
+        return None
+
+    def source_for(self, module: Module, synthesized: bool = True) -> SFrameSource:
+        """The module's SFrameSource; with ``synthesized=False`` its own
+        SFrame data only, never rows synthesized from DWARF CFI."""
+        key = (module, synthesized, getattr(self.sources, "synthesize", True))
+        source = self._cached.get(key)
+        if source is None:
+            if synthesized:
+                source = self.sources.for_module(module, self._target)
+            else:
+                source = self.sources.own(module, self._target)
+            self._cached[key] = source
+        return source
+
+    def is_synthesized(self, module: Optional[Module]) -> bool:
+        """Whether the module's rows come from synthesized SFrame data."""
+        return module is not None and self.source_for(module).origin == "synth"
+
+    def row_for(self, pc: int, synthesized: bool = True):
+        """(module, FrameRow or None) for a run-time address."""
+        module = self.module_for(pc)
+        if module is None:
+            return None, None
+        section = self.source_for(module, synthesized).section
+        if section is None:
+            return module, None
+        return module, section.find_row(pc - module.load_bias)

@@ -7,8 +7,8 @@ from . import __version__
 from .archive import cbf, lws
 from .archive.report import folded_line, frame_lines
 from .archive.saved import saved_form, saved_trace_lines, saved_traces
-from .archive.symbolize import Symbolizer
 from .errors import SfbtError
+from .live.cli import add_commands as add_live_commands
 from .sframe import dump_text, lookup_text, read_section
 from .sframe.elf import read_elf_sframe
 
@@ -127,6 +127,7 @@ def _read_input(path):
 
 
 def _symbolizer(args):
+    from .archive.symbolize import Symbolizer
     return Symbolizer(executables=args.exe, debug_dirs=args.debug_dir)
 
 
@@ -312,6 +313,8 @@ def build_parser():
     heapmap.add_argument("log", metavar="LOG")
     _add_symbol_arguments(heapmap)
     heapmap.set_defaults(run=_run_heapmap)
+
+    add_live_commands(commands, CommandError)
     return parser
 
 

@@ -1,0 +1,14 @@
+"""Stacks of live processes and core files, without a debugger.
+
+- ``ptrace``: attaching to threads (PTRACE_SEIZE/INTERRUPT), their
+  register sets, and process_vm_readv, through ctypes on libc;
+- ``regsets``: the kernel's register sets (ptrace, NT_PRSTATUS) as DWARF
+  register numbers;
+- ``memory``: paged memory with per-thread stack snapshots;
+- ``mappings``: /proc/PID/maps and a core's NT_FILE as modules, the vDSO;
+- ``process``, ``core``: a snapshot of each thread (registers, stack) and
+  a Target for the unwinder, from a process or a core file;
+- ``stack``: the walk, symbolization and output of `sfbt stack`;
+- ``record``: `sfbt record`, sampling stacks into an archive;
+- ``flame``: flame graphs (SVG) and speedscope's JSON.
+"""

@@ -1,0 +1,105 @@
+"""The command line's `sfbt stack`, `sfbt record` and `sfbt flame`."""
+
+import sys
+
+from ..errors import SfbtError
+
+FORMATS = ("text", "archive", "cbf", "json", "lws")
+
+
+def _pid(text):
+    import argparse
+    try:
+        pid = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if pid <= 0:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+    return pid
+
+
+def _run_stack(args, error_type):
+    from .stack import Walker, capture, save, stop_reason, thread_lines
+    if args.format != "text" and not args.output:
+        raise error_type(f"--format {args.format} needs -o FILE")
+    try:
+        if args.core:
+            from .core import Core
+            source = Core(args.core, args.target)
+            states = source.thread_states()
+            for state in states:
+                if state.tid == states[0].tid and source.command:
+                    state.name = source.command
+            walker = Walker(source.arch, source.modules(), source.read_memory,
+                            source.executable)
+        else:
+            if args.target is None:
+                raise error_type("which process? (sfbt stack PID, or --core CORE)")
+            from .process import Process, ProcessError
+            pid = _pid_or_error(args.target, error_type)
+            source = Process(pid)
+            threads = source.threads()
+            if args.thread is not None:
+                threads = [t for t in threads if t[0] == args.thread]
+                if not threads:
+                    raise error_type(f"process {pid} has no thread {args.thread}")
+            states = [s for s in (source.snapshot(tid, name) for tid, name in threads) if s]
+            if not states:
+                raise ProcessError(f"process {pid} exited")
+            walker = Walker(source.arch, source.modules(), source.read, source.executable)
+        if args.core and args.thread is not None:
+            states = [s for s in states if s.tid == args.thread]
+            if not states:
+                raise error_type(f"{args.core} has no thread {args.thread}")
+        walks = [(number, state, *walker.walk(state))
+                 for number, state in enumerate(states, 1)]
+        if args.format == "text":
+            lines = []
+            for number, state, frames, stop in walks:
+                if lines:
+                    lines.append("")
+                lines += thread_lines(walker, number, state, frames, stop)
+            sys.stdout.write("".join(line + "\n" for line in lines))
+            return
+        captures = [capture(state, frames, stop, number)
+                    for number, state, frames, stop in walks]
+        fmt = args.format
+        if fmt in ("cbf", "json") and len(captures) > 1:
+            raise error_type(f"--format {fmt} holds one backtrace: add --thread TID, "
+                             "or use --format archive")
+        reason = stop_reason(states[0])
+        print(save(args.output, fmt, walker, captures, reason))
+    except SfbtError as error:
+        if isinstance(error, error_type):
+            raise
+        raise error_type(str(error)) from None
+    except OSError as error:
+        raise error_type(f"{getattr(error, 'filename', None) or args.output}: "
+                         f"{error.strerror or error}") from None
+
+
+def _pid_or_error(text, error_type):
+    try:
+        return _pid(text)
+    except Exception:
+        raise error_type(f"not a process id: {text!r} (for a core: "
+                         "sfbt stack --core CORE [EXE])") from None
+
+
+def add_commands(commands, error_type):
+    """Add `stack`, `record` and `flame` to the command line's subparsers;
+    their errors are raised as ``error_type`` (printed as one line)."""
+    stack = commands.add_parser(
+        "stack", help="every thread's backtrace of a running process or a "
+        "core file, unwound with SFrame data, without a debugger")
+    stack.add_argument("target", nargs="?", metavar="PID | EXE",
+                       help="the process id; with --core, the core's executable "
+                       "(optional: checked against the core)")
+    stack.add_argument("--core", metavar="CORE", help="read a core file instead")
+    stack.add_argument("--thread", type=int, metavar="TID",
+                       help="only this thread (its LWP id)")
+    stack.add_argument("--format", choices=FORMATS, default="text",
+                       help="text (default), or save as cbf-save --all-threads "
+                       "does: archive, cbf, json or lws (with -o)")
+    stack.add_argument("-o", "--output", metavar="FILE", help="where to save")
+    stack.set_defaults(run=lambda args: _run_stack(args, error_type))

@@ -1,0 +1,100 @@
+"""A thread's memory as the unwinder reads it: its stack as copied while
+it was stopped, and the rest of the address space (a live process's, read
+on demand, or a core's)."""
+
+from dataclasses import dataclass, field
+
+from ..unwind.target import Target, TargetMemoryError
+
+#: the most of a stack copied per thread (from the stack pointer up)
+STACK_COPY_LIMIT = 1 << 20
+#: below the stack pointer: x86-64's red zone, where a leaf keeps data
+RED_ZONE = 128
+
+
+@dataclass
+class ThreadState:
+    """One thread as captured: registers, and its stack from a little below
+    the stack pointer up."""
+
+    tid: int
+    name: str
+    registers: dict
+    stack_start: int = 0
+    stack: bytes = b""
+    #: the signal it was stopped by, in a core (0: none known)
+    signal: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def stack_range(sp, mappings):
+    """[start, end) of the stack to copy for a stack pointer: up to the end
+    of its mapping, at most STACK_COPY_LIMIT."""
+    for mapping in mappings:
+        if mapping.start <= sp < mapping.end:
+            start = max(mapping.start, sp - RED_ZONE)
+            return start, min(mapping.end, sp + STACK_COPY_LIMIT)
+    return sp, sp
+
+
+class ThreadTarget(Target):
+    """The unwinder's Target for one captured thread: its registers, its
+    stack copy, and ``read`` for every other address."""
+
+    def __init__(self, arch, state, read, modules):
+        self.arch = arch
+        self.state = state
+        self._read = read
+        self._modules = modules
+        self._stack_end = state.stack_start + len(state.stack)
+
+    def read_memory(self, address, size):
+        start = self.state.stack_start
+        if start <= address and address + size <= self._stack_end:
+            return self.state.stack[address - start:address - start + size]
+        return self._read(address, size)
+
+    def registers(self):
+        return self.state.registers
+
+    def modules(self):
+        return self._modules
+
+
+class CachedReads:
+    """Reads through ``read_raw(address, size)`` (bytes, possibly short),
+    keeping whole pages of memory that does not change (mappings that are
+    not writable)."""
+
+    PAGE = 4096
+
+    def __init__(self, read_raw, mappings):
+        self._read_raw = read_raw
+        self._constant = sorted((m.start, m.end) for m in mappings if not m.writable)
+        self._pages = {}
+
+    def _is_constant(self, address, end):
+        return any(start <= address and end <= stop for start, stop in self._constant)
+
+    def __call__(self, address, size):
+        if size <= 0:
+            return b""
+        if address < 0 or address + size > 1 << 64:
+            raise TargetMemoryError(address, size)
+        end = address + size
+        if not self._is_constant(address, end):
+            data = self._read_raw(address, size)
+            if len(data) != size:
+                raise TargetMemoryError(address, size)
+            return data
+        first = address - address % self.PAGE
+        chunks = []
+        for page in range(first, end, self.PAGE):
+            data = self._pages.get(page)
+            if data is None:
+                data = self._pages[page] = self._read_raw(page, self.PAGE)
+            if len(data) != self.PAGE:
+                raise TargetMemoryError(address, size)
+            chunks.append(data)
+        joined = b"".join(chunks) if len(chunks) > 1 else chunks[0]
+        return joined[address - first:address - first + size]

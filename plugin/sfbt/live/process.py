@@ -1,0 +1,142 @@
+"""A live process: its threads, mappings and modules, and a snapshot of
+each thread (registers and stack) taken while it is stopped for as short
+a time as that takes."""
+
+import os
+import time
+
+from ..elf import ElfError, open_elf
+from ..errors import SfbtError
+from . import ptrace, regsets
+from .mappings import VDSO, file_modules, read_maps, vdso_module
+from .memory import CachedReads, ThreadState, stack_range
+
+
+class ProcessError(SfbtError):
+    """A process sfbt cannot read: one line saying why."""
+
+
+def _read_text(path, default=""):
+    try:
+        with open(path) as stream:
+            return stream.read()
+    except OSError:
+        return default
+
+
+def _status_field(pid, name):
+    for line in _read_text(f"/proc/{pid}/status").splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1].split()
+    return []
+
+
+def permission_error(pid, error):
+    """Why ptrace was refused, in one line."""
+    tracer = _status_field(pid, "TracerPid")
+    if tracer and tracer[0] != "0":
+        return ProcessError(f"cannot trace process {pid}: it is already traced by "
+                            f"process {tracer[0]} (a debugger?)")
+    uid = _status_field(pid, "Uid")
+    if uid and os.geteuid() != 0 and int(uid[1]) != os.geteuid():
+        return ProcessError(f"cannot trace process {pid}: it belongs to user "
+                            f"{uid[1]} (run sfbt as that user, or as root)")
+    scope = _read_text("/proc/sys/kernel/yama/ptrace_scope").strip()
+    if scope and scope != "0" and os.geteuid() != 0:
+        return ProcessError(
+            f"cannot trace process {pid}: kernel.yama.ptrace_scope is {scope} "
+            "(only a parent may trace; set it to 0, or run sfbt as root or with "
+            "CAP_SYS_PTRACE)")
+    return ProcessError(f"cannot trace process {pid}: {error}")
+
+
+class Process:
+    """Process ``pid`` as sfbt reads it."""
+
+    def __init__(self, pid, arch=None):
+        self.pid = pid
+        if not os.path.isdir(f"/proc/{pid}/task"):
+            raise ProcessError(f"no process {pid}")
+        self.executable = self._executable()
+        self.arch = arch or self._arch()
+        if not regsets.supported(self.arch):
+            name = self.arch.name if self.arch else "this architecture"
+            raise ProcessError(f"process {pid}: {name} is not supported "
+                               "(sfbt stack reads x86-64 and AArch64)")
+        try:
+            self.mappings = read_maps(pid)
+        except OSError as error:
+            raise ProcessError(f"process {pid}: cannot read its mappings: "
+                               f"{error.strerror or error}") from None
+        self.read = CachedReads(lambda address, size: ptrace.read_pages(pid, address, size),
+                                self.mappings)
+        self._modules = None
+
+    def _executable(self):
+        try:
+            return os.readlink(f"/proc/{self.pid}/exe")
+        except OSError:
+            return None
+
+    def _arch(self):
+        path = f"/proc/{self.pid}/exe"
+        try:
+            stream, image = open_elf(path)
+        except FileNotFoundError:
+            raise ProcessError(f"no process {self.pid}") from None
+        except PermissionError:
+            raise ProcessError(f"cannot trace process {self.pid}: permission denied "
+                               "(it belongs to another user?)") from None
+        except (OSError, ElfError) as error:
+            raise ProcessError(f"process {self.pid}: cannot read its executable: "
+                               f"{error}") from None
+        with stream:
+            return image.arch
+
+    def modules(self):
+        if self._modules is None:
+            modules = file_modules(self.mappings)
+            for mapping in self.mappings:
+                if mapping.path == VDSO:
+                    data = ptrace.read_pages(self.pid, mapping.start,
+                                             mapping.end - mapping.start)
+                    vdso = vdso_module(data, mapping.start)
+                    if vdso is not None:
+                        modules.append(vdso)
+            self._modules = modules
+        return self._modules
+
+    def threads(self):
+        """[(tid, name)], the main thread first."""
+        try:
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
+        except OSError:
+            raise ProcessError(f"process {self.pid} exited") from None
+        return [(tid, _read_text(f"/proc/{self.pid}/task/{tid}/comm").strip())
+                for tid in tids]
+
+    def snapshot(self, tid, name=""):
+        """The thread's ThreadState, or None if it exited.  It is stopped
+        from PTRACE_INTERRUPT to PTRACE_DETACH only: the time to read its
+        registers and copy its stack (``extra["stopped"]``, seconds)."""
+        try:
+            ptrace.seize(tid)
+        except ptrace.ThreadGone:
+            return None
+        except ptrace.PtraceError as error:
+            raise permission_error(self.pid, error) from None
+        signal = 0
+        try:
+            began = time.perf_counter()
+            signal = ptrace.interrupt_and_wait(tid)
+            raw = ptrace.get_regset(tid, regsets.regset_size(self.arch))
+            registers = regsets.decode(self.arch, raw)
+            start, end = stack_range(registers[self.arch.sp], self.mappings)
+            stack = ptrace.read_pages(self.pid, start, end - start)
+            stopped = time.perf_counter() - began
+        except ptrace.ThreadGone:
+            return None
+        finally:
+            ptrace.detach(tid, signal)
+        return ThreadState(tid, name, registers, start, stack,
+                           extra={"stopped": stopped})

@@ -1,0 +1,141 @@
+"""ptrace and process_vm_readv through ctypes on libc.
+
+A thread is stopped only while its registers and stack are copied:
+PTRACE_SEIZE (which does not stop it), PTRACE_INTERRUPT, a wait for the
+ptrace-stop with ``__WALL`` (threads are not children), PTRACE_GETREGSET,
+process_vm_readv, PTRACE_DETACH.  A signal that arrives meanwhile is
+handed back on detach.
+"""
+
+import ctypes
+import errno
+import os
+
+from ..errors import SfbtError
+
+PTRACE_CONT = 7
+PTRACE_DETACH = 17
+PTRACE_GETREGSET = 0x4204
+PTRACE_SEIZE = 0x4206
+PTRACE_INTERRUPT = 0x4207
+PTRACE_EVENT_STOP = 128
+NT_PRSTATUS = 1
+WALL = 0x40000000
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class PtraceError(SfbtError):
+    """A ptrace request failed; ``errno`` says why."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.errno = code
+
+
+class ThreadGone(SfbtError):
+    """The thread exited (or was never there)."""
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+_libc = None
+
+
+def _lib():
+    global _libc
+    if _libc is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p,
+                                ctypes.c_void_p]
+        libc.ptrace.restype = ctypes.c_long
+        libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec),
+                                          ctypes.c_ulong, ctypes.POINTER(_IoVec),
+                                          ctypes.c_ulong, ctypes.c_ulong]
+        libc.process_vm_readv.restype = ctypes.c_ssize_t
+        _libc = libc
+    return _libc
+
+
+def _ptrace(request, tid, address=0, data=0):
+    result = _lib().ptrace(request, tid, address, data)
+    if result == -1:
+        code = ctypes.get_errno()
+        if code == errno.ESRCH:
+            raise ThreadGone(f"thread {tid} exited")
+        raise PtraceError(os.strerror(code), code)
+    return result
+
+
+def seize(tid):
+    _ptrace(PTRACE_SEIZE, tid)
+
+
+def detach(tid, signal=0):
+    try:
+        _ptrace(PTRACE_DETACH, tid, 0, signal)
+    except ThreadGone:
+        pass
+
+
+def interrupt_and_wait(tid):
+    """Stop a seized thread; returns the signal to hand back on detach (0
+    for none).  ThreadGone if it exits first."""
+    _ptrace(PTRACE_INTERRUPT, tid)
+    while True:
+        try:
+            _, status = os.waitpid(tid, WALL)
+        except ChildProcessError:
+            raise ThreadGone(f"thread {tid} exited") from None
+        if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+            raise ThreadGone(f"thread {tid} exited")
+        if os.WIFSTOPPED(status):
+            if status >> 16 == PTRACE_EVENT_STOP:
+                return 0
+            # a signal-delivery-stop: a ptrace-stop too; the signal goes
+            # back to the thread when it is detached
+            return os.WSTOPSIG(status)
+
+
+def get_regset(tid, size):
+    """The thread's NT_PRSTATUS register set (``size`` bytes at most)."""
+    buffer = ctypes.create_string_buffer(size)
+    vector = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
+    _ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, ctypes.addressof(vector))
+    return buffer.raw[:vector.length]
+
+
+def read_pages(pid, address, size):
+    """Bytes at [address, address + size) of process ``pid`` read with
+    process_vm_readv in page-sized blocks: as many as could be read, from
+    the start (a short result ends at the first unreadable page)."""
+    if size <= 0:
+        return b""
+    buffer = ctypes.create_string_buffer(size)
+    blocks = []
+    at = address
+    end = address + size
+    while at < end:
+        step = min(PAGE - at % PAGE, end - at)
+        blocks.append((at, step))
+        at += step
+    remote = (_IoVec * len(blocks))(*[_IoVec(a, n) for a, n in blocks])
+    local = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
+    done = 0
+    # the kernel takes at most IOV_MAX (1024) vectors per call
+    for first in range(0, len(blocks), 1024):
+        chunk = blocks[first:first + 1024]
+        length = sum(n for _, n in chunk)
+        local.base = ctypes.addressof(buffer) + done
+        local.length = length
+        count = _lib().process_vm_readv(
+            pid, ctypes.byref(local), 1,
+            ctypes.cast(ctypes.byref(remote, first * ctypes.sizeof(_IoVec)),
+                        ctypes.POINTER(_IoVec)), len(chunk), 0)
+        if count <= 0:
+            break
+        done += count
+        if count < length:
+            break
+    return buffer.raw[:done]

@@ -1,0 +1,91 @@
+"""`sfbt stack`: every thread's backtrace from a live process or a core,
+walked with the same core and rows as sframe-bt, printed as sframe-bt
+prints frames or saved as cbf-save --all-threads saves them."""
+
+import signal as signals
+import time
+
+from ..archive import cbf
+from ..commands.backtrace import backtrace_lines
+from ..unwind.modules import ModuleMap, SFrameSources
+from ..unwind.walk import STOP_LIMIT, Unwinder
+from .memory import ThreadState, ThreadTarget
+from .symbols import Describer
+
+#: frames walked at most per thread
+FRAME_LIMIT = 1000
+
+
+class Walker:
+    """Walks captured threads of one process (or core) with one module map
+    and one SFrame cache."""
+
+    def __init__(self, arch, modules, read, executable=None, sources=None,
+                 past_main=False):
+        self.arch = arch
+        self.modules = modules
+        self.read = read
+        self.sources = sources if sources is not None else SFrameSources()
+        memory = ThreadTarget(arch, ThreadState(0, "", {}), read, modules)
+        self.module_map = ModuleMap(modules, memory, self.sources)
+        self.describe = Describer(self.module_map, executable)
+        self.past_main = past_main
+
+    def walk(self, state):
+        """(frames, stop reason or None) of a captured thread."""
+        target = ThreadTarget(self.arch, state, self.read, self.modules)
+        unwinder = Unwinder(target, self.module_map, fallback="fp")
+        is_last = None
+        if not self.past_main:
+            def is_last(frame):
+                return (not frame.signal_trampoline
+                        and self.describe.name(frame.lookup_pc) == "main")
+        return unwinder.walk(limit=FRAME_LIMIT, is_last=is_last)
+
+
+def thread_heading(number, state):
+    name = f' "{state.name}"' if state.name else ""
+    return f"Thread {number} (LWP {state.tid}{name}):"
+
+
+def thread_lines(walker, number, state, frames, stop):
+    lines = [thread_heading(number, state)]
+    lines += backtrace_lines(frames, stop, None, False, False,
+                             lambda frame: walker.describe(frame.lookup_pc), walker.arch)
+    return lines
+
+
+def cbf_frames(frames):
+    return [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
+
+
+def stop_reason(state):
+    if state.signal:
+        try:
+            return signals.Signals(state.signal).name
+        except ValueError:
+            return f"signal {state.signal}"
+    return "stopped"
+
+
+def capture(state, frames, stop, number):
+    """What cbf-save stores for one thread."""
+    from ..commands.save import Capture
+    return Capture(f"{number} ({state.tid})", cbf_frames(frames), stop == STOP_LIMIT)
+
+
+def image_map(arch, modules):
+    from ..archive.imagemap import Image, ImageMap
+    from .mappings import display_path
+    images = [Image(display_path(m), m.image_base, m.end,
+                    bytes.fromhex(m.build_id) if m.build_id else b"")
+              for m in modules]
+    return ImageMap(f"linux-{arch.name}", images, 8 * arch.pointer_size)
+
+
+def save(path, fmt, walker, captures, reason):
+    """Write the captures as cbf-save does; returns its message."""
+    from ..commands.save import SaveOptions, save_captures
+    return save_captures(SaveOptions(path, fmt), captures,
+                         image_map(walker.arch, walker.modules), walker.arch.name,
+                         8 * walker.arch.pointer_size, reason, time.time_ns())

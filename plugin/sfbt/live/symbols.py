@@ -1,0 +1,285 @@
+"""Names and source lines of run-time addresses, for `sfbt stack`.
+
+Function names come from the module's symbol table (that of its separate
+debug file under /usr/lib/debug/.build-id when there is one), read with
+sfbt's own ELF reader.  Source lines come from DWARF through pyelftools,
+but only for the compilation unit that holds the address (found through
+.debug_aranges), and each unit's rows are kept on disk per build id: the
+first look-up in a large library costs one unit's parse, later runs read
+the cache."""
+
+import marshal
+import os
+import struct
+import zlib
+from bisect import bisect_right
+
+from ..elf import ElfError, open_elf
+from ..files import write_atomically
+from .mappings import display_path
+
+DEBUG_ROOT = "/usr/lib/debug/.build-id"
+STT_FUNC = 2
+SHF_COMPRESSED = 0x800
+ELFCOMPRESS_ZLIB = 1
+STT_GNU_IFUNC = 10
+STB_LOCAL = 0
+STB_GLOBAL = 1
+#: bumped when the cached rows change meaning
+LINES_FORMAT = 1
+
+
+def lines_cache_directory():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "sfbt", "lines")
+
+
+def debug_file(build_id):
+    """The separate debug file of a build id, or None."""
+    if not build_id or len(build_id) < 3:
+        return None
+    path = os.path.join(DEBUG_ROOT, build_id[:2], build_id[2:] + ".debug")
+    return path if os.path.exists(path) else None
+
+
+def _function_symbols(path):
+    """Sorted [(address, size, name)] of the file's function symbols
+    (.symtab, else .dynsym); of several names at one address, a global
+    one is kept."""
+    try:
+        stream, image = open_elf(path)
+    except (OSError, ElfError):
+        return []
+    with stream:
+        try:
+            sections = image.sections()
+            for wanted in (".symtab", ".dynsym"):
+                table = image.section(wanted)
+                if table is None or table.link >= len(sections):
+                    continue
+                strings = image.section_data(sections[table.link])
+                data = image.section_data(table)
+                found = {}
+                unpack = struct.Struct(image.header.endian + "IBBHQQ").iter_unpack
+                for name_at, info, _, shndx, value, size in unpack(data[:len(data) // 24 * 24]):
+                    kind, binding = info & 0xF, info >> 4
+                    if kind not in (STT_FUNC, STT_GNU_IFUNC) or not value or not shndx:
+                        continue
+                    end = strings.find(b"\0", name_at)
+                    name = strings[name_at:end].decode("utf-8", "replace")
+                    # a global name, else a weak one, else a local one;
+                    # versioned names (clock_nanosleep@GLIBC_2.2.5) last
+                    rank = (binding == STB_LOCAL) + (binding not in (STB_GLOBAL, STB_LOCAL)) \
+                        + 3 * ("@" in name)
+                    old = found.get(value)
+                    if old is None or rank < old[0]:
+                        found[value] = (rank, size, name)
+                if found:
+                    return sorted((a, s, n) for a, (_, s, n) in found.items())
+        except (OSError, ElfError, struct.error):
+            return []
+    return []
+
+
+def _section_bytes(image, section):
+    """A section's bytes, inflated when SHF_COMPRESSED with zlib; None for
+    another compression."""
+    data = image.section_data(section)
+    if section.flags & SHF_COMPRESSED:
+        (kind,) = struct.unpack_from(image.header.endian + "I", data)
+        if kind != ELFCOMPRESS_ZLIB:
+            return None
+        return zlib.decompress(data[24:])
+    return data
+
+
+def _address_ranges(path):
+    """Sorted [(start, end, unit offset)] of a file's .debug_aranges."""
+    try:
+        stream, image = open_elf(path)
+    except (OSError, ElfError):
+        return []
+    ranges = []
+    with stream:
+        try:
+            section = image.section(".debug_aranges")
+            data = _section_bytes(image, section) if section is not None else None
+            if not data:
+                return []
+            endian = image.header.endian
+            at = 0
+            while at + 4 <= len(data):
+                (length,) = struct.unpack_from(endian + "I", data, at)
+                offset_size, head = 4, at + 4
+                if length == 0xFFFFFFFF:
+                    (length,) = struct.unpack_from(endian + "Q", data, head)
+                    offset_size, head = 8, head + 8
+                end = head + length
+                unit = struct.unpack_from(endian + ("I" if offset_size == 4 else "Q"),
+                                          data, head + 2)[0]
+                address_size = data[head + 2 + offset_size]
+                if address_size != 8:
+                    at = end
+                    continue
+                pairs = head + 2 + offset_size + 2
+                pairs += -(pairs - at) % 16
+                for start, size in struct.iter_unpack(endian + "QQ", data[pairs:end - (end - pairs) % 16]):
+                    if start == 0 and size == 0:
+                        break
+                    if size:
+                        ranges.append((start, start + size, unit))
+                at = end
+        except (OSError, ElfError, struct.error, zlib.error, IndexError):
+            pass
+    ranges.sort()
+    return ranges
+
+
+class ModuleSymbols:
+    """The names and lines of one module's file addresses."""
+
+    def __init__(self, module):
+        self.module = module
+        self.path = debug_file(module.build_id) or module.path
+        self._functions = None
+        self._dwarf = None  # pyelftools DWARFInfo, False when there is none
+        self._aranges = None
+        self._arange_starts = None
+        self._units = {}  # CU offset -> (rows, starts)
+
+    def function(self, address):
+        if self._functions is None:
+            symbols = _function_symbols(self.path)
+            if not symbols and self.path != self.module.path:
+                symbols = _function_symbols(self.module.path)
+            self._functions = (symbols, [s[0] for s in symbols])
+        symbols, starts = self._functions
+        i = bisect_right(starts, address) - 1
+        if i < 0:
+            return None
+        start, size, name = symbols[i]
+        if size and address >= start + size:
+            return None
+        return name
+
+    def _dwarf_info(self):
+        if self._dwarf is None:
+            self._dwarf = False
+            try:
+                from elftools.elf.elffile import ELFFile
+                stream = open(self.path, "rb")
+                elf = ELFFile(stream)
+                if elf.has_dwarf_info():
+                    self._dwarf = elf.get_dwarf_info()
+                    self._stream = stream
+                else:
+                    stream.close()
+            except Exception:  # pyelftools on a damaged file: no lines
+                self._dwarf = False
+        return self._dwarf
+
+    def _unit_offset(self, address):
+        """The offset in .debug_info of the unit whose .debug_aranges
+        ranges hold the address, or None."""
+        if self._aranges is None:
+            self._aranges = _address_ranges(self.path)
+            self._arange_starts = [start for start, _, _ in self._aranges]
+        i = bisect_right(self._arange_starts, address) - 1
+        if i >= 0 and address < self._aranges[i][1]:
+            return self._aranges[i][2]
+        return None
+
+    def _cache_path(self, unit):
+        build_id = self.module.build_id
+        if not build_id:
+            return None
+        return os.path.join(lines_cache_directory(),
+                            f"{build_id}.{unit:x}.l{LINES_FORMAT}")
+
+    def _unit_rows(self, unit):
+        rows = self._units.get(unit)
+        if rows is not None:
+            return rows
+        cache = self._cache_path(unit)
+        table = None
+        if cache is not None:
+            try:
+                with open(cache, "rb") as stream:
+                    table = marshal.load(stream)
+            except (OSError, EOFError, ValueError, TypeError):
+                table = None
+        if table is None:
+            table = self._parse_unit(unit)
+            if cache is not None and table is not None:
+                try:
+                    os.makedirs(os.path.dirname(cache), exist_ok=True)
+                    write_atomically(cache, marshal.dumps(table))
+                except OSError:
+                    pass
+        table = table or []
+        rows = self._units[unit] = (table, [row[0] for row in table])
+        return rows
+
+    def _parse_unit(self, unit):
+        from ..archive.symbolize import _line_rows
+        try:
+            dwarf = self._dwarf_info()
+            program = dwarf.line_program_for_CU(dwarf.get_CU_at(unit))
+            if program is None:
+                return []
+            rows = sorted(_line_rows(program), key=lambda row: row[0])
+        except Exception:  # pyelftools on damaged DWARF: no lines
+            return None
+        chosen = {}
+        for row in rows:
+            if row[3] or not chosen.get(row[0], (0, 0, 0, False))[3]:
+                chosen[row[0]] = row
+        return [chosen[address] for address in sorted(chosen)]
+
+    def line(self, address):
+        """(file, line) of a file address, or None."""
+        unit = self._unit_offset(address)
+        if unit is None:
+            return None
+        rows, starts = self._unit_rows(unit)
+        i = bisect_right(starts, address) - 1
+        if i < 0 or rows[i][1] is None:
+            return None
+        return rows[i][1], rows[i][2]
+
+
+class Describer:
+    """describe(module map, lookup pc) -> (name, where) in sframe-bt's
+    words, with names and lines from each module's files."""
+
+    def __init__(self, module_map, executable=None):
+        self.module_map = module_map
+        self.executable = executable
+        self._symbols = {}
+
+    def symbols(self, module):
+        found = self._symbols.get(module)
+        if found is None:
+            found = self._symbols[module] = ModuleSymbols(module)
+        return found
+
+    def name(self, pc):
+        module = self.module_map.module_for(pc)
+        if module is None:
+            return "??"
+        return self.symbols(module).function(pc - module.load_bias) or "??"
+
+    def __call__(self, pc):
+        module = self.module_map.module_for(pc)
+        if module is None:
+            return "??", " ()"
+        symbols = self.symbols(module)
+        name = symbols.function(pc - module.load_bias) or "??"
+        line = symbols.line(pc - module.load_bias)
+        if line is not None:
+            return name, f" at {line[0]}:{line[1]}"
+        if self.executable is not None and os.path.realpath(module.path) == os.path.realpath(
+                self.executable):
+            return name, " ()"
+        return name, f" from {display_path(module)}"

@@ -75,7 +75,7 @@ static void *worker(void *arg)
     char name[16];
     snprintf(name, sizeof name, "%s-%ld", id < busy ? "busy" : "wait", id);
     pthread_setname_np(pthread_self(), name);
-    work_at((int)id, (int)id % 3 + 1);
+    work_at((int)id, (int)id % 2 + 1);
     return NULL;
 }
 

@@ -28,8 +28,9 @@ def _run_stack(args, error_type):
             source = Core(args.core, args.target)
             states = source.thread_states()
             for state in states:
-                if state.tid == states[0].tid and source.command:
+                if state.tid == source.pid and source.command:
                     state.name = source.command
+            numbered = list(enumerate(states, 1))
             walker = Walker(source.arch, source.modules(), source.read_memory,
                             source.executable)
         else:
@@ -38,21 +39,22 @@ def _run_stack(args, error_type):
             from .process import Process, ProcessError
             pid = _pid_or_error(args.target, error_type)
             source = Process(pid)
-            threads = source.threads()
+            threads = list(enumerate(source.threads(), 1))
             if args.thread is not None:
-                threads = [t for t in threads if t[0] == args.thread]
+                threads = [t for t in threads if t[1][0] == args.thread]
                 if not threads:
                     raise error_type(f"process {pid} has no thread {args.thread}")
-            states = [s for s in (source.snapshot(tid, name) for tid, name in threads) if s]
-            if not states:
+            numbered = [(number, source.snapshot(tid, name))
+                        for number, (tid, name) in threads]
+            numbered = [(number, state) for number, state in numbered if state]
+            if not numbered:
                 raise ProcessError(f"process {pid} exited")
             walker = Walker(source.arch, source.modules(), source.read, source.executable)
         if args.core and args.thread is not None:
-            states = [s for s in states if s.tid == args.thread]
-            if not states:
+            numbered = [(n, s) for n, s in numbered if s.tid == args.thread]
+            if not numbered:
                 raise error_type(f"{args.core} has no thread {args.thread}")
-        walks = [(number, state, *walker.walk(state))
-                 for number, state in enumerate(states, 1)]
+        walks = [(number, state, *walker.walk(state)) for number, state in numbered]
         if args.format == "text":
             lines = []
             for number, state, frames, stop in walks:
@@ -67,7 +69,7 @@ def _run_stack(args, error_type):
         if fmt in ("cbf", "json") and len(captures) > 1:
             raise error_type(f"--format {fmt} holds one backtrace: add --thread TID, "
                              "or use --format archive")
-        reason = stop_reason(states[0])
+        reason = stop_reason(numbered[0][1])
         print(save(args.output, fmt, walker, captures, reason))
     except SfbtError as error:
         if isinstance(error, error_type):

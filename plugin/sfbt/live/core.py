@@ -23,6 +23,7 @@ NT_AUXV = 6
 NT_FILE = 0x46494C45
 AT_ENTRY = 9
 AT_SYSINFO_EHDR = 33
+PRPSINFO_PID = 24
 PRPSINFO_FNAME = 40
 
 
@@ -82,6 +83,7 @@ class Core:
                              for s in image.segments() if s.type == PT_LOAD and s.filesz)
         self._load_starts = [start for start, _, _ in self._loads]
         self.threads_raw, self.mappings, self.auxv, self.command = [], [], {}, ""
+        self.pid = None
         for segment in image.segments():
             if segment.type != PT_NOTE:
                 continue
@@ -94,6 +96,7 @@ class Core:
                 elif kind == NT_FILE:
                     self.mappings = parse_nt_file(desc, endian)
                 elif kind == NT_PRPSINFO:
+                    (self.pid,) = struct.unpack_from(endian + "i", desc, PRPSINFO_PID)
                     fname = desc[PRPSINFO_FNAME:PRPSINFO_FNAME + 16]
                     self.command = fname.split(b"\0")[0].decode("utf-8", "replace")
                 elif kind == NT_AUXV:
@@ -209,7 +212,7 @@ class Core:
             (tid,) = struct.unpack_from(self._endian + "i", desc, regsets.PRSTATUS_PID)
             registers = regsets.decode(self.arch, desc[regsets.PRSTATUS_REGISTERS:])
             states.append(ThreadState(tid, "", registers, signal=signal))
-        return states
+        return sorted(states, key=lambda state: state.tid)
 
     def close(self):
         self._data.close()

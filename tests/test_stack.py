@@ -1,0 +1,242 @@
+"""sfbt stack on a live multi-threaded process and on its cores: the PCs
+of every thread equal GDB's own (GDB's frames that are on the stack, with
+sfbt's unwinder off in GDB), and the errors are one clear line."""
+
+import ctypes
+import os
+import re
+import resource
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import require, run_sfbt
+from gdb_support import compile_program, gdb_pcs, run_gdb
+
+_THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)(?: \"([^\"]*)\")?\):$", re.M)
+_GDB_THREAD = re.compile(r"^Thread \d+ \(.*LWP (\d+)\)")
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory):
+    return compile_program(tmp_path_factory.mktemp("stack"), "workers", "O2", True,
+                           ["workers.c"])
+
+
+class Running:
+    """The workers program, started for one test and killed after it."""
+
+    def __init__(self, program, *arguments, cwd=None, core_limit=None):
+        def limits():
+            if core_limit is not None:
+                resource.setrlimit(resource.RLIMIT_CORE, (core_limit, core_limit))
+        self.process = subprocess.Popen([str(program), *map(str, arguments)],
+                                        stdout=subprocess.PIPE, text=True, cwd=cwd,
+                                        preexec_fn=limits)
+        assert self.process.stdout.readline().strip() == "ready"
+        self.pid = self.process.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def sfbt_stacks(text):
+    """{tid: [pc, ...]} from sfbt stack's output."""
+    stacks, current = {}, None
+    for line in text.splitlines():
+        match = _THREAD.match(line)
+        if match:
+            current = stacks[int(match[2])] = []
+        elif line.startswith("#") and current is not None:
+            current.append(int(line.split()[1], 16))
+    return stacks
+
+
+def gdb_stacks(text):
+    """{tid: [pc, ...]} from `thread apply all test-gdb-pcs`."""
+    stacks, tid = {}, None
+    for line in text.splitlines():
+        match = _GDB_THREAD.match(line)
+        if match:
+            tid = int(match[1])
+        elif line.startswith("GDB-PCS") and tid is not None:
+            (stacks[tid],) = gdb_pcs(line)
+    return stacks
+
+
+GDB_OWN = ["set sframe unwinder off", "thread apply all test-gdb-pcs"]
+
+
+def test_live_process_and_its_gcore(gdb, workers, tmp_path):
+    core = tmp_path / "workers.core"
+    with Running(workers) as running:
+        ours = run_sfbt("stack", running.pid)
+        assert ours.returncode == 0, ours.stderr
+        out = run_gdb(gdb, ["-p", str(running.pid)], GDB_OWN + [f"gcore {core}"])
+        again = run_sfbt("stack", running.pid)
+    theirs = gdb_stacks(out)
+    stacks = sfbt_stacks(ours.stdout)
+    assert len(stacks) == 9 and len(theirs) == 9, out[-2000:]
+    assert stacks == theirs
+    # a second look, after GDB detached, finds every thread where it was
+    assert sfbt_stacks(again.stdout) == stacks
+    names = dict((int(m[2]), m[3]) for m in _THREAD.finditer(ours.stdout))
+    assert names[running.pid] == "workers"
+    assert sorted(names.values()) == [f"wait-{i}" for i in range(8)] + ["workers"]
+    # frames as sframe-bt prints them, ending at main and at clone3
+    assert re.search(r"^#1  0x[0-9a-f]{16} in main at \S*workers.c:\d+$", ours.stdout, re.M)
+    assert ours.stdout.count("in worker at ") == 8
+    assert core.exists()
+    from_core = run_sfbt("stack", "--core", core, workers)
+    assert from_core.returncode == 0, from_core.stderr
+    assert sfbt_stacks(from_core.stdout) == theirs
+
+
+def _kernel_core_pattern():
+    try:
+        with open("/proc/sys/kernel/core_pattern") as stream:
+            pattern = stream.read().strip()
+    except OSError:
+        return None
+    # a plain file name in the crashing process's directory is ours to read
+    return pattern if pattern and "/" not in pattern and not pattern.startswith("|") \
+        else None
+
+
+def test_kernel_core(gdb, workers, tmp_path):
+    """A core the kernel wrote (or, where the kernel's cores go elsewhere,
+    gcore's): the same PCs as GDB's on the live process."""
+    pattern = _kernel_core_pattern()
+    with Running(workers, cwd=tmp_path, core_limit=resource.RLIM_INFINITY) as running:
+        commands = GDB_OWN if pattern else GDB_OWN + [f"gcore {tmp_path / 'core'}"]
+        theirs = gdb_stacks(run_gdb(gdb, ["-p", str(running.pid)], commands))
+        if pattern:
+            running.process.send_signal(signal.SIGQUIT)
+            running.process.wait(timeout=60)
+    cores = [p for p in tmp_path.iterdir() if p.name.startswith("core")]
+    assert len(cores) == 1, list(tmp_path.iterdir())
+    ours = run_sfbt("stack", "--core", cores[0])
+    assert ours.returncode == 0, ours.stderr
+    assert len(theirs) == 9
+    assert sfbt_stacks(ours.stdout) == theirs
+
+
+def test_one_thread_and_saved_forms(workers, tmp_path):
+    with Running(workers) as running:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{running.pid}/task"))
+        one = run_sfbt("stack", running.pid, "--thread", tids[3])
+        everything = run_sfbt("stack", running.pid)
+        archive = tmp_path / "all.sfbt"
+        saved = run_sfbt("stack", running.pid, "--format", "archive", "-o", archive)
+        single = tmp_path / "one.json"
+        json_saved = run_sfbt("stack", running.pid, "--thread", tids[3],
+                              "--format", "json", "-o", single)
+        lws_file = tmp_path / "all.lws"
+        lws_saved = run_sfbt("stack", running.pid, "--format", "lws", "-o", lws_file)
+    stacks = sfbt_stacks(everything.stdout)
+    assert list(sfbt_stacks(one.stdout)) == [tids[3]]
+    assert one.stdout.startswith(f"Thread 4 (LWP {tids[3]} ")
+    assert saved.returncode == 0 and "Saved 9 backtraces" in saved.stdout, saved.stderr
+    decoded = run_sfbt("cbf", "decode", archive)
+    assert decoded.returncode == 0, decoded.stderr
+    # the archive keeps each distinct stack once, with a count
+    traces = [[int(m, 16) for m in re.findall(r"^#\d+\s+(0x[0-9a-f]+)", part, re.M)]
+              for part in decoded.stdout.split("Backtrace ")[1:]]
+    counts = re.findall(r"captured (once|\d+ times)", decoded.stdout)
+    assert sorted(map(tuple, traces)) == sorted(set(map(tuple, stacks.values())))
+    assert len(traces) < 9 and sum(1 if c == "once" else int(c.split()[0])
+                                   for c in counts) == 9
+    assert json_saved.returncode == 0, json_saved.stderr
+    from_json = run_sfbt("cbf", "decode", single)
+    assert [int(m, 16) for m in re.findall(r"^#\d+\s+(0x[0-9a-f]+)", from_json.stdout, re.M)] \
+        == stacks[tids[3]]
+    assert lws_saved.returncode == 0
+    assert lws_file.read_text().count("~m#") == 9
+
+
+def _one_line_error(result, pattern):
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and re.fullmatch(pattern, lines[0]), result.stderr
+
+
+def test_errors(workers, tmp_path):
+    free = max(int(p) for p in os.listdir("/proc") if p.isdigit()) + 100000
+    _one_line_error(run_sfbt("stack", free), rf"sfbt: no process {free}")
+    _one_line_error(run_sfbt("stack", "abc"), r"sfbt: not a process id: 'abc' .*")
+    _one_line_error(run_sfbt("stack"), r"sfbt: which process\? .*")
+    not_core = tmp_path / "not-a-core"
+    not_core.write_bytes(b"\x7fELF" + bytes(100))
+    _one_line_error(run_sfbt("stack", "--core", not_core), rf"sfbt: {not_core}: .*")
+    _one_line_error(run_sfbt("stack", "--core", workers),
+                    rf"sfbt: {workers}: not a core file \(ELF type 3\)")
+    with Running(workers) as running:
+        _one_line_error(run_sfbt("stack", running.pid, "--format", "cbf", "-o",
+                                 tmp_path / "x.cbf"),
+                        r"sfbt: --format cbf holds one backtrace: .*")
+        _one_line_error(run_sfbt("stack", running.pid, "--format", "archive"),
+                        r"sfbt: --format archive needs -o FILE")
+        _one_line_error(run_sfbt("stack", running.pid, "--thread", "1"),
+                        rf"sfbt: process {running.pid} has no thread 1")
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.ptrace(0x4206, running.pid, None, None) == 0  # PTRACE_SEIZE
+        try:
+            _one_line_error(run_sfbt("stack", running.pid),
+                            rf"sfbt: cannot trace process {running.pid}: it is already "
+                            rf"traced by process {os.getpid()} \(a debugger\?\)")
+        finally:
+            libc.ptrace(0x4207, running.pid, None, None)  # PTRACE_INTERRUPT
+            os.waitpid(running.pid, 0x40000000)
+            libc.ptrace(17, running.pid, None, None)  # PTRACE_DETACH
+        core = tmp_path / "core"
+        subprocess.run(["gcore", "-o", str(tmp_path / "core"), str(running.pid)],
+                       capture_output=True, timeout=120)
+    (core,) = tmp_path.glob("core.*")
+    _one_line_error(run_sfbt("stack", "--core", core, "/bin/true"),
+                    rf"sfbt: {core} is a core of \S+/workers \(build id [0-9a-f]+\), "
+                    r"not of /bin/true \(build id [0-9a-f]+\)")
+
+
+def test_a_process_that_exits_while_read(workers):
+    """Threads that are gone are left out; a process that is gone is one
+    line, never a traceback."""
+    from sfbt.live.process import Process, ProcessError
+    with Running(workers) as running:
+        process = Process(running.pid)
+        threads = process.threads()
+        first = process.snapshot(*threads[1])
+        assert first is not None and first.tid == threads[1][0]
+        running.process.kill()
+        running.process.wait()
+        assert process.snapshot(*threads[2]) is None
+        with pytest.raises(ProcessError, match=rf"process {running.pid} exited"):
+            process.threads()
+    with Running(workers) as running:
+        pid = running.pid
+    _one_line_error(run_sfbt("stack", pid), rf"sfbt: no process {pid}")
+
+
+def test_threads_run_on_after_their_snapshot(workers):
+    """Each thread is stopped only to read its registers and copy its
+    stack: afterwards no thread is traced or stopped, and busy ones work."""
+    from sfbt.live.process import Process
+    with Running(workers, 2) as running:
+        process = Process(running.pid)
+        states = [process.snapshot(tid, name) for tid, name in process.threads()]
+        assert all(state is not None and state.stack for state in states)
+        sp = process.arch.sp
+        assert all(state.stack_start <= state.registers[sp] < state.stack_start
+                   + len(state.stack) for state in states)
+        time.sleep(0.05)
+        for tid, _ in process.threads():
+            status = open(f"/proc/{running.pid}/task/{tid}/status").read()
+            assert re.search(r"^TracerPid:\s+0$", status, re.M), status
+            assert re.search(r"^State:\s+[RS]", status, re.M), status

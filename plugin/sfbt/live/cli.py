@@ -88,6 +88,26 @@ def _pid_or_error(text, error_type):
                          "sfbt stack --core CORE [EXE])") from None
 
 
+def _run_record(args, error_type):
+    from .record import Recorder, summary
+    if args.hz <= 0 or args.hz > 10000:
+        raise error_type(f"--hz {args.hz:g}: a rate from above 0 to 10000 samples a second")
+    if args.duration is not None and args.duration <= 0:
+        raise error_type(f"--duration {args.duration:g}: a number of seconds above 0")
+    try:
+        recorder = Recorder(args.pid, args.hz)
+        try:
+            recorder.run(args.duration)
+        finally:
+            recorder.close()
+        recorder.save(args.output)
+    except SfbtError as error:
+        raise error_type(str(error)) from None
+    except OSError as error:
+        raise error_type(f"{args.output}: {error.strerror or error}") from None
+    print(summary(recorder, args.output))
+
+
 def add_commands(commands, error_type):
     """Add `stack`, `record` and `flame` to the command line's subparsers;
     their errors are raised as ``error_type`` (printed as one line)."""
@@ -105,3 +125,17 @@ def add_commands(commands, error_type):
                        "does: archive, cbf, json or lws (with -o)")
     stack.add_argument("-o", "--output", metavar="FILE", help="where to save")
     stack.set_defaults(run=lambda args: _run_stack(args, error_type))
+
+    record = commands.add_parser(
+        "record", help="sample every thread's stack of a running process at a "
+        "fixed rate into one archive (each distinct stack once, with a count)")
+    record.add_argument("-p", "--pid", type=_pid, required=True, metavar="PID")
+    record.add_argument("--hz", type=float, default=99.0,
+                        help="samples a second (default 99)")
+    record.add_argument("--duration", type=float, metavar="S",
+                        help="seconds to record (default: until the process exits "
+                        "or Ctrl-C)")
+    record.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="the archive to write (read it with sfbt fold, "
+                        "sfbt flame, sfbt cbf decode)")
+    record.set_defaults(run=lambda args: _run_record(args, error_type))

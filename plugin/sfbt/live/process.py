@@ -71,6 +71,8 @@ class Process:
         self.read = CachedReads(lambda address, size: ptrace.read_pages(pid, address, size),
                                 self.mappings)
         self._modules = None
+        self._counter_files = {}  # tid -> open fds of its stat and schedstat
+        self._names = {}
 
     def _executable(self):
         try:
@@ -106,14 +108,51 @@ class Process:
             self._modules = modules
         return self._modules
 
-    def threads(self):
-        """[(tid, name)], the main thread first."""
+    def threads(self, fresh_names=True):
+        """[(tid, name)], the main thread first; without ``fresh_names``,
+        the name read when a thread was first seen."""
         try:
             tids = sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
         except OSError:
             raise ProcessError(f"process {self.pid} exited") from None
-        return [(tid, _read_text(f"/proc/{self.pid}/task/{tid}/comm").strip())
-                for tid in tids]
+        if not tids:
+            raise ProcessError(f"process {self.pid} exited")
+        threads = []
+        for tid in tids:
+            name = self._names.get(tid)
+            if name is None or fresh_names:
+                name = self._names[tid] = _read_text(
+                    f"/proc/{self.pid}/task/{tid}/comm").strip()
+            threads.append((tid, name))
+        return threads
+
+    def idle_mark(self, tid):
+        """What says a thread has not run since: its run time and run count
+        (/proc/.../schedstat) while it is not running, else None.  The two
+        files stay open: a read at offset 0 gives their current text."""
+        files = self._counter_files.get(tid)
+        try:
+            if files is None:
+                base = f"/proc/{self.pid}/task/{tid}/"
+                files = self._counter_files[tid] = (os.open(base + "stat", os.O_RDONLY),
+                                                    os.open(base + "schedstat", os.O_RDONLY))
+            stat = os.pread(files[0], 512, 0)
+            counters = os.pread(files[1], 128, 0)
+        except OSError:
+            self._forget_thread(tid)
+            return None
+        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+        if state in (b"R", b"") or counters.startswith(b"0 0 0"):
+            return None
+        return counters
+
+    def _forget_thread(self, tid):
+        for fd in self._counter_files.pop(tid, ()):
+            os.close(fd)
+
+    def close(self):
+        for tid in list(self._counter_files):
+            self._forget_thread(tid)
 
     def snapshot(self, tid, name=""):
         """The thread's ThreadState, or None if it exited.  It is stopped

@@ -108,6 +108,34 @@ def _run_record(args, error_type):
     print(summary(recorder, args.output))
 
 
+def _run_flame(args, error_type):
+    from ..archive.saved import saved_traces
+    from ..files import write_atomically
+    from .flame import flame_svg, folded_stacks, speedscope
+    try:
+        with open(args.file, "rb") as stream:
+            data = stream.read()
+    except OSError as error:
+        raise error_type(f"{args.file}: {error.strerror or error}") from None
+    try:
+        traces, damage = saved_traces(data, args.file)
+    except SfbtError as error:
+        raise error_type(f"{args.file}: {error}") from None
+    if damage is not None and not traces:
+        raise error_type(str(damage))
+    stacks = folded_stacks(traces)
+    title = args.title or f"sfbt: {args.file}"
+    text = speedscope(stacks, title) if args.format == "speedscope" else flame_svg(stacks, title)
+    try:
+        write_atomically(args.output, text.encode())
+    except OSError as error:
+        raise error_type(f"{args.output}: {error.strerror or error}") from None
+    total = sum(weight for _, weight in stacks)
+    print(f"{args.output}: {args.format} of {total} stacks ({len(stacks)} distinct)")
+    if damage is not None:
+        raise error_type(f"{damage} (the stacks before it were drawn)")
+
+
 def add_commands(commands, error_type):
     """Add `stack`, `record` and `flame` to the command line's subparsers;
     their errors are raised as ``error_type`` (printed as one line)."""
@@ -139,3 +167,13 @@ def add_commands(commands, error_type):
                         help="the archive to write (read it with sfbt fold, "
                         "sfbt flame, sfbt cbf decode)")
     record.set_defaults(run=lambda args: _run_record(args, error_type))
+
+    flame = commands.add_parser(
+        "flame", help="draw saved stacks (sfbt record, cbf-save) as an interactive "
+        "SVG flame graph, or write speedscope's JSON")
+    flame.add_argument("file", metavar="FILE",
+                       help="an archive, a .cbf, JSON or lws file")
+    flame.add_argument("-o", "--output", required=True, metavar="OUT")
+    flame.add_argument("--format", choices=("svg", "speedscope"), default="svg")
+    flame.add_argument("--title", help="the graph's title (default: the file name)")
+    flame.set_defaults(run=lambda args: _run_flame(args, error_type))

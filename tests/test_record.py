@@ -1,0 +1,105 @@
+"""sfbt record, sfbt flame: sampling a live process into one archive,
+then drawing it."""
+
+import json
+import re
+import xml.dom.minidom
+
+from conftest import run_sfbt
+from test_stack import Running, _one_line_error, sfbt_stacks, workers  # noqa: F401
+
+_FRAME = re.compile(r"^#\d+\s+(0x[0-9a-f]+) in (\S+)", re.M)
+
+
+def test_record_fold_and_flame(workers, tmp_path):  # noqa: F811
+    archive = tmp_path / "profile.sfbt"
+    with Running(workers, 1) as running:
+        stacks = sfbt_stacks(run_sfbt("stack", running.pid).stdout)
+        recorded = run_sfbt("record", "-p", running.pid, "--hz", "50", "--duration", "1",
+                            "-o", archive)
+        after = run_sfbt("stack", running.pid)
+    assert recorded.returncode == 0, recorded.stderr
+    match = re.search(r"Recorded (\d+) stacks in (\d+) samples over ([\d.]+) s", recorded.stdout)
+    assert match, recorded.stdout
+    count, ticks = int(match[1]), int(match[2])
+    assert ticks >= 10 and count == 9 * ticks
+    # the process goes on, untraced, with every thread
+    assert len(sfbt_stacks(after.stdout)) == 9
+    decoded = run_sfbt("cbf", "decode", archive)
+    assert decoded.returncode == 0, decoded.stderr
+    counts = [1 if c == "once" else int(c.split()[0])
+              for c in re.findall(r"captured (once|\d+ times)", decoded.stdout)]
+    assert sum(counts) == count
+    # every waiting thread's stack was recorded as sfbt stack sees it, once
+    # per sample
+    traces = [tuple(int(pc, 16) for pc, _ in _FRAME.findall(part))
+              for part in decoded.stdout.split("Backtrace ")[1:]]
+    weights = dict(zip(traces, counts))
+    busy = min(t for t in stacks if t != running.pid)
+    for tid, pcs in stacks.items():
+        if tid != busy:
+            assert weights.get(tuple(pcs), 0) >= ticks, (tid, pcs)
+    assert any("compute" in part for part in decoded.stdout.split("Backtrace ")[1:])
+    folded = run_sfbt("fold", archive)
+    assert folded.returncode == 0
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in folded.stdout.splitlines()) == count
+
+    svg_path = tmp_path / "flame.svg"
+    drawn = run_sfbt("flame", archive, "-o", svg_path)
+    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.stdout.strip() == f"{svg_path}: svg of {count} stacks ({len(counts)} distinct)"
+    document = xml.dom.minidom.parse(str(svg_path))
+    groups = document.getElementsByTagName("g")
+    frames = {}
+    for group in groups:
+        title = group.getElementsByTagName("title")[0].firstChild.data
+        frames.setdefault(group.getAttribute("data-name"), []).append(
+            (title, float(group.getAttribute("data-x")), float(group.getAttribute("data-w")),
+             int(group.getAttribute("data-d"))))
+    (root,) = frames["all"]
+    assert root[0] == f"all ({count} samples, 100.00%)" and root[3] == 0
+    (main,) = frames["main"]
+    assert main[0].startswith(f"main ({ticks} samples, ")
+    assert abs(main[2] / root[2] - ticks / count) < 1e-3
+    assert "compute" in frames and "start_thread" in frames
+    # each frame lies within the width of the one below it
+    for group in groups:
+        assert 0 <= float(group.getAttribute("data-x")) <= root[2] + 1e-6
+    script = document.getElementsByTagName("script")[0].firstChild.data
+    assert "addEventListener(\"click\"" in script and "Escape" in script
+
+    speed_path = tmp_path / "profile.speedscope.json"
+    assert run_sfbt("flame", archive, "--format", "speedscope", "-o", speed_path).returncode == 0
+    profile = json.loads(speed_path.read_text())
+    names = [frame["name"] for frame in profile["shared"]["frames"]]
+    (sampled,) = profile["profiles"]
+    assert sampled["type"] == "sampled" and sum(sampled["weights"]) == count
+    assert ["main", "__libc_pause"] in [[names[i] for i in s] for s in sampled["samples"]] \
+        or ["main", "pause"] in [[names[i] for i in s] for s in sampled["samples"]]
+    assert all(names[s[0]] in ("main", "__clone3", "clone3") for s in sampled["samples"])
+
+
+def test_record_errors(workers, tmp_path):  # noqa: F811
+    with Running(workers) as running:
+        _one_line_error(run_sfbt("record", "-p", running.pid, "--hz", "0", "-o",
+                                 tmp_path / "x"), r"sfbt: --hz 0: .*")
+        _one_line_error(run_sfbt("record", "-p", running.pid, "--duration", "0.5", "-o",
+                                 tmp_path / "no" / "such" / "dir"),
+                        rf"sfbt: {tmp_path}/no/such/dir: No such file or directory")
+    _one_line_error(run_sfbt("record", "-p", running.pid, "-o", tmp_path / "x"),
+                    rf"sfbt: no process {running.pid}")
+    _one_line_error(run_sfbt("flame", tmp_path / "missing", "-o", tmp_path / "y.svg"),
+                    rf"sfbt: {tmp_path}/missing: No such file or directory")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    _one_line_error(run_sfbt("flame", bad, "-o", tmp_path / "y.svg"),
+                    rf"sfbt: {bad}: not a JSON document: .*")
+
+
+def test_record_until_the_process_exits(workers, tmp_path):  # noqa: F811
+    archive = tmp_path / "short.sfbt"
+    with Running(workers, 0, 1) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "-o", archive)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "(the process exited)" in recorded.stdout
+    assert run_sfbt("cbf", "decode", archive).returncode == 0

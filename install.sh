@@ -27,6 +27,7 @@ APT_PACKAGES=(
   python3 python3-pip python3-venv python3-pyelftools python3-pytest
   python3-pexpect python3-hypothesis
   qemu-user gdb-multiarch gdbserver libc6-arm64-cross libc6-s390x-cross
+  elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
 )
 
 say() { printf 'install.sh: %s\n' "$*"; }

@@ -4,7 +4,6 @@ load bias from its program headers.  The vDSO has no file: its image is
 read from memory and kept in the cache under its build id, so that its
 rows can be synthesized and its symbols read like any file's."""
 
-import hashlib
 import io
 import os
 import struct
@@ -130,7 +129,11 @@ def vdso_module(data, start) -> Optional[Module]:
         return None
     if bias is None:
         return None
-    name = f"{build_id or hashlib.sha256(data).hexdigest()[:40]}.so"
+    if build_id:
+        name = f"{build_id}.so"
+    else:
+        import hashlib
+        name = f"{hashlib.sha256(data).hexdigest()[:40]}.so"
     path = os.path.join(vdso_cache_directory(), name)
     if not os.path.exists(path):
         try:

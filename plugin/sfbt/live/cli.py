@@ -78,6 +78,8 @@ def _run_stack(args, error_type):
     except OSError as error:
         raise error_type(f"{getattr(error, 'filename', None) or args.output}: "
                          f"{error.strerror or error}") from None
+    except KeyboardInterrupt:
+        raise error_type("interrupted") from None
 
 
 def _pid_or_error(text, error_type):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import require, run_sfbt
+from conftest import run_sfbt
 from gdb_support import compile_program, gdb_pcs, run_gdb
 
 _THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)(?: \"([^\"]*)\")?\):$", re.M)
@@ -196,7 +196,6 @@ def test_errors(workers, tmp_path):
             libc.ptrace(0x4207, running.pid, None, None)  # PTRACE_INTERRUPT
             os.waitpid(running.pid, 0x40000000)
             libc.ptrace(17, running.pid, None, None)  # PTRACE_DETACH
-        core = tmp_path / "core"
         subprocess.run(["gcore", "-o", str(tmp_path / "core"), str(running.pid)],
                        capture_output=True, timeout=120)
     (core,) = tmp_path.glob("core.*")

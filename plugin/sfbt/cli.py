@@ -5,7 +5,7 @@ import sys
 
 from . import __version__
 from .archive import cbf, lws
-from .archive.report import folded_line, frame_lines
+from .archive.report import folded_line, frame_lines, trace_names
 from .archive.saved import saved_form, saved_trace_lines, saved_traces
 from .errors import SfbtError
 from .live.cli import add_commands as add_live_commands
@@ -171,19 +171,21 @@ def _run_cbf_decode(args):
         raise CommandError(str(error))
 
 
+def _function_name(describe):
+    """trace_names' name_of: the function's name, None where it is "??"."""
+    def name_of(lookup):
+        name = describe(lookup)[0]
+        return None if name == "??" else name
+    return name_of
+
+
 def _run_fold(args):
     traces, error = _traces(_read_input(args.file), args.file)
     symbolizer = _symbolizer(args)
     lines = []
     for trace in traces:
-        names = []
-        for frame in trace.frames:
-            if isinstance(frame, cbf.Omitted):
-                continue
-            lookup = frame.address if frame.kind == "pc" else frame.address - 1
-            name, _ = _describer(symbolizer, trace.images)(lookup)
-            names.append(name if name != "??" else f"{frame.address:#x}")
-        lines.append(folded_line(names, trace.weight))
+        name_of = _function_name(_describer(symbolizer, trace.images))
+        lines.append(folded_line(trace_names(trace.frames, name_of), trace.weight))
     sys.stdout.write("".join(line + "\n" for line in lines))
     if error is not None:
         raise CommandError(str(error))

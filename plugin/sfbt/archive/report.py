@@ -39,6 +39,19 @@ def trace_heading(number, trace):
     return f"Backtrace {number}, captured {times} ({', '.join(details)}):"
 
 
+def trace_names(frames, name_of):
+    """The names of a trace's frames, innermost first (omitted frames left
+    out): ``name_of(lookup address)``, return addresses looked up at
+    address - 1, or the frame's address where it gives None."""
+    names = []
+    for frame in frames:
+        if isinstance(frame, cbf.Omitted):
+            continue
+        name = name_of(frame.address if frame.kind == "pc" else frame.address - 1)
+        names.append(name if name is not None else f"{frame.address:#x}")
+    return names
+
+
 def folded_line(names, weight):
     """One line of folded stacks (flamegraph.pl, speedscope): root first."""
     return ";".join(reversed(names)) + f" {weight}"

@@ -5,9 +5,6 @@ backtraces read outside the debugger."""
 import os
 from bisect import bisect_right
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
 from ..elf import ElfError, ElfImage
 
 
@@ -15,11 +12,28 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
+def function_at(table, address):
+    """The name of the function holding ``address`` in ``table``:
+    (sorted [(start, size, name)], their starts); None outside them."""
+    symbols, starts = table
+    i = bisect_right(starts, address) - 1
+    if i < 0:
+        return None
+    start, size, name = symbols[i]
+    if size and address >= start + size:
+        return None
+    return name
+
+
 class ElfSymbolizer:
     """Names and lines for the file addresses of one ELF file; tables are
     built on first use."""
 
     def __init__(self, path):
+        # pyelftools is imported on first use: `sfbt stack` takes only
+        # function_at from here
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
         self.path = path
         self._stream = open(path, "rb")
         try:
@@ -55,14 +69,7 @@ class ElfSymbolizer:
         return self._functions
 
     def function(self, address):
-        symbols, starts = self._function_table()
-        i = bisect_right(starts, address) - 1
-        if i < 0:
-            return None
-        start, size, name = symbols[i]
-        if size and address >= start + size:
-            return None
-        return name
+        return function_at(self._function_table(), address)
 
     def _line_table(self):
         if self._lines is None:

@@ -11,7 +11,7 @@ import json
 import os
 import zlib
 
-from ..archive import cbf
+from ..archive.report import trace_names
 from ..elf import ElfError, open_elf
 from ..unwind.target import Module
 from .mappings import VDSO_NAME
@@ -66,12 +66,7 @@ def folded_stacks(traces):
     namer = ImageNamer()
     stacks = []
     for trace in traces:
-        names = []
-        for frame in trace.frames:
-            if isinstance(frame, cbf.Omitted):
-                continue
-            lookup = frame.address if frame.kind == "pc" else frame.address - 1
-            names.append(namer.name(lookup, trace.images))
+        names = trace_names(trace.frames, lambda lookup: namer.name(lookup, trace.images))
         stacks.append((names[::-1], trace.weight))
     return stacks
 

@@ -14,6 +14,7 @@ import struct
 import zlib
 from bisect import bisect_right
 
+from ..archive.symbolize import function_at
 from ..elf import ElfError, open_elf
 from ..files import write_atomically
 from .mappings import display_path
@@ -154,14 +155,7 @@ class ModuleSymbols:
             if not symbols and self.path != self.module.path:
                 symbols = _function_symbols(self.module.path)
             self._functions = (symbols, [s[0] for s in symbols])
-        symbols, starts = self._functions
-        i = bisect_right(starts, address) - 1
-        if i < 0:
-            return None
-        start, size, name = symbols[i]
-        if size and address >= start + size:
-            return None
-        return name
+        return function_at(self._functions, address)
 
     def _dwarf_info(self):
         if self._dwarf is None:

@@ -239,3 +239,22 @@ def test_threads_run_on_after_their_snapshot(workers):
             status = open(f"/proc/{running.pid}/task/{tid}/status").read()
             assert re.search(r"^TracerPid:\s+0$", status, re.M), status
             assert re.search(r"^State:\s+[RS]", status, re.M), status
+
+
+def test_the_vdso_is_a_module_with_rows(workers):
+    """The vDSO has no file: its image, read from memory, gets rows
+    synthesized from its .eh_frame and names from its symbols."""
+    from sfbt.live.mappings import VDSO, VDSO_NAME, display_path
+    from sfbt.live.process import Process
+    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.unwind.modules import SFrameSources
+    with Running(workers) as running:
+        process = Process(running.pid)
+        (mapping,) = [m for m in process.mappings if m.path == VDSO]
+        (vdso,) = [m for m in process.modules() if display_path(m) == VDSO_NAME]
+    assert (vdso.start, vdso.end) == (mapping.start, mapping.end)
+    source = SFrameSources().for_module(vdso)
+    assert source.origin == "synth" and source.section.functions
+    symbols = ModuleSymbols(vdso)
+    names = {symbols.function(f.start) for f in source.section.functions}
+    assert names & {"__vdso_clock_gettime", "clock_gettime"}, names

@@ -68,11 +68,27 @@ class Process:
         except OSError as error:
             raise ProcessError(f"process {pid}: cannot read its mappings: "
                                f"{error.strerror or error}") from None
-        self.read = CachedReads(lambda address, size: ptrace.read_pages(pid, address, size),
-                                self.mappings)
+        self.read = CachedReads(self._read_raw, self.mappings)
         self._modules = None
         self._counter_files = {}  # tid -> open fds of its stat and schedstat
         self._names = {}
+
+    def _read_raw(self, address, size):
+        return ptrace.read_pages(self.pid, address, size)
+
+    def reread_mappings(self):
+        """Read /proc/PID/maps again (new libraries, new thread stacks);
+        whether they changed.  ProcessError once the process is gone."""
+        try:
+            mappings = read_maps(self.pid)
+        except OSError:
+            raise ProcessError(f"process {self.pid} exited") from None
+        if mappings == self.mappings:
+            return False
+        self.mappings = mappings
+        self.read = CachedReads(self._read_raw, mappings)
+        self._modules = None
+        return True
 
     def _executable(self):
         try:

@@ -18,7 +18,6 @@ from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive, Event, save_archive
 from .process import Process, ProcessError
 from .stack import Walker, cbf_frames, image_map
-from .mappings import read_maps
 
 #: how often the mappings are read again (new libraries, new thread stacks)
 MAPS_INTERVAL = 1.0
@@ -51,24 +50,15 @@ class Recorder:
 
     def _new_walker(self):
         process = self.process
-        process._modules = None
         sources = getattr(self, "walker", None) and self.walker.sources
         self.walker = Walker(process.arch, process.modules(), process.read,
                              process.executable, sources=sources)
-        arch = process.arch
         self._image_map = self.archive.add_image_map(
-            encode_image_map(image_map(arch, self.walker.modules)))
+            encode_image_map(image_map(process.arch, self.walker.modules)))
         self._maps_read = time.monotonic()
 
     def _refresh_mappings(self):
-        try:
-            mappings = read_maps(self.process.pid)
-        except OSError:
-            raise ProcessError(f"process {self.process.pid} exited") from None
-        if mappings != self.process.mappings:
-            self.process.mappings = mappings
-            self.process.read = type(self.process.read)(self.process.read._read_raw, mappings)
-            self.walker.read = self.process.read
+        if self.process.reread_mappings():
             self._new_walker()
         self._maps_read = time.monotonic()
 

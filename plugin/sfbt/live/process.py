@@ -101,6 +101,9 @@ class Process:
         try:
             stream, image = open_elf(path)
         except FileNotFoundError:
+            if os.path.isdir(f"/proc/{self.pid}"):
+                raise ProcessError(f"process {self.pid} has no executable (a kernel "
+                                   "thread, or a process that is exiting)") from None
             raise ProcessError(f"no process {self.pid}") from None
         except PermissionError:
             raise ProcessError(f"cannot trace process {self.pid}: permission denied "

@@ -40,15 +40,21 @@ def environment(cache):
 
 
 def work_done(program, busy, seconds, record=None):
-    """The target's work in ``seconds``; ``record(pid)`` starts a recorder
-    once it is ready and returns its Popen."""
+    """The target's work in ``seconds``, counted from the moment the
+    recorder (``record(pid)``, which returns its Popen) samples."""
     target = subprocess.Popen([str(program), str(busy), str(seconds)],
-                              stdout=subprocess.PIPE, text=True)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     recorder = None
     try:
         assert target.stdout.readline().strip() == "ready"
         if record is not None:
             recorder = record(target.pid)
+            # sfbt record says so once it samples
+            started = recorder.stderr.readline()
+            if not started.startswith("Recording"):
+                raise SystemExit(f"sfbt record failed: {started.strip()}")
+        target.stdin.write("go\n")
+        target.stdin.flush()
         line = target.stdout.readline()
         target.wait(timeout=seconds + 60)
     finally:

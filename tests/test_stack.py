@@ -33,8 +33,8 @@ class Running:
             if core_limit is not None:
                 resource.setrlimit(resource.RLIMIT_CORE, (core_limit, core_limit))
         self.process = subprocess.Popen([str(program), *map(str, arguments)],
-                                        stdout=subprocess.PIPE, text=True, cwd=cwd,
-                                        preexec_fn=limits)
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        text=True, cwd=cwd, preexec_fn=limits)
         assert self.process.stdout.readline().strip() == "ready"
         self.pid = self.process.pid
 

@@ -1,8 +1,9 @@
 /* Nine threads: main and eight named workers, a few calls deep.  Workers
  * 0 .. BUSY-1 compute (counting their work), the others wait: in
  * nanosleep, on a condition variable, in poll or in read.  Prints "ready"
- * once every worker runs; with SECONDS > 0, exits after that long,
- * printing the work done.  Usage: workers [BUSY [SECONDS]] */
+ * once every worker runs; with SECONDS > 0, reads a line from stdin, then
+ * exits SECONDS later, printing the work done meanwhile.
+ * Usage: workers [BUSY [SECONDS]] */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
@@ -69,6 +70,14 @@ __attribute__((noinline)) void work_at(int id, int depth)
         wait_for_nothing(id);
 }
 
+static unsigned long total_work(void)
+{
+    unsigned long total = 0;
+    for (int i = 0; i < WORKERS; i++)
+        total += work[i];
+    return total;
+}
+
 static void *worker(void *arg)
 {
     long id = (long)arg;
@@ -95,10 +104,12 @@ int main(int argc, char **argv)
     if (seconds <= 0)
         for (;;)
             pause();
+    /* the timed run starts at a line on stdin (or its end) */
+    char go[8];
+    if (!fgets(go, sizeof go, stdin))
+        go[0] = 0;
+    unsigned long before = total_work();
     sleep(seconds);
-    unsigned long total = 0;
-    for (int i = 0; i < WORKERS; i++)
-        total += work[i];
-    printf("work %lu\n", total);
+    printf("work %lu\n", total_work() - before);
     return 0;
 }

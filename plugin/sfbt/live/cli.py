@@ -96,8 +96,18 @@ def _run_record(args, error_type):
         raise error_type(f"--hz {args.hz:g}: a rate from above 0 to 10000 samples a second")
     if args.duration is not None and args.duration <= 0:
         raise error_type(f"--duration {args.duration:g}: a number of seconds above 0")
+    import errno
+    import os
+    directory = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        # said before recording, not after
+        code = errno.ENOENT if not os.path.isdir(directory) else errno.EACCES
+        raise error_type(f"{args.output}: {os.strerror(code)}")
     try:
         recorder = Recorder(args.pid, args.hz)
+        print(f"Recording process {args.pid} at {args.hz:g} Hz "
+              f"({'for %g s' % args.duration if args.duration else 'until it exits'}"
+              "; Ctrl-C stops).", file=sys.stderr, flush=True)
         try:
             recorder.run(args.duration)
         finally:

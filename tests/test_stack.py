@@ -8,11 +8,12 @@ import re
 import resource
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
-from conftest import run_sfbt
+from conftest import PLUGIN, run_sfbt
 from gdb_support import compile_program, gdb_pcs, run_gdb
 
 _THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)(?: \"([^\"]*)\")?\):$", re.M)
@@ -202,6 +203,27 @@ def test_errors(workers, tmp_path):
     _one_line_error(run_sfbt("stack", "--core", core, "/bin/true"),
                     rf"sfbt: {core} is a core of \S+/workers \(build id [0-9a-f]+\), "
                     r"not of /bin/true \(build id [0-9a-f]+\)")
+
+
+def test_another_users_process(workers):
+    """A process of another user (root's, traced as nobody) is one line."""
+    def as_nobody():
+        if os.geteuid() == 0:
+            os.setgid(65534)
+            os.setuid(65534)
+    # the interpreter must be one that user may run
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    with Running(workers) as running:
+        owner = os.stat(f"/proc/{running.pid}").st_uid
+        result = subprocess.run(
+            [python, "-m", "sfbt", "stack", str(running.pid)], preexec_fn=as_nobody,
+            capture_output=True, text=True, timeout=120, cwd="/",
+            env=dict(os.environ, PYTHONPATH=str(PLUGIN), XDG_CACHE_HOME="/tmp"))
+    if os.geteuid() == 0:
+        _one_line_error(result, rf"sfbt: cannot trace process {running.pid}: it belongs "
+                        rf"to user {owner} \(run sfbt as that user, or as root\)")
+    else:  # not root: our own process, which we may trace
+        assert result.returncode == 0, result.stderr
 
 
 def test_a_process_that_exits_while_read(workers):

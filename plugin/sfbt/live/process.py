@@ -106,8 +106,7 @@ class Process:
                                    "thread, or a process that is exiting)") from None
             raise ProcessError(f"no process {self.pid}") from None
         except PermissionError:
-            raise ProcessError(f"cannot trace process {self.pid}: permission denied "
-                               "(it belongs to another user?)") from None
+            raise permission_error(self.pid, "permission denied") from None
         except (OSError, ElfError) as error:
             raise ProcessError(f"process {self.pid}: cannot read its executable: "
                                f"{error}") from None

@@ -4,9 +4,9 @@ Function names come from the module's symbol table (that of its separate
 debug file under /usr/lib/debug/.build-id when there is one), read with
 sfbt's own ELF reader.  Source lines come from DWARF through pyelftools,
 but only for the compilation unit that holds the address (found through
-.debug_aranges), and each unit's rows are kept on disk per build id: the
-first look-up in a large library costs one unit's parse, later runs read
-the cache."""
+.debug_aranges).  The function table, the address ranges and each unit's
+rows are kept on disk per build id: the first look-up in a large library
+costs one unit's parse, later runs read the cache."""
 
 import marshal
 import os
@@ -26,14 +26,14 @@ ELFCOMPRESS_ZLIB = 1
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 STB_GLOBAL = 1
-#: bumped when the cached rows change meaning
-LINES_FORMAT = 1
+#: bumped when what the cache holds changes meaning
+CACHE_FORMAT = 1
 
 
-def lines_cache_directory():
+def cache_directory():
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "sfbt", "lines")
+    return os.path.join(base, "sfbt", "symbols")
 
 
 def debug_file(build_id):
@@ -151,11 +151,15 @@ class ModuleSymbols:
 
     def function(self, address):
         if self._functions is None:
-            symbols = _function_symbols(self.path)
-            if not symbols and self.path != self.module.path:
-                symbols = _function_symbols(self.module.path)
+            symbols = self._cached("functions", self._function_symbols)
             self._functions = (symbols, [s[0] for s in symbols])
         return function_at(self._functions, address)
+
+    def _function_symbols(self):
+        symbols = _function_symbols(self.path)
+        if not symbols and self.path != self.module.path:
+            symbols = _function_symbols(self.module.path)
+        return symbols
 
     def _dwarf_info(self):
         if self._dwarf is None:
@@ -177,42 +181,43 @@ class ModuleSymbols:
         """The offset in .debug_info of the unit whose .debug_aranges
         ranges hold the address, or None."""
         if self._aranges is None:
-            self._aranges = _address_ranges(self.path)
+            self._aranges = self._cached("aranges", lambda: _address_ranges(self.path))
             self._arange_starts = [start for start, _, _ in self._aranges]
         i = bisect_right(self._arange_starts, address) - 1
         if i >= 0 and address < self._aranges[i][1]:
             return self._aranges[i][2]
         return None
 
-    def _cache_path(self, unit):
+    def _cached(self, name, build):
+        """build(), kept on disk as ``BUILD-ID.NAME`` (marshal) when the
+        module has a build id; None from build() is not kept."""
         build_id = self.module.build_id
-        if not build_id:
-            return None
-        return os.path.join(lines_cache_directory(),
-                            f"{build_id}.{unit:x}.l{LINES_FORMAT}")
+        # what a separate debug file gives is kept apart from what the
+        # module's own file gives (the debug file may come later)
+        origin = "debug" if self.path != self.module.path else "file"
+        path = (os.path.join(cache_directory(),
+                             f"{build_id}.{origin}.{name}.s{CACHE_FORMAT}")
+                if build_id else None)
+        if path is not None:
+            try:
+                with open(path, "rb") as stream:
+                    return marshal.load(stream)
+            except (OSError, EOFError, ValueError, TypeError):
+                pass
+        value = build()
+        if path is not None and value is not None:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                write_atomically(path, marshal.dumps(value))
+            except OSError:
+                pass  # an unwritable cache only costs time
+        return value
 
     def _unit_rows(self, unit):
         rows = self._units.get(unit)
-        if rows is not None:
-            return rows
-        cache = self._cache_path(unit)
-        table = None
-        if cache is not None:
-            try:
-                with open(cache, "rb") as stream:
-                    table = marshal.load(stream)
-            except (OSError, EOFError, ValueError, TypeError):
-                table = None
-        if table is None:
-            table = self._parse_unit(unit)
-            if cache is not None and table is not None:
-                try:
-                    os.makedirs(os.path.dirname(cache), exist_ok=True)
-                    write_atomically(cache, marshal.dumps(table))
-                except OSError:
-                    pass
-        table = table or []
-        rows = self._units[unit] = (table, [row[0] for row in table])
+        if rows is None:
+            table = self._cached(f"{unit:x}.lines", lambda: self._parse_unit(unit)) or []
+            rows = self._units[unit] = (table, [row[0] for row in table])
         return rows
 
     def _parse_unit(self, unit):

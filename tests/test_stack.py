@@ -280,3 +280,23 @@ def test_the_vdso_is_a_module_with_rows(workers):
     symbols = ModuleSymbols(vdso)
     names = {symbols.function(f.start) for f in source.section.functions}
     assert names & {"__vdso_clock_gettime", "clock_gettime"}, names
+
+
+def test_names_and_lines_are_cached_per_build_id(workers):
+    """The second run reads function tables, address ranges and line rows
+    from the cache; a damaged entry is rebuilt, never believed."""
+    from sfbt.elf import read_build_id
+    cache = os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "symbols")
+    build_id = read_build_id(str(workers))
+    with Running(workers) as running:
+        first = run_sfbt("stack", running.pid)
+        entries = sorted(name for name in os.listdir(cache) if name.startswith(build_id))
+        kinds = {name.split(".", 2)[2] for name in entries}
+        assert {"aranges.s1", "functions.s1"} <= kinds, entries
+        assert any(kind.endswith(".lines.s1") for kind in kinds), entries
+        for name in entries:
+            with open(os.path.join(cache, name), "wb") as stream:
+                stream.write(b"\xff not marshal")
+        second = run_sfbt("stack", running.pid)
+    assert first.returncode == 0 and second.stdout == first.stdout
+    assert re.search(r" in work_at at \S*workers.c:\d+$", first.stdout, re.M)

@@ -98,6 +98,10 @@ def test_live_process_and_its_gcore(gdb, workers, tmp_path):
     from_core = run_sfbt("stack", "--core", core, workers)
     assert from_core.returncode == 0, from_core.stderr
     assert sfbt_stacks(from_core.stdout) == theirs
+    tid = max(theirs)
+    one = run_sfbt("stack", "--core", core, "--thread", tid)
+    assert sfbt_stacks(one.stdout) == {tid: theirs[tid]}
+    assert one.stdout.startswith(f"Thread 9 (LWP {tid}):\n")
 
 
 def _kernel_core_pattern():
@@ -139,9 +143,13 @@ def test_one_thread_and_saved_forms(workers, tmp_path):
         single = tmp_path / "one.json"
         json_saved = run_sfbt("stack", running.pid, "--thread", tids[3],
                               "--format", "json", "-o", single)
+        text_file = tmp_path / "stacks.txt"
+        written = run_sfbt("stack", running.pid, "-o", text_file)
         lws_file = tmp_path / "all.lws"
         lws_saved = run_sfbt("stack", running.pid, "--format", "lws", "-o", lws_file)
     stacks = sfbt_stacks(everything.stdout)
+    assert written.returncode == 0 and written.stdout == ""
+    assert sfbt_stacks(text_file.read_text()) == stacks
     assert list(sfbt_stacks(one.stdout)) == [tids[3]]
     assert one.stdout.startswith(f"Thread 4 (LWP {tids[3]} ")
     assert saved.returncode == 0 and "Saved 9 backtraces" in saved.stdout, saved.stderr

@@ -18,42 +18,55 @@ def _pid(text):
     return pid
 
 
+def _core_threads(args, error_type):
+    """(Walker, [(thread number, ThreadState)]) of a core file."""
+    from .core import Core
+    from .stack import Walker
+    core = Core(args.core, args.target)
+    states = core.thread_states()
+    for state in states:
+        if state.tid == core.pid and core.command:
+            state.name = core.command
+    numbered = list(enumerate(states, 1))
+    if args.thread is not None:
+        numbered = [(n, s) for n, s in numbered if s.tid == args.thread]
+        if not numbered:
+            raise error_type(f"{args.core} has no thread {args.thread}")
+    return Walker(core.arch, core.modules(), core.read_memory, core.executable), numbered
+
+
+def _live_threads(args, error_type):
+    """(Walker, [(thread number, ThreadState)]) of a running process: each
+    thread stopped in turn, only while its registers and stack are copied."""
+    from .process import Process, ProcessError
+    from .stack import Walker
+    if args.target is None:
+        raise error_type("which process? (sfbt stack PID, or --core CORE)")
+    pid = _pid_or_error(args.target, error_type)
+    process = Process(pid)
+    threads = list(enumerate(process.threads(), 1))
+    if args.thread is not None:
+        threads = [t for t in threads if t[1][0] == args.thread]
+        if not threads:
+            raise error_type(f"process {pid} has no thread {args.thread}")
+    numbered = [(number, process.snapshot(tid, name)) for number, (tid, name) in threads]
+    numbered = [(number, state) for number, state in numbered if state]
+    if not numbered:
+        raise ProcessError(f"process {pid} exited")
+    walker = Walker(process.arch, process.modules(), process.read, process.executable)
+    return walker, numbered
+
+
 def _run_stack(args, error_type):
-    from .stack import Walker, capture, save, stop_reason, thread_lines
+    from ..files import write_atomically
+    from .stack import capture, save, stop_reason, thread_lines
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
+    if args.format in ("cbf", "json") and args.thread is None:
+        raise error_type(f"--format {args.format} holds one backtrace: add --thread TID, "
+                         "or use --format archive")
     try:
-        if args.core:
-            from .core import Core
-            source = Core(args.core, args.target)
-            states = source.thread_states()
-            for state in states:
-                if state.tid == source.pid and source.command:
-                    state.name = source.command
-            numbered = list(enumerate(states, 1))
-            walker = Walker(source.arch, source.modules(), source.read_memory,
-                            source.executable)
-        else:
-            if args.target is None:
-                raise error_type("which process? (sfbt stack PID, or --core CORE)")
-            from .process import Process, ProcessError
-            pid = _pid_or_error(args.target, error_type)
-            source = Process(pid)
-            threads = list(enumerate(source.threads(), 1))
-            if args.thread is not None:
-                threads = [t for t in threads if t[1][0] == args.thread]
-                if not threads:
-                    raise error_type(f"process {pid} has no thread {args.thread}")
-            numbered = [(number, source.snapshot(tid, name))
-                        for number, (tid, name) in threads]
-            numbered = [(number, state) for number, state in numbered if state]
-            if not numbered:
-                raise ProcessError(f"process {pid} exited")
-            walker = Walker(source.arch, source.modules(), source.read, source.executable)
-        if args.core and args.thread is not None:
-            numbered = [(n, s) for n, s in numbered if s.tid == args.thread]
-            if not numbered:
-                raise error_type(f"{args.core} has no thread {args.thread}")
+        walker, numbered = (_core_threads if args.core else _live_threads)(args, error_type)
         walks = [(number, state, *walker.walk(state)) for number, state in numbered]
         if args.format == "text":
             lines = []
@@ -61,16 +74,15 @@ def _run_stack(args, error_type):
                 if lines:
                     lines.append("")
                 lines += thread_lines(walker, number, state, frames, stop)
-            sys.stdout.write("".join(line + "\n" for line in lines))
+            text = "".join(line + "\n" for line in lines)
+            if args.output:
+                write_atomically(args.output, text.encode())
+            else:
+                sys.stdout.write(text)
             return
         captures = [capture(state, frames, stop, number)
                     for number, state, frames, stop in walks]
-        fmt = args.format
-        if fmt in ("cbf", "json") and len(captures) > 1:
-            raise error_type(f"--format {fmt} holds one backtrace: add --thread TID, "
-                             "or use --format archive")
-        reason = stop_reason(numbered[0][1])
-        print(save(args.output, fmt, walker, captures, reason))
+        print(save(args.output, args.format, walker, captures, stop_reason(numbered[0][1])))
     except SfbtError as error:
         if isinstance(error, error_type):
             raise
@@ -163,7 +175,8 @@ def add_commands(commands, error_type):
     stack.add_argument("--format", choices=FORMATS, default="text",
                        help="text (default), or save as cbf-save --all-threads "
                        "does: archive, cbf, json or lws (with -o)")
-    stack.add_argument("-o", "--output", metavar="FILE", help="where to save")
+    stack.add_argument("-o", "--output", metavar="FILE",
+                       help="where to write (the text too, instead of stdout)")
     stack.set_defaults(run=lambda args: _run_stack(args, error_type))
 
     record = commands.add_parser(

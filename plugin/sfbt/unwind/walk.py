@@ -136,14 +136,20 @@ class Unwinder:
         if found is None:
             code = layout.code
             try:
-                if interrupted:
-                    found = code in self.read(pc - len(code), 2 * len(code))
-                else:
-                    found = self.read(pc, len(code)) == code
-            except TargetMemoryError:
-                found = False
+                found = interrupted and code in self.read(pc - len(code), 2 * len(code))
+            except TargetMemoryError:  # the trampoline may start a mapping
+                found = any(self._code_at(start, code)
+                            for start in range(pc - len(code), pc + 1))
+            else:
+                found = found or self._code_at(pc, code)
             self._trampolines[key] = found
         return found
+
+    def _code_at(self, address, code):
+        try:
+            return self.read(address, len(code)) == code
+        except TargetMemoryError:
+            return False
 
     def caller(self, frame):
         """The frame that called ``frame``; UnwindStop when there is none."""

@@ -47,10 +47,10 @@ class _FailingMap:
     def __init__(self, module_map, error):
         self._map, self.error = module_map, error
 
-    def row_for(self, pc, synthesized=True):
+    def step_for(self, pc):
         if pc == 0x102F:
             raise self.error
-        return self._map.row_for(pc, synthesized)
+        return self._map.step_for(pc)
 
     def __getattr__(self, name):
         return getattr(self._map, name)

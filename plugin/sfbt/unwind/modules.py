@@ -20,6 +20,7 @@ from ..errors import SfbtError
 from ..sframe import SFrameError, read_section
 from ..sframe.elf import read_elf_sframe
 from .target import Module, TargetMemoryError
+from .walk import FLEX, SFRAME, SYNTH
 
 
 class SFrameSource:
@@ -228,6 +229,7 @@ class ModuleMap:
         # repeats the same few PCs.  The map lives as long as the set of
         # loaded objects, and so do they.
         self._rows = {}
+        self._steps = {}
         self._rules = {}
         self._rule_registers = None
 
@@ -267,6 +269,20 @@ class ModuleMap:
                 found = (module, None if section is None
                          else section.find_row(pc - module.load_bias))
             self._rows[key] = found
+        return found
+
+    def step_for(self, pc: int):
+        """(module, FrameRow or None, how: SFRAME, FLEX or SYNTH) for
+        a run-time address, kept per address."""
+        key = (pc, getattr(self.sources, "synthesize", True))
+        found = self._steps.get(key)
+        if found is None:
+            module, row = self.row_for(pc)
+            how = None
+            if row is not None:
+                how = (SYNTH if self.is_synthesized(module)
+                       else FLEX if row.function.is_flex else SFRAME)
+            found = self._steps[key] = (module, row, how)
         return found
 
     def register_rules(self, module: Module, pc: int):

@@ -79,7 +79,10 @@ class Unwinder:
         self.module_map = module_map
         self.fallback = fallback
         self._pages = {}  # page address -> its bytes (b"" when unreadable whole)
-        self._trampolines = {}  # pc -> whether it is in the signal trampoline
+        # pc -> whether it is in the signal trampoline: as a return address,
+        # and where execution stopped
+        self._return_trampolines = {}
+        self._stopped_trampolines = {}
         arch = self.arch
         self._order = "big" if arch.big_endian else "little"
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
@@ -131,8 +134,8 @@ class Unwinder:
         layout = self.arch.signal_frame
         if layout is None:
             return False
-        key = (pc, interrupted)
-        found = self._trampolines.get(key)
+        cache = self._stopped_trampolines if interrupted else self._return_trampolines
+        found = cache.get(pc)
         if found is None:
             code = layout.code
             try:
@@ -142,7 +145,7 @@ class Unwinder:
                             for start in range(pc - len(code), pc + 1))
             else:
                 found = found or self._code_at(pc, code)
-            self._trampolines[key] = found
+            cache[pc] = found
         return found
 
     def _code_at(self, address, code):
@@ -155,17 +158,18 @@ class Unwinder:
         """The frame that called ``frame``; UnwindStop when there is none."""
         if frame.signal_trampoline:
             return self._caller_of_signal_frame(frame)
-        module_map = self.module_map
+        pc = frame.pc
+        lookup_pc = pc if frame.interrupted or not pc else pc - 1
         try:
-            module, row = module_map.row_for(frame.lookup_pc)
+            module, row, how = self.module_map.step_for(lookup_pc)
         except SFrameError as error:
-            module = module_map.module_for(frame.lookup_pc)
+            module = self.module_map.module_for(lookup_pc)
             raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
         if row is not None:
             if row.signal and self.arch.signal_frame is not None:
                 # a v3 signal FDE: the kernel's frame, whatever its code
                 return self._caller_of_signal_frame(frame)
-            return self.caller_from_row(frame, module, row)
+            return self.caller_from_row(frame, module, row, how, lookup_pc)
         caller = self._caller_from_return_address_at_sp(frame)
         if caller is not None:
             return caller
@@ -186,41 +190,66 @@ class Unwinder:
         address = (base + location.offset) & _MASK64
         return self.read_word(address) if location.deref else address
 
-    def caller_from_row(self, frame, module, row):
+    def caller_from_row(self, frame, module, row, how=None, lookup_pc=None):
         """The caller of ``frame`` by the SFrame row ``row`` of ``module``
-        (the row in force at frame.lookup_pc)."""
-        arch = self.arch
+        (the row in force at frame.lookup_pc); ``how`` (SFRAME, FLEX or
+        SYNTH) as ModuleMap.step_for says."""
         if row.outermost:
             raise UnwindStop(STOP_OUTERMOST)
-        cfa = self._location(frame, row.cfa, None)
+        known = frame.registers
+        rule = row.cfa
+        base = known.get(rule.register)
+        if base is None:
+            base = self._register(frame, rule.register)
+        cfa = (base + rule.offset) & _MASK64
+        if rule.deref:
+            cfa = self.read_word(cfa)
+        arch = self.arch
         caller_sp = (cfa + arch.sp_from_cfa) & _MASK64
-        self._check_progress(frame, caller_sp)
-        if row.ra is None:
+        old_sp = known.get(self._sp)
+        # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
+        # catches a frame that repeats itself.
+        if old_sp is not None and caller_sp < old_sp:
+            raise UnwindStop(STOP_NOT_UP)
+        rule = row.ra
+        if rule is None:
             if not arch.has_link_register:
                 raise UnwindStop(f"no return address rule at PC {frame.pc:#x}")
             ra = self._register(frame, self._ra)
+        elif rule.register is None and rule.deref:
+            ra = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            ra = self._location(frame, row.ra, cfa)
+            ra = self._location(frame, rule, cfa)
         if row.mangled_ra:
             ra = arch.strip_return_address(ra, self._virtual_address_bits())
-        how = FLEX if row.function.is_flex else SFRAME
-        rules = None
-        if self.module_map.is_synthesized(module):
-            how = SYNTH
-            rules = self.module_map.register_rules(module, frame.lookup_pc)
-        registers = self._saved_registers(frame, rules, cfa) if rules else {}
+        if how is None:
+            how = self.module_map.step_for(frame.lookup_pc)[2]
+        registers = None
+        if how == SYNTH:
+            if lookup_pc is None:
+                lookup_pc = frame.lookup_pc
+            rules = self.module_map.register_rules(module, lookup_pc)
+            if rules:
+                registers = self._saved_registers(frame, rules, cfa)
+        if registers is None:
+            registers = {}
         registers[self._sp] = caller_sp
         registers[self._pc] = ra
-        if row.fp is None:
-            fp = frame.registers.get(self._fp)
+        rule = row.fp
+        if rule is None:
+            fp = known.get(self._fp)
             if fp is not None:
                 registers[self._fp] = fp
+        elif rule.register is None and rule.deref:
+            registers[self._fp] = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            registers[self._fp] = self._location(frame, row.fp, cfa)
+            registers[self._fp] = self._location(frame, rule, cfa)
         if arch.has_link_register:
             registers[self._ra] = ra
-        return Frame(frame.level + 1, ra, registers, how, module, False,
-                     self.is_signal_trampoline(ra), cfa)
+        trampoline = self._return_trampolines.get(ra)
+        if trampoline is None:
+            trampoline = self.is_signal_trampoline(ra)
+        return Frame(frame.level + 1, ra, registers, how, module, False, trampoline, cfa)
 
     def _saved_registers(self, frame, rules, cfa):
         """The caller's registers that the DWARF rules of ``frame``'s PC

@@ -15,17 +15,20 @@ Usage: sframe-bt [N | -N] [-v] [-full]
   N      print the innermost N frames
   -N     print the outermost N frames
   -v     show how each frame was found: innermost, sframe, flex, synth
-         (rows synthesized from DWARF CFI), signal or fp, and from which
-         module's rows: those of the frame below, which was unwound to
-         find this one
+         (rows synthesized from DWARF CFI), signal, ra-at-sp (a checked
+         return address at SP where the CFI has a hole) or fp, and from
+         which module's rows: those of the frame below, which was unwound
+         to find this one
   -full  also print each frame's recovered SP, FP and CFA
 
 Frames are printed as GDB's `bt` prints them with `set print
 frame-arguments none`, with the address always shown:
   #3  0x00007ffff7e591f5 in start_thread at ./nptl/pthread_create.c:442
-The walk ends at main (in GDB unless `set backtrace past-main on`).  Where
-a module has no SFrame data, the frame-pointer chain is followed (`set
-sframe fallback fp|none`)."""
+The walk ends at main (in GDB unless `set backtrace past-main on`), after
+N + 1 frames, or at the backtrace limit.  Where a module has no SFrame
+data, the frame-pointer chain is followed (`set sframe fallback fp|none`).
+Whatever stops the walk, the frames found are printed, then `Backtrace
+stopped: REASON`."""
 
 
 def parse_arguments(words) -> Tuple[Optional[int], bool, bool]:
@@ -60,9 +63,16 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None):
               if n]
     is_last = None
     if not session.past_main():
+        in_main = {}  # lookup pc -> whether it is in main, for this walk
+
         def is_last(frame):
-            return (not frame.signal_trampoline
-                    and session.describe(frame.lookup_pc)[0] == "main")
+            if frame.signal_trampoline:
+                return False
+            pc = frame.lookup_pc
+            found = in_main.get(pc)
+            if found is None:
+                found = in_main[pc] = session.describe(pc)[0] == "main"
+            return found
     try:
         unwinder = Unwinder(session.target(thread), session.module_map(),
                             fallback=settings.fallback)

@@ -85,6 +85,7 @@ class Unwinder:
         self._stopped_trampolines = {}
         arch = self.arch
         self._order = "big" if arch.big_endian else "little"
+        self._word_size = arch.pointer_size
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
 
     # -- memory -------------------------------------------------------------
@@ -113,7 +114,13 @@ class Unwinder:
         return data
 
     def read_word(self, address):
-        return int.from_bytes(self.read(address, self.arch.pointer_size), self._order)
+        size = self._word_size
+        data = self._pages.get(address & ~(_PAGE - 1))
+        if data:  # the common case, inline: the page is already read
+            at = address & (_PAGE - 1)
+            if at + size <= _PAGE:
+                return int.from_bytes(data[at:at + size], self._order)
+        return int.from_bytes(self.read(address, size), self._order)
 
     # -- frames -------------------------------------------------------------
     def innermost(self):
@@ -223,7 +230,8 @@ class Unwinder:
         if row.mangled_ra:
             ra = arch.strip_return_address(ra, self._virtual_address_bits())
         if how is None:
-            how = self.module_map.step_for(frame.lookup_pc)[2]
+            how = (SYNTH if self.module_map.is_synthesized(module)
+                   else FLEX if row.function.is_flex else SFRAME)
         registers = None
         if how == SYNTH:
             if lookup_pc is None:

@@ -178,3 +178,67 @@ def test_stack_memory_is_read_a_page_at_a_time():
     frames, stop = Unwinder(target, target.module_map()).walk()
     assert len(frames) == 2001 and stop == "outermost frame"
     assert target.reads <= 16, target.reads  # 9 stack pages, the code pages
+
+
+def _loaded(path, bias):
+    """A SyntheticTarget holding the PT_LOAD segments of the ELF file at
+    ``path`` at ``bias`` (the file itself is then out of reach, as the
+    vDSO's or a deleted library's is)."""
+    import struct
+
+    data = path.read_bytes()
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    target = SyntheticTarget(X86_64, {})
+    end = 0
+    for index in range(phnum):
+        p_type, _, offset, vaddr, _, filesz, memsz, _ = struct.unpack_from(
+            "<IIQQQQQQ", data, phoff + index * phentsize)
+        if p_type == 1:
+            target.write_bytes(bias + vaddr, data[offset:offset + filesz])
+            end = max(end, vaddr + memsz)
+    return target, end
+
+
+def test_rows_synthesized_from_the_eh_frame_in_memory(tmp_path):
+    """A module without a readable file: its rows come from the .eh_frame
+    that PT_GNU_EH_FRAME names in memory, the same rows as from the file,
+    and so do the DWARF register rules a walk carries."""
+    import subprocess
+
+    from sfbt.dwarf import SynthesisStore, synthesize_elf
+    from sfbt.dwarf.cfa import OFFSET
+    from sfbt.unwind.modules import ModuleMap, SFrameSources
+    from sfbt.unwind.target import Module
+
+    source_file = tmp_path / "saves.c"
+    # keeps values in callee-saved registers across calls: the CFI says
+    # where they are saved
+    source_file.write_text(
+        "long other(long, long);\n"
+        "long work(long *a, long n) { long s = 0, t = 1;\n"
+        "  for (long i = 0; i < n; i++) { s += a[i] * t; t = other(s, t); }\n"
+        "  return s + t; }\n")
+    path = tmp_path / "libsaves.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(path), str(source_file)],
+                   check=True)
+    bias = 0x7F0000000000
+    target, end = _loaded(path, bias)
+    module = Module("system-supplied DSO at 0x7f0000000000", bias, bias, bias + end,
+                    build_id="in-memory-1")
+    sources = SFrameSources(SynthesisStore(tmp_path, use_disk=False))
+    module_map = ModuleMap([module], target, sources)
+    source = module_map.source_for(module)
+    assert source.origin == "synth", source.describe()
+    from_file = synthesize_elf(path).section
+    assert len(source.section.functions) == len(from_file.functions) > 0
+    saved = 0
+    for function in from_file.functions:
+        for pc in range(function.start, function.end):
+            found = module_map.row_for(bias + pc)[1]
+            theirs = from_file.find_row(pc)
+            assert (found.cfa, found.ra, found.fp) == (theirs.cfa, theirs.ra, theirs.fp)
+            rules = module_map.register_rules(module, bias + pc)
+            saved += any(rule is not None and rule.kind == OFFSET
+                         for rule in rules.values())
+    assert saved > 0  # rbx, r12...: saved on the stack at some PCs

@@ -145,13 +145,14 @@ class Unwinder:
         found = cache.get(pc)
         if found is None:
             code = layout.code
-            try:
-                found = interrupted and code in self.read(pc - len(code), 2 * len(code))
-            except TargetMemoryError:  # the trampoline may start a mapping
-                found = any(self._code_at(start, code)
-                            for start in range(pc - len(code), pc + 1))
+            if not interrupted:
+                found = self._code_at(pc, code)
             else:
-                found = found or self._code_at(pc, code)
+                try:  # the code starts at most len(code) bytes before pc
+                    found = code in self.read(pc - len(code), 2 * len(code))
+                except TargetMemoryError:  # it may start or end a mapping
+                    found = any(self._code_at(start, code)
+                                for start in range(pc - len(code), pc + 1))
             cache[pc] = found
         return found
 

@@ -271,18 +271,23 @@ class ModuleMap:
             self._rows[key] = found
         return found
 
+    def steps(self) -> dict:
+        """{pc: what step_for(pc) gave}, as synthesis is now on or off: a
+        walk looks there first."""
+        return self._steps.setdefault(getattr(self.sources, "synthesize", True), {})
+
     def step_for(self, pc: int):
         """(module, FrameRow or None, how: SFRAME, FLEX or SYNTH) for
         a run-time address, kept per address."""
-        key = (pc, getattr(self.sources, "synthesize", True))
-        found = self._steps.get(key)
+        steps = self.steps()
+        found = steps.get(pc)
         if found is None:
             module, row = self.row_for(pc)
             how = None
             if row is not None:
                 how = (SYNTH if self.is_synthesized(module)
                        else FLEX if row.function.is_flex else SFRAME)
-            found = self._steps[key] = (module, row, how)
+            found = steps[pc] = (module, row, how)
         return found
 
     def register_rules(self, module: Module, pc: int):

@@ -6,6 +6,8 @@ in one step (unreadable memory, an address that does not fit, bad data, a
 bug) ends it with a reason, and the frames found so far are kept.
 """
 
+import gc
+
 from ..errors import SfbtError
 from ..sframe import SFrameError
 from .target import TargetMemoryError
@@ -86,6 +88,7 @@ class Unwinder:
         arch = self.arch
         self._order = "big" if arch.big_endian else "little"
         self._word_size = arch.pointer_size
+        self._steps = module_map.steps()
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
 
     # -- memory -------------------------------------------------------------
@@ -169,7 +172,8 @@ class Unwinder:
         pc = frame.pc
         lookup_pc = pc if frame.interrupted or not pc else pc - 1
         try:
-            module, row, how = self.module_map.step_for(lookup_pc)
+            module, row, how = (self._steps.get(lookup_pc)
+                                or self.module_map.step_for(lookup_pc))
         except SFrameError as error:
             module = self.module_map.module_for(lookup_pc)
             raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
@@ -379,6 +383,10 @@ class Unwinder:
         stops at main).  Never raises: any failure of a step ends the walk
         with its reason; the frames found so far are kept."""
         frames = []
+        # Frames make no reference cycles: the collector's passes over a
+        # growing list of them would only cost time.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             return frames, self._walk(frames, limit, is_last)
         except (UnwindStop, TargetMemoryError) as stop:
@@ -387,6 +395,9 @@ class Unwinder:
             return frames, f"bad unwind data: {error}"
         except Exception as error:  # a bug must not take the frames found with it
             return frames, f"internal error: {type(error).__name__}: {error}"
+        finally:
+            if collecting:
+                gc.enable()
 
     def _walk(self, frames, limit, is_last):
         """Fill ``frames``; the stop reason, or raise it."""

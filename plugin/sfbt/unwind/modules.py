@@ -46,7 +46,7 @@ class SFrameSource:
             try:
                 fdes = sorted((fde for fdes in self._read_cfi() for fde in fdes),
                               key=lambda fde: fde.start)
-            except (SfbtError, OSError, TargetMemoryError):
+            except (SfbtError, OSError):  # the rows stand without these rules
                 fdes = []
             self._fdes = ([fde.start for fde in fdes], fdes)
         starts, fdes = self._fdes
@@ -184,9 +184,7 @@ def _synthesize_from_memory(module, target):
             return SFrameSource(None, "none", f"{where}: no ELF header at "
                                 f"{module.image_base:#x}")
         result = synthesize_image(image)
-    except TargetMemoryError as error:
-        return SFrameSource(None, "none", f"{where}: {error}")
-    except (SynthError, SfbtError) as error:
+    except SfbtError as error:  # unreadable memory, no or bad CFI
         return SFrameSource(None, "none", f"{where}: {error}")
     except Exception as error:  # a synthesizer bug must not end the walk
         return SFrameSource(None, "none", f"{where}: synthesis failed: "

@@ -404,22 +404,33 @@ class Unwinder:
         sp_number = self._sp
         frame = self.innermost()
         frames.append(frame)
-        # Every (SP, PC) met: a stack that leads back to a frame already
-        # walked (signal frames whose saved SPs point at each other) ends
-        # the walk, as GDB's frame stash does.
-        seen = {(frame.registers.get(sp_number), frame.pc)}
+        # A stack that leads back to a frame already walked (signal frames
+        # whose saved SPs point at each other) ends the walk, as GDB's
+        # frame stash does.  While each SP is above all before it no frame
+        # can repeat: the (SP, PC) of the frames are only gathered from the
+        # first SP that is not.
+        top = frame.registers.get(sp_number)
+        seen = None
         while True:
             if is_last is not None and is_last(frame):
                 return None
             if limit is not None and len(frames) >= limit:
                 return STOP_LIMIT
             caller = self.caller(frame)
-            key = (caller.registers.get(sp_number), caller.pc)
-            if key in seen:
-                if key[0] == frame.registers.get(sp_number):
-                    return STOP_NOT_UP
-                return STOP_LOOP
-            seen.add(key)
+            sp = caller.registers.get(sp_number)
+            if top is not None and sp is not None and sp > top:
+                top = sp
+                if seen is not None:
+                    seen.add((sp, caller.pc))
+            else:
+                if seen is None:
+                    seen = {(f.registers.get(sp_number), f.pc) for f in frames}
+                key = (sp, caller.pc)
+                if key in seen:
+                    if sp == frame.registers.get(sp_number):
+                        return STOP_NOT_UP
+                    return STOP_LOOP
+                seen.add(key)
             frames.append(caller)
             if not caller.pc and not caller.interrupted:
                 # A return address of 0 ends the stack (GDB: "zero PC").

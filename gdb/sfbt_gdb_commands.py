@@ -141,4 +141,5 @@ def register():
     gdb.events.new_objfile.connect(state.forget)
     gdb.events.clear_objfiles.connect(state.forget)
     gdb.events.stop.connect(state.invalidate)
+    gdb.events.memory_changed.connect(state.invalidate)
     gdb.events.exited.connect(state.forget)

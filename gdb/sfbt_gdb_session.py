@@ -183,6 +183,8 @@ class State:
         self._key = None
         self._checked = False
         self.errors = collections.deque(maxlen=50)
+        #: (lookup pc, module) -> describe()'s answer, for this stop
+        self.descriptions = {}
 
     def _setting_changed(self, name, value):
         if name == "synthesize":
@@ -190,10 +192,12 @@ class State:
 
     def invalidate(self, *_):
         self._checked = False
+        self.descriptions.clear()
 
     def forget(self, *_):
         self._map = None
         self._checked = False
+        self.descriptions.clear()
 
     def module_map(self):
         if self._map is not None and self._checked:
@@ -316,6 +320,13 @@ class GdbSession(Session):
             thread.handle.switch()
 
     def describe(self, lookup_pc, module=None):
+        key = (lookup_pc, module)
+        found = state.descriptions.get(key)
+        if found is None:
+            found = state.descriptions[key] = self._describe(lookup_pc, module)
+        return found
+
+    def _describe(self, lookup_pc, module):
         name = function_name(lookup_pc) or "??"
         sal = gdb.find_pc_line(lookup_pc)
         if sal.symtab is not None and sal.line:
@@ -332,6 +343,13 @@ class GdbSession(Session):
             return signal.Signals(number).name
         except (gdb.error, ValueError, RuntimeError):
             return "stopped"
+
+    def backtrace_limit(self):
+        try:
+            limit = gdb.parameter("backtrace limit")
+        except gdb.error:
+            return None
+        return int(limit) if limit else None
 
     def past_main(self):
         try:

@@ -75,6 +75,12 @@ class Arch:
             return self.lldb_register_names[number]
         return self.register_names.get(number, f"r{number}")
 
+    def follows_call(self, code: bytes) -> bool:
+        """Whether the instruction bytes ``code`` (those just before a
+        return address, 8 of them) end with a call instruction."""
+        check = _CALL_CHECKS.get(self.name)
+        return check is not None and check(code)
+
     def dwarf_number(self, name: str) -> int:
         for number, spelled in self.register_names.items():
             if spelled == name:
@@ -107,6 +113,40 @@ class Arch:
             return value
         return value * self.sframe_cfa_alignment - self.sp_from_cfa
 
+
+def _x86_64_call_length(modrm: int) -> int:
+    """The length of `call *r/m` (FF /2) from its ModRM byte on."""
+    mod, rm = modrm >> 6, modrm & 7
+    if mod == 3:
+        return 2
+    sib = 1 if rm == 4 else 0
+    if mod == 0:
+        return 6 if rm == 5 else 2 + sib  # (a SIB base of 5 is rare enough)
+    return (3 if mod == 1 else 6) + sib
+
+
+def _x86_64_follows_call(code: bytes) -> bool:
+    """call rel32 (E8), or call *r/m (FF /2) of the length that ends here."""
+    if len(code) >= 5 and code[-5] == 0xE8:
+        return True
+    for length in range(2, 8):
+        if length <= len(code) and code[-length] == 0xFF:
+            modrm = code[-length + 1]
+            if (modrm >> 3) & 7 == 2 and _x86_64_call_length(modrm) == length:
+                return True
+    return False
+
+
+def _aarch64_follows_call(code: bytes) -> bool:
+    """bl, blr, or a pointer-authenticating blr (blraa and relatives)."""
+    if len(code) < 4:
+        return False
+    word = int.from_bytes(code[-4:], "little")
+    return (word & 0xFC000000 == 0x94000000 or word & 0xFFFFFC1F == 0xD63F0000
+            or word & 0xFEFFF800 == 0xD63F0800)
+
+
+_CALL_CHECKS = {"x86_64": _x86_64_follows_call, "aarch64": _aarch64_follows_call}
 
 _X86_64_NAMES = {0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi",
                  6: "rbp", 7: "rsp", 8: "r8", 9: "r9", 10: "r10", 11: "r11",

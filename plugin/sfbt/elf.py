@@ -19,6 +19,7 @@ from .errors import LocatedError
 ET_REL = 1
 PT_LOAD = 1
 PT_NOTE = 4
+PT_GNU_EH_FRAME = 0x6474E550
 PT_GNU_SFRAME = 0x6474E554
 SHT_RELA = 4
 SHT_NOTE = 7

@@ -15,17 +15,20 @@ Usage: sframe-bt [N | -N] [-v] [-full]
   N      print the innermost N frames
   -N     print the outermost N frames
   -v     show how each frame was found: innermost, sframe, flex, synth
-         (rows synthesized from DWARF CFI), signal or fp, and from which
-         module's rows: those of the frame below, which was unwound to
-         find this one
+         (rows synthesized from DWARF CFI), signal, ra-at-sp (a checked
+         return address at SP where the CFI has a hole) or fp, and from
+         which module's rows: those of the frame below, which was unwound
+         to find this one
   -full  also print each frame's recovered SP, FP and CFA
 
 Frames are printed as GDB's `bt` prints them with `set print
 frame-arguments none`, with the address always shown:
   #3  0x00007ffff7e591f5 in start_thread at ./nptl/pthread_create.c:442
-The walk ends at main (in GDB unless `set backtrace past-main on`).  Where
-a module has no SFrame data, the frame-pointer chain is followed (`set
-sframe fallback fp|none`)."""
+The walk ends at main (in GDB unless `set backtrace past-main on`), after
+N + 1 frames, or at the backtrace limit.  Where a module has no SFrame
+data, the frame-pointer chain is followed (`set sframe fallback fp|none`).
+Whatever stops the walk, the frames found are printed, then `Backtrace
+stopped: REASON`."""
 
 
 def parse_arguments(words) -> Tuple[Optional[int], bool, bool]:
@@ -52,16 +55,30 @@ def complete(typed: str) -> List[str]:
 
 def walk(session: Session, thread: Thread, limit: Optional[int] = None):
     """(frames, stop reason or None) of ``thread``: the SFrame walk, ending
-    at main unless the session goes past main."""
+    at main unless the session goes past main, and after at most ``limit``
+    frames, `set sframe backtrace-limit` and the debugger's own limit
+    (GDB's `set backtrace limit`).  Never raises."""
     settings = session.settings
-    unwinder = Unwinder(session.target(thread), session.module_map(),
-                        fallback=settings.fallback)
+    limits = [n for n in (limit, settings.backtrace_limit, session.backtrace_limit())
+              if n]
     is_last = None
     if not session.past_main():
+        in_main = {}  # lookup pc -> whether it is in main, for this walk
+
         def is_last(frame):
-            return (not frame.signal_trampoline
-                    and session.describe(frame.lookup_pc)[0] == "main")
-    return unwinder.walk(limit=limit or settings.backtrace_limit or None, is_last=is_last)
+            if frame.signal_trampoline:
+                return False
+            pc = frame.lookup_pc
+            found = in_main.get(pc)
+            if found is None:
+                found = in_main[pc] = session.describe(pc)[0] == "main"
+            return found
+    try:
+        unwinder = Unwinder(session.target(thread), session.module_map(),
+                            fallback=settings.fallback)
+    except Exception as error:  # the debugger's registers, its modules
+        return [], f"cannot start the walk: {error}"
+    return unwinder.walk(limit=min(limits) if limits else None, is_last=is_last)
 
 
 def how_found(frame: Frame) -> str:
@@ -94,7 +111,11 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[
         if frame.signal_trampoline:
             line = frame_line(frame.level, frame.pc, "<signal handler called>", "")
         else:
-            line = frame_line(frame.level, frame.pc, *describe(frame))
+            try:
+                name, where = describe(frame)
+            except Exception:  # a frame the debugger cannot name is still shown
+                name, where = "??", " ()"
+            line = frame_line(frame.level, frame.pc, name, where)
         if verbose:
             line += f"  [{how_found(frame)}]"
         lines.append(line)
@@ -111,7 +132,10 @@ def sframe_bt(session: Session, words) -> str:
     count, verbose, full = parse_arguments(words)
     if not session.has_stack():
         raise CommandError("No stack.")
-    frames, stop = walk(session, session.selected_thread())
+    # `sframe-bt N` walks one frame more than it prints, to say whether
+    # more follow.
+    frames, stop = walk(session, session.selected_thread(),
+                        count + 1 if count is not None and count >= 0 else None)
     lines = backtrace_lines(frames, stop, count, verbose, full,
                             lambda frame: session.describe(frame.lookup_pc),
                             session.arch)

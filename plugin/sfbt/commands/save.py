@@ -90,7 +90,10 @@ def capture(session: Session, thread: Thread) -> Capture:
     frames, stop = walk(session, thread)
     captured = [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
     if stop is not None and stop not in (STOP_LIMIT, STOP_OUTERMOST):
-        theirs = session.debugger_frames(thread)
+        try:
+            theirs = session.debugger_frames(thread)
+        except Exception:  # the SFrame frames are saved all the same
+            theirs = []
         last = len(captured) - 1
         if last < len(theirs) and theirs[last][0] == captured[last].address:
             captured += [cbf.Frame("pc" if interrupted else "ra", pc)

@@ -79,6 +79,11 @@ class Session:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
         raise NotImplementedError
 
+    def backtrace_limit(self) -> Optional[int]:
+        """The most frames a backtrace shows (GDB's `set backtrace
+        limit`), or None for no limit."""
+        return None
+
     def past_main(self) -> bool:
         """Whether backtraces go on past main (GDB's `set backtrace past-main`)."""
         return False

@@ -349,3 +349,39 @@ def run_fde(fde, sp, fp, ra=None):
         return Program(machine.rows, *error)
     machine.rows.append((machine.loc, machine.state()))
     return Program(machine.rows)
+
+
+class _AllRules(_Machine):
+    """A machine whose rows hold every tracked register's rule."""
+
+    __slots__ = ()
+
+    def state(self):
+        return self.cfa, dict(self.rules)
+
+
+def rules_at(fde, pc, registers):
+    """{register: Rule or None (unchanged)} in force at ``pc`` for each of
+    ``registers`` (DWARF numbers), by running the CIE's and the FDE's
+    programs; None where they stop before ``pc``."""
+    cie = fde.cie
+    tracked = dict.fromkeys(registers)
+    sp = fp = ra = next(iter(tracked))
+    machine = _AllRules(cie, 0, Cfa(sp, 0), dict(tracked), False, {}, False, sp, fp, ra)
+    if _run(machine, cie.program) is not None:
+        return None
+    initial = dict(machine.rules)
+    machine = _AllRules(cie, fde.start, machine.cfa, dict(initial), False, initial,
+                        True, sp, fp, ra)
+    error = _run(machine, fde.program)
+    rows = machine.rows
+    if error is None:
+        rows.append((machine.loc, machine.state()))
+    elif error[1] <= pc:
+        return None
+    found = None
+    for address, (_, rules) in rows:
+        if address > pc:
+            break
+        found = rules
+    return found

@@ -12,23 +12,48 @@ import os
 from bisect import bisect_right
 from typing import Optional
 
-from ..dwarf import SynthError, SynthesisStore
-from ..elf import PT_GNU_SFRAME, ElfError, memory_image
+from ..dwarf import SynthError, SynthesisStore, synthesize_image
+from ..dwarf.cfa import rules_at
+from ..dwarf.synthesize import image_cfi
+from ..elf import PT_GNU_SFRAME, ElfError, memory_image, open_elf
 from ..errors import SfbtError
 from ..sframe import SFrameError, read_section
 from ..sframe.elf import read_elf_sframe
 from .target import Module, TargetMemoryError
+from .walk import FLEX, SFRAME, SYNTH
 
 
 class SFrameSource:
     """Where a module's SFrame data came from, for `info sframe`."""
 
-    def __init__(self, section, origin, error=None, synthesized=None):
+    def __init__(self, section, origin, error=None, synthesized=None, read_cfi=None):
         self.section = section
         self.origin = origin  # "file", "memory", "synth" or "none"
         self.error = error
         #: the dwarf.SynthResult when origin is "synth"
         self.synthesized = synthesized
+        #: for synthesized rows: () -> the FDE lists they came from, read
+        #: again when a walk needs a register rule SFrame does not keep
+        self._read_cfi = read_cfi
+        self._fdes = None
+
+    def register_rules(self, pc, registers):
+        """{register: dwarf Rule or None (unchanged)} of the DWARF CFI at
+        ``pc`` (the module's own addresses), or None where there is none."""
+        if self._read_cfi is None:
+            return None
+        if self._fdes is None:
+            try:
+                fdes = sorted((fde for fdes in self._read_cfi() for fde in fdes),
+                              key=lambda fde: fde.start)
+            except (SfbtError, OSError):  # the rows stand without these rules
+                fdes = []
+            self._fdes = ([fde.start for fde in fdes], fdes)
+        starts, fdes = self._fdes
+        i = bisect_right(starts, pc) - 1
+        if i < 0 or pc >= fdes[i].end:
+            return None
+        return rules_at(fdes[i], pc, registers)
 
     def describe(self) -> str:
         if self.section is None:
@@ -80,7 +105,7 @@ class SFrameSources:
         synthesized from its .eh_frame / .debug_frame."""
         source = self.own(module, target)
         if source.section is None and self.synthesize:
-            synthesized = self.synthesized(module)
+            synthesized = self.synthesized(module, target)
             if synthesized.section is not None:
                 return synthesized
         return source
@@ -94,11 +119,11 @@ class SFrameSources:
             source = self._own[key] = self._load_own(module, target)
         return source
 
-    def synthesized(self, module: Module) -> SFrameSource:
+    def synthesized(self, module: Module, target=None) -> SFrameSource:
         key = _cache_key(module)
         source = self._synthesized.get(key)
         if source is None:
-            source = self._synthesized[key] = self._synthesize(module)
+            source = self._synthesized[key] = self._synthesize(module, target)
         return source
 
     def _load_own(self, module, target):
@@ -119,17 +144,53 @@ class SFrameSources:
             return SFrameSource(None, "none", "empty .sframe section")
         return source
 
-    def _synthesize(self, module):
+    def _synthesize(self, module, target):
+        """Rows from the module's file, else (the vDSO, a deleted library)
+        from its .eh_frame in the target's memory."""
         if not os.path.exists(module.path):
-            return NONE
+            if target is None:
+                return NONE
+            return _synthesize_from_memory(module, target)
         try:
             result = self.store.synthesize(module.path, build_id=module.build_id)
-            return SFrameSource(result.section, "synth", synthesized=result)
+            return SFrameSource(result.section, "synth", synthesized=result,
+                                read_cfi=lambda: _file_cfi(module.path))
         except (SynthError, SfbtError, OSError) as error:
             return SFrameSource(None, "none", f"{module.path}: {error}")
         except Exception as error:  # a synthesizer bug must not end the walk
             return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
                                 f"{type(error).__name__}: {error}")
+
+
+def _file_cfi(path):
+    stream, image = open_elf(path)
+    with stream:
+        return image_cfi(image)[0]
+
+
+def _memory_cfi(module, target):
+    image = memory_image(target, module.image_base, module.path)
+    if image is None:
+        raise SynthError(f"no ELF header at {module.image_base:#x}")
+    return image_cfi(image)[0]
+
+
+def _synthesize_from_memory(module, target):
+    """Rows synthesized from the .eh_frame of the module's image in memory."""
+    where = f"{module.path} (memory)"
+    try:
+        image = memory_image(target, module.image_base, module.path)
+        if image is None:
+            return SFrameSource(None, "none", f"{where}: no ELF header at "
+                                f"{module.image_base:#x}")
+        result = synthesize_image(image)
+    except SfbtError as error:  # unreadable memory, no or bad CFI
+        return SFrameSource(None, "none", f"{where}: {error}")
+    except Exception as error:  # a synthesizer bug must not end the walk
+        return SFrameSource(None, "none", f"{where}: synthesis failed: "
+                            f"{type(error).__name__}: {error}")
+    return SFrameSource(result.section, "synth", synthesized=result,
+                        read_cfi=lambda: _memory_cfi(module, target))
 
 
 def _sframe_from_memory(module, target):
@@ -162,6 +223,13 @@ class ModuleMap:
         # Sources looked up before: a walk asks for the same modules' data
         # at every frame.
         self._cached = {}
+        # (module, row) and DWARF register rules per PC: a deep stack
+        # repeats the same few PCs.  The map lives as long as the set of
+        # loaded objects, and so do they.
+        self._rows = {}
+        self._steps = {}
+        self._rules = {}
+        self._rule_registers = None
 
     def module_for(self, pc: int) -> Optional[Module]:
         i = bisect_right(self._starts, pc) - 1
@@ -188,10 +256,53 @@ class ModuleMap:
 
     def row_for(self, pc: int, synthesized: bool = True):
         """(module, FrameRow or None) for a run-time address."""
-        module = self.module_for(pc)
-        if module is None:
-            return None, None
-        section = self.source_for(module, synthesized).section
-        if section is None:
-            return module, None
-        return module, section.find_row(pc - module.load_bias)
+        key = (pc, synthesized and getattr(self.sources, "synthesize", True))
+        found = self._rows.get(key)
+        if found is None:
+            module = self.module_for(pc)
+            if module is None:
+                found = (None, None)
+            else:
+                section = self.source_for(module, synthesized).section
+                found = (module, None if section is None
+                         else section.find_row(pc - module.load_bias))
+            self._rows[key] = found
+        return found
+
+    def steps(self) -> dict:
+        """{pc: what step_for(pc) gave}, as synthesis is now on or off: a
+        walk looks there first."""
+        return self._steps.setdefault(getattr(self.sources, "synthesize", True), {})
+
+    def step_for(self, pc: int):
+        """(module, FrameRow or None, how: SFRAME, FLEX or SYNTH) for
+        a run-time address, kept per address."""
+        steps = self.steps()
+        found = steps.get(pc)
+        if found is None:
+            module, row = self.row_for(pc)
+            how = None
+            if row is not None:
+                how = (SYNTH if self.is_synthesized(module)
+                       else FLEX if row.function.is_flex else SFRAME)
+            found = steps[pc] = (module, row, how)
+        return found
+
+    def register_rules(self, module: Module, pc: int):
+        """{DWARF register: dwarf Rule or None (unchanged)} where the DWARF
+        CFI that ``module``'s synthesized rows came from says how ``pc``'s
+        caller gets its registers back (the stack, frame, return-address
+        and PC registers left out: the rows give them); None if unknown."""
+        key = (module, pc)
+        if key in self._rules:
+            return self._rules[key]
+        arch = self._target.arch if self._target is not None else None
+        rules = None
+        source = self.source_for(module)
+        if arch is not None and source.origin == "synth":
+            if self._rule_registers is None:
+                self._rule_registers = [n for n in arch.register_names
+                                        if n not in (arch.sp, arch.fp, arch.ra, arch.pc)]
+            rules = source.register_rules(pc - module.load_bias, self._rule_registers)
+        self._rules[key] = rules
+        return rules

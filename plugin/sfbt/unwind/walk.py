@@ -1,10 +1,12 @@
 """Walking a stack with SFrame data: one frame to its caller, to the end.
 
 Debugger-free: it reads registers and memory through a Target and finds
-SFrame rows through a ModuleMap.
+SFrame rows through a ModuleMap.  A walk never raises: whatever goes wrong
+in one step (unreadable memory, an address that does not fit, bad data, a
+bug) ends it with a reason, and the frames found so far are kept.
 """
 
-from dataclasses import dataclass, field
+import gc
 
 from ..errors import SfbtError
 from ..sframe import SFrameError
@@ -17,70 +19,149 @@ FLEX = "flex"
 SIGNAL = "signal"
 SYNTH = "synth"  # a row synthesized from DWARF CFI (sfbt.synth)
 FRAME_POINTER = "fp"
+RETURN_ADDRESS = "ra-at-sp"  # no row; the word at SP is a checked return address
 
 # Why a walk ended, worded as GDB words "Backtrace stopped: ...".
 STOP_OUTERMOST = "outermost frame"
 STOP_LIMIT = "frame limit reached"
+STOP_NOT_UP = "frame did not move up the stack (corrupt stack?)"
+STOP_LOOP = "previous frame identical to this frame (corrupt stack?)"
+
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_PAGE = 0x1000
 
 
 class UnwindStop(SfbtError):
     """The walk cannot go on; the message says why."""
 
 
-@dataclass
 class Frame:
-    level: int
-    pc: int
-    registers: dict  # DWARF number -> value, for the registers known here
-    how: str = INNERMOST
-    #: the module whose SFrame data gave this frame (None: not SFrame)
-    data_module: object = None
-    #: the pc is where execution stopped (innermost frame, or a frame a
-    #: signal interrupted), not a return address
-    interrupted: bool = True
-    #: this frame is the kernel's signal trampoline
-    signal_trampoline: bool = False
-    cfa: int = None
-    extra: dict = field(default_factory=dict)
+    """One frame of a walk: its PC and the registers known in it."""
+
+    __slots__ = ("level", "pc", "registers", "how", "data_module", "interrupted",
+                 "signal_trampoline", "cfa", "dwarf_rules")
+
+    def __init__(self, level, pc, registers, how=INNERMOST, data_module=None,
+                 interrupted=True, signal_trampoline=False, cfa=None):
+        self.level = level
+        self.pc = pc
+        #: DWARF number -> value, for the registers known here
+        self.registers = registers
+        self.how = how
+        #: the module whose SFrame data gave this frame (None: not SFrame)
+        self.data_module = data_module
+        #: the pc is where execution stopped (innermost frame, or a frame a
+        #: signal interrupted), not a return address
+        self.interrupted = interrupted
+        #: this frame is the kernel's signal trampoline
+        self.signal_trampoline = signal_trampoline
+        self.cfa = cfa
 
     @property
     def lookup_pc(self):
         """The address that identifies the frame's instruction: a return
         address is looked up one byte back, inside the call."""
-        return self.pc if self.interrupted else self.pc - 1
+        return self.pc if self.interrupted or not self.pc else self.pc - 1
 
     def sp(self, arch):
         return self.registers.get(arch.sp)
 
+    def __repr__(self):
+        return f"Frame(#{self.level}, pc={self.pc:#x}, {self.how})"
+
 
 class Unwinder:
+    """One walk's view of a target: its memory (read a page at a time and
+    kept for the walk: unwinding reads the same stack and code pages again
+    and again) and its modules' rows."""
+
     def __init__(self, target, module_map, fallback="fp"):
         self.target = target
         self.arch = target.arch
         self.module_map = module_map
         self.fallback = fallback
+        self._pages = {}  # page address -> its bytes (b"" when unreadable whole)
+        # pc -> whether it is in the signal trampoline: as a return address,
+        # and where execution stopped
+        self._return_trampolines = {}
+        self._stopped_trampolines = {}
+        arch = self.arch
+        self._order = "big" if arch.big_endian else "little"
+        self._word_size = arch.pointer_size
+        self._steps = module_map.steps()
+        self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
 
     # -- memory -------------------------------------------------------------
-    def read_word(self, address):
-        size = self.arch.pointer_size
+    def read(self, address, size):
+        """``size`` bytes at ``address``, from the walk's copy of the page
+        that holds them; TargetMemoryError where the target cannot read
+        them (or the address does not fit in 64 bits)."""
+        if address < 0 or address + size > _MASK64 + 1:
+            raise TargetMemoryError(address & _MASK64, size)
+        page = address & ~(_PAGE - 1)
+        data = self._pages.get(page)
+        if data is None:
+            try:
+                data = self.target.read_memory(page, _PAGE)
+            except TargetMemoryError:
+                data = b""  # part of the page may still be readable
+            if len(data) != _PAGE:
+                data = b""
+            self._pages[page] = data
+        at = address - page
+        if at + size <= len(data):
+            return data[at:at + size]
         data = self.target.read_memory(address, size)
         if len(data) != size:
             raise TargetMemoryError(address, size)
-        return int.from_bytes(data, "big" if self.arch.big_endian else "little")
+        return data
+
+    def read_word(self, address):
+        size = self._word_size
+        data = self._pages.get(address & ~(_PAGE - 1))
+        if data:  # the common case, inline: the page is already read
+            at = address & (_PAGE - 1)
+            if at + size <= _PAGE:
+                return int.from_bytes(data[at:at + size], self._order)
+        return int.from_bytes(self.read(address, size), self._order)
 
     # -- frames -------------------------------------------------------------
     def innermost(self):
-        registers = dict(self.target.registers())
-        pc = registers[self.arch.pc]
+        registers = {number: value & _MASK64
+                     for number, value in self.target.registers().items()
+                     if value is not None}
+        if self._pc not in registers:
+            raise UnwindStop("no value for the PC in frame #0")
+        pc = registers[self._pc]
         return Frame(0, pc, registers,
-                     signal_trampoline=self.is_signal_trampoline(pc))
+                     signal_trampoline=self.is_signal_trampoline(pc, True))
 
-    def is_signal_trampoline(self, pc):
+    def is_signal_trampoline(self, pc, interrupted=False):
+        """Whether ``pc`` is in the kernel's rt_sigreturn trampoline: a
+        return address only at its first byte (where the handler returns
+        to), a PC where execution stopped anywhere in it (`catch syscall
+        rt_sigreturn` stops after its last instruction)."""
         layout = self.arch.signal_frame
         if layout is None:
             return False
+        cache = self._stopped_trampolines if interrupted else self._return_trampolines
+        found = cache.get(pc)
+        if found is None:
+            code = layout.code
+            if not interrupted:
+                found = self._code_at(pc, code)
+            else:
+                try:  # the code starts at most len(code) bytes before pc
+                    found = code in self.read(pc - len(code), 2 * len(code))
+                except TargetMemoryError:  # it may start or end a mapping
+                    found = any(self._code_at(start, code)
+                                for start in range(pc - len(code), pc + 1))
+            cache[pc] = found
+        return found
+
+    def _code_at(self, address, code):
         try:
-            return self.target.read_memory(pc, len(layout.code)) == layout.code
+            return self.read(address, len(code)) == code
         except TargetMemoryError:
             return False
 
@@ -88,16 +169,22 @@ class Unwinder:
         """The frame that called ``frame``; UnwindStop when there is none."""
         if frame.signal_trampoline:
             return self._caller_of_signal_frame(frame)
+        pc = frame.pc
+        lookup_pc = pc if frame.interrupted or not pc else pc - 1
         try:
-            module, row = self.module_map.row_for(frame.lookup_pc)
+            module, row, how = (self._steps.get(lookup_pc)
+                                or self.module_map.step_for(lookup_pc))
         except SFrameError as error:
-            module = self.module_map.module_for(frame.lookup_pc)
+            module = self.module_map.module_for(lookup_pc)
             raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
         if row is not None:
             if row.signal and self.arch.signal_frame is not None:
                 # a v3 signal FDE: the kernel's frame, whatever its code
                 return self._caller_of_signal_frame(frame)
-            return self.caller_from_row(frame, module, row)
+            return self.caller_from_row(frame, module, row, how, lookup_pc)
+        caller = self._caller_from_return_address_at_sp(frame)
+        if caller is not None:
+            return caller
         if self.fallback == "fp" and self.arch.frame_record is not None:
             return self._caller_from_frame_pointer(frame)
         raise UnwindStop(f"no unwind data for PC {frame.pc:#x}")
@@ -112,40 +199,134 @@ class Unwinder:
 
     def _location(self, frame, location, cfa):
         base = cfa if location.register is None else self._register(frame, location.register)
-        address = (base + location.offset) & 0xFFFFFFFFFFFFFFFF
+        address = (base + location.offset) & _MASK64
         return self.read_word(address) if location.deref else address
 
-    def caller_from_row(self, frame, module, row):
+    def caller_from_row(self, frame, module, row, how=None, lookup_pc=None):
         """The caller of ``frame`` by the SFrame row ``row`` of ``module``
-        (the row in force at frame.lookup_pc)."""
-        arch = self.arch
+        (the row in force at frame.lookup_pc); ``how`` (SFRAME, FLEX or
+        SYNTH) as ModuleMap.step_for says."""
         if row.outermost:
             raise UnwindStop(STOP_OUTERMOST)
-        cfa = self._location(frame, row.cfa, None)
-        caller_sp = (cfa + arch.sp_from_cfa) & 0xFFFFFFFFFFFFFFFF
-        self._check_progress(frame, caller_sp)
-        if row.ra is None:
+        known = frame.registers
+        rule = row.cfa
+        base = known.get(rule.register)
+        if base is None:
+            base = self._register(frame, rule.register)
+        cfa = (base + rule.offset) & _MASK64
+        if rule.deref:
+            cfa = self.read_word(cfa)
+        arch = self.arch
+        caller_sp = (cfa + arch.sp_from_cfa) & _MASK64
+        old_sp = known.get(self._sp)
+        # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
+        # catches a frame that repeats itself.
+        if old_sp is not None and caller_sp < old_sp:
+            raise UnwindStop(STOP_NOT_UP)
+        rule = row.ra
+        if rule is None:
             if not arch.has_link_register:
                 raise UnwindStop(f"no return address rule at PC {frame.pc:#x}")
-            ra = self._register(frame, arch.ra)
+            ra = self._register(frame, self._ra)
+        elif rule.register is None and rule.deref:
+            ra = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            ra = self._location(frame, row.ra, cfa)
+            ra = self._location(frame, rule, cfa)
         if row.mangled_ra:
             ra = arch.strip_return_address(ra, self._virtual_address_bits())
-        registers = {arch.sp: caller_sp, arch.pc: ra}
-        if row.fp is None:
-            if arch.fp in frame.registers:
-                registers[arch.fp] = frame.registers[arch.fp]
+        if how is None:
+            how = (SYNTH if self.module_map.is_synthesized(module)
+                   else FLEX if row.function.is_flex else SFRAME)
+        registers = None
+        if how == SYNTH:
+            if lookup_pc is None:
+                lookup_pc = frame.lookup_pc
+            rules = self.module_map.register_rules(module, lookup_pc)
+            if rules:
+                registers = self._saved_registers(frame, rules, cfa)
+        if registers is None:
+            registers = {}
+        registers[self._sp] = caller_sp
+        registers[self._pc] = ra
+        rule = row.fp
+        if rule is None:
+            fp = known.get(self._fp)
+            if fp is not None:
+                registers[self._fp] = fp
+        elif rule.register is None and rule.deref:
+            registers[self._fp] = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            registers[arch.fp] = self._location(frame, row.fp, cfa)
+            registers[self._fp] = self._location(frame, rule, cfa)
         if arch.has_link_register:
-            registers[arch.ra] = ra
-        how = FLEX if row.function.is_flex else SFRAME
-        if self.module_map.is_synthesized(module):
-            how = SYNTH
-        return Frame(frame.level + 1, ra, registers, how=how,
-                     data_module=module, interrupted=False, cfa=cfa,
-                     signal_trampoline=self.is_signal_trampoline(ra))
+            registers[self._ra] = ra
+        trampoline = self._return_trampolines.get(ra)
+        if trampoline is None:
+            trampoline = self.is_signal_trampoline(ra)
+        return Frame(frame.level + 1, ra, registers, how, module, False, trampoline, cfa)
+
+    def _saved_registers(self, frame, rules, cfa):
+        """The caller's registers that the DWARF rules of ``frame``'s PC
+        give (``rules``: {register: Rule or None}; None: unchanged), from
+        the registers known in ``frame``: how the caller's CFA rule finds a
+        register it is based on (the lazy-binding resolver's rbx)."""
+        from ..dwarf.cfa import OFFSET, REGISTER, SAME_VALUE, VAL_OFFSET
+
+        known = frame.registers
+        registers = {}
+        for number, rule in rules.items():
+            if rule is None or rule.kind == SAME_VALUE:
+                value = known.get(number)
+            elif rule.kind == OFFSET:
+                try:
+                    value = self.read_word((cfa + rule.operand) & _MASK64)
+                except TargetMemoryError:
+                    value = None
+            elif rule.kind == VAL_OFFSET:
+                value = (cfa + rule.operand) & _MASK64
+            elif rule.kind == REGISTER:
+                value = known.get(rule.operand)
+            else:  # undefined, or a DWARF expression: not known
+                value = None
+            if value is not None:
+                registers[number] = value
+        return registers
+
+    def _caller_from_return_address_at_sp(self, frame):
+        """Where the CFI has a hole (glibc's clone3 around its syscall): the
+        caller when the word at SP is a return address that follows a call
+        instruction in a module with rows for it, else None.  Only for a
+        frame where execution stopped: a frame that made a call has its
+        own data on the stack above SP."""
+        arch = self.arch
+        if not frame.interrupted or arch.has_link_register or arch.fixed_ra_offset == 0:
+            return None
+        sp = frame.registers.get(self._sp)
+        if sp is None:
+            return None
+        try:
+            ra = self.read_word(sp)
+            if not self._is_return_address(ra):
+                return None
+        except TargetMemoryError:
+            return None
+        caller_sp = (sp - arch.fixed_ra_offset) & _MASK64
+        registers = {number: frame.registers[number] for number in (self._fp,)
+                     if number in frame.registers}
+        registers[self._sp] = caller_sp
+        registers[self._pc] = ra
+        return Frame(frame.level + 1, ra, registers, RETURN_ADDRESS, None, False,
+                     self.is_signal_trampoline(ra), caller_sp)
+
+    def _is_return_address(self, address):
+        """Whether ``address`` follows a call instruction in code that a
+        module's rows cover."""
+        if address < 0x1000:
+            return False
+        module, row = self.module_map.row_for(address - 1)
+        if row is None:
+            return False
+        code = self.read(address - 8, 8)
+        return self.arch.follows_call(code)
 
     def _caller_from_frame_pointer(self, frame):
         """The frame-pointer chain, with the checks sanitizers make: the
@@ -167,9 +348,8 @@ class Unwinder:
         if arch.has_link_register:
             ra = arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {arch.sp: caller_sp, arch.pc: ra, arch.fp: caller_fp}
-        return Frame(frame.level + 1, ra, registers, how=FRAME_POINTER,
-                     interrupted=False, cfa=caller_sp,
-                     signal_trampoline=self.is_signal_trampoline(ra))
+        return Frame(frame.level + 1, ra, registers, FRAME_POINTER, None, False,
+                     self.is_signal_trampoline(ra), caller_sp)
 
     def _caller_of_signal_frame(self, frame):
         arch = self.arch
@@ -177,14 +357,13 @@ class Unwinder:
         sp = self._register(frame, arch.sp)
         size = arch.pointer_size
         count = 1 + max(slot for _, slot in layout.slots)
-        block = self.target.read_memory(sp + layout.registers_offset, count * size)
-        order = "big" if arch.big_endian else "little"
+        block = self.read((sp + layout.registers_offset) & _MASK64, count * size)
+        order = self._order
         registers = {number: int.from_bytes(block[slot * size:(slot + 1) * size], order)
                      for number, slot in layout.slots}
         pc = registers[arch.pc]
-        return Frame(frame.level + 1, pc, registers, how=SIGNAL,
-                     interrupted=True, cfa=registers[arch.sp],
-                     signal_trampoline=self.is_signal_trampoline(pc))
+        return Frame(frame.level + 1, pc, registers, SIGNAL, None, True,
+                     self.is_signal_trampoline(pc, True), registers[arch.sp])
 
     def _virtual_address_bits(self):
         """What strip_return_address keeps: the target's virtual-address
@@ -192,39 +371,68 @@ class Unwinder:
         return getattr(self.target, "virtual_address_bits", None) or 48
 
     def _check_progress(self, frame, caller_sp):
-        old_sp = frame.registers.get(self.arch.sp)
+        old_sp = frame.registers.get(self._sp)
         # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
         # catches a frame that repeats itself.
         if old_sp is not None and caller_sp < old_sp:
-            raise UnwindStop("frame did not move up the stack (corrupt stack?)")
+            raise UnwindStop(STOP_NOT_UP)
 
     def walk(self, limit=None, is_last=None):
-        """(frames, stop reason or None).  ``is_last(frame)`` may end the
-        walk early without a reason (as GDB stops at main).  Memory faults
-        end the walk with GDB's wording; frames found so far are kept."""
+        """(frames, stop reason or None): at most ``limit`` frames.
+        ``is_last(frame)`` may end the walk early without a reason (as GDB
+        stops at main).  Never raises: any failure of a step ends the walk
+        with its reason; the frames found so far are kept."""
         frames = []
+        # Frames make no reference cycles: the collector's passes over a
+        # growing list of them would only cost time.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            frame = self.innermost()
-        except TargetMemoryError as error:
-            return frames, str(error)
+            return frames, self._walk(frames, limit, is_last)
+        except (UnwindStop, TargetMemoryError) as stop:
+            return frames, str(stop)
+        except SfbtError as error:
+            return frames, f"bad unwind data: {error}"
+        except Exception as error:  # a bug must not take the frames found with it
+            return frames, f"internal error: {type(error).__name__}: {error}"
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _walk(self, frames, limit, is_last):
+        """Fill ``frames``; the stop reason, or raise it."""
+        sp_number = self._sp
+        frame = self.innermost()
         frames.append(frame)
-        same_sp = {(frame.sp(self.arch), frame.pc)}
+        # A stack that leads back to a frame already walked (signal frames
+        # whose saved SPs point at each other) ends the walk, as GDB's
+        # frame stash does.  While each SP is above all before it no frame
+        # can repeat: the (SP, PC) of the frames are only gathered from the
+        # first SP that is not.
+        top = frame.registers.get(sp_number)
+        seen = None
         while True:
             if is_last is not None and is_last(frame):
-                return frames, None
+                return None
             if limit is not None and len(frames) >= limit:
-                return frames, STOP_LIMIT
-            try:
-                caller = self.caller(frame)
-            except UnwindStop as stop:
-                return frames, str(stop)
-            except TargetMemoryError as error:
-                return frames, str(error)
-            key = (caller.sp(self.arch), caller.pc)
-            if key[0] != frame.sp(self.arch):
-                same_sp = set()
-            elif key in same_sp:
-                return frames, "frame did not move up the stack (corrupt stack?)"
-            same_sp.add(key)
+                return STOP_LIMIT
+            caller = self.caller(frame)
+            sp = caller.registers.get(sp_number)
+            if top is not None and sp is not None and sp > top:
+                top = sp
+                if seen is not None:
+                    seen.add((sp, caller.pc))
+            else:
+                if seen is None:
+                    seen = {(f.registers.get(sp_number), f.pc) for f in frames}
+                key = (sp, caller.pc)
+                if key in seen:
+                    if sp == frame.registers.get(sp_number):
+                        return STOP_NOT_UP
+                    return STOP_LOOP
+                seen.add(key)
             frames.append(caller)
+            if not caller.pc and not caller.interrupted:
+                # A return address of 0 ends the stack (GDB: "zero PC").
+                return None
             frame = caller

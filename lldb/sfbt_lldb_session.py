@@ -59,13 +59,25 @@ def target_modules(target):
     return modules
 
 
-class LldbTarget(Target):
-    """One thread of LLDB's process; registers of its innermost frame."""
+def frame_registers(arch, frame):
+    """{DWARF number: value} of the registers LLDB knows in ``frame``."""
+    values = {}
+    for number in arch.register_names:
+        value = frame.FindRegister(arch.register_name(number, "lldb"))
+        if value.IsValid() and value.GetValue() is not None:
+            values[number] = value.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
+    return values
 
-    def __init__(self, arch, process, frame0, modules=()):
+
+class LldbTarget(Target):
+    """One thread of LLDB's process; registers of its innermost frame
+    (``frame0``, read when first asked, or ``registers`` read before)."""
+
+    def __init__(self, arch, process, frame0=None, modules=(), registers=None):
         self.arch = arch
         self._process = process
         self._frame0 = frame0
+        self._registers = registers
         self._modules = modules
 
     def read_memory(self, address, size):
@@ -76,12 +88,9 @@ class LldbTarget(Target):
         return bytes(data)
 
     def registers(self):
-        values = {}
-        for number in self.arch.register_names:
-            value = self._frame0.FindRegister(self.arch.register_name(number, "lldb"))
-            if value.IsValid() and value.GetValue() is not None:
-                values[number] = value.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
-        return values
+        if self._registers is None:
+            self._registers = frame_registers(self.arch, self._frame0)
+        return self._registers
 
     def modules(self):
         return self._modules
@@ -131,8 +140,9 @@ class LldbSession(Session):
 
     debugger = "lldb"
 
-    def __init__(self, debugger, exe_ctx=None):
-        target = exe_ctx.GetTarget() if exe_ctx is not None else None
+    def __init__(self, debugger, exe_ctx=None, target=None):
+        if target is None and exe_ctx is not None:
+            target = exe_ctx.GetTarget()
         if target is None or not target.IsValid():
             target = debugger.GetSelectedTarget()
         if not target.IsValid():

@@ -94,7 +94,7 @@ class SFrameProviderCommand(_Command):
     help_text = """\
 Turn the SFrame frame provider on or off (LLDB 22 and newer).
 
-Usage: sframe-provider on|off
+Usage: sframe-provider on|off|status
 With the provider on, LLDB's own `bt`, `frame select`, `up`/`down` and
 `finish` use the frames SFrame data gives (the same frames as sframe-bt).
 Where LLDB's own unwinder finds the same frame, it is LLDB's own frame,
@@ -104,8 +104,12 @@ turn it on before `run` (LLDB 22 and 23 hang in `bt all` when a frame
 provider is registered at a stop of several threads)."""
 
     def run(self, debugger, words, exe_ctx):
+        if words == ["status"]:
+            return "\n".join([f"thread #{index}: {line}" for index, line
+                              in sorted(state.provider_plans.items())]
+                             or ["The SFrame frame provider has made no frames."]), None
         if words not in (["on"], ["off"]):
-            raise CommandError("usage: sframe-provider on|off")
+            raise CommandError("usage: sframe-provider on|off|status")
         version = lldb_version()
         if version < 22:
             raise CommandError(f"sframe-provider needs LLDB 22 or newer "

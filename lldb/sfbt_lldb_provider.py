@@ -92,6 +92,15 @@ def frame_plan(input_frames, frames, sp_register):
     return plan
 
 
+def plan_summary(frames, plan):
+    """`sframe-provider`'s account of a thread's plan: how many frames
+    the walk found, how many of the plan's frames are LLDB's own and how
+    many are the provider's."""
+    own = sum(isinstance(entry, dict) for entry in plan)
+    return (f"{len(frames)} frames from SFrame data; {len(plan) - own} of LLDB's "
+            f"own frames, {own} synthetic")
+
+
 class SFrameFrameProvider(ScriptedFrameProvider):
     """Frames for LLDB's own bt, walked with SFrame data when LLDB asks for
     frame 0 (the first frame of each new frame list).
@@ -120,7 +129,9 @@ class SFrameFrameProvider(ScriptedFrameProvider):
             target = thread.GetProcess().GetTarget()
             session = _ProviderSession(target, frame_registers(arch_of(target), frame0))
             frames, _ = walk(session, session._thread(thread))
-            return frame_plan(self.input_frames, frames, session.arch.sp)
+            plan = frame_plan(self.input_frames, frames, session.arch.sp)
+            state.provider_plans[thread.GetIndexID()] = plan_summary(frames, plan)
+            return plan
         except Exception as error:  # LLDB's own frames then
             state.errors.append(f"provider: {type(error).__name__}: {error}")
             return list(range(self.input_frames.GetSize()))

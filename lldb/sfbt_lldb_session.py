@@ -107,6 +107,8 @@ class State:
         self._key = None
         self._map = None
         self.errors = collections.deque(maxlen=50)
+        #: the frame provider's last plan per thread index: a summary line
+        self.provider_plans = {}
 
     def _setting_changed(self, name, value):
         if name == "synthesize":

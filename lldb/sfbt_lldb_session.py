@@ -69,9 +69,15 @@ def frame_registers(arch, frame):
     return values
 
 
+PAGE = 4096
+
+
 class LldbTarget(Target):
-    """One thread of LLDB's process; registers of its innermost frame
-    (``frame0``, read when first asked, or ``registers`` read before)."""
+    """One thread of LLDB's process at one stop; registers of its innermost
+    frame (``frame0``, read when first asked, or ``registers`` read
+    before).  Memory is read a page at a time and kept: a walk reads a
+    word or two per frame, mostly from the same stack pages, and one
+    SBProcess.ReadMemory costs as much as a page."""
 
     def __init__(self, arch, process, frame0=None, modules=(), registers=None):
         self.arch = arch
@@ -79,13 +85,28 @@ class LldbTarget(Target):
         self._frame0 = frame0
         self._registers = registers
         self._modules = modules
+        self._pages = {}  # page address -> its bytes, or None: unreadable
 
-    def read_memory(self, address, size):
+    def _read(self, address, size):
         error = lldb.SBError()
         data = self._process.ReadMemory(address, size, error)
         if error.Fail() or data is None or len(data) != size:
-            raise TargetMemoryError(address, size)
+            return None
         return bytes(data)
+
+    def read_memory(self, address, size):
+        page = address & ~(PAGE - 1)
+        offset = address - page
+        if offset + size <= PAGE:
+            if page not in self._pages:
+                self._pages[page] = self._read(page, PAGE)
+            data = self._pages[page]
+            if data is not None:
+                return data[offset:offset + size]
+        data = self._read(address, size)  # across pages, or a page partly mapped
+        if data is None:
+            raise TargetMemoryError(address, size)
+        return data
 
     def registers(self):
         if self._registers is None:
@@ -155,6 +176,7 @@ class LldbSession(Session):
         self.running = _is_running(self.process)
         self._exe_ctx = exe_ctx
         self._arch = arch_of(target)
+        self._described = {}  # (lookup_pc, module) -> describe()
 
     @property
     def arch(self):
@@ -191,7 +213,14 @@ class LldbSession(Session):
 
     def describe(self, lookup_pc, module=None):
         """Without a process every image sits at its file addresses, which
-        overlap: ``module`` then says which image the address is in."""
+        overlap: ``module`` then says which image the address is in.  Kept
+        for the session: a deep recursion repeats a few addresses."""
+        key = (lookup_pc, module)
+        if key not in self._described:
+            self._described[key] = self._describe(lookup_pc, module)
+        return self._described[key]
+
+    def _describe(self, lookup_pc, module):
         target = self.lldb_target
         if self.running or module is None:
             resolved = (target.ResolveLoadAddress(lookup_pc) if self.running

@@ -207,3 +207,34 @@ def test_ten_thousand_frames(lldb, build_dir):
     # stop_here ... lib_apply (6 frames), 10,001 x recurse, main
     assert [level for level, _, _ in frames] == [10005, 10006, 10007]
     assert frames[-1][2] == "main"
+
+
+def test_bare_cbf_of_a_pie_program_names_no_function_after_the_last(lldb, build_dir,
+                                                                    tmp_path):
+    # A bare .cbf has no image map: a PIE program's run-time addresses are
+    # not addresses of its file, and no function covers them (_fini, the
+    # last symbol, has no size).
+    from conftest import run_sfbt
+    from sfbt.archive.symbolize import ElfSymbolizer
+
+    program = build_recurse(build_dir, "O2", True)
+    saved = tmp_path / "bare.cbf"
+    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run 3",
+                                   f"cbf-save --format cbf {saved}", mark("LOAD"),
+                                   f"cbf-load {saved}"])
+    loaded = sframe_frames(out.split("==LOAD==")[1])
+    decoded = sframe_frames(run_sfbt("cbf", "decode", "--exe", str(program),
+                                     str(saved)).stdout)
+    assert len(decoded) == len(loaded) == 11
+    assert [name for _, _, name in decoded] == ["??"] * 11
+    assert [pc for _, pc, _ in decoded] == [pc for _, pc, _ in loaded]
+    symbols = ElfSymbolizer(str(program))
+    try:
+        table, _ = symbols._function_table()
+        fini = next(start for start, _, name in table if name == "_fini")
+        assert symbols.function(fini) == "_fini"
+        assert symbols.function(fini + 0x1000) is None
+        assert symbols.function(next(start for start, _, name in table
+                                     if name == "recurse") + 4) == "recurse"
+    finally:
+        symbols.close()

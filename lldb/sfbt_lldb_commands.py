@@ -131,6 +131,7 @@ provider is registered at a stop of several threads)."""
                        f"{_ENTRY['module']}.SFrameFrameProvider")
         else:
             command = "target frame-provider clear"
+            state.provider_plans.clear()
         interpreter.HandleCommand(command, result)
         if not result.Succeeded():
             raise CommandError(f"sframe-provider: {result.GetError().strip()}")

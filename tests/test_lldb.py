@@ -238,3 +238,10 @@ def test_bare_cbf_of_a_pie_program_names_no_function_after_the_last(lldb, build_
                                      if name == "recurse") + 4) == "recurse"
     finally:
         symbols.close()
+
+
+def test_provider_plan_keeps_lldbs_frames_while_they_agree(lldb):
+    out = run_lldb(lldb, "", ["test-provider-plans"])
+    assert "PLAN-AGREEING [0, 1, 2, 3, 4, 5]" in out, out
+    assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12288}, {'idx': 4, 'pc': 16384}]"
+            in out), out

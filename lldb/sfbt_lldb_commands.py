@@ -94,17 +94,36 @@ class SFrameProviderCommand(_Command):
     help_text = """\
 Turn the SFrame frame provider on or off (LLDB 22 and newer).
 
-Usage: sframe-provider on|off
-With the provider on, LLDB's own `bt` and `frame select` show the frames
-that SFrame data gives (the same frames as sframe-bt)."""
+Usage: sframe-provider on|off|status
+With the provider on, LLDB's own `bt`, `frame select`, `up`/`down` and
+`finish` use the frames SFrame data gives (the same frames as sframe-bt).
+Where LLDB's own unwinder finds the same frame, it is LLDB's own frame,
+with its registers and variables; frames only SFrame data gives are
+marked [synthetic] and have no registers.  On a multi-threaded process,
+turn it on before `run` (LLDB 22 and 23 hang in `bt all` when a frame
+provider is registered at a stop of several threads)."""
 
     def run(self, debugger, words, exe_ctx):
+        if words == ["status"]:
+            return "\n".join([f"thread #{index}: {line}" for index, line
+                              in sorted(state.provider_plans.items())]
+                             or ["The SFrame frame provider has made no frames."]), None
         if words not in (["on"], ["off"]):
-            raise CommandError("usage: sframe-provider on|off")
+            raise CommandError("usage: sframe-provider on|off|status")
         version = lldb_version()
         if version < 22:
             raise CommandError(f"sframe-provider needs LLDB 22 or newer "
                                f"(this is LLDB {version})")
+        target = LldbSession(debugger, exe_ctx).lldb_target
+        process = target.GetProcess()
+        if (words == ["on"] and process.IsValid()
+                and process.GetState() == lldb.eStateStopped
+                and process.GetNumThreads() > 1):
+            raise CommandError(
+                f"sframe-provider: not turned on: the process has "
+                f"{process.GetNumThreads()} threads, and LLDB hangs in `bt all` "
+                "when a frame provider is registered at a stop of a multi-threaded "
+                "process; turn it on before `run` (sframe-bt works now)")
         interpreter = debugger.GetCommandInterpreter()
         result = lldb.SBCommandReturnObject()
         if words == ["on"]:
@@ -112,6 +131,7 @@ that SFrame data gives (the same frames as sframe-bt)."""
                        f"{_ENTRY['module']}.SFrameFrameProvider")
         else:
             command = "target frame-provider clear"
+            state.provider_plans.clear()
         interpreter.HandleCommand(command, result)
         if not result.Succeeded():
             raise CommandError(f"sframe-provider: {result.GetError().strip()}")

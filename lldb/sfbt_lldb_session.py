@@ -59,32 +59,78 @@ def target_modules(target):
     return modules
 
 
-class LldbTarget(Target):
-    """One thread of LLDB's process; registers of its innermost frame."""
+def frame_registers(arch, frame):
+    """{DWARF number: value} of the registers LLDB knows in ``frame``."""
+    values = {}
+    for number in arch.register_names:
+        value = frame.FindRegister(arch.register_name(number, "lldb"))
+        if value.IsValid() and value.GetValue() is not None:
+            values[number] = value.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
+    return values
 
-    def __init__(self, arch, process, frame0, modules=()):
+
+PAGE = 4096
+
+
+class LldbTarget(Target):
+    """One thread of LLDB's process at one stop; registers of its innermost
+    frame (``frame0``, read when first asked, or ``registers`` read
+    before).  Memory is read a page at a time and kept: a walk reads a
+    word or two per frame, mostly from the same stack pages, and one
+    SBProcess.ReadMemory costs as much as a page."""
+
+    def __init__(self, arch, process, frame0=None, modules=(), registers=None):
         self.arch = arch
         self._process = process
         self._frame0 = frame0
+        self._registers = registers
         self._modules = modules
+        self._pages = {}  # page address -> its bytes, or None: unreadable
 
-    def read_memory(self, address, size):
+    def _read(self, address, size):
         error = lldb.SBError()
         data = self._process.ReadMemory(address, size, error)
         if error.Fail() or data is None or len(data) != size:
-            raise TargetMemoryError(address, size)
+            return None
         return bytes(data)
 
+    def read_memory(self, address, size):
+        page = address & ~(PAGE - 1)
+        offset = address - page
+        if offset + size <= PAGE:
+            if page not in self._pages:
+                self._pages[page] = self._read(page, PAGE)
+            data = self._pages[page]
+            if data is not None:
+                return data[offset:offset + size]
+        data = self._read(address, size)  # across pages, or a page partly mapped
+        if data is None:
+            raise TargetMemoryError(address, size)
+        return data
+
     def registers(self):
-        values = {}
-        for number in self.arch.register_names:
-            value = self._frame0.FindRegister(self.arch.register_name(number, "lldb"))
-            if value.IsValid() and value.GetValue() is not None:
-                values[number] = value.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
-        return values
+        if self._registers is None:
+            self._registers = frame_registers(self.arch, self._frame0)
+        return self._registers
 
     def modules(self):
         return self._modules
+
+
+class _StopModuleMap(ModuleMap):
+    """The module map of one stop, which keeps each address's SFrame row:
+    a deep recursion asks for the rows of a few addresses over and over."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._rows = {}
+
+    def row_for(self, pc, synthesized=True):
+        key = (pc, synthesized, self.sources.synthesize)
+        found = self._rows.get(key)
+        if found is None:
+            found = self._rows[key] = super().row_for(pc, synthesized)
+        return found
 
 
 class State:
@@ -98,6 +144,8 @@ class State:
         self._key = None
         self._map = None
         self.errors = collections.deque(maxlen=50)
+        #: the frame provider's last plan per thread index: a summary line
+        self.provider_plans = {}
 
     def _setting_changed(self, name, value):
         if name == "synthesize":
@@ -112,8 +160,8 @@ class State:
         key = (target.GetNumModules(), process.GetProcessID(), process.GetStopID())
         if self._map is None or key != self._key:
             modules = target_modules(target)
-            self._map = ModuleMap(modules, LldbTarget(arch, process, frame0, modules),
-                                  self.sources)
+            self._map = _StopModuleMap(modules, LldbTarget(arch, process, frame0, modules),
+                                       self.sources)
             self._key = key
         return self._map
 
@@ -131,8 +179,9 @@ class LldbSession(Session):
 
     debugger = "lldb"
 
-    def __init__(self, debugger, exe_ctx=None):
-        target = exe_ctx.GetTarget() if exe_ctx is not None else None
+    def __init__(self, debugger, exe_ctx=None, target=None):
+        if target is None and exe_ctx is not None:
+            target = exe_ctx.GetTarget()
         if target is None or not target.IsValid():
             target = debugger.GetSelectedTarget()
         if not target.IsValid():
@@ -143,6 +192,7 @@ class LldbSession(Session):
         self.running = _is_running(self.process)
         self._exe_ctx = exe_ctx
         self._arch = arch_of(target)
+        self._described = {}  # (lookup_pc, module) -> describe()
 
     @property
     def arch(self):
@@ -179,7 +229,14 @@ class LldbSession(Session):
 
     def describe(self, lookup_pc, module=None):
         """Without a process every image sits at its file addresses, which
-        overlap: ``module`` then says which image the address is in."""
+        overlap: ``module`` then says which image the address is in.  Kept
+        for the session: a deep recursion repeats a few addresses."""
+        key = (lookup_pc, module)
+        if key not in self._described:
+            self._described[key] = self._describe(lookup_pc, module)
+        return self._described[key]
+
+    def _describe(self, lookup_pc, module):
         target = self.lldb_target
         if self.running or module is None:
             resolved = (target.ResolveLoadAddress(lookup_pc) if self.running

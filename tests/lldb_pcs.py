@@ -2,7 +2,8 @@
 own frames on one line, one per stack frame: LLDB lists a function inlined
 into another as a frame of its own with the same CFA, and gives the outer
 function the address of the inlined call; the innermost of them has the
-real PC."""
+real PC.  `test-provider-plans` prints the frame provider's plans for
+made-up frame lists."""
 
 
 
@@ -20,3 +21,54 @@ def lldb_pcs(debugger, command, exe_ctx, result, internal_dict):
 
 def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand(f"command script add -o -f {__name__}.lldb_pcs test-lldb-pcs")
+    debugger.HandleCommand(
+        f"command script add -o -f {__name__}.provider_plans test-provider-plans")
+
+
+class _InputFrame:
+    """Stands for an SBFrame of a provider's input frames."""
+
+    def __init__(self, pc, sp, inlined=False):
+        self.pc, self.sp, self.inlined = pc, sp, inlined
+
+    def IsValid(self):
+        return self.pc is not None
+
+    def IsInlined(self):
+        return self.inlined
+
+    def GetPC(self):
+        return self.pc
+
+    def GetSP(self):
+        return self.sp
+
+    def GetCFA(self):
+        return self.sp
+
+
+class _InputFrames:
+    def __init__(self, frames):
+        self.frames = frames
+
+    def GetFrameAtIndex(self, index):
+        return self.frames[index] if index < len(self.frames) else _InputFrame(None, None)
+
+
+def provider_plans(debugger, command, exe_ctx, result, internal_dict):
+    """`test-provider-plans`: the provider's plan for LLDB frames and SFrame
+    frames that agree (LLDB lists an inlined function, and goes on after
+    the walk ends) and that part after two frames."""
+    from sfbt.unwind.walk import Frame
+    from sfbt_lldb_provider import frame_plan
+
+    walked = [Frame(level, 0x1000 * (level + 1), {7: 0x100 * (level + 1)})
+              for level in range(4)]
+    lldb_frames = [_InputFrame(0x1000, 0x100), _InputFrame(0x2000, 0x200, inlined=True),
+                   _InputFrame(0x2004, 0x200), _InputFrame(0x3000, 0x300),
+                   _InputFrame(0x4000, 0x400), _InputFrame(0x5000, 0x500)]
+    agreeing = frame_plan(_InputFrames(lldb_frames), walked, 7)
+    lldb_frames[3] = _InputFrame(0x3000, 0x308)  # another stack pointer
+    parting = frame_plan(_InputFrames(lldb_frames), walked, 7)
+    result.AppendMessage(f"PLAN-AGREEING {agreeing!r}")
+    result.AppendMessage(f"PLAN-PARTING {parting!r}")

@@ -2,6 +2,8 @@
 the programs the GDB tests use: sframe-bt's PCs equal LLDB's own bt PCs down
 to main."""
 
+import re
+
 import pytest
 
 from gdb_support import (build_recurse, compile_program, run_gdb, sframe_frames,
@@ -68,28 +70,102 @@ def test_threads(lldb, build_dir):
     assert deep >= 1
 
 
-def test_frame_provider_makes_bt_show_sframe_frames(lldb, build_dir):
-    # every LLDB of the matrix is 22 or newer: scripted frame providers
-    assert lldb.major >= 22
-    program = build_recurse(build_dir, "O2", True)
-    out = run_lldb(lldb, program, [
-        "breakpoint set -n stop_here", "run 30", mark("OURS"), "sframe-bt",
-        mark("PLAIN"), "test-lldb-pcs", "sframe-provider on",
-        mark("PROVIDED"), "test-lldb-pcs", "bt 3", "frame select 2",
-        "sframe-provider off", mark("OFF"), "test-lldb-pcs"])
-    ours = [pc for _, pc, _ in sframe_frames(out.split("==OURS==")[1].split("==PLAIN==")[0])]
-    (plain,) = lldb_pcs(out.split("==PLAIN==")[1].split("==PROVIDED==")[0])
-    (provided,) = lldb_pcs(out.split("==PROVIDED==")[1].split("==OFF==")[0])
-    (off,) = lldb_pcs(out.split("==OFF==")[1])
-    assert len(plain) > len(ours)  # LLDB's own bt goes on past main
-    assert provided == ours  # the provider's frames: it really ran
-    assert off == plain
-    assert "[synthetic]" in out.split("==PROVIDED==")[1]
+# What a user does at a stop in recurse 3 (stop_here is reached twice, from
+# lib_apply's two callbacks): bt, variables in outer frames, up/down,
+# finish, thread step-out and a later stop.
+PROVIDER_SESSION = [
+    "bt", "frame select 2", "frame variable", "frame select 9", "frame variable",
+    "p depth", "register read rbp", "up", "down", "down", "frame select 0",
+    "finish", "bt", "thread step-out", "bt 4", "continue", "bt",
+    "frame select 2", "frame variable"]
+
+
+def provider_run(lldb, program, when):
+    """The session's output, with the provider turned on ``when`` ("never",
+    "before run", "at the stop", "after a bt")."""
+    on = ["sframe-provider on"]
+    if when != "before run":
+        # LLDB prints the stop again when a provider is registered at a
+        # stop, from its event thread: let it do so before the session.
+        on.append("script import time; time.sleep(1.5)")
+    commands = (on if when == "before run" else []) + ["breakpoint set -n stop_here",
+                                                       "run 3"]
+    commands += on if when == "at the stop" else []
+    commands += ["bt"] + (on if when == "after a bt" else [])
+    commands += [mark("SESSION")] + PROVIDER_SESSION + [mark("END"), "sframe-provider status"]
+    return run_lldb(lldb, program, commands)
+
+
+def comparable(text):
+    """A session's lines, without what differs between runs and with the
+    provider on: process ids, [synthetic] marks, LLDB 23's wider margin
+    for those marks, the provider's own messages, and the stop that LLDB
+    prints again, at some later moment, when a provider is registered."""
+    lines, reprint = [], False
+    for line in text.split("==SESSION==")[1].split("==END==")[0].splitlines():
+        line = re.sub(r"Process \d+", "Process N", line.replace(" [synthetic]", "")).strip()
+        if line.startswith("* thread #") and not (
+                lines and (lines[-1].startswith("Process N stopped")
+                           or lines[-1].startswith(("(lldb) bt", "(lldb) thread backtrace")))):
+            reprint = True
+            continue
+        if (reprint or not lines) and re.match(r"(frame #0: |\d+ |-> |\^|$)", line):
+            continue
+        reprint = False
+        lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("when", ["before run", "at the stop", "after a bt"])
+@pytest.mark.parametrize("variant", [("O0", True), ("O2", True)], ids=variant_id)
+def test_provider_frames_behave_like_lldbs_own(lldb, build_dir, variant, when):
+    assert lldb.major >= 22  # scripted frame providers
+    program = build_recurse(build_dir, *variant)
+    plain = provider_run(lldb, program, "never")
+    provided = provider_run(lldb, program, when)
+    assert "Traceback" not in provided and "error: " not in comparable(provided)
+    assert comparable(provided) == comparable(plain)
+    if variant[0] == "O0":  # the variables LLDB finds with its frame base
+        assert "(int) depth = 3" in plain and "(int) n = 1" in plain
+    assert "stop reason = step out" in plain
+    # the provider made the frames: the SFrame walk agreed with LLDB's own
+    status = provided.split("sframe-provider status")[-1]
+    counts = re.search(r"thread #1: (\d+) frames from SFrame data; (\d+) of LLDB's own "
+                       r"frames, 0 synthetic", status)
+    assert counts and int(counts[1]) >= 10, status
+
+
+def test_provider_bt_all_on_threads_returns(lldb, build_dir):
+    # LLDB 22 and 23 hang in `bt all` when a provider is registered at a
+    # stop of several threads; turned on before `run`, it works.
+    program = compile_program(build_dir, "threads", "O2", True, ["threads.c"])
+    commands = ["sframe-provider on", "breakpoint set -n stop_here", "run",
+                mark("ALL"), "bt all", "continue", "bt all", mark("EACH")]
+    for thread in range(1, 6):
+        commands += [f"thread select {thread}", mark("THREAD"), "test-lldb-pcs", "sframe-bt"]
+    out = run_lldb(lldb, program, commands + ["sframe-provider status"], timeout=120)
+    every = out.split("==ALL==")[1].split("==EACH==")[0]
+    assert every.count("(lldb) bt all") == 2 and every.count("thread #5") >= 2
+    sections = split_sections(out.split("==EACH==")[1], "==THREAD==")
+    assert len(sections) == 5
+    for section in sections:
+        (provided,) = lldb_pcs(section)
+        ours = [pc for _, pc, _ in sframe_frames(section)]
+        assert ours and provided[:len(ours)] == ours, section
+    assert "thread #5: " in out.split("sframe-provider status")[-1]
+
+
+def test_provider_refuses_a_stop_of_several_threads(lldb, build_dir):
+    program = compile_program(build_dir, "threads", "O2", True, ["threads.c"])
+    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run",
+                                   "sframe-provider on"], timeout=120)
+    assert ("sframe-provider: not turned on: the process has 5 threads, and LLDB "
+            "hangs in `bt all`") in out
 
 
 def test_provider_command_errors(lldb):
     out = run_lldb(lldb, "", ["sframe-provider", "sframe-bt"])
-    assert "usage: sframe-provider on|off" in out
+    assert "usage: sframe-provider on|off|status" in out
     assert "error:" in out and "Traceback" not in out
 
 
@@ -131,3 +207,41 @@ def test_ten_thousand_frames(lldb, build_dir):
     # stop_here ... lib_apply (6 frames), 10,001 x recurse, main
     assert [level for level, _, _ in frames] == [10005, 10006, 10007]
     assert frames[-1][2] == "main"
+
+
+def test_bare_cbf_of_a_pie_program_names_no_function_after_the_last(lldb, build_dir,
+                                                                    tmp_path):
+    # A bare .cbf has no image map: a PIE program's run-time addresses are
+    # not addresses of its file, and no function covers them (_fini, the
+    # last symbol, has no size).
+    from conftest import run_sfbt
+    from sfbt.archive.symbolize import ElfSymbolizer
+
+    program = build_recurse(build_dir, "O2", True)
+    saved = tmp_path / "bare.cbf"
+    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run 3",
+                                   f"cbf-save --format cbf {saved}", mark("LOAD"),
+                                   f"cbf-load {saved}"])
+    loaded = sframe_frames(out.split("==LOAD==")[1])
+    decoded = sframe_frames(run_sfbt("cbf", "decode", "--exe", str(program),
+                                     str(saved)).stdout)
+    assert len(decoded) == len(loaded) == 11
+    assert [name for _, _, name in decoded] == ["??"] * 11
+    assert [pc for _, pc, _ in decoded] == [pc for _, pc, _ in loaded]
+    symbols = ElfSymbolizer(str(program))
+    try:
+        table, _ = symbols._function_table()
+        fini = next(start for start, _, name in table if name == "_fini")
+        assert symbols.function(fini) == "_fini"
+        assert symbols.function(fini + 0x1000) is None
+        assert symbols.function(next(start for start, _, name in table
+                                     if name == "recurse") + 4) == "recurse"
+    finally:
+        symbols.close()
+
+
+def test_provider_plan_keeps_lldbs_frames_while_they_agree(lldb):
+    out = run_lldb(lldb, "", ["test-provider-plans"])
+    assert "PLAN-AGREEING [0, 1, 2, 3, 4, 5]" in out, out
+    assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12288}, {'idx': 4, 'pc': 16384}]"
+            in out), out

@@ -294,14 +294,15 @@ def test_names_and_lines_are_cached_per_build_id(workers):
     """The second run reads function tables, address ranges and line rows
     from the cache; a damaged entry is rebuilt, never believed."""
     from sfbt.elf import read_build_id
+    from sfbt.live.symbols import CACHE_FORMAT
     cache = os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "symbols")
     build_id = read_build_id(str(workers))
     with Running(workers) as running:
         first = run_sfbt("stack", running.pid)
         entries = sorted(name for name in os.listdir(cache) if name.startswith(build_id))
         kinds = {name.split(".", 2)[2] for name in entries}
-        assert {"aranges.s1", "functions.s1"} <= kinds, entries
-        assert any(kind.endswith(".lines.s1") for kind in kinds), entries
+        assert {f"aranges.s{CACHE_FORMAT}", f"functions.s{CACHE_FORMAT}"} <= kinds, entries
+        assert any(kind.endswith(f".lines.s{CACHE_FORMAT}") for kind in kinds), entries
         for name in entries:
             with open(os.path.join(cache, name), "wb") as stream:
                 stream.write(b"\xff not marshal")

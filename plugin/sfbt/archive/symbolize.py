@@ -14,15 +14,13 @@ def _text(value):
 
 def function_at(table, address):
     """The name of the function holding ``address`` in ``table``:
-    (sorted [(start, size, name)], their starts); None outside them."""
+    (sorted [(start, end, name)], their starts); None outside them."""
     symbols, starts = table
     i = bisect_right(starts, address) - 1
     if i < 0:
         return None
-    start, size, name = symbols[i]
-    if size and address >= start + size:
-        return None
-    return name
+    start, end, name = symbols[i]
+    return name if address < end else None
 
 
 class ElfSymbolizer:
@@ -51,8 +49,12 @@ class ElfSymbolizer:
         self._stream.close()
 
     def _function_table(self):
+        """(symbols, starts): (start, end, name) of each function, sorted.
+        A symbol without a size (hand-written assembly: _init, _fini) ends
+        where the next function starts, and at the latest at the end of
+        its section, as GDB's minimal symbols do."""
         if self._functions is None:
-            symbols = []
+            found = []
             for name in (".symtab", ".dynsym"):
                 table = self._elf.get_section_by_name(name)
                 if table is None:
@@ -60,13 +62,31 @@ class ElfSymbolizer:
                 for symbol in table.iter_symbols():
                     if (symbol["st_info"]["type"] == "STT_FUNC"
                             and symbol["st_value"] and symbol.name):
-                        symbols.append((symbol["st_value"], symbol["st_size"],
-                                        symbol.name))
-                if symbols:
+                        found.append((symbol["st_value"], symbol["st_size"], symbol.name,
+                                      symbol["st_shndx"]))
+                if found:
                     break
-            symbols.sort()
+            found.sort()
+            symbols = []
+            for index, (start, size, name, section) in enumerate(found):
+                if size:
+                    end = start + size
+                else:
+                    end = self._section_end(section, start)
+                    following = next((s[0] for s in found[index + 1:] if s[0] > start), None)
+                    if following is not None:
+                        end = min(end, following)
+                symbols.append((start, end, name))
             self._functions = (symbols, [s[0] for s in symbols])
         return self._functions
+
+    def _section_end(self, index, start):
+        """The end of section ``index`` (a symbol's st_shndx), or just past
+        ``start`` when the symbol names no section."""
+        if not isinstance(index, int) or not 0 < index < self._elf.num_sections():
+            return start + 1
+        section = self._elf.get_section(index)
+        return section["sh_addr"] + section["sh_size"]
 
     def function(self, address):
         return function_at(self._function_table(), address)

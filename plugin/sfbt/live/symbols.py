@@ -27,7 +27,7 @@ STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 STB_GLOBAL = 1
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 def cache_directory():
@@ -45,9 +45,9 @@ def debug_file(build_id):
 
 
 def _function_symbols(path):
-    """Sorted [(address, size, name)] of the file's function symbols
+    """Sorted [(start, end, name)] of the file's function symbols
     (.symtab, else .dynsym); of several names at one address, a global
-    one is kept."""
+    one is kept.  A symbol without a size ends where the next one starts."""
     try:
         stream, image = open_elf(path)
     except (OSError, ElfError):
@@ -77,10 +77,19 @@ def _function_symbols(path):
                     if old is None or rank < old[0]:
                         found[value] = (rank, size, name)
                 if found:
-                    return sorted((a, s, n) for a, (_, s, n) in found.items())
+                    return _with_ends(sorted((a, s, n) for a, (_, s, n) in found.items()))
         except (OSError, ElfError, struct.error):
             return []
     return []
+
+
+def _with_ends(symbols):
+    """[(start, end, name)] from sorted [(start, size, name)]."""
+    ends = []
+    for index, (start, size, name) in enumerate(symbols):
+        following = symbols[index + 1][0] if index + 1 < len(symbols) else start + 1
+        ends.append((start, start + size if size else following, name))
+    return ends
 
 
 def _section_bytes(image, section):

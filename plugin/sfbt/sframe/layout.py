@@ -32,6 +32,8 @@ HEADER_FIELD_OFFSETS = {
 # v3 index: start i64, size u32, fre_off u32 (num_fres and info live in
 #   the 5-byte attribute record in front of the function's FREs)
 _FDE = {C.VERSION_1: "iIIIB", C.VERSION_2: "iIIIBBH", C.VERSION_3: "qII"}
+# The start field alone, then the rest of the FDE skipped.
+_FDE_START = {C.VERSION_1: "i13x", C.VERSION_2: "i16x", C.VERSION_3: "q8x"}
 # v3 attribute: num_fres u16, info u8, info2 u8, rep_size u8
 _FDE_ATTR_V3 = "HBBB"
 FDE_ATTR_V3_SIZE = 5
@@ -53,6 +55,12 @@ def header_struct(big_endian):
 @lru_cache(maxsize=None)
 def fde_struct(version, big_endian):
     return struct.Struct(_prefix(big_endian) + _FDE[version])
+
+
+@lru_cache(maxsize=None)
+def fde_start_struct(version, big_endian):
+    """Reads one FDE's start field (and steps over the rest of the FDE)."""
+    return struct.Struct(_prefix(big_endian) + _FDE_START[version])
 
 
 @lru_cache(maxsize=None)

@@ -64,7 +64,8 @@ class FunctionEntry:
     """
 
     __slots__ = ("start", "size", "pc_type", "fre_type", "pauth_key", "signal",
-                 "fde_type", "rep_size", "_rows", "_load_rows", "num_rows")
+                 "fde_type", "rep_size", "_rows", "_load_rows", "num_rows",
+                 "_row_index")
 
     def __init__(self, start, size, rows=(), *, pc_type=C.PC_TYPE_INC,
                  fre_type=None, pauth_key=C.PAUTH_KEY_A, signal=False,
@@ -79,6 +80,7 @@ class FunctionEntry:
         self._rows = tuple(rows)
         self.num_rows = len(self._rows)
         self._load_rows = None
+        self._row_index = None  # lookup.RowIndex, built on first lookup
         self.fre_type = (minimal_fre_type(size, self._rows)
                          if fre_type is None else fre_type)
 
@@ -92,6 +94,7 @@ class FunctionEntry:
             unpack_fde_info(info)
         function.fde_type, function.rep_size = fde_type, rep_size
         function.num_rows, function._rows, function._load_rows = num_rows, None, source
+        function._row_index = None
         return function
 
     @property
@@ -134,15 +137,24 @@ class FunctionEntry:
 
 
 class SFrameSection:
-    """A whole .sframe section.  version 0 stands for a zero-length section."""
+    """A whole .sframe section.  version 0 stands for a zero-length section.
+
+    A section built from a list of functions holds them; a section opened
+    from bytes (reader.open_section) reads its FDEs on demand: lookups
+    binary-search the FDE table in the bytes and decode only the functions
+    they reach, and ``functions`` reads and checks the whole table once.
+    """
 
     def __init__(self, version, abi, functions=(), *, flags=None,
                  cfa_fixed_fp_offset=0, cfa_fixed_ra_offset=None,
                  aux_header=b"", big_endian=None, address=0, fre_order=None,
-                 padding=b"", name=".sframe"):
+                 padding=b"", name=".sframe", source=None):
         self.version = version
         self.abi = abi
-        self.functions = list(functions)
+        # The section's bytes (reader.SectionReader) when it was opened from
+        # them; the functions are then read from there on demand.
+        self._source = source
+        self._functions = None if source is not None else list(functions)
         if flags is None:
             flags = C.F_FDE_SORTED
             if version >= C.VERSION_2:
@@ -161,9 +173,30 @@ class SFrameSection:
         self.address = address
         # Order of the functions' row blocks in the FRE sub-section, as
         # function indices; None when it is the FDE order.
-        self.fre_order = self._canonical_order(fre_order)
+        self._fre_order = None if source is not None else self._canonical_order(fre_order)
         self.name = name
         self._lookup_index = None
+
+    @property
+    def functions(self):
+        """Every FunctionEntry, in FDE order.  For an opened section the
+        first use reads and checks the whole FDE table."""
+        if self._functions is None:
+            self._functions, order = self._source.read_all()
+            self._fre_order = self._canonical_order(order)
+        return self._functions
+
+    @property
+    def fre_order(self):
+        self.functions
+        return self._fre_order
+
+    @property
+    def num_functions(self):
+        """The number of FDEs (an opened section's header says it)."""
+        if self._functions is None:
+            return self._source.num_fdes
+        return len(self._functions)
 
     def _canonical_order(self, order):
         """The order as it can be read back: v1/v2 functions without rows
@@ -211,13 +244,11 @@ class SFrameSection:
 
     def __repr__(self):
         return (f"SFrameSection(version={self.version}, abi={self.abi}, "
-                f"flags={self.flags:#x}, functions={len(self.functions)}, "
+                f"flags={self.flags:#x}, functions={self.num_functions}, "
                 f"address={self.address:#x})")
 
-    def find_function(self, pc):
-        """The FunctionEntry covering pc, or None (binary search)."""
-        return lookup.find_function(self, pc)
-
-    def find_row(self, pc):
-        """The FrameRow in force at pc, or None where no row covers it."""
-        return lookup.find_row(self, pc)
+    #: find_function(pc): the FunctionEntry covering pc, or None.
+    find_function = lookup.find_function
+    #: find_row(pc): the FrameRow in force at pc, or None where no row
+    #: covers it.
+    find_row = lookup.find_row

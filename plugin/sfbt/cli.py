@@ -9,7 +9,7 @@ from .archive.report import folded_line, frame_lines
 from .archive.saved import saved_form, saved_trace_lines, saved_traces
 from .archive.symbolize import Symbolizer
 from .errors import SfbtError
-from .sframe import dump_text, lookup_text, read_section
+from .sframe import dump_text, lookup_text, open_section
 from .sframe.elf import read_elf_sframe
 
 
@@ -56,7 +56,7 @@ def _load(args):
         if args.raw:
             with open(path, "rb") as stream:
                 data = stream.read()
-            return read_section(data, args.address), ""
+            return open_section(data, args.address), ""
         section, fmt = read_elf_sframe(path)
     except (SfbtError, OSError) as error:
         raise _failure(path, error) from None

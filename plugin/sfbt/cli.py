@@ -10,6 +10,7 @@ from .archive.saved import saved_form, saved_trace_lines, saved_traces
 from .archive.symbolize import Symbolizer
 from .errors import SfbtError
 from .sframe import dump_text, lookup_text, open_section
+from .sframe.dump import libsframe_2_40_text
 from .sframe.elf import read_elf_sframe
 
 
@@ -84,6 +85,10 @@ def _run_lookup(args):
             if text == "none" and result is not None and result.left_out_reason(address):
                 text += f" (left out: {result.left_out_reason(address)})"
             lines.append(f"{address:#x}: {text}\n")
+            theirs = libsframe_2_40_text(section, address)
+            if theirs is not None:
+                lines.append(f"  (libsframe 2.40 says {theirs}: it matches v1 PLT "
+                             "rows on the low 8 bits of the address)\n")
         except SfbtError as error:
             raise CommandError(f"{args.file}: {error}") from None
     sys.stdout.write("".join(lines))

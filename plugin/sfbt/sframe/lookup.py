@@ -112,15 +112,17 @@ def find_row(section, pc):
 
 def libsframe_2_40_entry(section, function, pc):
     """The row of a v1 PC-mask FDE that binutils 2.40's ``sframe_find_fre``
-    returns for ``pc``: the first row whose range [start, next start - 1]
-    (the last: [start, size - 1]) holds ``pc`` when the row's and the PC's
-    section-relative addresses are cut to their low 8 bits, or None."""
+    returns for ``pc``, or None.  It compares the low 8 bits of
+    section-relative addresses: rows in order, none once a row starts
+    above the PC, else the first row whose end (the next row's start, the
+    function's end for the last) lies above it."""
     rows = function.rows
     relative_start = function.start - section.address
     low_pc = (pc - section.address) & 0xFF
     for i, row in enumerate(rows):
-        end = rows[i + 1].start_offset - 1 if i + 1 < len(rows) else function.size - 1
-        if ((relative_start + row.start_offset) & 0xFF <= low_pc
-                <= (relative_start + end) & 0xFF):
+        if (relative_start + row.start_offset) & 0xFF > low_pc:
+            return None
+        end = rows[i + 1].start_offset if i + 1 < len(rows) else function.size
+        if (relative_start + end) & 0xFF > low_pc:
             return row
     return None

@@ -99,6 +99,23 @@ def unpack_fre_info(info):
     return info & 1, (info >> 1) & 0xF, (info >> 5) & 3, bool(info >> 7)
 
 
+@lru_cache(maxsize=None)
+def fre_info_table(big_endian):
+    """For each FRE info byte: (base register, word count, word size,
+    mangled RA, struct reading the words), or None where the byte is
+    invalid (size code 3, more than MAX_WORDS words)."""
+    table = []
+    for info in range(256):
+        base_reg, count, size_code, mangled = unpack_fre_info(info)
+        if size_code >= len(C.WORD_SIZES) or count > C.MAX_WORDS:
+            table.append(None)
+            continue
+        size = C.WORD_SIZES[size_code]
+        table.append((base_reg, count, size, mangled,
+                      fre_words_struct(size, count, big_endian)))
+    return tuple(table)
+
+
 def fde_size(version):
     return struct.calcsize("<" + _FDE[version])
 

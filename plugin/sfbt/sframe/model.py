@@ -6,7 +6,7 @@ FrameRowEntry list (one per FRE).  Addresses in the model are absolute
 how a version encodes them is the reader's and writer's business.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .. import arch as _arch  # (sfbt.arch imports sframe.constants)
 from . import constants as C
@@ -31,30 +31,39 @@ def minimal_fre_type(size, rows=()):
     return C.FRE_TYPE_ADDR4
 
 
-@dataclass(frozen=True)
-class FrameRowEntry:
+class _FrameRowFields(NamedTuple):
+    start_offset: int
+    base_reg: int
+    words: tuple
+    word_size: int
+    mangled_ra: bool
+
+
+class FrameRowEntry(_FrameRowFields):
     """One FRE: the rules that hold from start_offset to the next row.
 
     ``words`` are the FRE's signed data words, as stored: for default FDEs
     the CFA offset then the RA/FP offsets the ABI tracks; for flexible FDEs
     (control, offset) pairs for CFA, RA and FP.  No words means the return
-    address is undefined (outermost frame).
+    address is undefined (outermost frame).  ``word_size`` 0 picks the
+    narrowest size that holds every word.  (A tuple: the reader makes one
+    per row it decodes, and tuples are the cheapest immutable records.)
     """
 
-    start_offset: int
-    base_reg: int = C.BASE_REG_SP
-    words: tuple = ()
-    word_size: int = 0  # 0: the narrowest size that holds every word
-    mangled_ra: bool = False
+    __slots__ = ()
 
-    def __post_init__(self):
-        object.__setattr__(self, "words", tuple(self.words))
-        if not self.word_size:
-            object.__setattr__(self, "word_size", minimal_word_size(self.words))
+    def __new__(cls, start_offset, base_reg=C.BASE_REG_SP, words=(), word_size=0,
+                mangled_ra=False):
+        words = tuple(words)
+        return super().__new__(cls, start_offset, base_reg, words,
+                               word_size or minimal_word_size(words), mangled_ra)
 
     @property
     def ra_undefined(self):
         return not self.words
+
+
+_ARCH_BY_ABI = {}  # filled on use: sfbt.arch imports this package
 
 
 class FunctionEntry:
@@ -230,7 +239,10 @@ class SFrameSection:
     @property
     def arch(self):
         """The sfbt.arch.Arch of the section's ABI (KeyError if unknown)."""
-        return _arch.arch_for_abi(self.abi)
+        arch = _ARCH_BY_ABI.get(self.abi)
+        if arch is None:
+            arch = _ARCH_BY_ABI[self.abi] = _arch.arch_for_abi(self.abi)
+        return arch
 
     def _key(self):
         return (self.version, self.abi, self.flags, self.cfa_fixed_fp_offset,

@@ -259,33 +259,37 @@ class SectionReader:
     # -- rows -------------------------------------------------------------
 
     def decode_rows(self, index, at, count, fre_type):
-        data, end, big_endian = self.data, self.fre_end, self.big_endian
+        data, end = self.data, self.fre_end
         address_size = C.FRE_ADDRESS_SIZES[fre_type]
-        address_struct = L.fre_address_struct(address_size, big_endian)
+        read_address = L.fre_address_struct(address_size, self.big_endian).unpack_from
+        info_table = L.fre_info_table(self.big_endian)
+        new_row = tuple.__new__  # the fields are already what FrameRowEntry keeps
         rows = []
         for number in range(count):
-            if at + address_size + 1 > end:
+            info_at = at + address_size
+            if info_at >= end:
                 raise self.error(f"FDE {index} FRE {number} runs past the end "
                                  "of the FRE sub-section", at)
-            (start_offset,) = address_struct.unpack_from(data, at)
-            info_at = at + address_size
-            base_reg, word_count, size_code, mangled = L.unpack_fre_info(data[info_at])
-            if size_code >= len(C.WORD_SIZES):
-                raise self.error(f"FDE {index} FRE {number} has invalid data "
-                                 "word size code 3", info_at)
-            if word_count > C.MAX_WORDS:
-                raise self.error(f"FDE {index} FRE {number} has {word_count} "
-                                 f"data words (at most {C.MAX_WORDS})", info_at)
-            word_size = C.WORD_SIZES[size_code]
-            words_at = info_at + 1
-            if words_at + word_count * word_size > end:
+            info = info_table[data[info_at]]
+            if info is None:
+                raise self._bad_fre_info(index, number, info_at)
+            base_reg, word_count, word_size, mangled, words_struct = info
+            at = info_at + 1 + words_struct.size
+            if at > end:
                 raise self.error(f"FDE {index} FRE {number} data words run past "
                                  "the end of the FRE sub-section", info_at)
-            words = L.fre_words_struct(word_size, word_count, big_endian).unpack_from(data, words_at)
-            rows.append(FrameRowEntry(start_offset, base_reg, words, word_size,
-                                      mangled))
-            at = words_at + word_count * word_size
+            rows.append(new_row(FrameRowEntry, (
+                read_address(data, info_at - address_size)[0], base_reg,
+                words_struct.unpack_from(data, info_at + 1), word_size, mangled)))
         return rows
+
+    def _bad_fre_info(self, index, number, info_at):
+        _, word_count, size_code, _ = L.unpack_fre_info(self.data[info_at])
+        if size_code >= len(C.WORD_SIZES):
+            return self.error(f"FDE {index} FRE {number} has invalid data "
+                              "word size code 3", info_at)
+        return self.error(f"FDE {index} FRE {number} has {word_count} "
+                          f"data words (at most {C.MAX_WORDS})", info_at)
 
 
 def check_section(section):

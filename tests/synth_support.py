@@ -8,7 +8,7 @@ from elftools.elf.elffile import ELFFile
 
 from conftest import FIXTURES
 from sfbt.sframe import constants as C
-from sfbt.sframe import read_section
+from sfbt.sframe import SFrameSection, read_section
 from sfbt.elf import open_elf
 from sfbt.sframe.elf import read_elf_sframe
 from sfbt.sframe.rules import Location
@@ -49,8 +49,10 @@ def gas_section(path):
     table = C.HEADER_SIZE + len(section.aux_header)
     for index, function in enumerate(section.functions):
         function.start = (function.start + table + 17 * index) & 0xFFFFFFFFFFFFFFFF
-    section._lookup_index = None
-    return section
+    return SFrameSection(section.version, section.abi, section.functions,
+                         flags=section.flags, address=section.address,
+                         cfa_fixed_fp_offset=section.cfa_fixed_fp_offset,
+                         cfa_fixed_ra_offset=section.cfa_fixed_ra_offset)
 
 
 class ElfFacts:

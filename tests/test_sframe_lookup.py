@@ -7,6 +7,7 @@ from sframe_samples import FP, SP, amd64_section
 from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
                          lookup_text, read_section, write_section)
 from sfbt.sframe import constants as C
+from sfbt.sframe.lookup import libsframe_2_40_entry
 
 
 def reread(section):
@@ -35,13 +36,20 @@ def test_plt_rows_repeat_every_rep_size_bytes():
     assert lookup_text(section, 0x40102c) == "sp+24 u f"
 
 
-def test_v1_plt_rows_use_the_low_eight_bits():
+def test_v1_plt_rows_repeat_every_plt_entry():
     section = reread(amd64_section(1))
-    # binutils 2.40: rows match on the low 8 bits of section-relative
-    # addresses; section at 0x402000, PLT at 0x401000 (relative -0x1000).
-    assert section.find_row(0x401000 + 5).cfa.offset == 16
-    assert section.find_row(0x401000 + 11).cfa.offset == 24
-    assert section.find_row(0x401000 + 0x30).cfa.offset == 24
+    # v1 has no rep_size: AMD64 PLT entries are 16 bytes, so the rows
+    # repeat every 16 bytes, as v2 and v3 say with rep_size 16.
+    for entry in range(4):
+        assert section.find_row(0x401000 + 16 * entry + 5).cfa.offset == 16
+        assert section.find_row(0x401000 + 16 * entry + 11).cfa.offset == 24
+    # binutils 2.40's libsframe compares the low 8 bits of section-relative
+    # addresses (section at 0x402000, PLT at 0x401000: relative -0x1000),
+    # so past the first entry it keeps the last row.
+    plt = section.find_function(0x401030)
+    assert libsframe_2_40_entry(section, plt, 0x401005).words == (16,)
+    assert libsframe_2_40_entry(section, plt, 0x401030).words == (24,)
+    assert section.find_row(0x401030).cfa.offset == 16
 
 
 def test_mask_function_without_rep_size_has_no_rows():

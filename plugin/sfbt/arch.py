@@ -68,6 +68,9 @@ class Arch:
     signal_frame: Optional[SignalFrameLayout] = None
     #: frame-pointer chain: (offset of saved FP, offset of saved RA) from FP
     frame_record: Optional[tuple] = None
+    #: bytes per PLT entry: the rows of an SFrame v1 PC-mask (PLT) FDE
+    #: repeat this often (v2 and v3 FDEs store the size themselves)
+    plt_entry_size: int = 16
 
     def register_name(self, number: int, debugger: str = "gdb") -> str:
         """How ``debugger`` ("gdb" or "lldb") spells DWARF register ``number``."""
@@ -209,7 +212,8 @@ S390X = Arch(
     big_endian=True, sp=15, fp=11, ra=14, pc=64, register_names=_S390X_NAMES,
     gdb_names=("s390:64-bit",), lldb_names=("s390x",), bfd_name="elf64-s390",
     relocations={4: (4, False), 5: (4, True), 22: (8, False), 23: (8, True)},
-    sp_from_cfa=-160, sframe_cfa_alignment=8, has_link_register=True)
+    sp_from_cfa=-160, sframe_cfa_alignment=8, has_link_register=True,
+    plt_entry_size=32)
 
 ARCHES = (X86_64, AARCH64, AARCH64_BE, S390X)
 

@@ -9,7 +9,8 @@ from .archive.report import folded_line, frame_lines, trace_names
 from .archive.saved import saved_form, saved_trace_lines, saved_traces
 from .errors import SfbtError
 from .live.cli import add_commands as add_live_commands
-from .sframe import dump_text, lookup_text, read_section
+from .sframe import dump_text, lookup_text, open_section
+from .sframe.dump import libsframe_2_40_text
 from .sframe.elf import read_elf_sframe
 
 
@@ -56,7 +57,7 @@ def _load(args):
         if args.raw:
             with open(path, "rb") as stream:
                 data = stream.read()
-            return read_section(data, args.address), ""
+            return open_section(data, args.address), ""
         section, fmt = read_elf_sframe(path)
     except (SfbtError, OSError) as error:
         raise _failure(path, error) from None
@@ -84,6 +85,10 @@ def _run_lookup(args):
             if text == "none" and result is not None and result.left_out_reason(address):
                 text += f" (left out: {result.left_out_reason(address)})"
             lines.append(f"{address:#x}: {text}\n")
+            theirs = libsframe_2_40_text(section, address)
+            if theirs is not None:
+                lines.append(f"  (libsframe 2.40 says {theirs}: it matches v1 PLT "
+                             "rows on the low 8 bits of the address)\n")
         except SfbtError as error:
             raise CommandError(f"{args.file}: {error}") from None
     sys.stdout.write("".join(lines))

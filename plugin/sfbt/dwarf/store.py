@@ -12,7 +12,7 @@ from ..elf import read_build_id
 from ..errors import SfbtError
 from ..files import write_atomically
 from ..sframe import constants as C
-from ..sframe.reader import read_section
+from ..sframe.reader import open_section
 from ..sframe.writer import write_section
 from ..sframe.errors import SFrameEncodeError
 from .synthesize import SynthError, SynthResult, SynthStats, synthesize_elf
@@ -86,8 +86,8 @@ class SynthesisStore:
                 data = stream.read()
             if meta.get("format") != FORMAT or hashlib.sha256(data).hexdigest() != meta["sha256"]:
                 return None
-            section = read_section(data, 0)
-            if section.version != C.VERSION_3 or len(section.functions) != meta["functions"]:
+            section = open_section(data, 0)
+            if section.version != C.VERSION_3 or section.num_functions != meta["functions"]:
                 return None
             left_out = [tuple(item) for item in meta["left_out"]]
             return SynthResult(section, SynthStats.from_json(meta["stats"]), left_out,
@@ -118,5 +118,5 @@ def build(path):
         data = write_section(result.section)
     except SFrameEncodeError as error:
         raise SynthError(f"cannot write the synthesized section: {error}") from None
-    result.section = read_section(data, 0)
+    result.section = open_section(data, 0)
     return result

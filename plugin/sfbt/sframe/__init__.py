@@ -3,12 +3,12 @@
 from .dump import dump_text, lookup_text
 from .errors import SFrameEncodeError, SFrameError
 from .model import FrameRowEntry, FunctionEntry, SFrameSection
-from .reader import check_section, read_section
+from .reader import check_section, open_section, read_section
 from .rules import FrameRow, Location
 from .writer import write_section
 
 __all__ = [
     "FrameRow", "FrameRowEntry", "FunctionEntry", "Location", "SFrameEncodeError",
     "SFrameError", "SFrameSection", "check_section", "dump_text", "lookup_text",
-    "read_section", "write_section",
+    "open_section", "read_section", "write_section",
 ]

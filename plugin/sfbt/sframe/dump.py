@@ -6,7 +6,7 @@ objdump 2.40 does (2.46 refuses v1).  The columns of one row are also what
 """
 
 from . import constants as C
-from .lookup import find_entry
+from .lookup import find_entry, libsframe_2_40_entry
 from .layout import to_signed
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -223,9 +223,28 @@ def lookup_text(section, pc):
     ``RA undefined``, or ``none``."""
     function = section.find_function(pc)
     entry = find_entry(section, function, pc) if function else None
+    return _entry_text(section, function, entry)
+
+
+def _entry_text(section, function, entry):
     if entry is None:
         return "none"
     columns = row_columns(section, function, entry)
     if columns is None:
         return "RA undefined"
     return " ".join(c.strip() for c in columns)
+
+
+def libsframe_2_40_text(section, pc):
+    """What binutils 2.40's libsframe answers at ``pc`` (in lookup_text's
+    words) where that differs from the row in force, else None: only v1
+    PC-mask (PLT) FDEs, past the first PLT entry or so, are read wrong."""
+    if section.version != C.VERSION_1:
+        return None
+    function = section.find_function(pc)
+    if function is None or not function.is_mask:
+        return None
+    theirs = libsframe_2_40_entry(section, function, pc)
+    if theirs is find_entry(section, function, pc):
+        return None
+    return _entry_text(section, function, theirs)

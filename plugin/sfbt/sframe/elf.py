@@ -9,7 +9,7 @@ relocatable objects unrelocated, and so do we.
 
 from ..elf import PT_GNU_SFRAME, SHT_GNU_SFRAME, ElfImage, open_elf
 from . import constants as C
-from .reader import read_section
+from .reader import open_section
 
 
 def bfd_target_name(image: ElfImage) -> str:
@@ -41,10 +41,11 @@ def read_elf_sframe_bytes(path: str):
 
 
 def read_elf_sframe(path: str):
-    """The SFrame section of the ELF file at ``path`` (None if it has none)
-    and objdump's name for the file's format."""
+    """The SFrame section of the ELF file at ``path`` (None if it has none),
+    opened lazily (reader.open_section), and objdump's name for the file's
+    format."""
     found, fmt = read_elf_sframe_bytes(path)
     if found is None:
         return None, fmt
     data, address, name = found
-    return read_section(data, address, name), fmt
+    return open_section(data, address, name), fmt

@@ -32,6 +32,8 @@ HEADER_FIELD_OFFSETS = {
 # v3 index: start i64, size u32, fre_off u32 (num_fres and info live in
 #   the 5-byte attribute record in front of the function's FREs)
 _FDE = {C.VERSION_1: "iIIIB", C.VERSION_2: "iIIIBBH", C.VERSION_3: "qII"}
+# The start field alone, then the rest of the FDE skipped.
+_FDE_START = {C.VERSION_1: "i13x", C.VERSION_2: "i16x", C.VERSION_3: "q8x"}
 # v3 attribute: num_fres u16, info u8, info2 u8, rep_size u8
 _FDE_ATTR_V3 = "HBBB"
 FDE_ATTR_V3_SIZE = 5
@@ -53,6 +55,12 @@ def header_struct(big_endian):
 @lru_cache(maxsize=None)
 def fde_struct(version, big_endian):
     return struct.Struct(_prefix(big_endian) + _FDE[version])
+
+
+@lru_cache(maxsize=None)
+def fde_start_struct(version, big_endian):
+    """Reads one FDE's start field (and steps over the rest of the FDE)."""
+    return struct.Struct(_prefix(big_endian) + _FDE_START[version])
 
 
 @lru_cache(maxsize=None)
@@ -89,6 +97,23 @@ def pack_fre_info(base_reg, word_count, word_size, mangled_ra):
 
 def unpack_fre_info(info):
     return info & 1, (info >> 1) & 0xF, (info >> 5) & 3, bool(info >> 7)
+
+
+@lru_cache(maxsize=None)
+def fre_info_table(big_endian):
+    """For each FRE info byte: (base register, word count, word size,
+    mangled RA, struct reading the words), or None where the byte is
+    invalid (size code 3, more than MAX_WORDS words)."""
+    table = []
+    for info in range(256):
+        base_reg, count, size_code, mangled = unpack_fre_info(info)
+        if size_code >= len(C.WORD_SIZES) or count > C.MAX_WORDS:
+            table.append(None)
+            continue
+        size = C.WORD_SIZES[size_code]
+        table.append((base_reg, count, size, mangled,
+                      fre_words_struct(size, count, big_endian)))
+    return tuple(table)
 
 
 def fde_size(version):

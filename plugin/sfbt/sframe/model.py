@@ -6,7 +6,7 @@ FrameRowEntry list (one per FRE).  Addresses in the model are absolute
 how a version encodes them is the reader's and writer's business.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .. import arch as _arch  # (sfbt.arch imports sframe.constants)
 from . import constants as C
@@ -31,30 +31,39 @@ def minimal_fre_type(size, rows=()):
     return C.FRE_TYPE_ADDR4
 
 
-@dataclass(frozen=True)
-class FrameRowEntry:
+class _FrameRowFields(NamedTuple):
+    start_offset: int
+    base_reg: int
+    words: tuple
+    word_size: int
+    mangled_ra: bool
+
+
+class FrameRowEntry(_FrameRowFields):
     """One FRE: the rules that hold from start_offset to the next row.
 
     ``words`` are the FRE's signed data words, as stored: for default FDEs
     the CFA offset then the RA/FP offsets the ABI tracks; for flexible FDEs
     (control, offset) pairs for CFA, RA and FP.  No words means the return
-    address is undefined (outermost frame).
+    address is undefined (outermost frame).  ``word_size`` 0 picks the
+    narrowest size that holds every word.  (A tuple: the reader makes one
+    per row it decodes, and tuples are the cheapest immutable records.)
     """
 
-    start_offset: int
-    base_reg: int = C.BASE_REG_SP
-    words: tuple = ()
-    word_size: int = 0  # 0: the narrowest size that holds every word
-    mangled_ra: bool = False
+    __slots__ = ()
 
-    def __post_init__(self):
-        object.__setattr__(self, "words", tuple(self.words))
-        if not self.word_size:
-            object.__setattr__(self, "word_size", minimal_word_size(self.words))
+    def __new__(cls, start_offset, base_reg=C.BASE_REG_SP, words=(), word_size=0,
+                mangled_ra=False):
+        words = tuple(words)
+        return super().__new__(cls, start_offset, base_reg, words,
+                               word_size or minimal_word_size(words), mangled_ra)
 
     @property
     def ra_undefined(self):
         return not self.words
+
+
+_ARCH_BY_ABI = {}  # filled on use: sfbt.arch imports this package
 
 
 class FunctionEntry:
@@ -64,7 +73,8 @@ class FunctionEntry:
     """
 
     __slots__ = ("start", "size", "pc_type", "fre_type", "pauth_key", "signal",
-                 "fde_type", "rep_size", "_rows", "_load_rows", "num_rows")
+                 "fde_type", "rep_size", "_rows", "_load_rows", "num_rows",
+                 "_row_index")
 
     def __init__(self, start, size, rows=(), *, pc_type=C.PC_TYPE_INC,
                  fre_type=None, pauth_key=C.PAUTH_KEY_A, signal=False,
@@ -79,6 +89,7 @@ class FunctionEntry:
         self._rows = tuple(rows)
         self.num_rows = len(self._rows)
         self._load_rows = None
+        self._row_index = None  # lookup.RowIndex, built on first lookup
         self.fre_type = (minimal_fre_type(size, self._rows)
                          if fre_type is None else fre_type)
 
@@ -92,6 +103,7 @@ class FunctionEntry:
             unpack_fde_info(info)
         function.fde_type, function.rep_size = fde_type, rep_size
         function.num_rows, function._rows, function._load_rows = num_rows, None, source
+        function._row_index = None
         return function
 
     @property
@@ -134,15 +146,24 @@ class FunctionEntry:
 
 
 class SFrameSection:
-    """A whole .sframe section.  version 0 stands for a zero-length section."""
+    """A whole .sframe section.  version 0 stands for a zero-length section.
+
+    A section built from a list of functions holds them; a section opened
+    from bytes (reader.open_section) reads its FDEs on demand: lookups
+    binary-search the FDE table in the bytes and decode only the functions
+    they reach, and ``functions`` reads and checks the whole table once.
+    """
 
     def __init__(self, version, abi, functions=(), *, flags=None,
                  cfa_fixed_fp_offset=0, cfa_fixed_ra_offset=None,
                  aux_header=b"", big_endian=None, address=0, fre_order=None,
-                 padding=b"", name=".sframe"):
+                 padding=b"", name=".sframe", source=None):
         self.version = version
         self.abi = abi
-        self.functions = list(functions)
+        # The section's bytes (reader.SectionReader) when it was opened from
+        # them; the functions are then read from there on demand.
+        self._source = source
+        self._functions = None if source is not None else list(functions)
         if flags is None:
             flags = C.F_FDE_SORTED
             if version >= C.VERSION_2:
@@ -161,9 +182,30 @@ class SFrameSection:
         self.address = address
         # Order of the functions' row blocks in the FRE sub-section, as
         # function indices; None when it is the FDE order.
-        self.fre_order = self._canonical_order(fre_order)
+        self._fre_order = None if source is not None else self._canonical_order(fre_order)
         self.name = name
         self._lookup_index = None
+
+    @property
+    def functions(self):
+        """Every FunctionEntry, in FDE order.  For an opened section the
+        first use reads and checks the whole FDE table."""
+        if self._functions is None:
+            self._functions, order = self._source.read_all()
+            self._fre_order = self._canonical_order(order)
+        return self._functions
+
+    @property
+    def fre_order(self):
+        self.functions
+        return self._fre_order
+
+    @property
+    def num_functions(self):
+        """The number of FDEs (an opened section's header says it)."""
+        if self._functions is None:
+            return self._source.num_fdes
+        return len(self._functions)
 
     def _canonical_order(self, order):
         """The order as it can be read back: v1/v2 functions without rows
@@ -197,7 +239,10 @@ class SFrameSection:
     @property
     def arch(self):
         """The sfbt.arch.Arch of the section's ABI (KeyError if unknown)."""
-        return _arch.arch_for_abi(self.abi)
+        arch = _ARCH_BY_ABI.get(self.abi)
+        if arch is None:
+            arch = _ARCH_BY_ABI[self.abi] = _arch.arch_for_abi(self.abi)
+        return arch
 
     def _key(self):
         return (self.version, self.abi, self.flags, self.cfa_fixed_fp_offset,
@@ -211,13 +256,11 @@ class SFrameSection:
 
     def __repr__(self):
         return (f"SFrameSection(version={self.version}, abi={self.abi}, "
-                f"flags={self.flags:#x}, functions={len(self.functions)}, "
+                f"flags={self.flags:#x}, functions={self.num_functions}, "
                 f"address={self.address:#x})")
 
-    def find_function(self, pc):
-        """The FunctionEntry covering pc, or None (binary search)."""
-        return lookup.find_function(self, pc)
-
-    def find_row(self, pc):
-        """The FrameRow in force at pc, or None where no row covers it."""
-        return lookup.find_row(self, pc)
+    #: find_function(pc): the FunctionEntry covering pc, or None.
+    find_function = lookup.find_function
+    #: find_row(pc): the FrameRow in force at pc, or None where no row
+    #: covers it.
+    find_row = lookup.find_row

@@ -5,14 +5,13 @@ RA at a fixed CFA offset, s390x scales its CFA offset); flexible FDEs store
 (control, offset) pairs.  Both become the same FrameRow.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import constants as C
 from .errors import SFrameError
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """value = *(base + offset) if deref else base + offset.
 
     ``register`` is a DWARF register number, or None for the CFA.
@@ -28,14 +27,14 @@ class Location:
         return f"[{text}]" if self.deref else text
 
 
-@dataclass(frozen=True)
-class FrameRow:
+class FrameRow(NamedTuple):
     """The unwinding rules in force at one PC.
 
     ``cfa`` is None only for the outermost frame (RA undefined).  ``ra`` is
     None when the return address has not been saved (it is still in the RA
     register, e.g. AArch64's x30); ``fp`` is None when the caller's frame
-    pointer is unchanged.
+    pointer is unchanged.  (Tuples, like FrameRowEntry: a lookup makes one
+    the first time a row is asked for.)
     """
 
     function: object
@@ -51,15 +50,14 @@ class FrameRow:
 
 def frame_row(section, function, entry):
     """Interpret one FrameRowEntry of ``function`` as a FrameRow."""
-    common = dict(function=function, entry=entry, mangled_ra=entry.mangled_ra,
-                  signal=function.signal, pauth_key=function.pauth_key)
     if entry.ra_undefined:
-        return FrameRow(cfa=None, ra=None, fp=None, outermost=True, **common)
-    if function.is_flex:
+        cfa = ra = fp = None
+    elif function.is_flex:
         cfa, ra, fp = _flex_rules(section, entry)
     else:
         cfa, ra, fp = _default_rules(section, entry)
-    return FrameRow(cfa=cfa, ra=ra, fp=fp, outermost=False, **common)
+    return FrameRow(function, entry, cfa, ra, fp, entry.ra_undefined,
+                    entry.mangled_ra, function.signal, function.pauth_key)
 
 
 def _default_rules(section, entry):

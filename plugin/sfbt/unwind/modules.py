@@ -17,7 +17,7 @@ from ..dwarf.cfa import rules_at
 from ..dwarf.synthesize import image_cfi
 from ..elf import PT_GNU_SFRAME, ElfError, memory_image, open_elf
 from ..errors import SfbtError
-from ..sframe import SFrameError, read_section
+from ..sframe import SFrameError, open_section
 from ..sframe.elf import read_elf_sframe
 from .target import Module, TargetMemoryError
 from .walk import FLEX, SFRAME, SYNTH
@@ -62,10 +62,10 @@ class SFrameSource:
             stats = self.synthesized.stats
             left_out = stats.rows["left out"]
             return (f"synthesized from {'+'.join(stats.sources)}, "
-                    f"{len(self.section.functions)} FDEs"
+                    f"{self.section.num_functions} FDEs"
                     + (f", {left_out} rows left out" if left_out else ""))
         return (f"SFrame v{self.section.version}, "
-                f"{len(self.section.functions)} FDEs, from {self.origin}")
+                f"{self.section.num_functions} FDEs, from {self.origin}")
 
 
 NONE = SFrameSource(None, "none")
@@ -202,7 +202,7 @@ def _sframe_from_memory(module, target):
         for segment in image.segments():
             if segment.type == PT_GNU_SFRAME:
                 data = image.segment_data(segment, module.load_bias)
-                return SFrameSource(read_section(data, segment.vaddr), "memory")
+                return SFrameSource(open_section(data, segment.vaddr), "memory")
     except TargetMemoryError:
         return None
     except (SFrameError, ElfError) as error:

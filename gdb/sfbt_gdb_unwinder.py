@@ -29,6 +29,7 @@ import gdb.unwinder
 from sfbt.dwarf.coverage import CfiCoverage
 from sfbt.dwarf.encoding import CFIError
 from sfbt.elf import ElfError
+from sfbt.errors import SfbtError
 
 from sfbt_gdb_session import arch_named, register_bits, state
 
@@ -163,6 +164,8 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         self.mode = "auto"
         self._architectures = {}  # gdb.Architecture -> _Registers or None
         self._coverage = {}  # Module -> what its CFI covers
+        #: Module -> whether it has SFrame rows for code GDB has no CFI for
+        self._needs_rows = {}
         self._word = None  # the current architecture's _Registers.word
         self.forget_objfiles()
 
@@ -178,11 +181,15 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
 
     def forget_objfiles(self, *_):
         self._coverage = {}
+        #: auto: True while no loaded object has code only SFrame rows
+        #: describe, so every frame is GDB's (None: not known yet)
+        self._idle = None
         self.forget_stop()
 
     def set_mode(self, mode):
         self.mode = mode
         self.enabled = mode != "off"
+        self._idle = None
         self.forget_stop()
 
     # -- memory -------------------------------------------------------------
@@ -202,6 +209,8 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
 
     # -- GDB's entry point --------------------------------------------------
     def __call__(self, pending_frame):
+        if self._idle:
+            return None
         try:
             return self._unwind(pending_frame)
         except Exception as error:  # never let an error reach GDB
@@ -209,6 +218,10 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             return None
 
     def _unwind(self, pending):
+        if self._idle is None:
+            self._idle = self.mode == "auto" and not self._any_module_needs_rows()
+            if self._idle:
+                return None
         inferior = gdb.selected_inferior()
         if inferior is not self._inferior:
             self.forget_stop()
@@ -255,13 +268,40 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         return _Plan(row, row.function.start + module.load_bias, registers)
 
     def _has_cfi(self, module, address):
-        coverage = self._coverage.get(module)
-        if coverage is None:
-            coverage = self._coverage[module] = cfi_coverage(module, address)
         try:
-            return coverage.covers(address - module.load_bias)
+            return self._coverage_of(module).covers(address - module.load_bias)
         except CFIError:
             return True  # an FDE GDB may read differently: its call
+
+    def _coverage_of(self, module):
+        coverage = self._coverage.get(module)
+        if coverage is None:
+            coverage = self._coverage[module] = cfi_coverage(module, module.start)
+        return coverage
+
+    def _any_module_needs_rows(self):
+        """Whether a loaded object has a function with SFrame rows whose
+        start GDB has no CFI for: otherwise `auto` has nothing to do until
+        the objfiles change, and costs GDB nothing per frame.  Each object
+        is checked once per session."""
+        module_map = state.module_map()
+        for module in module_map.modules:
+            needs = self._needs_rows.get(module)
+            if needs is None:
+                needs = self._needs_rows[module] = self._needs(module_map, module)
+            if needs:
+                return True
+        return False
+
+    def _needs(self, module_map, module):
+        try:
+            section = module_map.source_for(module, synthesized=False).section
+            if section is None:
+                return False
+            coverage = self._coverage_of(module)
+            return not all(coverage.covers(f.start) for f in section.functions)
+        except SfbtError:
+            return True  # bad data: the frames there decide one by one
 
     def _unwind_with(self, pending, plan, pc, level, registers):
         arch = registers.arch

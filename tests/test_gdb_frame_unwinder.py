@@ -132,6 +132,27 @@ def test_sframe_only_unreadable_stack_defers_to_gdb(gdb, programs):
     assert "Cannot access memory at address 0x" in out.split("==DEBUG==")[1]
 
 
+def test_sframe_only_library_loaded_with_dlopen(gdb, tmp_path):
+    """The program has CFI everywhere, so `auto` has nothing to do when it
+    starts; the SFrame-only library dlopen'd later is unwound."""
+    flags = ["-g", "-Wa,--gsframe", *OPTIMIZATIONS["O2"]]
+    library, program = tmp_path / "libapply.so", tmp_path / "dlopen"
+    subprocess.run(["gcc", *flags, "-shared", "-fPIC", "-o", str(library),
+                    str(PROGRAMS / "libapply.c")], check=True, capture_output=True)
+    subprocess.run(["objcopy", "--remove-section", ".eh_frame", "--remove-section",
+                    ".eh_frame_hdr", str(library)], check=True, capture_output=True)
+    subprocess.run(["gcc", *flags, "-o", str(program), str(PROGRAMS / "dlopen.c")],
+                   check=True, capture_output=True)
+    commands = ["break main", f"run {library}", "bt", "break stop_here", "continue",
+                "echo ==BT==\\n", "bt"]
+    ours = run_gdb(gdb, [str(program)], commands).split("==BT==\n")[1]
+    alone = gdb.run([str(program)], commands, plugin=False).split("==BT==\n")[1]
+    names = [line.split(" in ")[1].split(" (")[0] if " in " in line else line.split()[1]
+             for line in ours.splitlines() if line.startswith("#")]
+    assert names == ["stop_here", "callback", "twice", "lib_apply", "main"], ours
+    assert " in main " not in alone  # GDB alone loses the way after lib_apply
+
+
 # -- `auto` leaves GDB its own frames ------------------------------------------
 
 STOPS = [

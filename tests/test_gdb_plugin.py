@@ -57,6 +57,9 @@ def test_bad_sframe_data_never_reaches_the_user(gdb, tmp_path):
     program = compile_program(tmp_path, "steps", "O2", True, ["steps.c"])
     corrupt_first_row(program, "middle")
     out = run_gdb(gdb, [str(program)], [
+        # on: the unwinder reads every frame's rows (auto leaves this
+        # program, which has CFI everywhere, to GDB)
+        "set sframe unwinder on",
         "break leaf", "run", "echo ==BT==\\n", "bt", "echo ==SFRAME==\\n",
         "sframe-bt", "echo ==DEBUG==\\n", "set sframe debug on"])
     assert "Traceback" not in out and "Python Exception" not in out, out

@@ -163,9 +163,6 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         super().__init__("sframe")
         self.mode = "auto"
         self._architectures = {}  # gdb.Architecture -> _Registers or None
-        self._coverage = {}  # Module -> what its CFI covers
-        #: Module -> whether it has SFrame rows for code GDB has no CFI for
-        self._needs_rows = {}
         self._word = None  # the current architecture's _Registers.word
         self.forget_objfiles()
 
@@ -180,7 +177,10 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         self._va_bits = None
 
     def forget_objfiles(self, *_):
-        self._coverage = {}
+        """Drop what holds while the objfiles stay the same."""
+        self._coverage = {}  # Module -> what its CFI covers
+        #: Module -> whether it has SFrame rows for code GDB has no CFI for
+        self._needs_rows = {}
         #: auto: True while no loaded object has code only SFrame rows
         #: describe, so every frame is GDB's (None: not known yet)
         self._idle = None
@@ -283,7 +283,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         """Whether a loaded object has a function with SFrame rows whose
         start GDB has no CFI for: otherwise `auto` has nothing to do until
         the objfiles change, and costs GDB nothing per frame.  Each object
-        is checked once per session."""
+        is checked once while the objfiles stay the same."""
         module_map = state.module_map()
         for module in module_map.modules:
             needs = self._needs_rows.get(module)

@@ -31,7 +31,7 @@ from sfbt.dwarf.encoding import CFIError
 from sfbt.elf import ElfError
 from sfbt.errors import SfbtError
 
-from sfbt_gdb_session import arch_named, register_bits, state
+from sfbt_gdb_session import arch_named, register_bits, state, virtual_address_bits
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _PAGE = 0x1000
@@ -362,14 +362,8 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         return self._read_word(address) if location.deref else address
 
     def _virtual_address_bits(self, pending, registers):
-        """For stripping signed return addresses: from $pauth_cmask where
-        the target reports it, else 48 bits (see GdbTarget)."""
         if self._va_bits is None:
-            try:
-                mask = int(pending.read_register("pauth_cmask"))
-            except (gdb.error, ValueError, RuntimeError):
-                mask = 0
-            self._va_bits = registers.arch.virtual_address_bits(mask)
+            self._va_bits = virtual_address_bits(registers.arch, pending)
         return self._va_bits
 
 

@@ -261,7 +261,8 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             # A frame interrupted by a signal is looked up at its PC, a
             # caller at PC - 1; where the two disagree, let GDB decide.
             _, row_at_pc = module_map.row_for(pc, synthesized=False)
-            if row_at_pc is not None and row_at_pc.entry is not row.entry:
+            if row_at_pc is not None and (row_at_pc.function.start, row_at_pc.entry) != (
+                    row.function.start, row.entry):
                 return None
         if self.mode == "auto" and self._has_cfi(module, lookup_pc):
             return None

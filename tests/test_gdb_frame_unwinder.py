@@ -59,13 +59,13 @@ def programs(request, tmp_path_factory):
     return program_pair(tmp_path_factory, request.param)
 
 
-def step_frames(gdb, program, plugin=True, steps=3000, until="main"):
+def step_frames(gdb, program, plugin=True, steps=3000, until="main", stop="callback"):
     """GDB's on-stack frames after each of ``steps`` stepi from callback
     (depth 2: callback, with_alloca, memset@plt and ld.so's lazy binding,
     libc's memset, with_vla, stop_here, and back out of main; then the
     C runtime's code, which has no .sframe, runs: ``until`` main has
     returned)."""
-    commands = [f"source {STEP_FRAMES}", "break callback", "run 2",
+    commands = [f"source {STEP_FRAMES}", f"break {stop}", "run 2",
                 f"test-step-frames {steps} {until or ''}"]
     out = gdb.run([str(program)], commands, timeout=600, plugin=plugin)
     assert "Traceback" not in out and "Python Exception" not in out, out[-3000:]
@@ -84,6 +84,15 @@ def test_sframe_only_bt_is_complete_at_every_instruction(gdb, programs):
     for index, (theirs, ours) in enumerate(zip(expected, got)):
         assert ours == theirs, f"step {index}:\n gdb with CFI: {theirs}\n SFrame only: {ours}"
     assert len(got) == len(expected)
+
+
+def test_sframe_only_plt_entries(gdb, programs):
+    """Stepping from lib_apply@plt, the third PLT entry (SFrame v1 gives the
+    PLT one FDE whose rows repeat every 16 bytes) into ld.so's resolver."""
+    with_dwarf, sframe_only = programs
+    expected = step_frames(gdb, with_dwarf, steps=12, stop="lib_apply@plt")
+    assert expected[0].split()[0].endswith(":lib_apply@plt")
+    assert step_frames(gdb, sframe_only, steps=12, stop="lib_apply@plt") == expected
 
 
 def test_gdb_alone_loses_sframe_only_frames(gdb, tmp_path_factory):

@@ -10,14 +10,14 @@ layout sframe-bt prints.
    <= 0.33);
 3. unwinder: GDB's bt through the SFrame frame unwinder (`set sframe
    unwinder on`, GDB's DWARF unwinders off) / bt with DWARF, fresh gdbs
-   (goal <= 1.0);
+   (goal <= 1.0); and the same in one gdb, frame cache flushed before each;
 4. depth: the warm ratio and sframe-bt's time per frame at 1,000, 10,000
    and 100,000 frames (it must stay linear), and on a stack of 1,000
    distinct functions, where caching by PC cannot help;
 5. memory: gdb's peak resident size after sframe-bt / after bt at 100,000
    frames, fresh gdbs (goal <= 0.2).
 
-Run: python3 bench/gdb_bt.py [--gdb PATH] [--rounds N]
+Run: python3 bench/gdb_bt.py [--gdb PATH] [--rounds N] [--measures 1,3,...]
 """
 
 import argparse
@@ -56,6 +56,28 @@ def bench_pairs(ours, anchor, rounds):
             pair[slot] = _timed(command)
         times.append(pair)
     print("BENCH " + json.dumps(times))
+def bench_unwinder(rounds, dwarf_off, dwarf_on):
+    # bt through the SFrame unwinder (mode on, DWARF unwinders off) against
+    # bt through DWARF, at one stop: the unwinder is switched by its
+    # enabled flag, which keeps what it caches for the stop.
+    from sfbt_gdb_unwinder import frame_unwinder
+    def ours():
+        gdb.execute(dwarf_off, to_string=True)
+        frame_unwinder.enabled = True
+        return _timed("bt")
+    def anchor():
+        frame_unwinder.enabled = False
+        gdb.execute(dwarf_on, to_string=True)
+        return _timed("bt")
+    times = []
+    for index in range(rounds):
+        if index % 2 == 0:
+            pair = [ours(), anchor()]
+        else:
+            theirs = anchor()
+            pair = [ours(), theirs]
+        times.append(pair)
+    print("BENCH " + json.dumps(times))
 def bench_once(command):
     seconds, frames = _timed(command)
     with open("/proc/self/status") as status:
@@ -69,6 +91,12 @@ def dwarf_unwinders_off(gdb):
     if gdb.major >= 17:
         return ["maint frame-unwinder disable -class DEBUGINFO"]
     return ["maint set dwarf unwinders off", "maint flush register-cache"]
+
+
+def dwarf_unwinders_on(gdb):
+    if gdb.major >= 17:
+        return ["maint frame-unwinder enable -class DEBUGINFO"]
+    return ["maint set dwarf unwinders on"]
 
 
 class Session:
@@ -114,6 +142,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gdb", help="the gdb to measure (default: every gdb set up)")
     parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--measures", default="1,2,3,4,5",
+                        help="which of the measures above to run (default: all)")
     args = parser.parse_args()
     gdbs = [slot.debugger for slot in gdb_slots() if slot.debugger is not None]
     if args.gdb:
@@ -125,24 +155,42 @@ def main():
         program = build_recurse(out, "O2", True)
         distinct = distinct_functions(out)
         for gdb in gdbs:
-            measure(Session(gdb, timer), program, distinct, args.rounds)
+            measure(Session(gdb, timer), program, distinct, args.rounds,
+                    {int(m) for m in args.measures.split(",")})
     return 0
 
 
-def measure(session, program, distinct, rounds):
+def measure(session, program, distinct, rounds, measures):
     gdb = session.gdb
     print(f"== {gdb.id} ({gdb.command})")
-    warm, frames = session.warm(program, 10000, rounds)
-    print(warm.line(f"1. warm sframe-bt / bt, {frames} frames", 0.25))
+    if 1 in measures:
+        warm, frames = session.warm(program, 10000, rounds)
+        print(warm.line(f"1. warm sframe-bt / bt, {frames} frames", 0.25))
 
     def cold(command, setup=()):
         return lambda: session.once(program, 10000, list(setup), command)[0]
-    paired = paired_ratios(max(rounds // 2, 3), cold("sframe-bt"), cold("bt"))
-    print(paired.line("2. cold sframe-bt / bt, first command of a fresh gdb", 0.33))
-    unwinder = ["set sframe unwinder on"] + dwarf_unwinders_off(gdb)
-    paired = paired_ratios(max(rounds // 2, 3), cold("bt", unwinder), cold("bt"))
-    print(paired.line("3. bt through the SFrame unwinder / bt with DWARF, fresh gdb", 1.0))
+    if 2 in measures:
+        paired = paired_ratios(max(rounds // 2, 3), cold("sframe-bt"), cold("bt"))
+        print(paired.line("2. cold sframe-bt / bt, first command of a fresh gdb", 0.33))
+    if 3 in measures:
+        unwinder = ["set sframe unwinder on"] + dwarf_unwinders_off(gdb)
+        paired = paired_ratios(rounds, cold("bt", unwinder), cold("bt"))
+        print(paired.line("3. bt through the SFrame unwinder / bt with DWARF, fresh gdb",
+                          1.0))
+        times = session.run(program, 10000, [
+            "set sframe unwinder on",
+            f"python bench_unwinder({rounds}, {dwarf_unwinders_off(gdb)[0]!r}, "
+            f"{dwarf_unwinders_on(gdb)[0]!r})"])
+        warm = Paired([a[0] / b[0] for a, b in times], [a[0] for a, _ in times],
+                      [b[0] for _, b in times])
+        print(warm.line("3. the same in one gdb, frame cache flushed before each"))
+    if 4 in measures:
+        depth_sweep(session, program, distinct, rounds)
+    if 5 in measures:
+        peak_memory(session, program)
 
+
+def depth_sweep(session, program, distinct, rounds):
     for depth in (1000, 10000, 100000):
         warm, frames = session.warm(program, depth, max(rounds // 2, 3))
         per_frame = statistics.median(warm.ours) / frames * 1e6
@@ -151,6 +199,8 @@ def measure(session, program, distinct, rounds):
     warm, frames = session.warm(distinct, "", max(rounds // 2, 3))
     print(warm.line(f"4. warm, {frames} frames of distinct functions"))
 
+
+def peak_memory(session, program):
     ours = session.once(program, 100000, [], "sframe-bt")
     theirs = session.once(program, 100000, [], "bt")
     print(f"5. peak memory at {theirs[1]} frames: sframe-bt {ours[2] / 2**20:.0f} MB, "

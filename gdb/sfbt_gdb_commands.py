@@ -101,7 +101,7 @@ class SFrameParameter(gdb.Parameter):
         self.setting = setting
         self.set_doc = setting.set_doc
         self.show_doc = setting.show_doc
-        self.__doc__ = setting.set_doc
+        self.__doc__ = setting.doc or setting.set_doc
         extra = (list(setting.choices),) if setting.kind == ENUM else ()
         super().__init__(f"sframe {setting.name}", gdb.COMMAND_DATA,
                          _KINDS[setting.kind], *extra)
@@ -123,7 +123,7 @@ class SFrameParameter(gdb.Parameter):
 
 def _setting_changed(name, value):
     if name == "unwinder":
-        frame_unwinder.enabled = value == "on"
+        frame_unwinder.set_mode(value)
 
 
 def register():
@@ -138,6 +138,12 @@ def register():
     CbfSave()
     CbfLoad()
     gdb.unwinder.register_unwinder(None, frame_unwinder, replace=True)
+    for event in (gdb.events.stop, gdb.events.cont, gdb.events.exited,
+                  gdb.events.memory_changed, gdb.events.register_changed,
+                  gdb.events.inferior_call, gdb.events.before_prompt):
+        event.connect(frame_unwinder.forget_stop)
+    for event in (gdb.events.new_objfile, gdb.events.clear_objfiles):
+        event.connect(frame_unwinder.forget_objfiles)
     gdb.events.new_objfile.connect(state.forget)
     gdb.events.clear_objfiles.connect(state.forget)
     gdb.events.stop.connect(state.invalidate)

@@ -48,6 +48,18 @@ def register_bits(value):
     return int(value) & _MASK64
 
 
+def virtual_address_bits(arch, frame):
+    """For stripping signed return addresses: from $pauth_cmask of
+    ``frame`` (a gdb.Frame or gdb.PendingFrame) where the target reports it
+    (native AArch64 Linux, gdbserver), else 48.  qemu 7.2's gdb stub does
+    not report it."""
+    try:
+        mask = int(frame.read_register("pauth_cmask"))
+    except (gdb.error, ValueError, RuntimeError):
+        mask = 0
+    return arch.virtual_address_bits(mask)
+
+
 # -- modules ------------------------------------------------------------------
 
 _SECTION_LINE = re.compile(
@@ -133,19 +145,9 @@ class GdbTarget(Target):
 
     @property
     def virtual_address_bits(self):
-        """For stripping signed return addresses: from $pauth_cmask where
-        the target reports it (native AArch64 Linux, gdbserver), else 48.
-        qemu 7.2's gdb stub does not report it."""
         if self._va_bits is None:
-            try:
-                mask = int(self._named_register("pauth_cmask"))
-            except (gdb.error, ValueError, RuntimeError):
-                mask = 0
-            self._va_bits = self.arch.virtual_address_bits(mask)
+            self._va_bits = virtual_address_bits(self.arch, gdb.newest_frame())
         return self._va_bits
-
-    def _named_register(self, name):
-        return gdb.newest_frame().read_register(name)
 
     def read_memory(self, address, size):
         try:

@@ -21,6 +21,8 @@ class Setting:
     choices: tuple = ()
     #: the debuggers that have it
     debuggers: tuple = ("gdb", "lldb")
+    #: what `help set sframe NAME` explains after set_doc, if anything
+    doc: str = ""
 
     @property
     def attribute(self) -> str:
@@ -37,11 +39,19 @@ class Setting:
 
 
 SETTINGS = (
-    Setting("unwinder", ENUM, "on",
-            "Set whether GDB's frames come from SFrame data where it has a row.",
-            "Show whether GDB's frames come from SFrame data.",
-            "Unwinding GDB's frames with SFrame data is {value}.",
-            choices=("on", "off"), debuggers=("gdb",)),
+    Setting("unwinder", ENUM, "auto",
+            "Set when GDB's frames come from SFrame data.",
+            "Show when GDB's frames come from SFrame data.",
+            "The SFrame frame unwinder is \"{value}\".",
+            choices=("auto", "on", "off"), debuggers=("gdb",),
+            doc="auto  where GDB has no DWARF call-frame information for a frame's code\n"
+                "      (an object whose .eh_frame was stripped, left with .sframe);\n"
+                "      GDB's own unwinders everywhere else.  The default.\n"
+                "on    wherever an object's own .sframe has a row.  GDB then shows no\n"
+                "      tail-call frames there, and of the callee-saved registers of\n"
+                "      outer frames knows only the frame pointer (variables kept in\n"
+                "      them, @entry values included, read as optimized out).\n"
+                "off   never."),
     Setting("backtrace-limit", UINTEGER, 0,
             "Set the most frames sframe-bt unwinds (0 or unlimited: no limit).",
             "Show the most frames sframe-bt unwinds.",

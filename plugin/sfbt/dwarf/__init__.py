@@ -5,7 +5,8 @@
 - ``expressions``: the few DWARF expressions SFrame can say;
 - ``convert``: one row's rules as SFrame rules and data words;
 - ``synthesize``: a whole SFrame v3 section from an ELF image's CFI;
-- ``store``: synthesized sections cached per build id.
+- ``store``: synthesized sections cached per build id;
+- ``coverage``: which addresses an object's CFI covers.
 """
 
 from .convert import Inexpressible

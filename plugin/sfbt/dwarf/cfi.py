@@ -110,6 +110,29 @@ def parse_cfi(data, address=0, *, eh_frame=True, big_endian=False, address_size=
     return fdes, errors
 
 
+def fde_at(data, entry, address, cies, *, big_endian=False, address_size=8):
+    """The .eh_frame FDE at offset ``entry`` (as .eh_frame_hdr's table
+    names it); ``cies`` caches the CIEs parsed so far, by offset.  Raises
+    CFIError when there is no FDE there."""
+    reader = FieldReader(big_endian)
+    try:
+        (length,) = reader.u32(data, entry)
+        if length in (0, 0xFFFFFFFF):
+            raise CFIError("no 32-bit FDE here", entry)
+        pos, end = entry + 8, entry + 4 + length
+        (cie_id,) = reader.u32(data, entry + 4)
+        cie_at = entry + 4 - cie_id
+        if cie_id == 0 or end > len(data) or not 0 <= cie_at < len(data):
+            raise CFIError("no FDE here", entry)
+        cie = cies.get(cie_at)
+        if cie is None:
+            cie = cies[cie_at] = _parse_cie_at(data, cie_at, reader, address_size,
+                                               address)
+        return _parse_fde(data, entry, pos, end, cie, reader, address, ".eh_frame")
+    except (IndexError, ValueError, struct.error):
+        raise CFIError("FDE runs past the end of .eh_frame", entry) from None
+
+
 def _parse_cie_at(data, at, reader, address_size, address):
     (length,) = reader.u32(data, at)
     pos = at + 4

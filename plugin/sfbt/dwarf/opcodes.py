@@ -64,6 +64,7 @@ DW_EH_PE_sdata2 = 0x0A
 DW_EH_PE_sdata4 = 0x0B
 DW_EH_PE_sdata8 = 0x0C
 DW_EH_PE_pcrel = 0x10
+DW_EH_PE_datarel = 0x30
 DW_EH_PE_aligned = 0x50
 DW_EH_PE_indirect = 0x80
 DW_EH_PE_omit = 0xFF

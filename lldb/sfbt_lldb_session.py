@@ -117,22 +117,6 @@ class LldbTarget(Target):
         return self._modules
 
 
-class _StopModuleMap(ModuleMap):
-    """The module map of one stop, which keeps each address's SFrame row:
-    a deep recursion asks for the rows of a few addresses over and over."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._rows = {}
-
-    def row_for(self, pc, synthesized=True):
-        key = (pc, synthesized, self.sources.synthesize)
-        found = self._rows.get(key)
-        if found is None:
-            found = self._rows[key] = super().row_for(pc, synthesized)
-        return found
-
-
 class State:
     """The plugin's state in this LLDB: settings, SFrame data per module
     (kept for the session) and the module map of the current stop."""
@@ -160,8 +144,8 @@ class State:
         key = (target.GetNumModules(), process.GetProcessID(), process.GetStopID())
         if self._map is None or key != self._key:
             modules = target_modules(target)
-            self._map = _StopModuleMap(modules, LldbTarget(arch, process, frame0, modules),
-                                       self.sources)
+            self._map = ModuleMap(modules, LldbTarget(arch, process, frame0, modules),
+                                  self.sources)
             self._key = key
         return self._map
 

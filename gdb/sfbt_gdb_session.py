@@ -250,6 +250,21 @@ def function_name(pc):
     return minimal_symbol(pc)
 
 
+def outer_function_name(pc):
+    """The name of the function whose own code holds pc: with functions
+    inlined into it, the outermost one (GDB's frame of that code)."""
+    try:
+        block = gdb.block_for_pc(pc)
+    except RuntimeError:
+        block = None
+    name = None
+    while block is not None:
+        if block.function is not None:
+            name = block.function.print_name
+        block = block.superblock
+    return name or minimal_symbol(pc)
+
+
 def gdb_stack_frames():
     """GDB's own frames of the selected thread that are on the stack:
     [(pc, interrupted)].
@@ -338,6 +353,9 @@ class GdbSession(Session):
         if module is not None and module.path != gdb.current_progspace().filename:
             return name, f" from {module.path}"
         return name, " ()"
+
+    def in_main(self, lookup_pc):
+        return outer_function_name(lookup_pc) == "main"
 
     def stop_reason(self, thread):
         try:

@@ -71,7 +71,7 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None):
             pc = frame.lookup_pc
             found = in_main.get(pc)
             if found is None:
-                found = in_main[pc] = session.describe(pc)[0] == "main"
+                found = in_main[pc] = session.in_main(pc)
             return found
     try:
         unwinder = Unwinder(session.target(thread), session.module_map(),

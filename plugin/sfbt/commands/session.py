@@ -75,6 +75,11 @@ class Session:
         which image it is in when addresses of images overlap (no process)."""
         raise NotImplementedError
 
+    def in_main(self, lookup_pc: int) -> bool:
+        """Whether ``lookup_pc`` is in main's own frame (main's code, or a
+        function inlined into main): where bt stops unless past-main."""
+        return self.describe(lookup_pc)[0] == "main"
+
     def stop_reason(self, thread: Thread) -> str:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
         raise NotImplementedError

@@ -1,28 +1,34 @@
 """The differential harness: GDB with the plugin loaded against GDB alone.
 
-Two gdb processes (``gdb -nx`` and ``gdb -nx`` + ``source gdb/sfbt_gdb.py``,
-each with tests/gdb_differential.py) debug the same program in lockstep:
-every command goes to both, and since the program runs the same way in
-both (GDB turns address randomization off; the programs here are
-deterministic), both stop at the same places.  At each stop:
+Three gdb processes debug the same program in lockstep: GDB alone
+(``gdb -nx``), GDB alone again, and GDB with the plugin (``gdb -nx`` +
+``source gdb/sfbt_gdb.py``, as a user loads it), each with
+tests/gdb_differential.py.  Every command goes to all three; the program
+runs the same way in each (GDB turns address randomization off, the
+programs are deterministic, all runs are pinned to one CPU), so they stop
+at the same places.  At each stop:
 
 (a) the plugin's `bt` and `bt full` text equal GDB's alone, and so does
-    what GDB printed when the program stopped;
+    what GDB printed when the program stopped.  A line the two runs of GDB
+    alone print differently (ld.so's rdtsc timestamps, bytes from
+    AT_RANDOM) is the program's doing: there the plugin's line must keep,
+    numbers masked, what the two have in common;
 (b) `sframe-bt`'s PCs equal the PCs of GDB's own frames that are on the
-    stack (inline and tail-call frames left out), taken from GDB alone.
-    Where GDB alone shows frames outside any code (``0x1 in ?? ()`` past
-    ld.so's ``_start``), its frames up to the first of them are compared.
+    stack (inline and tail-call frames left out), from GDB alone.  Where
+    GDB alone shows frames outside any code (``0x1 in ?? ()`` past ld.so's
+    ``_start``), its frames up to the first of them are compared.
 
 Stops: seeded random breakpoints (at function entries and at random
 instructions inside functions, from the ELF symbol tables of the program
 and of every library it loads), PLT stubs (``break NAME@plt``), `catch
-syscall`, signals and library loads (``stop-on-solib-events``), with a
-few ``stepi`` after some of them; or a ``stepi`` sweep over a stretch of
-the program, from its first instruction.  A stop whose pc, sp, thread or
-cause differ between the two gdbs means the runs diverged: that is
-reported, and the program's comparison ends there.
+syscall`, signals and library loads (``stop-on-solib-events``), with a few
+``stepi`` after some of them (`run_plan`); or ``stepi`` at every
+instruction from the program's first, or from a breakpoint (`sweep`).  A
+stop whose pc, sp, thread or cause differ between the gdbs means the runs
+diverged: that is reported, and the program's comparison ends there.
 """
 
+import difflib
 import json
 import os
 import queue
@@ -39,11 +45,12 @@ from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
+from gdb_support import compile_library, compile_program
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ENTRY = ROOT / "gdb" / "sfbt_gdb.py"
 HELPER = ROOT / "tests" / "gdb_differential.py"
-PROGRAMS = ROOT / "tests" / "programs"
-V3_FIXTURES = ROOT / "tests" / "fixtures" / "v3" / "x86_64"
+FIXTURES = ROOT / "tests" / "fixtures"
 
 DONE = "==DIFF-DONE=="
 # What every program gets: no locale, no hash randomization, no .pyc files.
@@ -55,7 +62,7 @@ SYSCALLS = ("openat", "mmap", "read", "close", "brk", "newfstatat", "mprotect",
 
 class HarnessError(Exception):
     """The harness itself failed (a gdb died, timed out or answered
-    nonsense), as opposed to a difference between the two gdbs."""
+    nonsense), as opposed to a difference between the gdbs."""
 
 
 # -- the programs -------------------------------------------------------------
@@ -142,47 +149,40 @@ def debian_programs(workdir: Path) -> List[Program]:
     return programs
 
 
-def build(workdir: Path, name: str, sources, flags, libraries=()) -> Path:
-    """gcc with gas's --gsframe (SFrame v1 from the system's binutils)."""
-    output = workdir / name
-    if not output.exists():
-        command = ["gcc", "-g", "-Wa,--gsframe", *flags, "-o", str(output),
-                   *(str(PROGRAMS / s) for s in sources)]
-        for library in libraries:
-            command += [str(library), f"-Wl,-rpath,{library.parent}"]
-        subprocess.run(command, check=True, capture_output=True)
-    return output
-
-
 def project_programs(workdir: Path) -> List[Program]:
-    """tests/programs built with gas's --gsframe (SFrame v1), at -O0 and
-    at -O2 -fomit-frame-pointer."""
+    """tests/programs built with gas's --gsframe (SFrame v1), PIE, at -O0
+    and at -O2 -fomit-frame-pointer."""
     programs = []
-    for opt, flags in (("O0", ["-O0"]), ("O2", ["-O2", "-fomit-frame-pointer"])):
-        library = build(workdir, f"libapply-{opt}.so", ["libapply.c"],
-                        ["-shared", "-fPIC", *flags])
-        mixed = build(workdir, f"mixed-{opt}", ["mixed.c"], flags)
+    for opt in ("O0", "O2"):
+        out = workdir / opt
+        out.mkdir(exist_ok=True)
+        library = compile_library(out, "libapply.so", opt, ["libapply.c"])
+        mixed = compile_program(out, "mixed", opt, True, ["mixed.c"])
         programs.append(Program(f"mixed-{opt}", [str(mixed)],
                                 breaks=["clock_gettime", "raise", "trap_here", "on_ill"]))
-        recurse = build(workdir, f"recurse-{opt}", ["recurse.c"], flags, [library])
+        recurse = compile_program(out, "recurse", opt, True, ["recurse.c"], [library])
         programs.append(Program(f"recurse-{opt}", [str(recurse), "6"]))
-        calls = build(workdir, f"libc_calls-{opt}", ["libc_calls.c"], flags + ["-lpthread"])
+        calls = compile_program(out, "libc_calls", opt, True, ["libc_calls.c"])
         for mode in ("qsort", "write", "segv", "abort"):
             programs.append(Program(f"libc_calls-{opt}-{mode}", [str(calls), mode]))
-        signal = build(workdir, f"signal-{opt}", ["signal.c"], flags)
+        signal = compile_program(out, "signal", opt, True, ["signal.c"])
         programs.append(Program(f"signal-{opt}", [str(signal)]))
-        dlopen = build(workdir, f"dlopen-{opt}", ["dlopen.c"], flags + ["-ldl"])
+        dlopen = compile_program(out, "dlopen", opt, True, ["dlopen.c"])
         programs.append(Program(f"dlopen-{opt}", [str(dlopen), str(library)]))
     return programs
 
 
 def fixture_programs() -> List[Program]:
-    """The committed SFrame v3 executables (binutils 2.46)."""
-    programs = [Program(f"v3-{name}", [str(V3_FIXTURES / name)])
-                for name in ("callchain-O0", "callchain-O2", "callchain-O2-fp", "drap",
-                             "manyfuncs")]
-    programs.append(Program("v3-plt-main", [str(V3_FIXTURES / "plt-main"), "word"],
-                            {"LD_LIBRARY_PATH": str(V3_FIXTURES)}))
+    """The committed SFrame executables: v1 (gas/ld 2.40) and v3
+    (binutils 2.46)."""
+    programs = []
+    for version in ("v1", "v3"):
+        directory = FIXTURES / version / "x86_64"
+        programs += [Program(f"{version}-{name}", [str(directory / name)])
+                     for name in ("callchain-O0", "callchain-O2", "callchain-O2-fp", "drap",
+                                  "manyfuncs")]
+        programs.append(Program(f"{version}-plt-main", [str(directory / "plt-main"), "word"],
+                                {"LD_LIBRARY_PATH": str(directory)}))
     return programs
 
 
@@ -198,6 +198,8 @@ class Gdb:
                      "-ex", "set prompt", "-ex", "set pagination off",
                      "-ex", "set confirm off", "-ex", "set width 0", "-ex", "set height 0",
                      "-ex", "set breakpoint pending on",
+                     # one CPU for every run: CPUID's APIC id is in ld.so's data
+                     "-ex", f"set exec-wrapper taskset -c {min(os.sched_getaffinity(0))}",
                      "-ex", "set debuginfod enabled off"]
         if plugin:
             arguments += ["-ex", f"source {PLUGIN_ENTRY}"]
@@ -260,7 +262,7 @@ class Gdb:
 
 # what differs between two runs of the same program: process and thread ids
 _IDS = re.compile(r"\b(process|LWP) \d+")
-_NUMBER = re.compile(r"\d+")
+_NUMBER = re.compile(r"-?\b(?:0x[0-9a-f]+|\d+)\b")
 _SFRAME_FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+) in ", re.M)
 _ADDRESS = re.compile(r"0x[0-9a-f]+")
 
@@ -274,7 +276,8 @@ def text_difference(ours: str, theirs: str, again: str) -> Tuple[Optional[str], 
     '...' / plugin '...'``, or None; whether a volatile line was met).
     ``again`` is GDB alone's text from a second run: a line where the two
     runs of GDB alone differ (ld.so's rdtsc timestamps, a clock_gettime
-    result) is volatile, and is compared with its numbers masked."""
+    result, bytes from AT_RANDOM) is volatile: ours must keep what the two
+    have in common, in the same order, and may differ where they do."""
     if ours == theirs:
         return None, False
     a, b, c = theirs.splitlines(), ours.splitlines(), again.splitlines()
@@ -285,11 +288,25 @@ def text_difference(ours: str, theirs: str, again: str) -> Tuple[Optional[str], 
         if left == right:
             continue
         if (len(a) == len(c) and c[index] != left
-                and _NUMBER.sub("N", left) == _NUMBER.sub("N", right)):
+                and _common_parts(_numbers(left), _numbers(c[index])).fullmatch(_numbers(right))):
             volatile = True
             continue
         return f"line {index + 1}: gdb -nx {left!r} / plugin {right!r}", volatile
     return None, volatile
+
+
+def _numbers(line: str) -> str:
+    """``line`` with every number replaced by ``N``."""
+    return _NUMBER.sub("N", line)
+
+
+def _common_parts(one: str, other: str):
+    """A pattern of what two lines have in common, in order, with
+    anything allowed where they differ."""
+    matcher = difflib.SequenceMatcher(None, one, other, autojunk=False)
+    parts = [re.escape(one[block.a:block.a + block.size])
+             for block in matcher.get_matching_blocks() if block.size]
+    return re.compile(".*?".join(parts), re.S)
 
 
 def sframe_pcs(text: str) -> List[int]:
@@ -351,7 +368,8 @@ class Mismatch:
         """The difference with addresses and numbers masked: mismatches
         with one signature are likely one bug."""
         text = _ADDRESS.sub("ADDR", self.detail)
-        text = re.sub(r"\b(line|frame|#) ?\d+", r"\1 N", text)
+        text = re.sub(r"\b(line|frame) \d+", r"\1 N", text)
+        text = re.sub(r"#\d+", "#N", text)
         text = re.sub(r"\(\d+ frames, gdb \d+\)", "", text)
         return f"{self.check}: {text}"
 
@@ -398,12 +416,15 @@ class Pair:
     and a second GDB alone: what differs between the two runs of GDB alone
     is the program's own doing (a timestamp), not the plugin's."""
 
-    def __init__(self, gdb_command, program: Program, timeout=120.0):
+    def __init__(self, gdb_command, program: Program, timeout=120.0, control=False):
+        """``control``: the third gdb runs without the plugin too (the
+        harness's check of itself: it must find no difference)."""
         self.program = program
+        self.control = control
         self.result = Result(program.name)
         self.sides = []
         try:
-            for plugin in (False, False, True):
+            for plugin in (False, False, not control):
                 self.sides.append(Gdb(gdb_command, program, plugin, timeout))
         except BaseException:
             self.close()
@@ -504,7 +525,7 @@ class Pair:
         expected, trimmed = reference_pcs(theirs)
         if theirs["frames"] != again["frames"]:
             problems.append(("gdb -nx twice", "GDB alone's frames differ between two runs"))
-        difference = sframe_difference(ours["sframe"], expected)
+        difference = None if self.control else sframe_difference(ours["sframe"], expected)
         if difference:
             problems.append(("sframe-bt", difference))
         result.trimmed += trimmed
@@ -652,18 +673,18 @@ class Stops:
         pair.all("set stop-on-solib-events 1")
 
 
-def run_plan(gdb_command, program: Program, plan: Plan, timeout=120.0) -> Result:
-    """Stop ``program`` where ``plan`` says, comparing the two gdbs at
-    every stop."""
-    pair = Pair(gdb_command, program, timeout=timeout)
-    try:
+def run_plan(gdb_command, program: Program, plan: Plan, timeout=120.0,
+             control=False) -> Result:
+    """Stop ``program`` where ``plan`` says, comparing the gdbs at every
+    stop."""
+    def drive(pair):
         stops = Stops(pair, plan)
         pair.resume(f"starti {redirect(program)}")
         stops.setup()
         stops.new_files()
         while pair.result.stops < plan.max_stops:
             if not pair.resume("continue"):
-                break
+                return
             if pair.last_label().endswith(("@plt", "(then stepi)")):
                 burst = plan.stepi_after_plt
             elif stops.random.random() < plan.stepi_chance:
@@ -671,11 +692,43 @@ def run_plan(gdb_command, program: Program, plan: Plan, timeout=120.0) -> Result
             else:
                 burst = 0
             if burst and not pair.resume("stepi", burst):
-                break
+                return
             stops.new_files()
+    return _run(gdb_command, program, timeout, control, drive)
+
+
+def sweep(gdb_command, program: Program, steps: Optional[int] = None, start=None,
+          batch=100, timeout=300.0, control=False) -> Result:
+    """`stepi` from the program's first instruction (or, with ``start``
+    a breakpoint location, from there) to its exit or ``steps`` steps,
+    comparing the gdbs at every instruction."""
+    def drive(pair):
+        pair.resume(f"starti {redirect(program)}")
+        if start is not None:
+            pair.breakpoint(f"tbreak {start}", start)
+            pair.resume("continue")
+        while steps is None or pair.result.stops < steps:
+            count = batch if steps is None else min(batch, steps - pair.result.stops)
+            if not pair.resume("stepi", count):
+                return
+    return _run(gdb_command, program, timeout, control, drive)
+
+
+def _run(gdb_command, program, timeout, control, drive) -> Result:
+    """``drive(pair)`` on a new Pair; its result.  A gdb that hangs, dies
+    or cannot start ends the comparison, and the result says so."""
+    pair = None
+    try:
+        pair = Pair(gdb_command, program, timeout=timeout, control=control)
+        drive(pair)
         return pair.result
+    except HarnessError as error:
+        result = pair.result if pair is not None else Result(program.name)
+        result.diverged = f"harness: {error}"
+        return result
     finally:
-        pair.close()
+        if pair is not None:
+            pair.close()
 
 
 def redirect(program: Program) -> str:
@@ -689,21 +742,25 @@ def _quote(word):
     return "'" + word.replace("'", "'\\''") + "'"
 
 
-def sweep(gdb_command, program: Program, steps: Optional[int] = None, start=None,
-          batch=100, timeout=300.0) -> Result:
-    """`stepi` from the program's first instruction (or, with ``start``
-    a breakpoint location, from there) to its exit or ``steps`` steps,
-    comparing the two gdbs at every instruction."""
-    pair = Pair(gdb_command, program, timeout=timeout)
-    try:
-        pair.resume(f"starti {redirect(program)}")
-        if start is not None:
-            pair.breakpoint(f"tbreak {start}", start)
-            pair.resume("continue")
-        while steps is None or pair.result.stops < steps:
-            count = batch if steps is None else min(batch, steps - pair.result.stops)
-            if not pair.resume("stepi", count):
-                break
-        return pair.result
-    finally:
-        pair.close()
+# -- reporting ------------------------------------------------------------------
+
+def summary(results: List[Result], examples=1) -> List[str]:
+    """One line per program, then the mismatches grouped by signature
+    (most frequent first), each with its count, its programs and its
+    first occurrences."""
+    lines = [result.line() for result in results]
+    total_stops = sum(r.stops for r in results)
+    total_equal = sum(r.equal for r in results)
+    lines.append(f"total: {total_stops} stops, {total_equal} equal, "
+                 f"{total_stops - total_equal} with mismatches, "
+                 f"{sum(1 for r in results if r.diverged)} programs diverged")
+    groups = {}
+    for result in results:
+        for mismatch in result.mismatches:
+            groups.setdefault(mismatch.signature, []).append(mismatch)
+    for signature, members in sorted(groups.items(), key=lambda g: -len(g[1])):
+        programs = sorted({m.program for m in members})
+        lines.append(f"[{len(members)}x in {', '.join(programs)}] {signature}")
+        for mismatch in members[:examples]:
+            lines.append(f"    e.g. {mismatch.line()}")
+    return lines

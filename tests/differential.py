@@ -439,15 +439,10 @@ class Pair:
 
     def all(self, command, sframe=False):
         """Send ``command`` to the three gdbs; their answers, each
-        [(text printed before it, answer)], GDB alone's first.  With
-        ``sframe``, the plugin's side runs it with `-sframe` added after
-        its first word."""
+        [(text printed before it, answer)], in the order of ``sides``.
+        With ``sframe``, the plugin's side runs it with `-sframe` added."""
         for side in self.sides:
-            if sframe and side.plugin:
-                name, _, rest = command.partition(" ")
-                side.send(f"{name} -sframe {rest}")
-            else:
-                side.send(command)
+            side.send(f"{command} -sframe" if sframe and side.plugin else command)
         return [side.receive()[0] for side in self.sides]
 
     def theirs_only(self, command):
@@ -468,28 +463,36 @@ class Pair:
 
     def resume(self, command, count=1) -> bool:
         """Run ``command`` ``count`` times in every gdb, comparing each
-        stop; False when the program exited or the runs diverged."""
-        runs = self.all(f"diff-next {count} {command}", sframe=True)
-        for stops in zip(*runs):
-            records = []
-            for text, record in stops:
-                if "exited" not in record:
-                    record["printed"] = without_ids(text + record["output"])
-                records.append(record)
-            if any("exited" in record for record in records):
-                codes = [record.get("exited", "stopped") for record in records]
-                if len(set(map(str, codes))) != 1:
-                    self.result.diverged = f"after {command}: {self._sides(codes)}"
+        stop; False when the program exited or the runs diverged.
+
+        The gdbs resume one after the other, GDB alone first and again
+        last, then take their records together: a value that grows with
+        time (the clock, the uptime in `sysinfo`) which both runs of GDB
+        alone saw the same, the plugin's run, in between, saw too."""
+        for _ in range(count):
+            resumed = {}
+            for side in (self.theirs, self.ours, self.again):
+                side.send(f"diff-resume {command}")
+                answers, _ = side.receive()
+                if len(answers) != 1:
+                    raise HarnessError(f"{side.name}: {len(answers)} answers to diff-resume")
+                resumed[side] = answers[0]
+            exits = [resumed[side][1].get("exited", "stopped") for side in self.sides]
+            if any(code != "stopped" for code in exits):
+                if len(set(map(str, exits))) != 1:
+                    self.result.diverged = f"after {command}: exit {self._sides(exits)}"
                 else:
                     self.result.exited = True
                 return False
+            records = []
+            for side, answers in zip(self.sides, self.all("diff-record", sframe=True)):
+                text, output = resumed[side]
+                record = answers[0][1]
+                record["printed"] = without_ids(text + output["output"])
+                records.append(record)
             if not self.compare(command, *records):
                 return False
-        if len({len(run) for run in runs}) != 1:
-            self.result.diverged = (f"after {command}: stopped "
-                                    f"{self._sides([len(run) for run in runs])} times")
-            return False
-        self.last_stop = runs[0][-1][1]["stop"] if runs[0] else None
+            self.last_stop = records[0]["stop"]
         return True
 
     @staticmethod
@@ -523,7 +526,7 @@ class Pair:
             if difference:
                 problems.append((check, difference))
         expected, trimmed = reference_pcs(theirs)
-        if theirs["frames"] != again["frames"]:
+        if reference_pcs(again)[0] != expected:
             problems.append(("gdb -nx twice", "GDB alone's frames differ between two runs"))
         difference = None if self.control else sframe_difference(ours["sframe"], expected)
         if difference:

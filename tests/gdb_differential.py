@@ -1,18 +1,18 @@
-"""Loaded into both gdbs of the differential harness (tests/differential.py):
-the one with the plugin and the one without.  It imports nothing of sfbt, so
-the side without the plugin is plain GDB.
+"""Loaded into every gdb of the differential harness (tests/differential.py),
+with the plugin and without.  It imports nothing of sfbt: without the
+plugin, the gdb is plain GDB.
 
 Commands (each answer is one line ``DIFF <json>`` on stdout):
 
-``diff-next [-sframe] COUNT COMMAND``
-    run COMMAND (continue, stepi, starti ARGS) COUNT times; after each
-    stop print its record: the
-    stop's identity (pc, sp, thread, what stopped it), GDB's own frames
-    that are on the stack (inline and tail-call frames left out), the text
-    of ``bt`` and ``bt full``, and with ``-sframe`` the text of
-    ``sframe-bt``.  When the program has exited, ``{"exited": CODE}``.
-    Breakpoints and catchpoints that reached the hit limit are deleted
-    after the record is taken.
+``diff-resume COMMAND``
+    run COMMAND (continue, stepi, starti ARGS); ``{"output": TEXT}``, with
+    ``"exited": CODE`` when the program has exited.
+``diff-record [-sframe]``
+    the stop's record: its identity (pc, sp, thread, what stopped it),
+    GDB's own frames that are on the stack (inline and tail-call frames
+    left out), the text of ``bt`` and ``bt full``, and with ``-sframe`` the
+    text of ``sframe-bt``.  Breakpoints and catchpoints that reached the
+    hit limit are deleted after the record is taken.
 ``diff-limit N``
     the hit limit (default 1).
 ``diff-break COMMAND``
@@ -132,25 +132,26 @@ def delete_spent_breakpoints():
             breakpoint.delete()
 
 
-class DiffNext(gdb.Command):
+class DiffResume(gdb.Command):
     def __init__(self):
-        super().__init__("diff-next", gdb.COMMAND_USER)
+        super().__init__("diff-resume", gdb.COMMAND_USER)
 
     def invoke(self, argument, from_tty):
-        with_sframe = argument.startswith("-sframe ")
-        if with_sframe:
-            argument = argument[len("-sframe "):]
-        count, command = argument.split(None, 1)
-        for _ in range(int(count)):
-            _stops.last = None
-            output = run(command)
-            if not gdb.selected_inferior().pid:
-                answer({"exited": _stops.exit_code, "output": output})
-                return
-            record = stop_record(with_sframe)
-            record["output"] = output
-            answer(record)
-            delete_spent_breakpoints()
+        _stops.last = None
+        output = run(argument)
+        if gdb.selected_inferior().pid:
+            answer({"output": output})
+        else:
+            answer({"output": output, "exited": _stops.exit_code})
+
+
+class DiffRecord(gdb.Command):
+    def __init__(self):
+        super().__init__("diff-record", gdb.COMMAND_USER)
+
+    def invoke(self, argument, from_tty):
+        answer(stop_record(argument.strip() == "-sframe"))
+        delete_spent_breakpoints()
 
 
 class DiffBreak(gdb.Command):
@@ -206,7 +207,8 @@ class DiffInsns(gdb.Command):
         answer(addresses)
 
 
-DiffNext()
+DiffResume()
+DiffRecord()
 DiffBreak()
 DiffLimit()
 DiffMaps()

@@ -709,7 +709,9 @@ def sweep(gdb_command, program: Program, steps: Optional[int] = None, start=None
         pair.resume(f"starti {redirect(program)}")
         if start is not None:
             pair.breakpoint(f"tbreak {start}", start)
-            pair.resume("continue")
+            while pair.last_label() != start:  # signals may stop the program first
+                if not pair.resume("continue"):
+                    return
         while steps is None or pair.result.stops < steps:
             count = batch if steps is None else min(batch, steps - pair.result.stops)
             if not pair.resume("stepi", count):

@@ -15,14 +15,14 @@ from differential import (Plan, debian_programs, fixture_programs, project_progr
 
 # a few hundred stops in all: the bench runs thousands
 PROGRAMS = ("python3", "perl", "bash", "mixed-O0", "mixed-O2", "recurse-O2",
-            "libc_calls-O2-segv", "signal-O2", "dlopen-O2", "v1-plt-main", "v3-plt-main",
-            "v3-drap")
-PLAN = Plan(seed=11, breakpoints=24, max_stops=24, stepi_after_plt=12, stepi_burst=6)
-# stepi at every instruction: ld.so's first ones, a first call through the
-# PLT (lazy binding: _dl_runtime_resolve, _dl_fixup, the symbol lookup), a
-# signal raised by user code, its handler and rt_sigreturn
-SWEEPS = (("v1-plt-main", None, 120), ("v1-plt-main", "lib_add@plt", 250),
-          ("mixed-O2", "trap_here", 150))
+            "libc_calls-O2-segv", "signal-O0", "v1-plt-main", "v3-plt-main")
+PLAN = Plan(seed=11, breakpoints=20, max_stops=20, stepi_after_plt=12, stepi_burst=6)
+# stepi at every instruction: ld.so's first ones; a first call through the
+# PLT (lazy binding: _dl_runtime_resolve, _dl_fixup, the symbol lookup); a
+# signal raised by user code, its handler, rt_sigreturn, then qsort's first
+# call through the PLT
+SWEEPS = (("v1-plt-main", None, 80), ("v1-plt-main", "lib_add@plt", 200),
+          ("mixed-O2", "trap_here", 70))
 
 
 @pytest.fixture(scope="module")

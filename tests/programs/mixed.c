@@ -57,7 +57,7 @@ static void on_ill(int signo, siginfo_t *info, void *context)
     ucontext_t *uc = context;
     (void)info;
     uc->uc_mcontext.gregs[REG_RIP] += 2; /* past the ud2 */
-    sink += signo + depth(2);
+    sink += signo + leaf(signo);
 }
 
 NOINLINE int trap_here(int x)

@@ -29,6 +29,10 @@ from differential import (Plan, debian_programs, fixture_programs,  # noqa: E402
                           project_programs, run_plan, summary, sweep)
 
 
+def progress(result):
+    print(f"    ... {result.line()}", file=sys.stderr, flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gdb", action="append",
@@ -71,7 +75,8 @@ def main():
             print(f"  random stops: {time.monotonic() - began:.0f} s")
             if not options.no_sweep:
                 began = time.monotonic()
-                result = sweep(gdb, programs[options.sweep], steps, control=options.control)
+                result = sweep(gdb, programs[options.sweep], steps, control=options.control,
+                               batch=1000, progress=progress)
                 result.program += " (stepi sweep)"
                 print(f"  {result.line()}{', to its exit' if result.exited else ''}; "
                       f"{time.monotonic() - began:.0f} s", flush=True)

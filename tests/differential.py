@@ -701,10 +701,11 @@ def run_plan(gdb_command, program: Program, plan: Plan, timeout=120.0,
 
 
 def sweep(gdb_command, program: Program, steps: Optional[int] = None, start=None,
-          batch=100, timeout=300.0, control=False) -> Result:
+          batch=100, timeout=300.0, control=False, progress=None) -> Result:
     """`stepi` from the program's first instruction (or, with ``start``
     a breakpoint location, from there) to its exit or ``steps`` steps,
-    comparing the gdbs at every instruction."""
+    comparing the gdbs at every instruction; ``progress(result)`` after
+    every ``batch`` steps."""
     def drive(pair):
         pair.resume(f"starti {redirect(program)}")
         if start is not None:
@@ -716,6 +717,8 @@ def sweep(gdb_command, program: Program, steps: Optional[int] = None, start=None
             count = batch if steps is None else min(batch, steps - pair.result.stops)
             if not pair.resume("stepi", count):
                 return
+            if progress is not None:
+                progress(pair.result)
     return _run(gdb_command, program, timeout, control, drive)
 
 

@@ -595,11 +595,11 @@ def elf_functions(path):
 
 
 def elf_load_base(path):
-    """(is a shared object or PIE, lowest PT_LOAD address, entry point)."""
+    """(is a shared object or PIE, lowest PT_LOAD address, page-aligned)."""
     with open(path, "rb") as stream:
         elf = ELFFile(stream)
         loads = [s["p_vaddr"] & ~0xFFF for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
-        return elf["e_type"] == "ET_DYN", min(loads), elf["e_entry"]
+        return elf["e_type"] == "ET_DYN", min(loads)
 
 
 def plt_names(path):
@@ -649,7 +649,7 @@ class Stops:
                 continue
             share = weight(real, self.executable) / 10
             count = max(1, round(self.plan.breakpoints * share))
-            is_dyn, first_load, _ = elf_load_base(real)
+            is_dyn, first_load = elf_load_base(real)
             bias = bases[path] - first_load if is_dyn else 0
             for name, address, size in self.random.sample(functions, min(count, len(functions))):
                 self.add(os.path.basename(real), name, address + bias, size)

@@ -263,6 +263,9 @@ class Gdb:
 # what differs between two runs of the same program: process and thread ids
 _IDS = re.compile(r"\b(process|LWP) \d+")
 _NUMBER = re.compile(r"-?\b(?:0x[0-9a-f]+|\d+)\b")
+# a string or character as GDB prints it, with what it may append
+_STRING = re.compile(r"""(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\[0-7]{1,3}|\\.)')"""
+                     r"(?:, <incomplete sequence [^>]*>|\s*<repeats \d+ times>)*")
 _SFRAME_FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+) in ", re.M)
 _ADDRESS = re.compile(r"0x[0-9a-f]+")
 
@@ -288,16 +291,17 @@ def text_difference(ours: str, theirs: str, again: str) -> Tuple[Optional[str], 
         if left == right:
             continue
         if (len(a) == len(c) and c[index] != left
-                and _common_parts(_numbers(left), _numbers(c[index])).fullmatch(_numbers(right))):
+                and _common_parts(_data(left), _data(c[index])).fullmatch(_data(right))):
             volatile = True
             continue
         return f"line {index + 1}: gdb -nx {left!r} / plugin {right!r}", volatile
     return None, volatile
 
 
-def _numbers(line: str) -> str:
-    """``line`` with every number replaced by ``N``."""
-    return _NUMBER.sub("N", line)
+def _data(line: str) -> str:
+    """``line`` with every number replaced by ``N`` and every string's
+    contents by ``S`` (bytes of garbage print as strings of any length)."""
+    return _NUMBER.sub("N", _STRING.sub("S", line))
 
 
 def _common_parts(one: str, other: str):

@@ -534,6 +534,8 @@ class Pair:
             problems.append(("gdb -nx twice", "GDB alone's frames differ between two runs"))
         difference = None if self.control else sframe_difference(ours["sframe"], expected)
         if difference:
+            if trimmed:  # sframe-bt may be right where GDB alone is not: say so
+                difference += f"; GDB alone's frames leave code after #{len(expected) - 1}"
             problems.append(("sframe-bt", difference))
         result.trimmed += trimmed
         result.volatile += volatile

@@ -6,15 +6,20 @@ import sys
 from . import __version__
 from .archive import cbf, lws
 from .archive.report import folded_line, frame_lines
-from .archive.saved import saved_form, saved_trace_lines, saved_traces
+from .archive.saved import SavedFile, saved_trace_lines
 from .archive.symbolize import Symbolizer
 from .errors import SfbtError
+from .files import FileProblem, open_regular, read_regular, write_atomically
 from .sframe import dump_text, lookup_text, read_section
 from .sframe.elf import read_elf_sframe
 
 
 class CommandError(SfbtError):
     """A user-facing failure: printed as one line, exit status 1."""
+
+
+#: The largest raw .sframe section file read (--raw).
+MAX_SECTION_BYTES = 1 << 30
 
 
 def _address(text):
@@ -54,9 +59,7 @@ def _load(args):
         return args.synth_result.section, f"\n{path}:     file format {fmt}\n\n"
     try:
         if args.raw:
-            with open(path, "rb") as stream:
-                data = stream.read()
-            return read_section(data, args.address), ""
+            return read_section(read_regular(path, MAX_SECTION_BYTES), args.address), ""
         section, fmt = read_elf_sframe(path)
     except (SfbtError, OSError) as error:
         raise _failure(path, error) from None
@@ -94,8 +97,7 @@ def _run_synth(args):
     from .sframe import write_section
     data = write_section(result.section)
     try:
-        with open(args.output, "wb") as stream:
-            stream.write(data)
+        write_atomically(args.output, data)
     except OSError as error:
         raise CommandError(f"{args.output}: {error.strerror or error}") from None
     sys.stdout.write(f"{args.output}: SFrame v3, {len(data)} bytes, "
@@ -116,16 +118,6 @@ def _add_synth_arguments(parser):
                         "nor writing the cache")
 
 
-def _read_input(path):
-    try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as stream:
-            return stream.read()
-    except OSError as error:
-        raise CommandError(f"{path}: {error.strerror or error}") from None
-
-
 def _symbolizer(args):
     return Symbolizer(executables=args.exe, debug_dirs=args.debug_dir)
 
@@ -138,13 +130,6 @@ def _describer(symbolizer, images):
     return lambda address: symbolizer.describe(address, images)
 
 
-def _traces(data, path):
-    try:
-        return saved_traces(data, path)
-    except SfbtError as error:
-        raise CommandError(f"{path}: {error}") from None
-
-
 def _run_cbf_encode(args):
     try:
         frames, truncated = cbf.parse_frames(sys.stdin.read())
@@ -154,38 +139,56 @@ def _run_cbf_encode(args):
     sys.stdout.buffer.write(data)
 
 
-def _run_cbf_decode(args):
-    data = _read_input(args.file)
-    if saved_form(data) == "cbf" and not args.exe and not args.debug_dir:
-        try:
-            sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
-        except SfbtError as error:
-            raise CommandError(f"{args.file}: {error}") from None
-        return
-    traces, error = _traces(data, args.file)
-    symbolizer = _symbolizer(args)
-    lines = saved_trace_lines(traces, lambda images: _describer(symbolizer, images))
-    sys.stdout.write("".join(line + "\n" for line in lines))
+def _each_saved_trace(path, write_trace, bare_cbf=None):
+    """Read the saved file at path a backtrace at a time, calling
+    ``write_trace(trace)`` for each; a bare CBF file goes to ``bare_cbf(data)``
+    instead when given.  Errors become one line naming the file, after
+    the traces read before an archive's damage."""
+    try:
+        with SavedFile(path) as saved:
+            if bare_cbf is not None and saved.form == "cbf":
+                bare_cbf(saved.data)
+                return
+            for trace in saved.traces():
+                write_trace(trace)
+            error = saved.error
+    except FileProblem as problem:
+        raise CommandError(str(problem)) from None
+    except (SfbtError, OSError) as problem:
+        raise _failure(path, problem) from None
     if error is not None:
         raise CommandError(str(error))
 
 
-def _run_fold(args):
-    traces, error = _traces(_read_input(args.file), args.file)
+def _run_cbf_decode(args):
     symbolizer = _symbolizer(args)
-    lines = []
-    for trace in traces:
+
+    def write_trace(trace):
+        lines = saved_trace_lines(trace, lambda images: _describer(symbolizer, images))
+        sys.stdout.write("".join(line + "\n" for line in lines))
+
+    def bare_cbf(data):
+        sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
+
+    plain = not args.exe and not args.debug_dir
+    _each_saved_trace(args.file, write_trace, bare_cbf if plain else None)
+
+
+def _run_fold(args):
+    symbolizer = _symbolizer(args)
+
+    def write_trace(trace):
+        describe = _describer(symbolizer, trace.images)
         names = []
         for frame in trace.frames:
             if isinstance(frame, cbf.Omitted):
                 continue
             lookup = frame.address if frame.kind == "pc" else frame.address - 1
-            name, _ = _describer(symbolizer, trace.images)(lookup)
+            name, _ = describe(lookup)
             names.append(name if name != "??" else f"{frame.address:#x}")
-        lines.append(folded_line(names, trace.weight))
-    sys.stdout.write("".join(line + "\n" for line in lines))
-    if error is not None:
-        raise CommandError(str(error))
+        sys.stdout.write(folded_line(names, trace.weight) + "\n")
+
+    _each_saved_trace(args.file, write_trace)
 
 
 def _run_lws_filter(args):
@@ -200,8 +203,8 @@ def _run_lws_filter(args):
 
 def _run_heapmap(args):
     try:
-        with open(args.log, encoding="utf-8", errors="replace") as stream:
-            groups = lws.group_allocations(stream)
+        with open_regular(args.log) as stream:
+            groups = lws.group_allocations(lws.log_lines(stream))
     except OSError as error:
         raise CommandError(f"{args.log}: {error.strerror or error}") from None
     except lws.LwsFormatError as error:

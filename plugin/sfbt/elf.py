@@ -9,12 +9,14 @@ pyelftools, slower to open and not needed for these few structures, serves
 the DWARF line tables and symbol tables of sfbt.archive.symbolize.
 """
 
+import os
 import struct
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .arch import Arch, arch_for_machine
 from .errors import LocatedError
+from .files import open_regular
 
 ET_REL = 1
 PT_LOAD = 1
@@ -123,7 +125,12 @@ class ElfImage:
     @classmethod
     def from_file(cls, stream, name: str) -> "ElfImage":
         """The image of an open binary file."""
+        file_size = os.fstat(stream.fileno()).st_size
+
         def read(offset, size):
+            if offset < 0 or size < 0 or offset + size > file_size:
+                raise ElfError(f"{size} bytes run past the end of the file "
+                               f"({file_size} bytes)", offset)
             stream.seek(offset)
             data = stream.read(size)
             if len(data) != size:
@@ -305,7 +312,7 @@ class ElfImage:
 def open_elf(path: str):
     """(open stream, ElfImage) of the file at path; the caller closes the
     stream.  Raises OSError or ElfError."""
-    stream = open(path, "rb")
+    stream = open_regular(path)
     try:
         return stream, ElfImage.from_file(stream, path)
     except BaseException:

@@ -124,6 +124,7 @@ class Backtrace:
     frames: list = field(default_factory=list)
     truncated: bool = False
     word_size: int = 64
+    over_limit: bool = False  # decoding stopped at its frame limit
 
 
 def _signed_length(value, bits):
@@ -234,7 +235,7 @@ def decode(data, strict=True, limit=DEFAULT_LIMIT):
         if strict:
             raise
         reader.truncated = True
-    return Backtrace(reader.frames, reader.truncated, reader.word_size)
+    return Backtrace(reader.frames, reader.truncated, reader.word_size, reader.over_limit)
 
 
 class _Reader:
@@ -244,6 +245,7 @@ class _Reader:
         self.position = 0
         self.frames = []
         self.truncated = False
+        self.over_limit = False
         self.word_size = 64  # until the info byte says otherwise
 
     def take(self, count, what, at):
@@ -317,6 +319,7 @@ class _Reader:
             else:
                 raise CBFError(f"reserved opcode {opcode:#04x}", at)
             if len(self.frames) + repeat > self.limit:
+                self.over_limit = True
                 raise CBFError(f"more than {self.limit} frames", at)
             self.frames.extend([entry] * repeat)
             previous = entry

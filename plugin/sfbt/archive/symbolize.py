@@ -9,6 +9,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from ..elf import ElfError, ElfImage
+from ..files import open_regular
 
 
 def _text(value):
@@ -21,7 +22,7 @@ class ElfSymbolizer:
 
     def __init__(self, path):
         self.path = path
-        self._stream = open(path, "rb")
+        self._stream = open_regular(path)
         try:
             image = ElfImage.from_file(self._stream, path)
             self.build_id = image.build_id()

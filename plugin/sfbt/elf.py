@@ -22,10 +22,12 @@ ET_REL = 1
 PT_LOAD = 1
 PT_NOTE = 4
 PT_GNU_SFRAME = 0x6474E554
+SHT_SYMTAB = 2
 SHT_RELA = 4
 SHT_NOTE = 7
 SHT_NOBITS = 8
 SHT_REL = 9
+SHT_DYNSYM = 11
 SHT_GNU_SFRAME = 0x6FFFFFF4
 SHN_LORESERVE = 0xFF00
 NT_GNU_BUILD_ID = 3
@@ -260,7 +262,8 @@ class ElfImage:
         for relocs in sections:
             if relocs.type not in (SHT_REL, SHT_RELA) or relocs.info != section.index:
                 continue
-            if relocs.link >= len(sections):
+            if relocs.link >= len(sections) or \
+                    sections[relocs.link].type not in (SHT_SYMTAB, SHT_DYNSYM):
                 raise ElfError(f"relocations of {section.name} name no symbol table "
                                f"(section {relocs.link})", relocs.offset)
             symbols = self._symbol_values(sections[relocs.link], sections)

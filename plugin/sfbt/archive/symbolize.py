@@ -5,11 +5,16 @@ backtraces read outside the debugger."""
 import os
 from bisect import bisect_right
 
-from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from ..elf import ElfError, ElfImage
 from ..files import open_regular
+
+
+def _reason(error):
+    """One line for an exception raised while reading a damaged file."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _text(value):
@@ -28,9 +33,9 @@ class ElfSymbolizer:
             self.build_id = image.build_id()
             self.base_address = image.first_load_address() or 0
             self._elf = ELFFile(self._stream)
-        except (ElfError, ELFError, ValueError) as error:
+        except Exception as error:  # pyelftools on damaged input: many kinds
             self._stream.close()
-            raise ElfError(f"{path}: not a readable ELF file: {error}") from None
+            raise ElfError(f"{path}: not a readable ELF file: {_reason(error)}") from None
         self._functions = None
         self._lines = None
 
@@ -39,21 +44,32 @@ class ElfSymbolizer:
 
     def _function_table(self):
         if self._functions is None:
-            symbols = []
-            for name in (".symtab", ".dynsym"):
-                table = self._elf.get_section_by_name(name)
-                if table is None:
-                    continue
-                for symbol in table.iter_symbols():
-                    if (symbol["st_info"]["type"] == "STT_FUNC"
-                            and symbol["st_value"] and symbol.name):
-                        symbols.append((symbol["st_value"], symbol["st_size"],
-                                        symbol.name))
-                if symbols:
-                    break
-            symbols.sort()
-            self._functions = (symbols, [s[0] for s in symbols])
+            self._functions = self._table("symbol table", self._read_functions)
         return self._functions
+
+    def _table(self, what, read):
+        """read()'s table; pyelftools' errors on a damaged file (of many
+        kinds) become one ElfError naming the file."""
+        try:
+            return read()
+        except Exception as error:
+            raise ElfError(f"{self.path}: unreadable {what}: {_reason(error)}") from None
+
+    def _read_functions(self):
+        symbols = []
+        for name in (".symtab", ".dynsym"):
+            table = self._elf.get_section_by_name(name)
+            if table is None:
+                continue
+            for symbol in table.iter_symbols():
+                if (symbol["st_info"]["type"] == "STT_FUNC"
+                        and symbol["st_value"] and symbol.name):
+                    symbols.append((symbol["st_value"], symbol["st_size"],
+                                    symbol.name))
+            if symbols:
+                break
+        symbols.sort()
+        return symbols, [s[0] for s in symbols]
 
     def function(self, address):
         symbols, starts = self._function_table()
@@ -67,24 +83,27 @@ class ElfSymbolizer:
 
     def _line_table(self):
         if self._lines is None:
-            rows = []
-            if self._elf.has_dwarf_info():
-                dwarf = self._elf.get_dwarf_info()
-                for unit in dwarf.iter_CUs():
-                    program = dwarf.line_program_for_CU(unit)
-                    if program is None:
-                        continue
-                    rows += _line_rows(program)
-            rows.sort(key=lambda row: row[0])
-            # Several rows at one address: like GDB, prefer a statement row.
-            chosen = {}
-            for row in rows:
-                address, _, _, is_stmt = row
-                if is_stmt or not chosen.get(address, (0, 0, 0, False))[3]:
-                    chosen[address] = row
-            rows = [chosen[address] for address in sorted(chosen)]
-            self._lines = (rows, [row[0] for row in rows])
+            self._lines = self._table("DWARF line table", self._read_lines)
         return self._lines
+
+    def _read_lines(self):
+        rows = []
+        if self._elf.has_dwarf_info():
+            dwarf = self._elf.get_dwarf_info()
+            for unit in dwarf.iter_CUs():
+                program = dwarf.line_program_for_CU(unit)
+                if program is None:
+                    continue
+                rows += _line_rows(program)
+        rows.sort(key=lambda row: row[0])
+        # Several rows at one address: like GDB, prefer a statement row.
+        chosen = {}
+        for row in rows:
+            address, _, _, is_stmt = row
+            if is_stmt or not chosen.get(address, (0, 0, 0, False))[3]:
+                chosen[address] = row
+        rows = [chosen[address] for address in sorted(chosen)]
+        return rows, [row[0] for row in rows]
 
     def line(self, address):
         """(file, line) for an address, or None."""

@@ -127,7 +127,7 @@ def _describer(symbolizer, images):
     as addresses of the --exe file (a non-PIE program's)."""
     if not images:
         return symbolizer.describe_file_address
-    return lambda address: symbolizer.describe(address, images)
+    return symbolizer.describer(images)
 
 
 def _run_cbf_encode(args):

@@ -151,6 +151,8 @@ class Symbolizer:
                 self._candidates += [os.path.join(root, n) for n in sorted(names)]
         self._by_path = {}
         self._by_build_id = None
+        self._for_image = {}  # (path, build id) -> ElfSymbolizer or None
+        self._describers = {}  # id(images) -> (images, describe)
 
     def _open(self, path):
         if path not in self._by_path:
@@ -170,6 +172,12 @@ class Symbolizer:
         return self._by_build_id
 
     def for_image(self, image):
+        key = (image.path, image.build_id)
+        if key not in self._for_image:
+            self._for_image[key] = self._find_for_image(image)
+        return self._for_image[key]
+
+    def _find_for_image(self, image):
         build_id = image.build_id.hex() if image.build_id else None
         if build_id:
             found = self._index_build_ids().get(build_id)
@@ -194,9 +202,38 @@ class Symbolizer:
         line = symbolizer.line(address)
         return name, f" at {line[0]}:{line[1]}" if line else " ()"
 
+    def describer(self, images):
+        """describe(address) for the images of one image map, remembering
+        its answers (an archive's traces share most of their addresses)."""
+        kept = self._describers.get(id(images))
+        if kept is not None and kept[0] is images:
+            return kept[1]
+        if len(self._describers) >= 64:
+            self._describers.clear()
+        ordered = sorted(images, key=lambda image: image.base)
+        bases = [image.base for image in ordered]
+        answers = {}
+
+        def describe(address):
+            answer = answers.get(address)
+            if answer is None:
+                at = bisect_right(bases, address) - 1
+                image = ordered[at] if at >= 0 and address < ordered[at].end_of_text \
+                    else next((i for i in images if i.base <= address < i.end_of_text), None)
+                answer = self._describe_in(address, image)
+                if len(answers) >= 1 << 20:
+                    answers.clear()
+                answers[address] = answer
+            return answer
+        self._describers[id(images)] = (images, describe)
+        return describe
+
     def describe(self, address, images):
         """(function, location suffix) in sframe-bt's words."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
+        return self._describe_in(address, image)
+
+    def _describe_in(self, address, image):
         if image is None:
             return "??", " ()"
         symbolizer = self.for_image(image)

@@ -202,3 +202,28 @@ def test_concurrent_appends_keep_every_record(tmp_path, fmt):
         lines = path.read_text().splitlines()
         assert len(lines) == 200 and all(line.startswith("~m#") for line in lines)
     assert leftovers(tmp_path) == []
+
+
+KILLED = textwrap.dedent("""
+    import sys, time
+    from sfbt.files import replace_file
+    def write(stream):
+        stream.write(b"x" * (4 << 20))
+        stream.flush()
+        print("writing", flush=True)
+        time.sleep(60)
+    replace_file(sys.argv[1], write)
+""")
+
+
+def test_a_killed_writer_leaves_the_old_file_and_nothing_else(tmp_path):
+    target = tmp_path / "t.sfbt"
+    target.write_bytes(b"old")
+    writer = subprocess.Popen([sys.executable, "-c", KILLED, str(target)],
+                              stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+    assert writer.stdout.readline() == "writing\n"
+    writer.kill()
+    writer.wait(timeout=30)
+    writer.stdout.close()
+    assert os.listdir(tmp_path) == ["t.sfbt"] and target.read_bytes() == b"old"

@@ -322,7 +322,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except CommandError as error:
+    except SfbtError as error:  # CommandError, or any other one-line failure
         print(f"sfbt: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:

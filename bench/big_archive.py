@@ -85,7 +85,7 @@ def write_archive(path, traces, seed=14):
 
 
 def measure(command):
-    """(seconds, peak RSS in MB) of a child process."""
+    """(wall seconds, CPU seconds, peak RSS in MB) of a child process."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "plugin"))
     began = time.perf_counter()
     child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
@@ -96,7 +96,7 @@ def measure(command):
     child.stderr.close()
     if status:
         raise SystemExit(f"{command} failed: {stderr}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main():
@@ -117,8 +117,9 @@ def main():
                               ("--append", [sys.executable, "-c", APPEND, path])):
             runs = [measure(command) for _ in range(args.rounds)]
             seconds = sorted(r[0] for r in runs)[len(runs) // 2]
-            peak = max(r[1] for r in runs)
-            line = f"{what}: {seconds:.2f} s, peak RSS {peak:.0f} MB"
+            cpu = sorted(r[1] for r in runs)[len(runs) // 2]
+            peak = max(r[2] for r in runs)
+            line = f"{what}: {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {peak:.0f} MB"
             if what == "cbf decode":
                 line += (f"  goal < {DECODE_SECONDS:.0f} s and < {DECODE_MEGABYTES} MB: "
                          + ("met" if seconds < DECODE_SECONDS and peak < DECODE_MEGABYTES

@@ -187,7 +187,9 @@ def test_a_short_debug_line_given_to_exe(tmp_path):
 def test_malformed_json(tmp_path):
     cases = {"deep": '{"backtrace":' + "[" * 100000 + "]" * 100000 + "}",
              "number": '{"backtrace": 5}', "other": '{"x":1}',
-             "map": json.dumps({"backtrace": "AAE=", "imageMap": "AwA="})}
+             "map": json.dumps({"backtrace": "AAE=", "imageMap": "AwA="}),
+             "ascii": json.dumps({"backtrace": "AAE=", "imageMap": "A\u04b4A="}),
+             "ascii2": json.dumps({"backtrace": "\u04b4"})}
     for name, text in cases.items():
         path = tmp_path / f"{name}.json"
         path.write_text(text)

@@ -2,7 +2,6 @@
 crash form, a file of libwebsockets ``~m#`` lines, or bare CBF bytes."""
 
 import base64
-import binascii
 import io
 import json
 import os
@@ -127,7 +126,7 @@ def _json_trace(data):
         backtrace = base64.b64decode(document["backtrace"], validate=True)
         images = decode_image_map(base64.b64decode(image_map, validate=True)).images \
             if image_map else []
-    except binascii.Error as error:
+    except ValueError as error:  # binascii.Error, or text that is not ASCII
         raise SavedFormError(f"bad base64: {error}") from None
     decoded = cbf.decode(backtrace)
     return SavedTrace(None, decoded.frames, decoded.truncated, images, 1)

@@ -36,7 +36,8 @@ Usage: cbf-save [--format archive|cbf|json|lws] [--append] [--all-threads]
   --all-threads     every thread of the process, not just the selected one
 Frames come from the SFrame unwinder, and from the debugger's own unwinders
 where SFrame has no data.  Files are written whole through a temporary
-file."""
+file and a rename (a symbolic link's target is replaced, keeping its mode
+and owner); --append locks the file so that concurrent saves all land."""
 
 
 @dataclass

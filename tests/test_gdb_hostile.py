@@ -49,3 +49,15 @@ def test_cbf_save_refuses_fifos_and_follows_symlinks(gdb, program, tmp_path):
     archive, error = read_archive(target)
     assert error is None and len(archive.events) == 2
     assert "Traceback" not in out
+
+
+def test_cbf_load_prints_a_path_that_is_not_utf8(gdb, program, tmp_path):
+    archive = Archive()
+    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
+                    ImageMap("linux-x86_64", [Image("/x/\udc8cbad", 0x400000, 0x500000)]),
+                    thread="1", reason="SIGTRAP")
+    path = tmp_path / "a.sfbt"
+    path.write_bytes(MAGIC + archive.pending_bytes())
+    out = run_gdb(gdb, [str(program)], [f"cbf-load {path}"], timeout=60)
+    assert "#0  0x0000000000400100 in ?? from /x/\\udc8cbad" in out
+    assert "Traceback" not in out and "Python Exception" not in out

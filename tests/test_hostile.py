@@ -229,3 +229,16 @@ def test_append_to_a_damaged_archive_is_refused_and_keeps_it(tmp_path):
     assert raised is not None and str(raised).startswith(f"{path}+0x8: ")
     assert path.read_bytes() == MAGIC + b"\x09junk"
     shutil.rmtree(tmp_path)
+
+
+def test_image_paths_that_are_not_utf8_print_as_they_are(tmp_path):
+    archive = Archive()
+    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
+                    ImageMap("linux-x86_64", [Image("/x/\udc8cbad", 0x400000, 0x500000)]),
+                    thread="1", reason="SIGTRAP")
+    path = tmp_path / "a.sfbt"
+    path.write_bytes(MAGIC + archive.pending_bytes())
+    result = subprocess.run(run_args(["cbf", "decode"], path), capture_output=True,
+                            env=run_env())
+    assert result.returncode == 0, result.stderr
+    assert b"in ?? from /x/\x8cbad\n" in result.stdout

@@ -320,6 +320,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    # Paths from image maps and ELF files are bytes: print them as they are.
+    sys.stdout.reconfigure(errors="surrogateescape")
     try:
         args.run(args)
     except SfbtError as error:  # CommandError, or any other one-line failure

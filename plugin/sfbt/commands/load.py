@@ -73,4 +73,6 @@ def cbf_load(session: Session, words):
         raise CommandError(f"cbf-load: {failure}") from None
     except (OSError, SfbtError) as failure:
         raise CommandError(f"cbf-load: {path}: {failure}") from None
-    return "\n".join(lines), (f"cbf-load: {error}" if error is not None else None)
+    # Paths in image maps are bytes (surrogate-escaped): escape what is not UTF-8.
+    text = "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text, (f"cbf-load: {error}" if error is not None else None)

@@ -277,9 +277,10 @@ class ArchiveReader:
         self.error = None
         self._map_places = []  # (offset, length) of each image map's payload
         self._checked_maps = set()  # blake2b digests of the maps decoded
-        self._traces = []  # (offset, length) of each trace's CBF bytes
+        self._trace_offsets = array("Q")  # where each trace's CBF bytes are
+        self._trace_lengths = array("L")
         self._counts = array("L")
-        self._first_events = []  # each trace's first event, or None
+        self._first_events = []  # each trace's first event record (payload), or None
         start = stream.read(len(MAGIC))
         self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)
         if not is_archive(start):
@@ -301,16 +302,18 @@ class ArchiveReader:
                 self._checked_maps.add(digest)
             self._map_places.append((offset, len(payload)))
         elif kind == KIND_TRACE:
-            _check_trace(payload, offset, len(self._traces) + 1)
-            self._traces.append((offset + _TRACE_HEAD.size, len(payload) - _TRACE_HEAD.size))
+            _check_trace(payload, offset, len(self._trace_offsets) + 1)
+            self._trace_offsets.append(offset + _TRACE_HEAD.size)
+            self._trace_lengths.append(len(payload) - _TRACE_HEAD.size)
             self._counts.append(0)
             self._first_events.append(None)
         elif kind == KIND_EVENT:
-            event = _check_event(payload, offset, len(self._traces), len(self._map_places))
+            event = _check_event(payload, offset, len(self._trace_offsets),
+                                 len(self._map_places))
             index = event.trace_id - 1
             self._counts[index] += 1
-            if self._first_events[index] is None:
-                self._first_events[index] = event
+            if self._first_events[index] is None:  # kept as bytes: a third of the memory
+                self._first_events[index] = payload
         else:
             raise ArchiveError(f"unknown record kind {kind}", at)
 
@@ -325,10 +328,12 @@ class ArchiveReader:
         """(number, Trace with its first event only, count, decoded
         Backtrace, image map index) for each captured trace, in id order."""
         budget = self.frame_budget
-        for number, (offset, length) in enumerate(self._traces, 1):
-            event = self._first_events[number - 1]
-            if event is None:
+        for number, (offset, length) in enumerate(
+                zip(self._trace_offsets, self._trace_lengths), 1):
+            payload = self._first_events[number - 1]
+            if payload is None:
                 continue
+            event = _check_event(payload, 0, len(self._trace_offsets), len(self._map_places))
             limit = min(cbf.DEFAULT_LIMIT, budget)
             decoded = cbf.decode(self._read(offset, length), strict=False, limit=limit)
             if decoded.over_limit and limit < cbf.DEFAULT_LIMIT:

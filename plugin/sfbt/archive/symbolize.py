@@ -152,6 +152,7 @@ class Symbolizer:
         self._by_path = {}
         self._by_build_id = None
         self._for_image = {}  # (path, build id) -> ElfSymbolizer or None
+        self._from = {}  # path -> " from PATH", one string for every frame
         self._describers = {}  # id(images) -> (images, describe)
 
     def _open(self, path):
@@ -236,12 +237,15 @@ class Symbolizer:
     def _describe_in(self, address, image):
         if image is None:
             return "??", " ()"
+        where = self._from.get(image.path)
+        if where is None:
+            where = self._from[image.path] = f" from {image.path}"
         symbolizer = self.for_image(image)
         if symbolizer is None:
-            return "??", f" from {image.path}"
+            return "??", where
         file_address = address - image.base + symbolizer.base_address
         name = symbolizer.function(file_address) or "??"
         line = symbolizer.line(file_address)
         if line is not None:
             return name, f" at {line[0]}:{line[1]}"
-        return name, f" from {image.path}"
+        return name, where

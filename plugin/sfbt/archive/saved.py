@@ -100,12 +100,13 @@ class SavedFile:
         reader = ArchiveReader(self.stream, self.path, self.size)
         maps = {}  # index -> images, a few decoded at a time
         try:
-            for number, trace, count, decoded, index in reader.traces():
+            for number, event, count, decoded in reader.traces():
+                index = event.image_map_index
                 if index not in maps:
                     if len(maps) >= 64:
                         maps.clear()
                     maps[index] = reader.image_map(index).images
-                yield SavedTrace(trace_heading(number, trace.events[0], count),
+                yield SavedTrace(trace_heading(number, event, count),
                                  decoded.frames, decoded.truncated, maps[index], count)
         finally:
             self.error = reader.error

@@ -325,8 +325,8 @@ class ArchiveReader:
         return decode_image_map(self._read(*self._map_places[index]))
 
     def traces(self):
-        """(number, Trace with its first event only, count, decoded
-        Backtrace, image map index) for each captured trace, in id order."""
+        """(number, first Event, count, decoded Backtrace) for each
+        captured trace, in id order."""
         budget = self.frame_budget
         for number, (offset, length) in enumerate(
                 zip(self._trace_offsets, self._trace_lengths), 1):
@@ -344,8 +344,7 @@ class ArchiveReader:
                         "of the file); the rest is not read", offset, self.path)
                 return
             budget -= len(decoded.frames)
-            yield number, Trace(number, b"", [event]), self._counts[number - 1], \
-                decoded, event.image_map_index
+            yield number, event, self._counts[number - 1], decoded
 
 
 def read_archive(path):

@@ -28,6 +28,7 @@ SHT_NOTE = 7
 SHT_NOBITS = 8
 SHT_REL = 9
 SHT_DYNSYM = 11
+SHF_COMPRESSED = 0x800
 SHT_GNU_SFRAME = 0x6FFFFFF4
 SHN_LORESERVE = 0xFF00
 NT_GNU_BUILD_ID = 3
@@ -123,6 +124,7 @@ class ElfImage:
             raise ElfError("not a readable ELF file: no 64-bit ELF header")
         self._segments = None
         self._sections = None
+        self.file_size = None  # known for a file
 
     @classmethod
     def from_file(cls, stream, name: str) -> "ElfImage":
@@ -138,7 +140,9 @@ class ElfImage:
             if len(data) != size:
                 raise ElfError(f"{size} bytes run past the end of the file", offset)
             return data
-        return cls(read, 0, name)
+        image = cls(read, 0, name)
+        image.file_size = file_size
+        return image
 
     @property
     def arch(self) -> Optional[Arch]:

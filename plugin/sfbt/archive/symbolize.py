@@ -3,11 +3,12 @@
 backtraces read outside the debugger."""
 
 import os
+import struct
 from bisect import bisect_right
 
 from elftools.elf.elffile import ELFFile
 
-from ..elf import ElfError, ElfImage
+from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 
 
@@ -21,6 +22,32 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
+#: A compressed debug section may expand to this many times the file's size.
+MAX_EXPANSION = 64
+
+
+def _check_sections(image):
+    """Refuse sections that pyelftools would read past the end of the file
+    (it allocates the section's size before reading) or decompress beyond
+    reason, and symbol tables whose entries are not 64-bit ones."""
+    file_size = image.file_size
+    for section in image.sections():
+        if section.type == SHT_NOBITS:
+            continue
+        if section.offset + section.size > file_size:
+            raise ElfError(f"section {section.name or section.index} of {section.size} "
+                           f"bytes at {section.offset:#x} runs past the end of the file "
+                           f"({file_size} bytes)")
+        if section.flags & SHF_COMPRESSED and section.size >= 24:
+            (size,) = struct.unpack_from(image.header.endian + "Q",
+                                         image.read(section.offset + 8, 8))
+            if size > MAX_EXPANSION * file_size + (1 << 20):
+                raise ElfError(f"section {section.name} claims to expand to {size} bytes")
+        if section.type in (SHT_SYMTAB, SHT_DYNSYM) and section.entsize != 24:
+            raise ElfError(f"symbol table {section.name} has entries of "
+                           f"{section.entsize} bytes, not 24")
+
+
 class ElfSymbolizer:
     """Names and lines for the file addresses of one ELF file; tables are
     built on first use."""
@@ -32,6 +59,7 @@ class ElfSymbolizer:
             image = ElfImage.from_file(self._stream, path)
             self.build_id = image.build_id()
             self.base_address = image.first_load_address() or 0
+            _check_sections(image)
             self._elf = ELFFile(self._stream)
         except Exception as error:  # pyelftools on damaged input: many kinds
             self._stream.close()

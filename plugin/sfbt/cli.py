@@ -6,8 +6,9 @@ import sys
 from . import __version__
 from .archive import cbf, lws
 from .archive.report import folded_line, frame_lines, trace_names
-from .archive.saved import saved_form, saved_trace_lines, saved_traces
+from .archive.saved import SavedFile, saved_trace_lines
 from .errors import SfbtError
+from .files import FileProblem, open_regular, read_regular, write_atomically
 from .live.cli import add_commands as add_live_commands
 from .sframe import dump_text, lookup_text, open_section
 from .sframe.dump import libsframe_2_40_text
@@ -16,6 +17,10 @@ from .sframe.elf import read_elf_sframe
 
 class CommandError(SfbtError):
     """A user-facing failure: printed as one line, exit status 1."""
+
+
+#: The largest raw .sframe section file read (--raw).
+MAX_SECTION_BYTES = 1 << 30
 
 
 def _address(text):
@@ -55,9 +60,7 @@ def _load(args):
         return args.synth_result.section, f"\n{path}:     file format {fmt}\n\n"
     try:
         if args.raw:
-            with open(path, "rb") as stream:
-                data = stream.read()
-            return open_section(data, args.address), ""
+            return open_section(read_regular(path, MAX_SECTION_BYTES), args.address), ""
         section, fmt = read_elf_sframe(path)
     except (SfbtError, OSError) as error:
         raise _failure(path, error) from None
@@ -99,8 +102,7 @@ def _run_synth(args):
     from .sframe import write_section
     data = write_section(result.section)
     try:
-        with open(args.output, "wb") as stream:
-            stream.write(data)
+        write_atomically(args.output, data)
     except OSError as error:
         raise CommandError(f"{args.output}: {error.strerror or error}") from None
     sys.stdout.write(f"{args.output}: SFrame v3, {len(data)} bytes, "
@@ -121,16 +123,6 @@ def _add_synth_arguments(parser):
                         "nor writing the cache")
 
 
-def _read_input(path):
-    try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as stream:
-            return stream.read()
-    except OSError as error:
-        raise CommandError(f"{path}: {error.strerror or error}") from None
-
-
 def _symbolizer(args):
     from .archive.symbolize import Symbolizer
     return Symbolizer(executables=args.exe, debug_dirs=args.debug_dir)
@@ -141,14 +133,7 @@ def _describer(symbolizer, images):
     as addresses of the --exe file (a non-PIE program's)."""
     if not images:
         return symbolizer.describe_file_address
-    return lambda address: symbolizer.describe(address, images)
-
-
-def _traces(data, path):
-    try:
-        return saved_traces(data, path)
-    except SfbtError as error:
-        raise CommandError(f"{path}: {error}") from None
+    return symbolizer.describer(images)
 
 
 def _run_cbf_encode(args):
@@ -160,18 +145,23 @@ def _run_cbf_encode(args):
     sys.stdout.buffer.write(data)
 
 
-def _run_cbf_decode(args):
-    data = _read_input(args.file)
-    if saved_form(data) == "cbf" and not args.exe and not args.debug_dir:
-        try:
-            sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
-        except SfbtError as error:
-            raise CommandError(f"{args.file}: {error}") from None
-        return
-    traces, error = _traces(data, args.file)
-    symbolizer = _symbolizer(args)
-    lines = saved_trace_lines(traces, lambda images: _describer(symbolizer, images))
-    sys.stdout.write("".join(line + "\n" for line in lines))
+def _each_saved_trace(path, write_trace, bare_cbf=None):
+    """Read the saved file at path a backtrace at a time, calling
+    ``write_trace(trace)`` for each; a bare CBF file goes to ``bare_cbf(data)``
+    instead when given.  Errors become one line naming the file, after
+    the traces read before an archive's damage."""
+    try:
+        with SavedFile(path) as saved:
+            if bare_cbf is not None and saved.form == "cbf":
+                bare_cbf(saved.data)
+                return
+            for trace in saved.traces():
+                write_trace(trace)
+            error = saved.error
+    except FileProblem as problem:
+        raise CommandError(str(problem)) from None
+    except (SfbtError, OSError) as problem:
+        raise _failure(path, problem) from None
     if error is not None:
         raise CommandError(str(error))
 
@@ -184,16 +174,28 @@ def _function_name(describe):
     return name_of
 
 
-def _run_fold(args):
-    traces, error = _traces(_read_input(args.file), args.file)
+def _run_cbf_decode(args):
     symbolizer = _symbolizer(args)
-    lines = []
-    for trace in traces:
+
+    def write_trace(trace):
+        lines = saved_trace_lines(trace, lambda images: _describer(symbolizer, images))
+        sys.stdout.write("".join(line + "\n" for line in lines))
+
+    def bare_cbf(data):
+        sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
+
+    plain = not args.exe and not args.debug_dir
+    _each_saved_trace(args.file, write_trace, bare_cbf if plain else None)
+
+
+def _run_fold(args):
+    symbolizer = _symbolizer(args)
+
+    def write_trace(trace):
         name_of = _function_name(_describer(symbolizer, trace.images))
-        lines.append(folded_line(trace_names(trace.frames, name_of), trace.weight))
-    sys.stdout.write("".join(line + "\n" for line in lines))
-    if error is not None:
-        raise CommandError(str(error))
+        sys.stdout.write(folded_line(trace_names(trace.frames, name_of), trace.weight) + "\n")
+
+    _each_saved_trace(args.file, write_trace)
 
 
 def _run_lws_filter(args):
@@ -208,8 +210,8 @@ def _run_lws_filter(args):
 
 def _run_heapmap(args):
     try:
-        with open(args.log, encoding="utf-8", errors="replace") as stream:
-            groups = lws.group_allocations(stream)
+        with open_regular(args.log) as stream:
+            groups = lws.group_allocations(lws.log_lines(stream))
     except OSError as error:
         raise CommandError(f"{args.log}: {error.strerror or error}") from None
     except lws.LwsFormatError as error:
@@ -327,9 +329,11 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    # Paths from image maps and ELF files are bytes: print them as they are.
+    sys.stdout.reconfigure(errors="surrogateescape")
     try:
         args.run(args)
-    except CommandError as error:
+    except SfbtError as error:  # CommandError, or any other one-line failure
         print(f"sfbt: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:

@@ -9,22 +9,27 @@ pyelftools, slower to open and not needed for these few structures, serves
 the DWARF line tables and symbol tables of sfbt.archive.symbolize.
 """
 
+import os
 import struct
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .arch import Arch, arch_for_machine
 from .errors import LocatedError
+from .files import open_regular
 
 ET_REL = 1
 PT_LOAD = 1
 PT_NOTE = 4
 PT_GNU_EH_FRAME = 0x6474E550
 PT_GNU_SFRAME = 0x6474E554
+SHT_SYMTAB = 2
 SHT_RELA = 4
 SHT_NOTE = 7
 SHT_NOBITS = 8
 SHT_REL = 9
+SHT_DYNSYM = 11
+SHF_COMPRESSED = 0x800
 SHT_GNU_SFRAME = 0x6FFFFFF4
 SHN_LORESERVE = 0xFF00
 NT_GNU_BUILD_ID = 3
@@ -120,17 +125,25 @@ class ElfImage:
             raise ElfError("not a readable ELF file: no 64-bit ELF header")
         self._segments = None
         self._sections = None
+        self.file_size = None  # known for a file
 
     @classmethod
     def from_file(cls, stream, name: str) -> "ElfImage":
-        """The image of an open binary file."""
+        """The image of an open binary file (or of bytes in an io.BytesIO)."""
+        file_size = stream.seek(0, os.SEEK_END)
+
         def read(offset, size):
+            if offset < 0 or size < 0 or offset + size > file_size:
+                raise ElfError(f"{size} bytes run past the end of the file "
+                               f"({file_size} bytes)", offset)
             stream.seek(offset)
             data = stream.read(size)
             if len(data) != size:
                 raise ElfError(f"{size} bytes run past the end of the file", offset)
             return data
-        return cls(read, 0, name)
+        image = cls(read, 0, name)
+        image.file_size = file_size
+        return image
 
     @property
     def arch(self) -> Optional[Arch]:
@@ -254,7 +267,8 @@ class ElfImage:
         for relocs in sections:
             if relocs.type not in (SHT_REL, SHT_RELA) or relocs.info != section.index:
                 continue
-            if relocs.link >= len(sections):
+            if relocs.link >= len(sections) or \
+                    sections[relocs.link].type not in (SHT_SYMTAB, SHT_DYNSYM):
                 raise ElfError(f"relocations of {section.name} name no symbol table "
                                f"(section {relocs.link})", relocs.offset)
             symbols = self._symbol_values(sections[relocs.link], sections)
@@ -306,7 +320,7 @@ class ElfImage:
 def open_elf(path: str):
     """(open stream, ElfImage) of the file at path; the caller closes the
     stream.  Raises OSError or ElfError."""
-    stream = open(path, "rb")
+    stream = open_regular(path)
     try:
         return stream, ElfImage.from_file(stream, path)
     except BaseException:

@@ -1,21 +1,281 @@
-"""Writing files so that readers never see half of one."""
+"""Reading and writing files safely: only regular files are read (a FIFO or
+a device would block or never end), and a file is written whole through a
+temporary file and a rename, so readers never see half of one."""
 
+import contextlib
+import ctypes
+import errno
+import fcntl
 import os
-import tempfile
+import stat
+
+from .errors import SfbtError
+
+
+class FileProblem(SfbtError, OSError):
+    """An OSError that names the file the user gave (never a temporary
+    file) and prints as one line: ``PATH: what went wrong``."""
+
+    def __init__(self, path, message, code=errno.EINVAL):
+        OSError.__init__(self, code, message, path)
+
+    def __str__(self):
+        return f"{self.filename}: {self.strerror}"
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path, mode):
+    kind = next((name for test, name in _KINDS if test(mode)), "not a plain file")
+    code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+    return FileProblem(path, f"not a regular file ({kind})", code)
+
+
+def _named(path, error):
+    """``error`` (an OSError) as a FileProblem naming ``path``."""
+    if isinstance(error, FileProblem):
+        return error
+    return FileProblem(path, error.strerror or str(error), error.errno or errno.EIO)
+
+
+def open_regular(path, limit=None):
+    """A binary stream reading the regular file at path.  Anything else
+    (FIFO, device, directory, socket) is refused before it is opened for
+    reading, and again on the opened descriptor (the name may have
+    changed in between; O_NONBLOCK keeps a FIFO swapped in from blocking
+    the open).  ``limit``: refuse a file of more bytes.  Raises
+    FileProblem."""
+    try:
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode):
+            raise _not_regular(path, status.st_mode)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise _named(path, error) from None
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise _not_regular(path, status.st_mode)
+        if limit is not None and status.st_size > limit:
+            raise FileProblem(path, f"file of {status.st_size} bytes is larger than "
+                              f"the {limit} bytes sfbt reads", errno.EFBIG)
+        flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
+        fcntl.fcntl(descriptor, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        return os.fdopen(descriptor, "rb")
+    except BaseException as error:
+        os.close(descriptor)
+        if isinstance(error, OSError):
+            raise _named(path, error) from None
+        raise
+
+
+def read_regular(path, limit):
+    """The bytes of the regular file at path, at most ``limit`` of them
+    (a larger file is refused).  Raises FileProblem."""
+    with open_regular(path, limit) as stream:
+        try:
+            data = stream.read(limit + 1)
+        except OSError as error:
+            raise _named(path, error) from None
+    if len(data) > limit:  # grew since the check
+        raise FileProblem(path, f"file is larger than the {limit} bytes sfbt reads",
+                          errno.EFBIG)
+    return data
+
+
+def write_target(path):
+    """The file a write to path replaces: symbolic links are followed to
+    their target; an existing target that is not a regular file is
+    refused.  Raises FileProblem."""
+    target = os.path.realpath(path)
+    try:
+        status = os.stat(target)
+    except FileNotFoundError:
+        return target
+    except OSError as error:
+        raise _named(path, error) from None
+    if not stat.S_ISREG(status.st_mode):
+        raise _not_regular(path, status.st_mode)
+    return target
+
+
+def _new_file_mode():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _temporary(directory, name):
+    """(descriptor, temporary name or None): an unnamed O_TMPFILE file
+    where the system has them (nothing is left behind if the process is
+    killed), else a named one created exclusively."""
+    if _linkat() is not None:
+        try:
+            return os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600), None
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL,
+                                   errno.ENOENT):
+                raise
+    for _ in range(100):
+        temporary = os.path.join(directory, f".{name}.sfbt-{os.urandom(6).hex()}")
+        try:
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                           | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600), temporary
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name")
+
+
+def _linkat():
+    """linkat(2) from the C library, to name an O_TMPFILE file (os.link
+    calls link(2), which will not follow /proc/self/fd links); None where
+    there is no O_TMPFILE, /proc or linkat."""
+    global _LINKAT
+    if _LINKAT is None:
+        _LINKAT = False
+        if hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd"):
+            try:
+                _LINKAT = ctypes.CDLL(None, use_errno=True).linkat
+            except (OSError, AttributeError):
+                pass
+    return _LINKAT or None
+
+
+_LINKAT = None
+_AT_FDCWD = -100
+_AT_SYMLINK_FOLLOW = 0x400
+
+
+def _publish(descriptor, temporary, target):
+    """Rename the finished temporary file over target."""
+    if temporary is None:  # O_TMPFILE: give it a name first
+        directory, name = os.path.split(target)
+        for _ in range(100):
+            temporary = os.path.join(directory, f".{name}.sfbt-{os.urandom(6).hex()}")
+            if _linkat()(_AT_FDCWD, f"/proc/self/fd/{descriptor}".encode(), _AT_FDCWD,
+                         os.fsencode(temporary), _AT_SYMLINK_FOLLOW) == 0:
+                break
+            code = ctypes.get_errno()
+            if code != errno.EEXIST:
+                raise OSError(code, os.strerror(code))
+    try:
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def replace_file(path, write, mode=None):
+    """Write a whole file: ``write(stream)`` fills a temporary file in the
+    target's directory, which is flushed and renamed over the target, so
+    readers see the old file or the new one.  The target is what path
+    names after symbolic links; an existing one keeps its permissions
+    and (as far as we may set them) its owner and group; a new one gets
+    ``mode`` (default 0666 less the umask).  Every failure removes the
+    temporary file and raises FileProblem naming path."""
+    target = write_target(path)
+    directory, name = os.path.split(target)
+    temporary = None
+    try:
+        try:
+            existing = os.stat(target)
+        except FileNotFoundError:
+            existing = None
+        descriptor, temporary = _temporary(directory, name)
+        try:
+            if existing is not None:
+                os.fchmod(descriptor, stat.S_IMODE(existing.st_mode))
+                _keep_owner(descriptor, existing)
+            else:
+                os.fchmod(descriptor, _new_file_mode() if mode is None else mode)
+            with os.fdopen(descriptor, "wb", closefd=False) as stream:
+                write(stream)
+                stream.flush()
+                os.fsync(descriptor)
+            _publish(descriptor, temporary, target)
+            temporary = None
+        finally:
+            os.close(descriptor)
+    except OSError as error:
+        raise _named(path, error) from None
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+
+
+def _keep_owner(descriptor, existing):
+    if (existing.st_uid, existing.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    try:
+        os.fchown(descriptor, existing.st_uid, existing.st_gid)
+    except PermissionError:
+        with contextlib.suppress(PermissionError):
+            os.fchown(descriptor, -1, existing.st_gid)
 
 
 def write_atomically(path, data):
-    """Write a whole file through a temporary file in the same directory
-    and a rename: readers see the old file or the new one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".sfbt-", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    """Replace the file at path with data (see replace_file)."""
+    replace_file(path, lambda stream: stream.write(data))
+
+
+@contextlib.contextmanager
+def locked_for_update(path):
+    """Hold an exclusive advisory lock (flock) on the file at path for a
+    read-modify-replace; yields a binary stream of its current bytes, or
+    None when there is no file yet.
+
+    The lock is on the file itself: a writer that replaces it renames a
+    new file over it, so after taking the lock we check that path still
+    names the locked file and start again if not.  A missing file is
+    created empty to have something to lock (an empty file is read as no
+    file)."""
+    target = write_target(path)
+    while True:
+        try:
+            descriptor = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK
+                                 | os.O_CLOEXEC | os.O_NOFOLLOW, _new_file_mode())
+        except OSError as error:
+            raise _named(path, error) from None
+        try:
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode):
+                raise _not_regular(path, status.st_mode)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            try:
+                current = os.stat(target)
+            except FileNotFoundError:
+                current = None
+            if current is None or (current.st_dev, current.st_ino) != (
+                    status.st_dev, status.st_ino):
+                os.close(descriptor)
+                continue
+            flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
+            fcntl.fcntl(descriptor, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        except OSError as error:
+            os.close(descriptor)
+            raise _named(path, error) from None
+        except BaseException:
+            os.close(descriptor)
+            raise
+        break
+    with os.fdopen(descriptor, "rb") as stream:
+        empty = os.fstat(descriptor).st_size == 0
+        try:
+            yield None if empty else stream
+        except BaseException:
+            if empty:  # the file we created to lock: leave nothing behind
+                _remove_if_still(target, os.fstat(descriptor))
+            raise
+
+
+def _remove_if_still(path, status):
+    with contextlib.suppress(OSError):
+        current = os.stat(path)
+        if (current.st_dev, current.st_ino) == (status.st_dev, status.st_ino) \
+                and current.st_size == 0:
+            os.unlink(path)

@@ -124,6 +124,7 @@ class Backtrace:
     frames: list = field(default_factory=list)
     truncated: bool = False
     word_size: int = 64
+    over_limit: bool = False  # decoding stopped at its frame limit
 
 
 def _signed_length(value, bits):
@@ -234,7 +235,7 @@ def decode(data, strict=True, limit=DEFAULT_LIMIT):
         if strict:
             raise
         reader.truncated = True
-    return Backtrace(reader.frames, reader.truncated, reader.word_size)
+    return Backtrace(reader.frames, reader.truncated, reader.word_size, reader.over_limit)
 
 
 class _Reader:
@@ -244,6 +245,7 @@ class _Reader:
         self.position = 0
         self.frames = []
         self.truncated = False
+        self.over_limit = False
         self.word_size = 64  # until the info byte says otherwise
 
     def take(self, count, what, at):
@@ -281,45 +283,72 @@ class _Reader:
             raise CBFError(f"unsupported CBF version {info >> 2}", 0)
         self.word_size = WORD_SIZES[info & 3]
         mask = (1 << self.word_size) - 1
+        word_bytes = self.word_size // 8
+        data, frames, limit = self.data, self.frames, self.limit
+        size = len(data)
         address = 0
         previous = None
+        position = 1
         while True:
-            at = self.position
-            if at == len(self.data):
+            at = position
+            if at == size:
+                self.position = position
                 raise CBFError("data ends without end or trunc", at)
-            opcode = self.data[at]
-            self.position += 1
+            opcode = data[at]
+            position += 1
             repeat = 1
             if opcode <= OP_TRUNC:
+                self.position = position
                 self.truncated = opcode == OP_TRUNC
                 return
             if OP_PC <= opcode < OP_OMIT:
-                kind = _OPCODE_KINDS[opcode & 0xF0]
-                raw = self.argument(opcode, 0x07, f"the {kind} address", at)
-                value = int.from_bytes(raw, "big", signed=True)
+                length = (opcode & 0x07) + 1
+                if length > word_bytes or position + length > size:
+                    self.position = position
+                    self.argument(opcode, 0x07, f"the {_OPCODE_KINDS[opcode & 0xF0]} "
+                                  "address", at)  # raises the error
+                value = int.from_bytes(data[position:position + length], "big", signed=True)
+                position += length
                 if not opcode & ADDRESS_ABSOLUTE:
                     value += address
                 address = value & mask
-                entry = Frame(kind, address)
-            elif OP_OMIT <= opcode < OP_REP:
-                if opcode & OMIT_EXTERNAL:
-                    entry = Omitted(self.count(opcode, 0x1F, "the omit count", at))
-                else:
-                    entry = Omitted((opcode & 0x1F) + 1)
-            elif OP_REP <= opcode < OP_RESERVED:
-                if previous is None:
-                    raise CBFError("rep with no previous frame", at)
-                entry = previous
-                if opcode & REP_EXTERNAL:
-                    repeat = self.count(opcode, 0x07, "the rep count", at)
-                else:
-                    repeat = (opcode & 0x07) + 1
+                entry = _frame(_OPCODE_KINDS[opcode & 0xF0], address)
             else:
-                raise CBFError(f"reserved opcode {opcode:#04x}", at)
-            if len(self.frames) + repeat > self.limit:
-                raise CBFError(f"more than {self.limit} frames", at)
-            self.frames.extend([entry] * repeat)
+                self.position = position
+                if OP_OMIT <= opcode < OP_REP:
+                    if opcode & OMIT_EXTERNAL:
+                        entry = Omitted(self.count(opcode, 0x1F, "the omit count", at))
+                    else:
+                        entry = Omitted((opcode & 0x1F) + 1)
+                elif OP_REP <= opcode < OP_RESERVED:
+                    if previous is None:
+                        raise CBFError("rep with no previous frame", at)
+                    entry = previous
+                    if opcode & REP_EXTERNAL:
+                        repeat = self.count(opcode, 0x07, "the rep count", at)
+                    else:
+                        repeat = (opcode & 0x07) + 1
+                else:
+                    raise CBFError(f"reserved opcode {opcode:#04x}", at)
+                position = self.position
+            if len(frames) + repeat > limit:
+                self.position = position
+                self.over_limit = True
+                raise CBFError(f"more than {limit} frames", at)
+            if repeat == 1:
+                frames.append(entry)
+            else:
+                frames.extend([entry] * repeat)
             previous = entry
+
+
+def _frame(kind, address):
+    """A Frame of a kind and address known to be valid, without the
+    checks of Frame's constructor (decoding makes millions)."""
+    frame = object.__new__(Frame)
+    object.__setattr__(frame, "kind", kind)
+    object.__setattr__(frame, "address", address)
+    return frame
 
 
 def format_frames(trace):

@@ -70,9 +70,11 @@ FIXED_PREFIXES = (
 _SEPARATORS = b"/\\"
 _FRAMEWORK_MIDDLE = b".framework/Versions/"
 
-# Not in the format: a bound on one decoded path, because a few expand
+# Not in the format: bounds on one decoded path and on all the bytes a map
+# decodes to (paths and the prefixes they define), because a few expand
 # bytes can each repeat a long prefix.
 MAX_PATH_BYTES = 1 << 15
+MAX_DECODED_BYTES = 1 << 24
 
 
 class ImageMapError(LocatedError):
@@ -262,6 +264,13 @@ class _Reader:
     def __init__(self, data):
         self.data = data
         self.position = 0
+        self.decoded = 0  # bytes of paths and prefixes so far
+
+    def spend(self, count, at):
+        self.decoded += count
+        if self.decoded > MAX_DECODED_BYTES:
+            raise ImageMapError(f"paths and prefixes expand to more than "
+                                f"{MAX_DECODED_BYTES} bytes", at)
 
     def take(self, count, what):
         end = self.position + count
@@ -338,6 +347,7 @@ class _Reader:
                     text_start = len(result)
                 for byte in self.take(opcode, what):
                     if byte in _SEPARATORS and len(result) > text_start:
+                        self.spend(len(result) - text_start, at)
                         prefixes.define(bytes(result[text_start:]))
                     result.append(byte)
             elif opcode < PATH_EXPAND:
@@ -353,6 +363,7 @@ class _Reader:
                 if prefix is None:
                     raise ImageMapError(f"{what} expands unknown prefix code "
                                         f"{code}", at)
+                self.spend(len(prefix), at)
                 result += prefix
             if len(result) > MAX_PATH_BYTES:
                 raise ImageMapError(f"{what} is longer than {MAX_PATH_BYTES} "

@@ -28,14 +28,14 @@ def frame_lines(frames, truncated, describe):
     return lines
 
 
-def trace_heading(number, trace):
-    """The heading of a stored trace: how often, and its first capture."""
-    event = trace.events[0]
+def trace_heading(number, event, count):
+    """The heading of a stored trace: how often (count), and its first
+    capture (event)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.time_ns / 1e9))
     details = [f"thread {event.thread}", event.reason, f"{when} UTC"]
     if event.label:
         details.append(f"label {event.label!r}")
-    times = "once" if trace.count == 1 else f"{trace.count} times"
+    times = "once" if count == 1 else f"{count} times"
     return f"Backtrace {number}, captured {times} ({', '.join(details)}):"
 
 

@@ -2,16 +2,18 @@
 crash form, a file of libwebsockets ``~m#`` lines, or bare CBF bytes."""
 
 import base64
-import binascii
+import io
 import json
+import os
 from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SfbtError
+from ..files import FileProblem, open_regular
 from . import cbf, lws
 from .imagemap import decode_image_map
 from .report import frame_lines, trace_heading
-from .store import is_archive, parse_archive
+from .store import MAX_ARCHIVE_BYTES, ArchiveReader, is_archive
 
 
 class SavedFormError(SfbtError):
@@ -27,6 +29,11 @@ class SavedTrace:
     weight: int
 
 
+#: The most bytes read whole: a bare CBF trace (a million frames fit) or
+#: a JSON document.  Larger files are archives or logs, read piecewise.
+MAX_WHOLE_BYTES = 16 << 20
+
+
 def saved_form(data: bytes) -> str:
     """Which form cbf-save wrote: "archive", "json", "lws" or (anything
     else) "cbf"."""
@@ -39,28 +46,70 @@ def saved_form(data: bytes) -> str:
     return "cbf"
 
 
-def saved_traces(data: bytes, path: str):
-    """([SavedTrace], the ArchiveError that ended an archive early (naming
-    ``path``) or None).  Other malformed input raises an SfbtError that
-    names the place in the data, not the file."""
-    form = saved_form(data)
-    if form == "archive":
-        archive, error = parse_archive(data, path)
-        traces = []
-        for number, trace in enumerate(archive.traces.values(), 1):
-            if not trace.events:
-                continue
-            decoded = trace.decoded()
-            images = archive.image_map(trace.events[0].image_map_index).images
-            traces.append(SavedTrace(trace_heading(number, trace), decoded.frames,
-                                     decoded.truncated, images, trace.count))
-        return traces, error
-    if form == "json":
-        return [_json_trace(data)], None
-    if form == "lws":
-        return _lws_traces(data), None
-    decoded = cbf.decode(data)
-    return [SavedTrace(None, decoded.frames, decoded.truncated, [], 1)], None
+class SavedFile:
+    """A file in any form cbf-save writes, read a backtrace at a time:
+    ``traces()`` yields SavedTraces; afterwards ``error`` is the
+    ArchiveError that ended an archive early (naming the file), or None.
+    Other malformed input raises an SfbtError that names the place in the
+    data, not the file.  ``path`` "-" is standard input."""
+
+    def __init__(self, path):
+        self.path = path
+        self.error = None
+        if path == "-":
+            import sys
+            data = sys.stdin.buffer.read(MAX_ARCHIVE_BYTES + 1)
+            if len(data) > MAX_ARCHIVE_BYTES:
+                raise FileProblem("<stdin>", f"more than {MAX_ARCHIVE_BYTES} bytes")
+            self.stream, self.size = io.BytesIO(data), len(data)
+        else:
+            self.stream = open_regular(path)
+            self.size = os.fstat(self.stream.fileno()).st_size
+        try:
+            head = self.stream.read(MAX_WHOLE_BYTES + 1)
+            self.stream.seek(0)
+            self.form = saved_form(head)
+            if len(head) > MAX_WHOLE_BYTES and self.form != "archive":
+                if self.form == "json":
+                    raise SavedFormError(f"a JSON document of more than "
+                                         f"{MAX_WHOLE_BYTES} bytes")
+                self.form = "lws"  # too long for one trace: a log
+            self.data = head if self.form in ("json", "cbf") else None
+        except BaseException:
+            self.stream.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        self.stream.close()
+
+    def traces(self):
+        if self.form == "archive":
+            yield from self._archive_traces()
+        elif self.form == "json":
+            yield _json_trace(self.data)
+        elif self.form == "lws":
+            yield from _lws_traces(self.stream)
+        else:
+            decoded = cbf.decode(self.data)
+            yield SavedTrace(None, decoded.frames, decoded.truncated, [], 1)
+
+    def _archive_traces(self):
+        reader = ArchiveReader(self.stream, self.path, self.size)
+        maps = {}  # index -> images, a few decoded at a time
+        try:
+            for number, event, count, decoded in reader.traces():
+                index = event.image_map_index
+                if index not in maps:
+                    if len(maps) >= 64:
+                        maps.clear()
+                    maps[index] = reader.image_map(index).images
+                yield SavedTrace(trace_heading(number, event, count),
+                                 decoded.frames, decoded.truncated, maps[index], count)
+        finally:
+            self.error = reader.error
 
 
 def _json_trace(data):
@@ -78,32 +127,26 @@ def _json_trace(data):
         backtrace = base64.b64decode(document["backtrace"], validate=True)
         images = decode_image_map(base64.b64decode(image_map, validate=True)).images \
             if image_map else []
-    except binascii.Error as error:
+    except ValueError as error:  # binascii.Error, or text that is not ASCII
         raise SavedFormError(f"bad base64: {error}") from None
     decoded = cbf.decode(backtrace)
     return SavedTrace(None, decoded.frames, decoded.truncated, images, 1)
 
 
-def _lws_traces(data):
-    traces = []
-    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+def _lws_traces(stream):
+    for number, line in enumerate(lws.log_lines(stream), 1):
         for blob in lws.find_blobs(line):
             try:
                 addresses, size = lws.decode_blob(blob)
             except lws.LwsFormatError as error:
                 raise lws.LwsFormatError(f"line {number}: {error}") from None
             frames = [cbf.Frame("ra", a) for a in addresses]
-            traces.append(SavedTrace(f"Backtrace from line {number} (size {size}):",
-                                     frames, False, [], 1))
-    return traces
+            yield SavedTrace(f"Backtrace from line {number} (size {size}):",
+                             frames, False, [], 1)
 
 
-def saved_trace_lines(traces, make_describer):
-    """sframe-bt's layout for saved traces; ``make_describer(images)`` gives
+def saved_trace_lines(trace, make_describer):
+    """sframe-bt's layout for a saved trace; ``make_describer(images)`` gives
     describe(lookup address) -> (name, where)."""
-    lines = []
-    for trace in traces:
-        if trace.heading:
-            lines.append(trace.heading)
-        lines += frame_lines(trace.frames, trace.truncated, make_describer(trace.images))
-    return lines
+    lines = [trace.heading] if trace.heading else []
+    return lines + frame_lines(trace.frames, trace.truncated, make_describer(trace.images))

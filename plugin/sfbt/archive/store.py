@@ -9,15 +9,16 @@ their own, so appending only adds records and never rewrites old ones.
 """
 
 import hashlib
-import os
+import io
 import struct
 import zlib
+from array import array
 from dataclasses import dataclass, field
 
 from ..errors import LocatedError
-from ..files import write_atomically
+from ..files import locked_for_update, open_regular, replace_file
 from . import cbf
-from .imagemap import decode_image_map, encode_image_map
+from .imagemap import ImageMapError, decode_image_map, encode_image_map
 
 MAGIC = b"SFBTARC\x01"
 KIND_IMAGE_MAP = 1
@@ -27,6 +28,13 @@ _RECORD_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _TRACE_HEAD = struct.Struct("<IQ")
 _EVENT_HEAD = struct.Struct("<IIQ")
+
+# Limits on what sfbt reads, so that a damaged or hostile file costs
+# bounded memory and time: a record (a trace of a million distinct
+# frames is a few MB), a whole archive, and frames per byte of archive.
+MAX_RECORD_BYTES = 16 << 20
+MAX_ARCHIVE_BYTES = 1 << 30
+FRAMES_PER_BYTE = 4
 
 
 class ArchiveError(LocatedError):
@@ -120,11 +128,7 @@ class Archive:
         return decode_image_map(self.image_maps[index])
 
     def pending_bytes(self):
-        out = []
-        for kind, payload in self._pending:
-            head = _RECORD_HEAD.pack(kind, len(payload))
-            out.append(head + payload + _CRC.pack(zlib.crc32(head + payload)))
-        return b"".join(out)
+        return b"".join(_record(kind, payload) for kind, payload in self._pending)
 
     def mark_written(self):
         self._pending = []
@@ -155,15 +159,82 @@ def is_archive(data):
     return data[:len(MAGIC)] == MAGIC
 
 
+def iter_records(stream, where=None):
+    """(offset, kind, payload) for each record of the archive open in
+    ``stream`` (positioned after the magic), read one at a time.  The
+    first damage, or a record beyond the limits, raises ArchiveError at
+    its offset."""
+    at = len(MAGIC)
+    while True:
+        head = stream.read(_RECORD_HEAD.size)
+        if not head:
+            return
+        if len(head) < _RECORD_HEAD.size:
+            raise ArchiveError("truncated record header", at, where)
+        kind, length = _RECORD_HEAD.unpack(head)
+        if length > MAX_RECORD_BYTES:
+            raise ArchiveError(f"record of {length} bytes is larger than the "
+                               f"{MAX_RECORD_BYTES} sfbt reads", at, where)
+        end = at + _RECORD_HEAD.size + length + _CRC.size
+        if end > MAX_ARCHIVE_BYTES:
+            raise ArchiveError(f"archive is larger than the {MAX_ARCHIVE_BYTES} "
+                               "bytes sfbt reads", at, where)
+        rest = stream.read(length + _CRC.size)
+        if len(rest) < length + _CRC.size:
+            size = at + _RECORD_HEAD.size + len(rest)
+            raise ArchiveError(f"record of {length} bytes runs past the end of the "
+                               f"file ({size} bytes): truncated", at, where)
+        payload = rest[:length]
+        (crc,) = _CRC.unpack_from(rest, length)
+        if zlib.crc32(payload, zlib.crc32(head)) != crc:
+            raise ArchiveError("record checksum mismatch: corrupt", at, where)
+        yield at, kind, payload
+        at = end
+
+
+def _check_image_map(payload, offset):
+    """Decode an image map record's payload, or raise ArchiveError there."""
+    try:
+        return decode_image_map(payload)
+    except ImageMapError as error:
+        raise ArchiveError(f"image map: {error}", offset) from None
+
+
+def _check_trace(payload, offset, expected_id):
+    """(trace id, hash, CBF bytes) of a trace record's payload."""
+    if len(payload) < _TRACE_HEAD.size:
+        raise ArchiveError("trace record too short", offset)
+    trace_id, digest = _TRACE_HEAD.unpack_from(payload)
+    cbf_bytes = payload[_TRACE_HEAD.size:]
+    if trace_id != expected_id:
+        raise ArchiveError(f"trace id {trace_id} out of sequence", offset)
+    if digest != trace_hash(cbf_bytes):
+        raise ArchiveError(f"trace {trace_id} hash does not match its bytes", offset)
+    return trace_id, digest, cbf_bytes
+
+
+def _check_event(payload, offset, trace_count, image_map_count):
+    if len(payload) < _EVENT_HEAD.size:
+        raise ArchiveError("event record too short", offset)
+    trace_id, index, time_ns = _EVENT_HEAD.unpack_from(payload)
+    if not 1 <= trace_id <= trace_count:
+        raise ArchiveError(f"event names unknown trace {trace_id}", offset)
+    if index >= image_map_count:
+        raise ArchiveError(f"event names unknown image map {index}", offset)
+    return Event(trace_id, index, time_ns,
+                 *_unpack_strings(payload, _EVENT_HEAD.size, 4, offset))
+
+
 def parse_archive(data, path=None):
     """(Archive, ArchiveError or None): everything before the first damage."""
     archive = Archive()
     if not is_archive(data):
         return archive, ArchiveError("not an sfbt archive (bad magic)", 0, path)
-    at = len(MAGIC)
+    stream = io.BytesIO(data)
+    stream.seek(len(MAGIC))
     try:
-        while at < len(data):
-            at = _parse_record(archive, data, at)
+        for at, kind, payload in iter_records(stream):
+            _parse_record(archive, at, kind, payload)
     except ArchiveError as error:
         error.where = path
         archive.mark_written()
@@ -172,69 +243,225 @@ def parse_archive(data, path=None):
     return archive, None
 
 
-def _parse_record(archive, data, at):
-    if at + _RECORD_HEAD.size > len(data):
-        raise ArchiveError("truncated record header", at)
-    kind, length = _RECORD_HEAD.unpack_from(data, at)
-    end = at + _RECORD_HEAD.size + length + _CRC.size
-    if end > len(data):
-        raise ArchiveError(f"record of {length} bytes runs past the end of the "
-                           f"file ({len(data)} bytes): truncated", at)
-    body = data[at:end - _CRC.size]
-    (crc,) = _CRC.unpack_from(data, end - _CRC.size)
-    if zlib.crc32(body) != crc:
-        raise ArchiveError("record checksum mismatch: corrupt", at)
-    payload = body[_RECORD_HEAD.size:]
+def _parse_record(archive, at, kind, payload):
     offset = at + _RECORD_HEAD.size
     if kind == KIND_IMAGE_MAP:
+        _check_image_map(payload, offset)
         archive.add_image_map(payload)
     elif kind == KIND_TRACE:
-        if len(payload) < _TRACE_HEAD.size:
-            raise ArchiveError("trace record too short", offset)
-        trace_id, digest = _TRACE_HEAD.unpack_from(payload)
-        cbf_bytes = payload[_TRACE_HEAD.size:]
-        if trace_id != len(archive.traces) + 1:
-            raise ArchiveError(f"trace id {trace_id} out of sequence", offset)
-        if digest != trace_hash(cbf_bytes):
-            raise ArchiveError(f"trace {trace_id} hash does not match its bytes", offset)
+        _, _, cbf_bytes = _check_trace(payload, offset, len(archive.traces) + 1)
         archive.add_trace(cbf_bytes)
     elif kind == KIND_EVENT:
-        if len(payload) < _EVENT_HEAD.size:
-            raise ArchiveError("event record too short", offset)
-        trace_id, index, time_ns = _EVENT_HEAD.unpack_from(payload)
-        if trace_id not in archive.traces:
-            raise ArchiveError(f"event names unknown trace {trace_id}", offset)
-        if index >= len(archive.image_maps):
-            raise ArchiveError(f"event names unknown image map {index}", offset)
-        strings = _unpack_strings(payload, _EVENT_HEAD.size, 4, offset)
-        archive.add_event(Event(trace_id, index, time_ns, *strings))
+        archive.add_event(_check_event(payload, offset, len(archive.traces),
+                                       len(archive.image_maps)))
     else:
         raise ArchiveError(f"unknown record kind {kind}", at)
-    return end
+
+
+class ArchiveReader:
+    """An archive read from a file a record at a time: a first pass notes
+    where each image map and trace is, how often each trace was captured
+    and its first capture; ``traces()`` then reads the traces one by one.
+    Memory grows with the number of traces, never with their frames.
+
+    ``error`` is the ArchiveError that ended the archive early (the
+    records before it are used), or None; it is final once ``traces()``
+    is exhausted, which also stops at the frame budget: a few bytes of
+    ``rep`` can ask for millions of frames, so an archive may expand to
+    FRAMES_PER_BYTE frames per byte of the file (at least a whole trace's
+    worth, cbf.DEFAULT_LIMIT)."""
+
+    def __init__(self, stream, path, size):
+        self.stream = stream
+        self.path = path
+        self.error = None
+        self._map_places = []  # (offset, length) of each image map's payload
+        self._checked_maps = set()  # blake2b digests of the maps decoded
+        self._trace_offsets = array("Q")  # where each trace's CBF bytes are
+        self._trace_lengths = array("L")
+        self._counts = array("L")
+        self._first_events = []  # each trace's first event record (payload), or None
+        start = stream.read(len(MAGIC))
+        self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)
+        if not is_archive(start):
+            self.error = ArchiveError("not an sfbt archive (bad magic)", 0, path)
+            return
+        try:
+            for at, kind, payload in iter_records(stream):
+                self._note(at, kind, payload)
+        except ArchiveError as error:
+            error.where = path
+            self.error = error
+
+    def _note(self, at, kind, payload):
+        offset = at + _RECORD_HEAD.size
+        if kind == KIND_IMAGE_MAP:
+            digest = hashlib.blake2b(payload, digest_size=16).digest()
+            if digest not in self._checked_maps:
+                _check_image_map(payload, offset)
+                self._checked_maps.add(digest)
+            self._map_places.append((offset, len(payload)))
+        elif kind == KIND_TRACE:
+            _check_trace(payload, offset, len(self._trace_offsets) + 1)
+            self._trace_offsets.append(offset + _TRACE_HEAD.size)
+            self._trace_lengths.append(len(payload) - _TRACE_HEAD.size)
+            self._counts.append(0)
+            self._first_events.append(None)
+        elif kind == KIND_EVENT:
+            event = _check_event(payload, offset, len(self._trace_offsets),
+                                 len(self._map_places))
+            index = event.trace_id - 1
+            self._counts[index] += 1
+            if self._first_events[index] is None:  # kept as bytes: a third of the memory
+                self._first_events[index] = payload
+        else:
+            raise ArchiveError(f"unknown record kind {kind}", at)
+
+    def _read(self, offset, length):
+        self.stream.seek(offset)
+        return self.stream.read(length)
+
+    def image_map(self, index):
+        return decode_image_map(self._read(*self._map_places[index]))
+
+    def traces(self):
+        """(number, first Event, count, decoded Backtrace) for each
+        captured trace, in id order."""
+        budget = self.frame_budget
+        for number, (offset, length) in enumerate(
+                zip(self._trace_offsets, self._trace_lengths), 1):
+            payload = self._first_events[number - 1]
+            if payload is None:
+                continue
+            event = _check_event(payload, 0, len(self._trace_offsets), len(self._map_places))
+            limit = min(cbf.DEFAULT_LIMIT, budget)
+            decoded = cbf.decode(self._read(offset, length), strict=False, limit=limit)
+            if decoded.over_limit and limit < cbf.DEFAULT_LIMIT:
+                if self.error is None or self.error.offset > offset:
+                    self.error = ArchiveError(
+                        f"trace {number}: the archive expands to more than "
+                        f"{self.frame_budget} frames ({FRAMES_PER_BYTE} per byte "
+                        "of the file); the rest is not read", offset, self.path)
+                return
+            budget -= len(decoded.frames)
+            yield number, event, self._counts[number - 1], decoded
 
 
 def read_archive(path):
-    with open(path, "rb") as stream:
+    """(Archive, ArchiveError or None) of the archive file at path, read
+    into memory whole (up to MAX_ARCHIVE_BYTES)."""
+    with open_regular(path, MAX_ARCHIVE_BYTES) as stream:
         return parse_archive(stream.read(), path)
+
+
+def _record(kind, payload):
+    head = _RECORD_HEAD.pack(kind, len(payload))
+    return head + payload + _CRC.pack(zlib.crc32(head + payload))
+
+
+class _StoredRecords:
+    """What appending needs to know of an archive on disk, read a record
+    at a time: its image maps and traces by hash (trace bytes are read
+    back to compare), so that only new ones are added."""
+
+    def __init__(self, stream, path):
+        self.stream = stream
+        if not is_archive(stream.read(len(MAGIC))):
+            raise ArchiveError("not an sfbt archive (bad magic)", 0, path)
+        self.image_maps = {}  # digest -> index
+        self.image_map_count = 0
+        self.buckets = {}  # trace hash -> [(trace id, offset, length)]
+        self.trace_count = 0
+        self.size = len(MAGIC)
+        try:
+            for at, kind, payload in iter_records(stream):
+                self._note(at, kind, payload)
+                self.size = at + _RECORD_HEAD.size + len(payload) + _CRC.size
+        except ArchiveError as error:
+            error.where = path
+            raise
+        self.new_traces = {}  # trace id -> bytes, of traces added now
+
+    def _note(self, at, kind, payload):
+        offset = at + _RECORD_HEAD.size
+        if kind == KIND_IMAGE_MAP:
+            _check_image_map(payload, offset)
+            digest = hashlib.blake2b(payload, digest_size=16).digest()
+            self.image_maps.setdefault(digest, self.image_map_count)
+            self.image_map_count += 1
+        elif kind == KIND_TRACE:
+            trace_id, digest, _ = _check_trace(payload, offset, self.trace_count + 1)
+            self.buckets.setdefault(digest, []).append(
+                (trace_id, offset + _TRACE_HEAD.size, len(payload) - _TRACE_HEAD.size))
+            self.trace_count += 1
+        elif kind == KIND_EVENT:
+            _check_event(payload, offset, self.trace_count, self.image_map_count)
+        else:
+            raise ArchiveError(f"unknown record kind {kind}", at)
+
+    def _bytes_of(self, trace_id, offset, length):
+        if trace_id in self.new_traces:
+            return self.new_traces[trace_id]
+        self.stream.seek(offset)
+        return self.stream.read(length)
+
+    def records_for(self, archive):
+        """The records that add archive's events to these."""
+        out = []
+        for event in archive.events:
+            map_bytes = archive.image_maps[event.image_map_index]
+            digest = hashlib.blake2b(map_bytes, digest_size=16).digest()
+            index = self.image_maps.get(digest)
+            if index is None:
+                index = self.image_maps[digest] = self.image_map_count
+                self.image_map_count += 1
+                out.append(_record(KIND_IMAGE_MAP, map_bytes))
+            data = archive.traces[event.trace_id].data
+            digest = trace_hash(data)
+            bucket = self.buckets.setdefault(digest, [])
+            trace_id = next((place[0] for place in bucket
+                             if self._bytes_of(*place) == data), None)
+            if trace_id is None:
+                self.trace_count += 1
+                trace_id = self.trace_count
+                self.new_traces[trace_id] = data
+                bucket.append((trace_id, 0, len(data)))
+                out.append(_record(KIND_TRACE, _TRACE_HEAD.pack(trace_id, digest) + data))
+            strings = b"".join(_pack_string(s) for s in (
+                event.architecture, event.thread, event.reason, event.label))
+            out.append(_record(KIND_EVENT, _EVENT_HEAD.pack(
+                trace_id, index, event.time_ns) + strings))
+        return b"".join(out)
 
 
 def save_archive(path, archive, append=False):
     """Write the archive's new records; with append, after the records of the
-    file already at path (which must be undamaged)."""
-    existing = MAGIC
-    if append and os.path.exists(path):
-        with open(path, "rb") as stream:
-            existing = stream.read()
-        old, error = parse_archive(existing, path)
-        if error is not None:
-            raise error
-        merged = old
-        for event in archive.events:
-            trace = archive.traces[event.trace_id]
-            index = merged.add_image_map(archive.image_maps[event.image_map_index])
-            trace_id = merged.add_trace(trace.data)
-            merged.add_event(Event(trace_id, index, event.time_ns, event.architecture,
-                                   event.thread, event.reason, event.label))
-        archive = merged
-    write_atomically(path, existing + archive.pending_bytes())
+    file already at path (which must be undamaged), holding a lock on it
+    so that concurrent appends all land."""
+    if not append:
+        replace_file(path, lambda out: out.write(MAGIC + archive.pending_bytes()))
+        archive.mark_written()
+        return
+    with locked_for_update(path) as old:
+        if old is None:
+            new, keep = MAGIC + archive.pending_bytes(), 0
+        else:
+            stored = _StoredRecords(old, path)
+            new, keep = stored.records_for(archive), stored.size
+
+        def write(out):
+            if keep:
+                old.seek(0)
+                _copy(old, out, keep)
+            out.write(new)
+        replace_file(path, write)
     archive.mark_written()
+
+
+def _copy(source, destination, size):
+    while size:
+        chunk = source.read(min(size, 1 << 20))
+        if not chunk:
+            raise ArchiveError("the archive shrank while it was being appended to", size)
+        destination.write(chunk)
+        size -= len(chunk)

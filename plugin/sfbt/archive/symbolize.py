@@ -3,9 +3,17 @@
 backtraces read outside the debugger."""
 
 import os
+import struct
 from bisect import bisect_right
 
-from ..elf import ElfError, ElfImage
+from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
+from ..files import open_regular
+
+
+def _reason(error):
+    """One line for an exception raised while reading a damaged file."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _text(value):
@@ -23,6 +31,32 @@ def function_at(table, address):
     return name if address < end else None
 
 
+#: A compressed debug section may expand to this many times the file's size.
+MAX_EXPANSION = 64
+
+
+def _check_sections(image):
+    """Refuse sections that pyelftools would read past the end of the file
+    (it allocates the section's size before reading) or decompress beyond
+    reason, and symbol tables whose entries are not 64-bit ones."""
+    file_size = image.file_size
+    for section in image.sections():
+        if section.type == SHT_NOBITS:
+            continue
+        if section.offset + section.size > file_size:
+            raise ElfError(f"section {section.name or section.index} of {section.size} "
+                           f"bytes at {section.offset:#x} runs past the end of the file "
+                           f"({file_size} bytes)")
+        if section.flags & SHF_COMPRESSED and section.size >= 24:
+            (size,) = struct.unpack_from(image.header.endian + "Q",
+                                         image.read(section.offset + 8, 8))
+            if size > MAX_EXPANSION * file_size + (1 << 20):
+                raise ElfError(f"section {section.name} claims to expand to {size} bytes")
+        if section.type in (SHT_SYMTAB, SHT_DYNSYM) and section.entsize != 24:
+            raise ElfError(f"symbol table {section.name} has entries of "
+                           f"{section.entsize} bytes, not 24")
+
+
 class ElfSymbolizer:
     """Names and lines for the file addresses of one ELF file; tables are
     built on first use."""
@@ -30,18 +64,18 @@ class ElfSymbolizer:
     def __init__(self, path):
         # pyelftools is imported on first use: `sfbt stack` takes only
         # function_at from here
-        from elftools.common.exceptions import ELFError
         from elftools.elf.elffile import ELFFile
         self.path = path
-        self._stream = open(path, "rb")
+        self._stream = open_regular(path)
         try:
             image = ElfImage.from_file(self._stream, path)
             self.build_id = image.build_id()
             self.base_address = image.first_load_address() or 0
+            _check_sections(image)
             self._elf = ELFFile(self._stream)
-        except (ElfError, ELFError, ValueError) as error:
+        except Exception as error:  # pyelftools on damaged input: many kinds
             self._stream.close()
-            raise ElfError(f"{path}: not a readable ELF file: {error}") from None
+            raise ElfError(f"{path}: not a readable ELF file: {_reason(error)}") from None
         self._functions = None
         self._lines = None
 
@@ -54,31 +88,42 @@ class ElfSymbolizer:
         where the next function starts, and at the latest at the end of
         its section, as GDB's minimal symbols do."""
         if self._functions is None:
-            found = []
-            for name in (".symtab", ".dynsym"):
-                table = self._elf.get_section_by_name(name)
-                if table is None:
-                    continue
-                for symbol in table.iter_symbols():
-                    if (symbol["st_info"]["type"] == "STT_FUNC"
-                            and symbol["st_value"] and symbol.name):
-                        found.append((symbol["st_value"], symbol["st_size"], symbol.name,
-                                      symbol["st_shndx"]))
-                if found:
-                    break
-            found.sort()
-            symbols = []
-            for index, (start, size, name, section) in enumerate(found):
-                if size:
-                    end = start + size
-                else:
-                    end = self._section_end(section, start)
-                    following = next((s[0] for s in found[index + 1:] if s[0] > start), None)
-                    if following is not None:
-                        end = min(end, following)
-                symbols.append((start, end, name))
-            self._functions = (symbols, [s[0] for s in symbols])
+            self._functions = self._table("symbol table", self._read_functions)
         return self._functions
+
+    def _table(self, what, read):
+        """read()'s table; pyelftools' errors on a damaged file (of many
+        kinds) become one ElfError naming the file."""
+        try:
+            return read()
+        except Exception as error:
+            raise ElfError(f"{self.path}: unreadable {what}: {_reason(error)}") from None
+
+    def _read_functions(self):
+        found = []
+        for name in (".symtab", ".dynsym"):
+            table = self._elf.get_section_by_name(name)
+            if table is None:
+                continue
+            for symbol in table.iter_symbols():
+                if (symbol["st_info"]["type"] == "STT_FUNC"
+                        and symbol["st_value"] and symbol.name):
+                    found.append((symbol["st_value"], symbol["st_size"], symbol.name,
+                                  symbol["st_shndx"]))
+            if found:
+                break
+        found.sort()
+        symbols = []
+        for index, (start, size, name, section) in enumerate(found):
+            if size:
+                end = start + size
+            else:
+                end = self._section_end(section, start)
+                following = next((s[0] for s in found[index + 1:] if s[0] > start), None)
+                if following is not None:
+                    end = min(end, following)
+            symbols.append((start, end, name))
+        return symbols, [s[0] for s in symbols]
 
     def _section_end(self, index, start):
         """The end of section ``index`` (a symbol's st_shndx), or just past
@@ -93,24 +138,27 @@ class ElfSymbolizer:
 
     def _line_table(self):
         if self._lines is None:
-            rows = []
-            if self._elf.has_dwarf_info():
-                dwarf = self._elf.get_dwarf_info()
-                for unit in dwarf.iter_CUs():
-                    program = dwarf.line_program_for_CU(unit)
-                    if program is None:
-                        continue
-                    rows += _line_rows(program)
-            rows.sort(key=lambda row: row[0])
-            # Several rows at one address: like GDB, prefer a statement row.
-            chosen = {}
-            for row in rows:
-                address, _, _, is_stmt = row
-                if is_stmt or not chosen.get(address, (0, 0, 0, False))[3]:
-                    chosen[address] = row
-            rows = [chosen[address] for address in sorted(chosen)]
-            self._lines = (rows, [row[0] for row in rows])
+            self._lines = self._table("DWARF line table", self._read_lines)
         return self._lines
+
+    def _read_lines(self):
+        rows = []
+        if self._elf.has_dwarf_info():
+            dwarf = self._elf.get_dwarf_info()
+            for unit in dwarf.iter_CUs():
+                program = dwarf.line_program_for_CU(unit)
+                if program is None:
+                    continue
+                rows += _line_rows(program)
+        rows.sort(key=lambda row: row[0])
+        # Several rows at one address: like GDB, prefer a statement row.
+        chosen = {}
+        for row in rows:
+            address, _, _, is_stmt = row
+            if is_stmt or not chosen.get(address, (0, 0, 0, False))[3]:
+                chosen[address] = row
+        rows = [chosen[address] for address in sorted(chosen)]
+        return rows, [row[0] for row in rows]
 
     def line(self, address):
         """(file, line) for an address, or None."""
@@ -158,6 +206,9 @@ class Symbolizer:
                 self._candidates += [os.path.join(root, n) for n in sorted(names)]
         self._by_path = {}
         self._by_build_id = None
+        self._for_image = {}  # (path, build id) -> ElfSymbolizer or None
+        self._from = {}  # path -> " from PATH", one string for every frame
+        self._describers = {}  # id(images) -> (images, describe)
 
     def _open(self, path):
         if path not in self._by_path:
@@ -177,6 +228,12 @@ class Symbolizer:
         return self._by_build_id
 
     def for_image(self, image):
+        key = (image.path, image.build_id)
+        if key not in self._for_image:
+            self._for_image[key] = self._find_for_image(image)
+        return self._for_image[key]
+
+    def _find_for_image(self, image):
         build_id = image.build_id.hex() if image.build_id else None
         if build_id:
             found = self._index_build_ids().get(build_id)
@@ -201,17 +258,49 @@ class Symbolizer:
         line = symbolizer.line(address)
         return name, f" at {line[0]}:{line[1]}" if line else " ()"
 
+    def describer(self, images):
+        """describe(address) for the images of one image map, remembering
+        its answers (an archive's traces share most of their addresses)."""
+        kept = self._describers.get(id(images))
+        if kept is not None and kept[0] is images:
+            return kept[1]
+        if len(self._describers) >= 64:
+            self._describers.clear()
+        ordered = sorted(images, key=lambda image: image.base)
+        bases = [image.base for image in ordered]
+        answers = {}
+
+        def describe(address):
+            answer = answers.get(address)
+            if answer is None:
+                at = bisect_right(bases, address) - 1
+                image = ordered[at] if at >= 0 and address < ordered[at].end_of_text \
+                    else next((i for i in images if i.base <= address < i.end_of_text), None)
+                answer = self._describe_in(address, image)
+                if len(answers) >= 1 << 20:
+                    answers.clear()
+                answers[address] = answer
+            return answer
+        self._describers[id(images)] = (images, describe)
+        return describe
+
     def describe(self, address, images):
         """(function, location suffix) in sframe-bt's words."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
+        return self._describe_in(address, image)
+
+    def _describe_in(self, address, image):
         if image is None:
             return "??", " ()"
+        where = self._from.get(image.path)
+        if where is None:
+            where = self._from[image.path] = f" from {image.path}"
         symbolizer = self.for_image(image)
         if symbolizer is None:
-            return "??", f" from {image.path}"
+            return "??", where
         file_address = address - image.base + symbolizer.base_address
         name = symbolizer.function(file_address) or "??"
         line = symbolizer.line(file_address)
         if line is not None:
             return name, f" at {line[0]}:{line[1]}"
-        return name, f" from {image.path}"
+        return name, where

@@ -2,9 +2,10 @@
 
 import os
 
-from ..archive.saved import saved_trace_lines, saved_traces
+from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import SfbtError
+from ..files import FileProblem
 from .session import CommandError, Session
 
 HELP = """\
@@ -62,10 +63,16 @@ def cbf_load(session: Session, words):
             return session.describe(now, module)
         return describe
 
+    lines = []
     try:
-        with open(path, "rb") as stream:
-            traces, error = saved_traces(stream.read(), path)
-        lines = saved_trace_lines(traces, describer)
+        with SavedFile(path) as saved:
+            for trace in saved.traces():
+                lines += saved_trace_lines(trace, describer)
+            error = saved.error
+    except FileProblem as failure:
+        raise CommandError(f"cbf-load: {failure}") from None
     except (OSError, SfbtError) as failure:
         raise CommandError(f"cbf-load: {path}: {failure}") from None
-    return "\n".join(lines), (f"cbf-load: {error}" if error is not None else None)
+    # Paths in image maps are bytes (surrogate-escaped): escape what is not UTF-8.
+    text = "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text, (f"cbf-load: {error}" if error is not None else None)

@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from typing import List
@@ -11,7 +12,7 @@ from ..archive import cbf, lws
 from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.store import Archive, save_archive
 from ..errors import SfbtError
-from ..files import write_atomically
+from ..files import locked_for_update, replace_file, write_atomically
 from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
 from .backtrace import walk
 from .session import CommandError, Session, Thread
@@ -35,7 +36,8 @@ Usage: cbf-save [--format archive|cbf|json|lws] [--append] [--all-threads]
   --all-threads     every thread of the process, not just the selected one
 Frames come from the SFrame unwinder, and from the debugger's own unwinders
 where SFrame has no data.  Files are written whole through a temporary
-file."""
+file and a rename (a symbolic link's target is replaced, keeping its mode
+and owner); --append locks the file so that concurrent saves all land."""
 
 
 @dataclass
@@ -137,11 +139,16 @@ def save_captures(options: SaveOptions, captures: List[Capture], images: ImageMa
         # a PC is stored as PC + 1.
         lines = [lws.encode([f.address + (f.kind == "pc") for f in c.frames[:31]], 0) + "\n"
                  for c in captures]
-        old = b""
-        if options.append and os.path.exists(options.path):
-            with open(options.path, "rb") as stream:
-                old = stream.read()
-        write_atomically(options.path, old + "".join(lines).encode())
+        new = "".join(lines).encode()
+        if options.append:
+            with locked_for_update(options.path) as old:
+                def write(out):
+                    if old is not None:
+                        shutil.copyfileobj(old, out, 1 << 20)
+                    out.write(new)
+                replace_file(options.path, write)
+        else:
+            write_atomically(options.path, new)
     count = sum(len(c.frames) for c in captures)
     plural = "s" if len(captures) != 1 else ""
     return (f"Saved {len(captures)} backtrace{plural} ({count} frames) to "

@@ -133,21 +133,19 @@ def _run_record(args, error_type):
 
 
 def _run_flame(args, error_type):
-    from ..archive.saved import saved_traces
-    from ..files import write_atomically
+    from ..archive.saved import SavedFile
+    from ..files import FileProblem, write_atomically
     from .flame import flame_svg, folded_stacks, speedscope
     try:
-        with open(args.file, "rb") as stream:
-            data = stream.read()
-    except OSError as error:
-        raise error_type(f"{args.file}: {error.strerror or error}") from None
-    try:
-        traces, damage = saved_traces(data, args.file)
-    except SfbtError as error:
-        raise error_type(f"{args.file}: {error}") from None
-    if damage is not None and not traces:
+        with SavedFile(args.file) as saved:
+            stacks = folded_stacks(saved.traces())
+            damage = saved.error
+    except FileProblem as problem:
+        raise error_type(str(problem)) from None
+    except (SfbtError, OSError) as error:
+        raise error_type(f"{args.file}: {getattr(error, 'strerror', None) or error}") from None
+    if damage is not None and not stacks:
         raise error_type(str(damage))
-    stacks = folded_stacks(traces)
     title = args.title or f"sfbt: {args.file}"
     text = speedscope(stacks, title) if args.format == "speedscope" else flame_svg(stacks, title)
     try:

@@ -2,6 +2,7 @@
 each thread (registers and stack) taken while it is stopped for as short
 a time as that takes."""
 
+import errno
 import os
 import time
 
@@ -100,14 +101,18 @@ class Process:
         path = f"/proc/{self.pid}/exe"
         try:
             stream, image = open_elf(path)
-        except FileNotFoundError:
-            if os.path.isdir(f"/proc/{self.pid}"):
-                raise ProcessError(f"process {self.pid} has no executable (a kernel "
-                                   "thread, or a process that is exiting)") from None
-            raise ProcessError(f"no process {self.pid}") from None
-        except PermissionError:
-            raise permission_error(self.pid, "permission denied") from None
-        except (OSError, ElfError) as error:
+        except OSError as error:
+            # open_elf names the file: a FileProblem that keeps the errno
+            if error.errno == errno.ENOENT:
+                if os.path.isdir(f"/proc/{self.pid}"):
+                    raise ProcessError(f"process {self.pid} has no executable (a kernel "
+                                       "thread, or a process that is exiting)") from None
+                raise ProcessError(f"no process {self.pid}") from None
+            if error.errno in (errno.EACCES, errno.EPERM):
+                raise permission_error(self.pid, "permission denied") from None
+            raise ProcessError(f"process {self.pid}: cannot read its executable: "
+                               f"{error}") from None
+        except ElfError as error:
             raise ProcessError(f"process {self.pid}: cannot read its executable: "
                                f"{error}") from None
         with stream:

@@ -1,0 +1,63 @@
+"""Hostile files in the real gdb: cbf-load of an archive naming a FIFO as
+an image's file returns at once, and cbf-save refuses a FIFO or device and
+writes through a symbolic link, each failure in one line."""
+
+import os
+
+import pytest
+
+from gdb_support import compile_library, compile_program, run_gdb
+from sfbt.archive import cbf
+from sfbt.archive.imagemap import Image, ImageMap
+from sfbt.archive.store import MAGIC, Archive, read_archive
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("hostile")
+    library = compile_library(out_dir, "libapply.so", "O0", ["libapply.c"])
+    return compile_program(out_dir, "recurse", "O0", True, ["recurse.c"], [library])
+
+
+def test_cbf_load_does_not_open_a_fifo_named_by_an_archive(gdb, program, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    archive = Archive()
+    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
+                    ImageMap("linux-x86_64", [Image(str(fifo), 0x400000, 0x500000)]),
+                    thread="1", reason="SIGTRAP")
+    path = tmp_path / "fifo.sfbt"
+    path.write_bytes(MAGIC + archive.pending_bytes())
+    out = run_gdb(gdb, [str(program)], [f"cbf-load {path}", "echo ==DONE==\\n"],
+                  timeout=60)
+    assert f"#0  0x0000000000400100 in ?? from {fifo}" in out
+    assert "==DONE==" in out and "Traceback" not in out
+
+
+def test_cbf_save_refuses_fifos_and_follows_symlinks(gdb, program, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    target = tmp_path / "real.sfbt"
+    link = tmp_path / "link.sfbt"
+    link.symlink_to(target)
+    out = run_gdb(gdb, [str(program)], [
+        "break stop_here", "run 3", f"cbf-save {fifo}", "cbf-save --format lws /dev/null",
+        f"cbf-save {link}", f"cbf-save --append {link}"], timeout=120)
+    assert f"cbf-save: {fifo}: not a regular file (a FIFO)" in out
+    assert "cbf-save: /dev/null: not a regular file (a character device)" in out
+    assert link.is_symlink()
+    archive, error = read_archive(target)
+    assert error is None and len(archive.events) == 2
+    assert "Traceback" not in out
+
+
+def test_cbf_load_prints_a_path_that_is_not_utf8(gdb, program, tmp_path):
+    archive = Archive()
+    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
+                    ImageMap("linux-x86_64", [Image("/x/\udc8cbad", 0x400000, 0x500000)]),
+                    thread="1", reason="SIGTRAP")
+    path = tmp_path / "a.sfbt"
+    path.write_bytes(MAGIC + archive.pending_bytes())
+    out = run_gdb(gdb, [str(program)], [f"cbf-load {path}"], timeout=60)
+    assert "#0  0x0000000000400100 in ?? from /x/\\udc8cbad" in out
+    assert "Traceback" not in out and "Python Exception" not in out

@@ -44,6 +44,23 @@ def run_sfbt(*args, input=None):
                           timeout=120)
 
 
+def archive_naming_a_fifo(tmp_path):
+    """(fifo, archive path): an archive of one frame whose image's file is
+    a FIFO (opening it for reading would block)."""
+    from sfbt.archive import cbf
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.archive.store import MAGIC, Archive
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    archive = Archive()
+    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
+                    ImageMap("linux-x86_64", [Image(str(fifo), 0x400000, 0x500000)]),
+                    thread="1", reason="SIGTRAP")
+    path = tmp_path / "fifo.sfbt"
+    path.write_bytes(MAGIC + archive.pending_bytes())
+    return fifo, path
+
+
 def objdump_contents(text):
     """objdump's output from the line ``Contents of the SFrame section`` on."""
     at = text.find("Contents of the SFrame section")

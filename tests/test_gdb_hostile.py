@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from conftest import archive_naming_a_fifo
 from gdb_support import compile_library, compile_program, run_gdb
 from sfbt.archive import cbf
 from sfbt.archive.imagemap import Image, ImageMap
@@ -20,14 +21,7 @@ def program(tmp_path_factory):
 
 
 def test_cbf_load_does_not_open_a_fifo_named_by_an_archive(gdb, program, tmp_path):
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    archive = Archive()
-    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
-                    ImageMap("linux-x86_64", [Image(str(fifo), 0x400000, 0x500000)]),
-                    thread="1", reason="SIGTRAP")
-    path = tmp_path / "fifo.sfbt"
-    path.write_bytes(MAGIC + archive.pending_bytes())
+    fifo, path = archive_naming_a_fifo(tmp_path)
     out = run_gdb(gdb, [str(program)], [f"cbf-load {path}", "echo ==DONE==\\n"],
                   timeout=60)
     assert f"#0  0x0000000000400100 in ?? from {fifo}" in out

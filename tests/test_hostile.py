@@ -9,7 +9,7 @@ import zlib
 
 from elftools.elf.elffile import ELFFile
 
-from conftest import FIXTURES, run_sfbt
+from conftest import FIXTURES, archive_naming_a_fifo, run_sfbt
 from sfbt.archive import cbf
 from sfbt.archive.imagemap import Image, ImageMap, encode_image_map
 from sfbt.archive.store import (KIND_IMAGE_MAP, KIND_TRACE, MAGIC, Archive,
@@ -207,15 +207,7 @@ def test_malformed_json(tmp_path):
 def test_cbf_load_names_no_fifo_image_path(tmp_path):
     """An archive naming a FIFO as its image's file: decoding does not
     open it (it would block) and prints the frame unsymbolized."""
-    import os
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    archive = Archive()
-    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
-                    ImageMap("linux-x86_64", [Image(str(fifo), 0x400000, 0x500000)]),
-                    thread="1", reason="SIGTRAP")
-    path = tmp_path / "fifo.sfbt"
-    path.write_bytes(MAGIC + archive.pending_bytes())
+    fifo, path = archive_naming_a_fifo(tmp_path)
     result = subprocess.run(["timeout", "30", *map(str, run_args(["cbf", "decode"], path))],
                             capture_output=True, text=True, env=run_env())
     assert result.returncode == 0, result.stderr

@@ -41,6 +41,21 @@ def _named(path, error):
     return FileProblem(path, error.strerror or str(error), error.errno or errno.EIO)
 
 
+def _regular_status(descriptor, path):
+    """The opened file's status; FileProblem unless it is a regular file."""
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        raise _not_regular(path, status.st_mode)
+    return status
+
+
+def _make_blocking(descriptor):
+    """Clear the O_NONBLOCK a file was opened with (so that a FIFO swapped
+    in could not block the open)."""
+    flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
+    fcntl.fcntl(descriptor, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+
+
 def open_regular(path, limit=None):
     """A binary stream reading the regular file at path.  Anything else
     (FIFO, device, directory, socket) is refused before it is opened for
@@ -56,14 +71,11 @@ def open_regular(path, limit=None):
     except OSError as error:
         raise _named(path, error) from None
     try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):
-            raise _not_regular(path, status.st_mode)
+        status = _regular_status(descriptor, path)
         if limit is not None and status.st_size > limit:
             raise FileProblem(path, f"file of {status.st_size} bytes is larger than "
                               f"the {limit} bytes sfbt reads", errno.EFBIG)
-        flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
-        fcntl.fcntl(descriptor, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        _make_blocking(descriptor)
         return os.fdopen(descriptor, "rb")
     except BaseException as error:
         os.close(descriptor)
@@ -242,9 +254,7 @@ def locked_for_update(path):
         except OSError as error:
             raise _named(path, error) from None
         try:
-            status = os.fstat(descriptor)
-            if not stat.S_ISREG(status.st_mode):
-                raise _not_regular(path, status.st_mode)
+            status = _regular_status(descriptor, path)
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             try:
                 current = os.stat(target)
@@ -254,8 +264,7 @@ def locked_for_update(path):
                     status.st_dev, status.st_ino):
                 os.close(descriptor)
                 continue
-            flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
-            fcntl.fcntl(descriptor, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+            _make_blocking(descriptor)
         except OSError as error:
             os.close(descriptor)
             raise _named(path, error) from None

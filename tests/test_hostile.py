@@ -241,3 +241,21 @@ def test_image_paths_that_are_not_utf8_print_as_they_are(tmp_path):
                             env=run_env())
     assert result.returncode == 0, result.stderr
     assert b"in ?? from /x/\x8cbad\n" in result.stdout
+
+
+def test_decode_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`sfbt cbf decode FILE | head`: standard output closing early is not
+    an error of FILE's, so nothing is printed about it."""
+    archive = Archive()
+    for n in range(3000):
+        archive.capture(cbf.encode([cbf.Frame("pc", 0x400100 + n), cbf.Frame("ra", 0x400200)]),
+                        IMAGES, thread="1", reason="SIGPROF")
+    path = tmp_path / "many.sfbt"
+    path.write_bytes(MAGIC + archive.pending_bytes())
+    decode = subprocess.Popen(run_args(["cbf", "decode"], path), env=run_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = decode.stdout.readline()
+    decode.stdout.close()  # as `head -1` does
+    _, stderr = decode.communicate(timeout=60)
+    assert first.startswith(b"Backtrace 1, captured once")
+    assert stderr == b"", stderr

@@ -160,6 +160,8 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
             error = saved.error
     except FileProblem as problem:
         raise CommandError(str(problem)) from None
+    except BrokenPipeError:
+        raise  # standard output closed (`| head`): not the file's fault
     except (SfbtError, OSError) as problem:
         raise _failure(path, problem) from None
     if error is not None:

@@ -44,21 +44,26 @@ def run_sfbt(*args, input=None):
                           timeout=120)
 
 
-def archive_naming_a_fifo(tmp_path):
-    """(fifo, archive path): an archive of one frame whose image's file is
-    a FIFO (opening it for reading would block)."""
+def one_frame_archive(path, image_path):
+    """Write at path an archive of one trace: one frame, at 0x400100 in an
+    image whose file is image_path, mapped at 0x400000.  Returns path."""
     from sfbt.archive import cbf
     from sfbt.archive.imagemap import Image, ImageMap
     from sfbt.archive.store import MAGIC, Archive
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
     archive = Archive()
     archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
-                    ImageMap("linux-x86_64", [Image(str(fifo), 0x400000, 0x500000)]),
+                    ImageMap("linux-x86_64", [Image(image_path, 0x400000, 0x500000)]),
                     thread="1", reason="SIGTRAP")
-    path = tmp_path / "fifo.sfbt"
     path.write_bytes(MAGIC + archive.pending_bytes())
-    return fifo, path
+    return path
+
+
+def archive_naming_a_fifo(tmp_path):
+    """(fifo, archive path): one_frame_archive whose image's file is a FIFO
+    (opening it for reading would block)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    return fifo, one_frame_archive(tmp_path / "fifo.sfbt", str(fifo))
 
 
 def objdump_contents(text):

@@ -6,11 +6,10 @@ import os
 
 import pytest
 
-from conftest import archive_naming_a_fifo
+from conftest import archive_naming_a_fifo, one_frame_archive
 from gdb_support import compile_library, compile_program, run_gdb
 from sfbt.archive import cbf
-from sfbt.archive.imagemap import Image, ImageMap
-from sfbt.archive.store import MAGIC, Archive, read_archive
+from sfbt.archive.store import read_archive
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +45,7 @@ def test_cbf_save_refuses_fifos_and_follows_symlinks(gdb, program, tmp_path):
 
 
 def test_cbf_load_prints_a_path_that_is_not_utf8(gdb, program, tmp_path):
-    archive = Archive()
-    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
-                    ImageMap("linux-x86_64", [Image("/x/\udc8cbad", 0x400000, 0x500000)]),
-                    thread="1", reason="SIGTRAP")
-    path = tmp_path / "a.sfbt"
-    path.write_bytes(MAGIC + archive.pending_bytes())
+    path = one_frame_archive(tmp_path / "a.sfbt", "/x/\udc8cbad")
     out = run_gdb(gdb, [str(program)], [f"cbf-load {path}"], timeout=60)
     assert "#0  0x0000000000400100 in ?? from /x/\\udc8cbad" in out
     assert "Traceback" not in out and "Python Exception" not in out

@@ -9,7 +9,7 @@ import zlib
 
 from elftools.elf.elffile import ELFFile
 
-from conftest import FIXTURES, archive_naming_a_fifo, run_sfbt
+from conftest import FIXTURES, archive_naming_a_fifo, one_frame_archive, run_sfbt
 from sfbt.archive import cbf
 from sfbt.archive.imagemap import Image, ImageMap, encode_image_map
 from sfbt.archive.store import (KIND_IMAGE_MAP, KIND_TRACE, MAGIC, Archive,
@@ -231,12 +231,7 @@ def test_append_to_a_damaged_archive_is_refused_and_keeps_it(tmp_path):
 
 
 def test_image_paths_that_are_not_utf8_print_as_they_are(tmp_path):
-    archive = Archive()
-    archive.capture(cbf.encode([cbf.Frame("pc", 0x400100)]),
-                    ImageMap("linux-x86_64", [Image("/x/\udc8cbad", 0x400000, 0x500000)]),
-                    thread="1", reason="SIGTRAP")
-    path = tmp_path / "a.sfbt"
-    path.write_bytes(MAGIC + archive.pending_bytes())
+    path = one_frame_archive(tmp_path / "a.sfbt", "/x/\udc8cbad")
     result = subprocess.run(run_args(["cbf", "decode"], path), capture_output=True,
                             env=run_env())
     assert result.returncode == 0, result.stderr

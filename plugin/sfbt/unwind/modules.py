@@ -3,11 +3,14 @@
 A module's SFrame data is its own ``.sframe`` (from its file, else from
 the target's memory through PT_GNU_SFRAME) or, when it has none, rows
 synthesized from its DWARF call-frame information.  ``SFrameSources`` loads
-each once per build id (or per file when there is none) and keeps it: a
-debugger adapter holds one for its whole session, so a new stop or a new
-thread costs a dictionary look-up.
+each once per file (device, inode, size and change time: never per build id
+alone, which a copy with other contents may carry) or per image a module
+carries, and keeps it: a debugger adapter holds one for its whole session,
+so a new stop or a new thread costs a dictionary look-up.
 """
 
+import hashlib
+import io
 import os
 from bisect import bisect_right
 from typing import Optional
@@ -15,10 +18,10 @@ from typing import Optional
 from ..dwarf import SynthError, SynthesisStore, synthesize_image
 from ..dwarf.cfa import rules_at
 from ..dwarf.synthesize import image_cfi
-from ..elf import PT_GNU_SFRAME, ElfError, memory_image, open_elf
+from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
 from ..errors import SfbtError
 from ..sframe import SFrameError, open_section
-from ..sframe.elf import read_elf_sframe
+from ..sframe.elf import find_sframe, read_elf_sframe
 from .target import Module, TargetMemoryError
 from .walk import FLEX, SFRAME, SYNTH
 
@@ -72,13 +75,15 @@ NONE = SFrameSource(None, "none")
 
 
 def _cache_key(module):
-    if module.build_id:
-        return ("build-id", module.build_id)
+    """What the module's data is read from: the image it carries, else its
+    file as it is now."""
+    if module.image is not None:
+        return ("image", hashlib.sha256(module.image).hexdigest())
     try:
         stat = os.stat(module.path)
     except OSError:
-        return ("path", module.path)
-    return ("file", module.path, stat.st_mtime_ns, stat.st_size)
+        return ("path", module.path, module.image_base)
+    return ("file", stat.st_dev, stat.st_ino, stat.st_size, stat.st_ctime_ns)
 
 
 class SFrameSources:
@@ -127,6 +132,8 @@ class SFrameSources:
         return source
 
     def _load_own(self, module, target):
+        if module.image is not None:
+            return _own_of_image(module)
         source = None
         if os.path.exists(module.path):
             try:
@@ -147,6 +154,8 @@ class SFrameSources:
     def _synthesize(self, module, target):
         """Rows from the module's file, else (the vDSO, a deleted library)
         from its .eh_frame in the target's memory."""
+        if module.image is not None:
+            return _synthesized_from_image(module)
         if not os.path.exists(module.path):
             if target is None:
                 return NONE
@@ -160,6 +169,38 @@ class SFrameSources:
         except Exception as error:  # a synthesizer bug must not end the walk
             return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
                                 f"{type(error).__name__}: {error}")
+
+
+def _image_of(module):
+    return ElfImage.from_file(io.BytesIO(module.image), module.path)
+
+
+def _own_of_image(module):
+    """The .sframe of the image a module carries."""
+    try:
+        found = find_sframe(_image_of(module))
+        if found is None:
+            return NONE
+        data, address, name = found
+        section = open_section(data, address, name)
+    except SfbtError as error:
+        return SFrameSource(None, "none", f"{module.path}: {error}")
+    if section.is_empty:
+        return SFrameSource(None, "none", "empty .sframe section")
+    return SFrameSource(section, "memory")
+
+
+def _synthesized_from_image(module):
+    """Rows synthesized from the image a module carries."""
+    try:
+        result = synthesize_image(_image_of(module))
+    except SfbtError as error:
+        return SFrameSource(None, "none", f"{module.path}: {error}")
+    except Exception as error:  # a synthesizer bug must not end the walk
+        return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
+                            f"{type(error).__name__}: {error}")
+    return SFrameSource(result.section, "synth", synthesized=result,
+                        read_cfi=lambda: image_cfi(_image_of(module))[0])
 
 
 def _file_cfi(path):

@@ -270,7 +270,7 @@ def build_parser():
 
     synth_parser = sframe_commands.add_parser(
         "synth", help="write SFrame v3 rows synthesized from an ELF file's "
-        ".eh_frame / .debug_frame (cached per build id)")
+        ".eh_frame / .debug_frame (cached per file they come from)")
     synth_parser.add_argument("file", metavar="FILE", help="an ELF file")
     synth_parser.add_argument("-o", "--output", required=True, metavar="OUT",
                               help="where to write the section's bytes (read "

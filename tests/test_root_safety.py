@@ -362,3 +362,25 @@ def test_an_append_waits_for_a_readers_lock_a_bounded_time(shared, monkeypatch):
         holder.wait()
     append()
     assert len(open(path, "rb").read()) > len(before)
+
+
+def test_sources_in_memory_are_kept_per_file_not_per_build_id(victim_program):
+    """A record or debugger session keeps each module's rows: a copy with
+    the same build id gets its own, and rows read from another file than
+    the one the path named when looked up are not kept under it."""
+    from sfbt.unwind.modules import SFrameSources
+    from sfbt.unwind.target import Module
+    _, real, evil = victim_program
+    sources = SFrameSources()
+    modules = [Module(os.path.join(where, "libvictim.so"), 0, 0, 0x10000, build_id="same")
+               for where in (real, evil)]
+    first, second = (sources.for_module(module) for module in modules)
+    assert first.origin == second.origin == "synth"
+    assert first is not second and first.made_from != second.made_from
+    assert sources.for_module(modules[0]) is first
+    from sfbt.unwind import modules as module_map
+    kept = {}
+    module_map._kept(kept, ("file", 1, 2, 3, 4), second)  # looked up for another file
+    assert kept == {}
+    module_map._kept(kept, second.made_from, second)
+    assert kept == {second.made_from: second}

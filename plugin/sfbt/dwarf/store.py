@@ -68,6 +68,7 @@ class SynthesisStore:
                 result = _built(image)
                 if self.use_disk and cache_key(stream, image.build_id()) == key:
                     self.cache.put(key, _entry(result))
+            result.made_from = key
             self._memory[key] = result
             return result
 

@@ -21,7 +21,7 @@ from ..dwarf.synthesize import image_cfi
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
 from ..errors import SfbtError
 from ..sframe import SFrameError, open_section
-from ..sframe.elf import find_sframe, read_elf_sframe
+from ..sframe.elf import find_sframe
 from .target import Module, TargetMemoryError
 from .walk import FLEX, SFRAME, SYNTH
 
@@ -29,9 +29,13 @@ from .walk import FLEX, SFRAME, SYNTH
 class SFrameSource:
     """Where a module's SFrame data came from, for `info sframe`."""
 
-    def __init__(self, section, origin, error=None, synthesized=None, read_cfi=None):
+    def __init__(self, section, origin, error=None, synthesized=None, read_cfi=None,
+                 made_from=None):
         self.section = section
         self.origin = origin  # "file", "memory", "synth" or "none"
+        #: ("file", device, inode, size, change time) of the file it was
+        #: read from, when it was read from one
+        self.made_from = made_from
         self.error = error
         #: the dwarf.SynthResult when origin is "synth"
         self.synthesized = synthesized
@@ -80,10 +84,21 @@ def _cache_key(module):
     if module.image is not None:
         return ("image", hashlib.sha256(module.image).hexdigest())
     try:
-        stat = os.stat(module.path)
+        return _file_key(os.stat(module.path))
     except OSError:
         return ("path", module.path, module.image_base)
-    return ("file", stat.st_dev, stat.st_ino, stat.st_size, stat.st_ctime_ns)
+
+
+def _file_key(status):
+    return ("file", status.st_dev, status.st_ino, status.st_size, status.st_ctime_ns)
+
+
+def _kept(sources, key, source):
+    """Keep source under key unless it was read from another file than
+    the one key names (the path was changed in between)."""
+    if source.made_from is None or source.made_from[1:] == key[1:]:
+        sources[key] = source
+    return source
 
 
 class SFrameSources:
@@ -121,14 +136,14 @@ class SFrameSources:
         key = _cache_key(module)
         source = self._own.get(key)
         if source is None:
-            source = self._own[key] = self._load_own(module, target)
+            source = _kept(self._own, key, self._load_own(module, target))
         return source
 
     def synthesized(self, module: Module, target=None) -> SFrameSource:
         key = _cache_key(module)
         source = self._synthesized.get(key)
         if source is None:
-            source = self._synthesized[key] = self._synthesize(module, target)
+            source = _kept(self._synthesized, key, self._synthesize(module, target))
         return source
 
     def _load_own(self, module, target):
@@ -137,8 +152,7 @@ class SFrameSources:
         source = None
         if os.path.exists(module.path):
             try:
-                section, _ = read_elf_sframe(module.path)
-                source = SFrameSource(section, "file")
+                source = _own_of_file(module.path)
             except (SfbtError, OSError) as error:
                 source = SFrameSource(None, "none", f"{module.path}: {error}")
         if (source is None or source.section is None) and target is not None:
@@ -163,12 +177,24 @@ class SFrameSources:
         try:
             result = self.store.synthesize(module.path, build_id=module.build_id)
             return SFrameSource(result.section, "synth", synthesized=result,
-                                read_cfi=lambda: _file_cfi(module.path))
+                                read_cfi=lambda: _file_cfi(module.path),
+                                made_from=("file", *result.made_from[-4:]))
         except (SynthError, SfbtError, OSError) as error:
             return SFrameSource(None, "none", f"{module.path}: {error}")
         except Exception as error:  # a synthesizer bug must not end the walk
             return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
                                 f"{type(error).__name__}: {error}")
+
+
+def _own_of_file(path):
+    """The .sframe of the ELF file at path, read through one descriptor.
+    Raises SfbtError or OSError."""
+    stream, image = open_elf(path)
+    with stream:
+        made_from = _file_key(os.fstat(stream.fileno()))
+        found = find_sframe(image)
+    section = open_section(*found) if found is not None else None
+    return SFrameSource(section, "file", made_from=made_from)
 
 
 def _image_of(module):

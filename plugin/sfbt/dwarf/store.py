@@ -6,7 +6,6 @@ holds the section with a JSON line of its statistics; a missing, stale,
 corrupt or foreign entry is rebuilt."""
 
 import json
-import os
 import struct
 
 from ..cache import Cache, identity
@@ -47,9 +46,8 @@ class SynthesisStore:
     def clear(self):
         self._memory.clear()
 
-    def synthesize(self, path, build_id=None):
-        """The SynthResult for the ELF file at path (``build_id`` is unused:
-        the file's own is read).  Raises SynthError."""
+    def synthesize(self, path):
+        """The SynthResult for the ELF file at path.  Raises SynthError."""
         try:
             stream, image = open_elf(str(path))
         except ElfError as error:

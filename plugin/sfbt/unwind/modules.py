@@ -175,7 +175,7 @@ class SFrameSources:
                 return NONE
             return _synthesize_from_memory(module, target)
         try:
-            result = self.store.synthesize(module.path, build_id=module.build_id)
+            result = self.store.synthesize(module.path)
             return SFrameSource(result.section, "synth", synthesized=result,
                                 read_cfi=lambda: _file_cfi(module.path),
                                 made_from=("file", *result.made_from[-4:]))

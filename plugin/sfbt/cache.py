@@ -32,7 +32,7 @@ import stat
 import sys
 
 #: The largest entry read unless the caller says otherwise.
-MAX_ENTRY_BYTES = 1 << 28
+MAX_ENTRY_BYTES = 1 << 26
 _MAGIC = b"sfbt-cache 1\n"
 
 _warned = set()

@@ -270,8 +270,7 @@ class Planted:
         self.directory = directory
         self.keep = os.path.join(directory, "keep")
         self.created = os.path.join(directory, "created")
-        with open(self.keep, "wb") as stream:
-            stream.write(b"precious\n")
+        self._restore()
         self.sleeper = subprocess.Popen(["sleep", "1000"])
         time.sleep(0.2)  # in nanosleep
         elf = str(FIXTURES / "v3" / "x86_64" / "manyfuncs")
@@ -295,6 +294,15 @@ class Planted:
     def close(self):
         self.sleeper.kill()
         self.sleeper.wait()
+
+    def _restore(self):
+        """The file to keep as it was, and nothing at the place to create."""
+        if os.path.lexists(self.keep):
+            os.unlink(self.keep)
+        with open(self.keep, "wb") as stream:
+            stream.write(b"precious\n")
+        if os.path.lexists(self.created):
+            os.unlink(self.created)
 
     def _home(self, name):
         home = os.path.join(self.directory, name)
@@ -331,6 +339,7 @@ class Planted:
         with open(self.keep, "rb") as stream:
             if stream.read() != b"precious\n" or os.path.lexists(self.created):
                 harms.append("writes outside")
+                self._restore()
         if foreign:
             harms.append("names from another file")
         return harms

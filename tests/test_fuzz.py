@@ -58,5 +58,8 @@ def test_the_planted_engine_sees_harm(tmp_path, monkeypatch):
         with open(planted.keep, "ab") as stream:
             stream.write(b"changed")
         assert planted._harms(0, False) == ["writes outside"]
+        assert planted._harms(0, False) == []  # each case is judged on its own
+        open(planted.created, "wb").close()
+        assert planted._harms(0, False) == ["writes outside"]
     finally:
         planted.close()

@@ -202,3 +202,30 @@ def test_pprof_bad_input(tmp_path):
     _one_line_error(run_sfbt("flame", "--format", "pprof", tmp_path / "missing", "-o", out),
                     rf"sfbt: {tmp_path}/missing: No such file or directory")
     assert not out.exists()
+
+
+def test_what_was_sampled(tmp_path):
+    """The line under the title, from an archive's events."""
+    from sfbt.archive import cbf
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.archive.saved import SavedFile
+    from sfbt.archive.store import MAGIC, Archive
+    archive = Archive()
+    images = ImageMap("linux-x86_64", [Image("/bin/true", 0x400000, 0x500000)])
+    second = 1_700_000_000 * 10**9
+    for thread, time_ns, address in (("1 (a)", second, 0x400100), ("2 (b)", second, 0x400200),
+                                     ("1 (a)", second + 10**9, 0x400100)):
+        archive.capture(cbf.encode([cbf.Frame("pc", address)]), images, thread=thread,
+                        time_ns=time_ns, reason="sample", label="sfbt record of x")
+    path = tmp_path / "three.sfbt"
+    path.write_bytes(MAGIC + archive.pending_bytes())
+    with SavedFile(str(path)) as saved:
+        assert sum(trace.weight for trace in saved.traces()) == 3
+        recording = saved.recording
+    assert (recording.stacks, recording.samples, recording.threads) == (3, 2, 2)
+    assert recording.rate == 1.0 and recording.duration_ns == 2 * 10**9
+    assert recording.describe() == \
+        "sfbt record of x: 2 samples over 2.0 s (1.0 Hz), 3 stacks of 2 threads"
+    drawn = run_sfbt("flame", path, "-o", tmp_path / "three.svg")
+    assert drawn.returncode == 0, drawn.stderr
+    assert f">{recording.describe()}</text>" in (tmp_path / "three.svg").read_text()

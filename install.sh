@@ -6,7 +6,8 @@
 #   ./install.sh                   set up (idempotent)
 #   ./install.sh --test-debuggers  also set up the test suite's debugger
 #                                  matrix: GDB 18.1 and LLDB 23.1 from PyPI
-#                                  in venvs under $XDG_CACHE_HOME/sfbt/debuggers
+#                                  in venvs under $XDG_CACHE_HOME/sfbt/debuggers,
+#                                  and the packages only tests use
 #   ./install.sh --uninstall       remove the init lines again
 #
 # It never removes a debugger: an LLDB the user has (19 or newer, with
@@ -30,15 +31,22 @@ APT_PACKAGES=(
   elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
 )
 
+# Packages only the test suite uses (--test-debuggers).
+TEST_APT_PACKAGES=(
+  golang-go  # go tool pprof reads sfbt flame --format pprof: tests/test_flame.py
+  nodejs  # runs the flame graph's script: tests/test_flame.py
+)
+
 say() { printf 'install.sh: %s\n' "$*"; }
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# install_packages PACKAGE...: install those that are missing.
 install_packages() {
   local missing=() package
-  for package in "${APT_PACKAGES[@]}"; do
+  for package in "$@"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \
       || missing+=("$package")
   done
@@ -169,7 +177,8 @@ main() {
     say "removed the sfbt lines from ~/.gdbinit and ~/.lldbinit"
     ;;
   ""|--test-debuggers)
-    install_packages
+    install_packages "${APT_PACKAGES[@]}"
+    if [ "${1:-}" = --test-debuggers ]; then install_packages "${TEST_APT_PACKAGES[@]}"; fi
     install_lldb
     install_python
     install_init_lines

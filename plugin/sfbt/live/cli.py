@@ -135,25 +135,37 @@ def _run_record(args, error_type):
 def _run_flame(args, error_type):
     from ..archive.saved import SavedFile
     from ..files import FileProblem, write_atomically
-    from .flame import flame_svg, folded_stacks, speedscope
     try:
         with SavedFile(args.file) as saved:
-            stacks = folded_stacks(saved.traces())
+            if args.format == "pprof":
+                from .pprof import PprofProfile
+                profile = PprofProfile()
+                for trace in saved.traces():
+                    profile.add(trace)
+                data = profile.encode(saved.recording)
+                total, distinct = profile.stacks, profile.distinct
+            else:
+                from .flame import flame_svg, folded_stacks, speedscope
+                stacks = folded_stacks(saved.traces())
+                total, distinct = sum(weight for _, weight in stacks), len(stacks)
+                title = args.title or f"sfbt: {args.file}"
+                details = saved.recording.describe() if saved.recording else \
+                    f"{total} stack{'s' if total != 1 else ''}"
+                text = speedscope(stacks, title) if args.format == "speedscope" \
+                    else flame_svg(stacks, title, details)
+                data = text.encode()
             damage = saved.error
     except FileProblem as problem:
         raise error_type(str(problem)) from None
     except (SfbtError, OSError) as error:
         raise error_type(f"{args.file}: {getattr(error, 'strerror', None) or error}") from None
-    if damage is not None and not stacks:
+    if damage is not None and not distinct:
         raise error_type(str(damage))
-    title = args.title or f"sfbt: {args.file}"
-    text = speedscope(stacks, title) if args.format == "speedscope" else flame_svg(stacks, title)
     try:
-        write_atomically(args.output, text.encode())
+        write_atomically(args.output, data)
     except OSError as error:
         raise error_type(f"{args.output}: {error.strerror or error}") from None
-    total = sum(weight for _, weight in stacks)
-    print(f"{args.output}: {args.format} of {total} stacks ({len(stacks)} distinct)")
+    print(f"{args.output}: {args.format} of {total} stacks ({distinct} distinct)")
     if damage is not None:
         raise error_type(f"{damage} (the stacks before it were drawn)")
 
@@ -193,10 +205,12 @@ def add_commands(commands, error_type):
 
     flame = commands.add_parser(
         "flame", help="draw saved stacks (sfbt record, cbf-save) as an interactive "
-        "SVG flame graph, or write speedscope's JSON")
+        "SVG flame graph, or write speedscope's JSON or a pprof profile")
     flame.add_argument("file", metavar="FILE",
                        help="an archive, a .cbf, JSON or lws file")
     flame.add_argument("-o", "--output", required=True, metavar="OUT")
-    flame.add_argument("--format", choices=("svg", "speedscope"), default="svg")
+    flame.add_argument("--format", choices=("svg", "speedscope", "pprof"), default="svg",
+                       help="svg (default), speedscope (JSON) or pprof (gzipped "
+                       "profile.proto, for go tool pprof, Pyroscope, Parca, Grafana)")
     flame.add_argument("--title", help="the graph's title (default: the file name)")
     flame.set_defaults(run=lambda args: _run_flame(args, error_type))

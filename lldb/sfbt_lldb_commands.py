@@ -46,7 +46,7 @@ class _Command:
 
 
 class SFrameBacktraceCommand(_Command):
-    help_text = backtrace.HELP
+    help_text = backtrace.HELP["lldb"] + "\nSee also: sframe-info, sframe-settings, sframe-provider."
 
     def run(self, debugger, words, exe_ctx):
         return backtrace.sframe_bt(LldbSession(debugger, exe_ctx), words), None
@@ -148,6 +148,13 @@ COMMANDS = {
 }
 
 
+#: The commands whose arguments LLDB completes as file names.  A script
+#: command's completion is one of LLDB's completers: options and formats
+#: would need a custom completer, which only LLDB's parsed commands have
+#: (LLDB 20 and newer), with LLDB's own option syntax.
+FILE_COMMANDS = ("cbf-save", "cbf-load")
+
+
 def classes():
     """The classes LLDB looks up by name in the entry module."""
     from sfbt_lldb_provider import SFrameFrameProvider
@@ -157,5 +164,6 @@ def classes():
 def register(debugger, entry_module):
     _ENTRY["module"] = entry_module
     for name, command in COMMANDS.items():
-        debugger.HandleCommand(
-            f"command script add -o -c {entry_module}.{command.__name__} {name}")
+        completion = " -C disk-file" if name in FILE_COMMANDS else ""
+        debugger.HandleCommand(f"command script add -o -c {entry_module}.{command.__name__}"
+                               f"{completion} {name}")

@@ -247,3 +247,28 @@ def test_provider_plan_keeps_lldbs_frames_while_they_agree(lldb):
     assert "PLAN-AGREEING [0, 1, 2, 3, 4, 5]" in out, out
     assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12288}, {'idx': 4, 'pc': 16384}]"
             in out), out
+
+
+def test_help_speaks_of_lldbs_own_settings(lldb):
+    out = run_lldb(lldb, "", ["help sframe-bt", "sframe-settings set fallback none",
+                              "sframe-settings show fallback"])
+    assert "(`sframe-settings set fallback fp|none`)" in out
+    assert "`sframe-settings set backtrace-limit N`" in out
+    assert "See also: sframe-info, sframe-settings, sframe-provider." in out
+    assert "set sframe" not in out and "past-main" not in out
+    assert "Where SFrame has no data, sframe-bt falls back to: none." in out
+
+
+def test_cbf_save_and_load_complete_file_names(lldb, tmp_path):
+    """LLDB completes a script command's arguments with one of its own
+    completers only: file names, after options too."""
+    (tmp_path / "saved.sfbt").write_bytes(b"")
+    complete = ("script line = {!r}; found = lldb.SBStringList(); "
+                "lldb.debugger.GetCommandInterpreter().HandleCompletion("
+                "line, len(line), 0, -1, found); "
+                "print('FOUND', [found.GetStringAtIndex(i) for i in range(found.GetSize())])")
+    out = run_lldb(lldb, "", [complete.format(f"cbf-save --append {tmp_path}/s"),
+                              complete.format(f"cbf-load {tmp_path}/s")])
+    found = [line for line in out.splitlines() if line.startswith("FOUND")]
+    expected = f"FOUND ['aved.sfbt ', '{tmp_path}/saved.sfbt']"
+    assert found == [expected, expected], out

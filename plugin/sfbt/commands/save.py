@@ -77,6 +77,21 @@ def parse_arguments(words) -> SaveOptions:
     return result
 
 
+def complete(words, typed: str):
+    """What completes ``typed`` after ``words``: the formats after
+    --format, the options not given yet for a word starting with "-", none
+    after --label; None where a file name goes."""
+    previous = words[-1] if words else ""
+    if previous == "--format":
+        return [fmt for fmt in FORMATS if fmt.startswith(typed)]
+    if previous == "--label":
+        return []
+    if typed.startswith("-"):
+        return [option for option in OPTIONS
+                if option.startswith(typed) and option not in words]
+    return None
+
+
 @dataclass
 class Capture:
     """One thread's backtrace, ready to save."""

@@ -177,6 +177,27 @@ def _one_line_error(result, pattern):
     assert len(lines) == 1 and re.fullmatch(pattern, lines[0]), result.stderr
 
 
+def test_one_backtrace_forms_of_a_single_threaded_process(tmp_path):
+    """cbf and json hold one backtrace: a process of one thread needs no
+    --thread, and --help says so."""
+    sleeper = compile_program(tmp_path, "sleeper", "O2", True, ["sleeper.c"])
+    with Running(sleeper) as running:
+        saved = {fmt: run_sfbt("stack", running.pid, "--format", fmt,
+                               "-o", tmp_path / f"sleeper.{fmt}")
+                 for fmt in ("cbf", "json")}
+        text = run_sfbt("stack", running.pid)
+    (pcs,) = sfbt_stacks(text.stdout).values()
+    for fmt, result in saved.items():
+        assert result.returncode == 0, result.stderr
+        assert f"Saved 1 backtrace ({len(pcs)} frames)" in result.stdout
+        decoded = run_sfbt("cbf", "decode", tmp_path / f"sleeper.{fmt}")
+        assert [int(m, 16) for m in re.findall(r"^(?:#\d+\s+|pc |ra )(0x[0-9a-f]+)",
+                                               decoded.stdout, re.M)] == pcs, decoded.stdout
+    helped = " ".join(run_sfbt("stack", "--help").stdout.split())
+    assert ("archive or lws hold every thread, cbf or json one backtrace (with "
+            "--thread TID, unless there is one thread)") in helped
+
+
 def test_errors(workers, tmp_path):
     free = max(int(p) for p in os.listdir("/proc") if p.isdigit()) + 100000
     _one_line_error(run_sfbt("stack", free), rf"sfbt: no process {free}")
@@ -190,7 +211,9 @@ def test_errors(workers, tmp_path):
     with Running(workers) as running:
         _one_line_error(run_sfbt("stack", running.pid, "--format", "cbf", "-o",
                                  tmp_path / "x.cbf"),
-                        r"sfbt: --format cbf holds one backtrace: .*")
+                        rf"sfbt: --format cbf holds one backtrace and process "
+                        rf"{running.pid} has 9 threads: add --thread TID, or use "
+                        r"--format archive")
         _one_line_error(run_sfbt("stack", running.pid, "--format", "archive"),
                         r"sfbt: --format archive needs -o FILE")
         _one_line_error(run_sfbt("stack", running.pid, "--thread", "1"),

@@ -6,10 +6,13 @@ import ctypes
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -236,6 +239,18 @@ def test_errors(workers, tmp_path):
                     r"not of /bin/true \(build id [0-9a-f]+\)")
 
 
+def readable_copy_of_the_package(directory):
+    """sfbt's package copied under ``directory``, which every user may read
+    and enter: the checkout may sit under a folder other users cannot
+    enter (a `mktemp -d` one)."""
+    shutil.copytree(PLUGIN / "sfbt", directory / "sfbt",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder, _, files in os.walk(directory):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+
+
 def test_another_users_process(workers):
     """A process of another user (root's, traced as nobody) is one line."""
     def as_nobody():
@@ -244,12 +259,14 @@ def test_another_users_process(workers):
             os.setuid(65534)
     # the interpreter must be one that user may run
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    with Running(workers) as running:
+    with tempfile.TemporaryDirectory(prefix="sfbt-readable-") as copy, \
+            Running(workers) as running:
+        readable_copy_of_the_package(Path(copy))
         owner = os.stat(f"/proc/{running.pid}").st_uid
         result = subprocess.run(
             [python, "-m", "sfbt", "stack", str(running.pid)], preexec_fn=as_nobody,
             capture_output=True, text=True, timeout=120, cwd="/",
-            env=dict(os.environ, PYTHONPATH=str(PLUGIN), XDG_CACHE_HOME="/tmp"))
+            env=dict(os.environ, PYTHONPATH=copy, XDG_CACHE_HOME="/tmp"))
     if os.geteuid() == 0:
         _one_line_error(result, rf"sfbt: cannot trace process {running.pid}: it belongs "
                         rf"to user {owner} \(run sfbt as that user, or as root\)")

@@ -1,9 +1,6 @@
 """GDB's commands and settings for sfbt, and their registration: the
 commands themselves live in sfbt.commands, run against a GdbSession."""
 
-import itertools
-import os
-
 import gdb
 import gdb.unwinder
 
@@ -37,22 +34,6 @@ def run(command, argument, name):
             selected.switch()
 
 
-def file_names(typed, most=1000):
-    """The paths that complete ``typed``, directories with a "/": GDB 13
-    does no file-name completion after a first word when a Python
-    completer asks for it (COMPLETE_FILENAME)."""
-    directory, start = os.path.split(typed)
-    try:
-        with os.scandir(os.path.expanduser(directory) or ".") as entries:
-            matches = (os.path.join(directory, entry.name) + ("/" if entry.is_dir() else "")
-                       for entry in entries
-                       if entry.name.startswith(start)
-                       and (start.startswith(".") or not entry.name.startswith(".")))
-            return sorted(itertools.islice(matches, most))
-    except OSError:
-        return []
-
-
 class SFrameBacktrace(gdb.Command):
     __doc__ = backtrace.HELP["gdb"] + "\nSee also: info sframe, set sframe."
 
@@ -76,12 +57,12 @@ class CbfSave(gdb.Command):
         super().__init__("cbf-save", gdb.COMMAND_STACK)
 
     def complete(self, text, word):
-        """Options, the formats after --format, else file names."""
+        """Options, the formats after --format, else file names (GDB 13
+        does no file-name completion after a first word when a Python
+        completer returns COMPLETE_FILENAME)."""
         words = text.split()
         typed = "" if not text or text.endswith(" ") else words.pop()
         choices = save.complete(words, typed)
-        if choices is None:
-            choices = file_names(typed)
         # GDB breaks words at "-": complete the whole word being typed.
         cut = len(typed) - len(word or "")
         return [choice[cut:] for choice in choices]

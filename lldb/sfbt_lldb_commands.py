@@ -30,9 +30,13 @@ class _Command:
     def get_long_help(self):
         return self.help_text
 
+    def words(self, command):
+        """The command's words: a raw command's line, split as a shell would."""
+        return shlex.split(command)
+
     def __call__(self, debugger, command, exe_ctx, result):
         try:
-            text, error = self.run(debugger, shlex.split(command), exe_ctx)
+            text, error = self.run(debugger, self.words(command), exe_ctx)
             if text:
                 result.AppendMessage(text)
             if error:
@@ -53,7 +57,64 @@ class SFrameBacktraceCommand(_Command):
 
 
 class CbfSaveCommand(_Command):
+    """A parsed command (`command script add -p`): LLDB parses its options
+    and completes them, the formats after --format and (LLDB 20 and newer,
+    through handle_argument_completion) file names.  The options are handed
+    to the core as the words GDB's cbf-save reads."""
+
     help_text = save.HELP
+    #: long option -> (short option, what it means, the kind of value
+    #: LLDB's help names, or None for none, and the values it completes)
+    OPTIONS = {
+        "format": ("f", "the form written (default archive)",
+                   lldb.eArgTypeFormat, save.FORMATS),
+        "append": ("a", "add to an existing archive or lws file", None, ()),
+        "all-threads": ("t", "every thread, not just the selected one", None, ()),
+        "label": ("l", "a label saved with an archive's backtraces",
+                  lldb.eArgTypeValue, ()),
+    }
+
+    def __init__(self, debugger, internal_dict):
+        super().__init__(debugger, internal_dict)
+        self.given = {}
+
+    def get_flags(self):
+        return 0
+
+    def get_options_definition(self):
+        definition = {}
+        for name, (short, meaning, kind, values) in self.OPTIONS.items():
+            option = {"short_option": short, "required": False, "help": meaning}
+            if kind is not None:
+                option.update(value_type=kind, dest=name, default=None,
+                              completion_type=lldb.eNoCompletion)
+            if values:
+                option["enum_values"] = [[value, ""] for value in values]
+            definition[name] = option
+        return definition
+
+    def get_args_definition(self):
+        return [[{"arg_type": lldb.eArgTypeFilename, "repeat": "plain"}]]
+
+    def option_parsing_started(self):
+        self.given = {}
+
+    def set_option_value(self, exe_ctx, name, value):
+        self.given[name] = value
+        return True
+
+    def handle_argument_completion(self, args, arg_pos, cursor_pos):
+        found = save.file_names(args[arg_pos][:cursor_pos])
+        if len(found) == 1:
+            return {"completion": found[0],
+                    "mode": "partial" if found[0].endswith("/") else "complete"}
+        return {"values": found} if found else True
+
+    def words(self, arguments):
+        words = []
+        for name, value in self.given.items():
+            words += [f"--{name}"] if self.OPTIONS[name][2] is None else [f"--{name}", value]
+        return words + list(arguments)
 
     def run(self, debugger, words, exe_ctx):
         return save.cbf_save(LldbSession(debugger, exe_ctx), words), None
@@ -148,11 +209,8 @@ COMMANDS = {
 }
 
 
-#: The commands whose arguments LLDB completes as file names.  A script
-#: command's completion is one of LLDB's completers: options and formats
-#: would need a custom completer, which only LLDB's parsed commands have
-#: (LLDB 20 and newer), with LLDB's own option syntax.
-FILE_COMMANDS = ("cbf-save", "cbf-load")
+#: The raw commands whose argument LLDB completes as a file name.
+FILE_COMMANDS = ("cbf-load",)
 
 
 def classes():
@@ -164,6 +222,8 @@ def classes():
 def register(debugger, entry_module):
     _ENTRY["module"] = entry_module
     for name, command in COMMANDS.items():
-        completion = " -C disk-file" if name in FILE_COMMANDS else ""
-        debugger.HandleCommand(f"command script add -o -c {entry_module}.{command.__name__}"
-                               f"{completion} {name}")
+        kind = " -p" if command is CbfSaveCommand else ""
+        if name in FILE_COMMANDS:
+            kind = " -C disk-file"
+        debugger.HandleCommand(f"command script add -o{kind} -c "
+                               f"{entry_module}.{command.__name__} {name}")

@@ -239,7 +239,7 @@ main() {
       install_test_debuggers
     fi
     check "${1:-}"
-    say "ready: $LINK"
+    if is_our_link "$LINK"; then say "ready: $LINK"; else say "ready: $VENV/bin/sfbt"; fi
     ;;
   *)
     echo "usage: ./install.sh [--test-debuggers | --uninstall]" >&2

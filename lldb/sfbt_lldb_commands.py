@@ -20,6 +20,9 @@ class _Command:
     """An LLDB command class: one-line errors, never a traceback."""
 
     help_text = ""
+    #: options of `command script add` beyond the class: how LLDB parses
+    #: and completes the command
+    registration = ""
 
     def __init__(self, debugger, internal_dict):
         self.debugger = debugger
@@ -63,6 +66,7 @@ class CbfSaveCommand(_Command):
     to the core as the words GDB's cbf-save reads."""
 
     help_text = save.HELP
+    registration = "-p"
     #: long option -> (short option, what it means, the kind of value
     #: LLDB's help names, or None for none, and the values it completes)
     OPTIONS = {
@@ -122,6 +126,7 @@ class CbfSaveCommand(_Command):
 
 class CbfLoadCommand(_Command):
     help_text = load.HELP
+    registration = "-C disk-file"
 
     def run(self, debugger, words, exe_ctx):
         return load.cbf_load(LldbSession(debugger, exe_ctx), words)
@@ -209,10 +214,6 @@ COMMANDS = {
 }
 
 
-#: The raw commands whose argument LLDB completes as a file name.
-FILE_COMMANDS = ("cbf-load",)
-
-
 def classes():
     """The classes LLDB looks up by name in the entry module."""
     from sfbt_lldb_provider import SFrameFrameProvider
@@ -222,8 +223,5 @@ def classes():
 def register(debugger, entry_module):
     _ENTRY["module"] = entry_module
     for name, command in COMMANDS.items():
-        kind = " -p" if command is CbfSaveCommand else ""
-        if name in FILE_COMMANDS:
-            kind = " -C disk-file"
-        debugger.HandleCommand(f"command script add -o{kind} -c "
+        debugger.HandleCommand(f"command script add -o {command.registration} -c "
                                f"{entry_module}.{command.__name__} {name}")

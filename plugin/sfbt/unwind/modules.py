@@ -106,7 +106,7 @@ class SFrameSources:
 
     ``synthesize``: whether modules without SFrame data get rows
     synthesized from their DWARF CFI (`set sframe synthesize`); ``store``
-    keeps synthesized sections (on disk, per build id).
+    keeps synthesized sections (on disk, per file they were made from).
     """
 
     def __init__(self, store: Optional[SynthesisStore] = None, synthesize: bool = True):

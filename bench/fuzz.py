@@ -15,6 +15,18 @@ alarm), and is counted as one of:
 Run: python3 bench/fuzz.py [--cases N] [--seed S] [--jobs J]
 Failing inputs are kept under --keep DIR.  tests/test_fuzz.py runs a few
 hundred seeded cases of the same engine.
+
+With --planted (as root), `sfbt stack PID` and `sfbt sframe dump --synth
+FILE` run over a cache whose entries were replaced (PLANTS: links to a file
+to keep and to a place to create, FIFOs, /dev/urandom, directories, short,
+mutated, swapped and resealed entries, huge sparse files, cache
+directories that are links, open to all or another user's), and `sframe
+synth -o` writes to a link another user planted in a sticky directory.
+Besides the outcomes it counts HARMS: a peak resident size over 300 MB, a
+write outside what the user named (the file to keep changed, the place to
+create created), and output that differs from a clean cache's (names from
+another file; not counted for resealed entries, which only the cache's
+owner could write).
 """
 
 import argparse
@@ -128,13 +140,13 @@ def mutate(data, rng):
     return bytes(data)
 
 
-def _child(argv, stderr_write):
+def _child(argv, stderr_write, stdout_path=None):
     """Run in the forked child: the command, its outcome as an exit code."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     resource.setrlimit(resource.RLIMIT_CPU, (SECONDS, SECONDS + 1))
     signal.alarm(SECONDS)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
+    output = os.open(stdout_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(output, 1)
     os.dup2(stderr_write, 2)
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=False)
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), write_through=True)
@@ -156,12 +168,19 @@ def _child(argv, stderr_write):
 
 def run_case(argv):
     """(outcome, stderr text) of one command line in a forked child."""
+    outcome, stderr, _ = run_measured(argv)
+    return outcome, stderr
+
+
+def run_measured(argv, stdout_path=None):
+    """(outcome, stderr text, peak resident kilobytes) of one command line
+    in a forked child, its standard output written to stdout_path."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
         try:
-            _child(argv, write_end)
+            _child(argv, write_end, stdout_path)
         finally:
             os._exit(4)
     os.close(write_end)
@@ -173,22 +192,26 @@ def run_case(argv):
         if sum(map(len, chunks)) < 1 << 16:
             chunks.append(chunk)
     os.close(read_end)
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     stderr = b"".join(chunks).decode("utf-8", "replace")
+    return _outcome(status, stderr), stderr, usage.ru_maxrss
+
+
+def _outcome(status, stderr):
     if os.WIFSIGNALED(status):
         killer = os.WTERMSIG(status)
         return ("hang" if killer in (signal.SIGALRM, signal.SIGXCPU, signal.SIGKILL)
-                else "blowup"), stderr
+                else "blowup")
     code = os.WEXITSTATUS(status)
-    lines = stderr.splitlines()
+    lines = [line for line in stderr.splitlines() if not line.startswith("sfbt: warning: ")]
     if code == 0:
-        return "clean", stderr
+        return "clean"
     if code == 3 or "MemoryError" in stderr:
-        return "blowup", stderr
+        return "blowup"
     if code == 1 and len(lines) == 1 and lines[0].startswith("sfbt: ") \
             and "Traceback" not in stderr:
-        return "error", stderr
-    return "traceback", stderr
+        return "error"
+    return "traceback"
 
 
 def fuzz(cases, seed, directory, keep=None, report=None):
@@ -226,6 +249,190 @@ def fuzz(cases, seed, directory, keep=None, report=None):
     return counts, failures
 
 
+# -- planted cache entries and output links ------------------------------------------------------
+
+#: what is planted at the names of cache entries a command will read
+PLANTS = ("link-to-file", "dangling-link", "fifo", "urandom", "directory", "short",
+          "mutated", "copied", "resealed", "huge", "part-link", "part-open", "part-theirs")
+#: counts beyond the outcomes; all should be 0
+HARMS = ("memory over 300 MB", "writes outside", "names from another file")
+NOBODY = 65534
+
+
+class Planted:
+    """Commands run with a cache whose entries someone else planted: a
+    long-running process for `sfbt stack` and an ELF file for `sframe dump
+    --synth`, each run first with a clean cache (its output is the one to
+    get) and a full one (whose entries are the names to plant at)."""
+
+    def __init__(self, directory):
+        import subprocess
+        self.directory = directory
+        self.keep = os.path.join(directory, "keep")
+        self.created = os.path.join(directory, "created")
+        self._restore()
+        self.sleeper = subprocess.Popen(["sleep", "1000"])
+        time.sleep(0.2)  # in nanosleep
+        elf = str(FIXTURES / "v3" / "x86_64" / "manyfuncs")
+        self.commands = {"stack": ["stack", str(self.sleeper.pid)],
+                         "dump": ["sframe", "dump", "--synth", elf]}
+        self.expected, self.full = {}, {}
+        for name, argv in self.commands.items():
+            home = self._home(f"full-{name}")
+            outcome, stdout = self._run(argv, home)[:2]
+            again = self._run(argv, home)[:2]
+            assert outcome == "clean" and again == (outcome, stdout), (argv, again)
+            self.expected[name], self.full[name] = stdout, home
+        sticky = os.path.join(directory, "sticky")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)
+        self.link = os.path.join(sticky, "out")
+        os.symlink(self.keep, self.link)
+        os.lchown(self.link, NOBODY, NOBODY)
+        self.output_commands = [["sframe", "synth", elf, "-o", self.link]]
+
+    def close(self):
+        self.sleeper.kill()
+        self.sleeper.wait()
+
+    def _restore(self):
+        """The file to keep as it was, and nothing at the place to create."""
+        if os.path.lexists(self.keep):
+            os.unlink(self.keep)
+        with open(self.keep, "wb") as stream:
+            stream.write(b"precious\n")
+        if os.path.lexists(self.created):
+            os.unlink(self.created)
+
+    def _home(self, name):
+        home = os.path.join(self.directory, name)
+        os.makedirs(home)
+        return home
+
+    def _run(self, argv, home):
+        os.environ["XDG_CACHE_HOME"] = home
+        output = os.path.join(self.directory, "stdout")
+        outcome, stderr, peak = run_measured(argv, output)
+        with open(output, "rb") as stream:
+            return outcome, stream.read(), stderr, peak
+
+    def case(self, rng, number):
+        """(outcome, [harms], argv, stderr) of one planted case."""
+        if rng.random() < 0.1:
+            argv = rng.choice(self.output_commands)
+            outcome, _, stderr, peak = self._run(argv, self._home(f"case-{number}"))
+            return outcome, self._harms(peak, False), argv, stderr
+        name = rng.choice(sorted(self.commands))
+        home = os.path.join(self.directory, f"case-{number}")
+        shutil.copytree(self.full[name], home, symlinks=True)
+        plant = rng.choice(PLANTS)
+        self._plant(rng, os.path.join(home, "sfbt"), plant)
+        outcome, stdout, stderr, peak = self._run(self.commands[name], home)
+        foreign = stdout != self.expected[name] and outcome == "clean" and plant != "resealed"
+        shutil.rmtree(home, ignore_errors=True)
+        return outcome, self._harms(peak, foreign), [plant, *self.commands[name]], stderr
+
+    def _harms(self, peak_kb, foreign):
+        harms = []
+        if peak_kb > 300 * 1024:
+            harms.append("memory over 300 MB")
+        with open(self.keep, "rb") as stream:
+            if stream.read() != b"precious\n" or os.path.lexists(self.created):
+                harms.append("writes outside")
+                self._restore()
+        if foreign:
+            harms.append("names from another file")
+        return harms
+
+    def _plant(self, rng, root, plant):
+        parts = [os.path.join(root, part) for part in sorted(os.listdir(root))]
+        if plant.startswith("part-"):
+            part = rng.choice(parts)
+            if plant == "part-link":
+                shutil.rmtree(part)
+                os.symlink(self.directory, part)
+            elif plant == "part-open":
+                os.chmod(part, 0o777)
+            else:
+                os.chown(part, NOBODY, NOBODY)
+            return
+        entries = [os.path.join(part, name) for part in parts for name in os.listdir(part)]
+        chosen = rng.sample(entries, rng.randint(1, len(entries)))
+        for path in chosen:
+            with open(path, "rb") as stream:
+                data = stream.read()
+            os.unlink(path)
+            if plant == "link-to-file":
+                os.symlink(self.keep, path)
+            elif plant == "dangling-link":
+                os.symlink(self.created, path)
+            elif plant == "fifo":
+                os.mkfifo(path)
+            elif plant == "urandom":
+                os.symlink("/dev/urandom", path)
+            elif plant == "directory":
+                os.mkdir(path)
+            elif plant == "huge":
+                with open(path, "wb") as stream:
+                    stream.truncate(rng.choice((1 << 26, 1 << 30)))
+            elif plant == "copied":  # another entry's bytes under this name
+                other = rng.choice([e for e in entries if e != path] or [path])
+                data = _saved(other, path, data)
+                with open(path, "wb") as stream:
+                    stream.write(data)
+            else:
+                with open(path, "wb") as stream:
+                    stream.write(_damaged(rng, plant, data))
+
+
+def _saved(other, path, data):
+    try:
+        with open(other, "rb") as stream:
+            return stream.read()
+    except OSError:  # already replaced by a plant
+        return data
+
+
+def _damaged(rng, plant, data):
+    if plant == "short":
+        return rng.choice((b"\xdb\xff\xff\xff\x7f", b"", b"sfbt-cache 1\n", b"[" * 100000))
+    if plant == "mutated":
+        return mutate(data, rng)
+    # resealed: the payload damaged and the head made to match, as the
+    # cache's owner could
+    import hashlib
+    magic, key, _, payload = data.split(b"\n", 3)
+    payload = mutate(payload, rng)
+    return b"\n".join((magic, key, hashlib.sha256(payload).hexdigest().encode(), payload))
+
+
+def fuzz_planted(cases, seed, directory, keep=None, report=None):
+    """Run planted cases; returns ({outcome or harm: count}, failures
+    [(what, argv, stderr)])."""
+    rng = random.Random(seed)
+    counts = dict.fromkeys(OUTCOMES + HARMS, 0)
+    failures = []
+    old_home = os.environ.get("XDG_CACHE_HOME")
+    planted = Planted(directory)
+    try:
+        for number in range(cases):
+            outcome, harms, argv, stderr = planted.case(rng, number)
+            counts[outcome] += 1
+            for harm in harms:
+                counts[harm] += 1
+            if outcome not in ("clean", "error") or harms:
+                failures.append((", ".join([outcome, *harms]), argv, stderr))
+            if report and (number + 1) % report == 0:
+                print(f"{number + 1} planted cases: {counts}", flush=True)
+    finally:
+        planted.close()
+        if old_home is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old_home
+    return counts, failures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
@@ -233,8 +440,23 @@ def main():
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes, each running CASES/JOBS cases with its own seed")
     parser.add_argument("--keep", metavar="DIR", help="keep failing inputs here")
+    parser.add_argument("--planted", action="store_true",
+                        help="plant hostile cache entries and output links instead "
+                        "(as root: some plants belong to another user)")
     args = parser.parse_args()
     began = time.time()
+    if args.planted:
+        directory = tempfile.mkdtemp(prefix="sfbt-fuzz-planted-")
+        try:
+            counts, failures = fuzz_planted(args.cases, args.seed, directory, report=100)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        print(json.dumps(counts))
+        for what, argv, stderr in failures[:20]:
+            print(f"  {what}: {' '.join(argv)}\n    "
+                  + stderr.strip().replace("\n", "\n    ")[-2000:], flush=True)
+        print(f"{args.cases} planted cases in {time.time() - began:.0f} s")
+        return
     children = []
     for job in range(args.jobs):
         pid = os.fork()

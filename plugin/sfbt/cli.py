@@ -278,7 +278,7 @@ def build_parser():
 
     synth_parser = sframe_commands.add_parser(
         "synth", help="write SFrame v3 rows synthesized from an ELF file's "
-        ".eh_frame / .debug_frame (cached per build id)",
+        ".eh_frame / .debug_frame (cached per file they come from)",
         **with_example("sfbt sframe synth /bin/ls -o ls.sframe",
                        "write rows for /bin/ls; read them with --raw"))
     synth_parser.add_argument("file", metavar="FILE", help="an ELF file")

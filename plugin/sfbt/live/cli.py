@@ -115,11 +115,13 @@ def _run_record(args, error_type):
         raise error_type(f"--duration {args.duration:g}: a number of seconds above 0")
     import errno
     import os
-    directory = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        # said before recording, not after
-        code = errno.ENOENT if not os.path.isdir(directory) else errno.EACCES
-        raise error_type(f"{args.output}: {os.strerror(code)}")
+    from ..files import FileProblem, WritePlace
+    try:  # said before recording, not after
+        with WritePlace(args.output) as place:
+            if not os.access(".", os.W_OK, dir_fd=place.directory):
+                raise FileProblem(args.output, os.strerror(errno.EACCES), errno.EACCES)
+    except FileProblem as problem:
+        raise error_type(str(problem)) from None
     try:
         recorder = Recorder(args.pid, args.hz)
         print(f"Recording process {args.pid} at {args.hz:g} Hz "

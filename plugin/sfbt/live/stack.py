@@ -76,8 +76,7 @@ def capture(state, frames, stop, number):
 
 def image_map(arch, modules):
     from ..archive.imagemap import Image, ImageMap
-    from .mappings import display_path
-    images = [Image(display_path(m), m.image_base, m.end,
+    images = [Image(m.path, m.image_base, m.end,
                     bytes.fromhex(m.build_id) if m.build_id else b"")
               for m in modules]
     return ImageMap(f"linux-{arch.name}", images, 8 * arch.pointer_size)

@@ -10,6 +10,7 @@ from .archive.saved import SavedFile, saved_trace_lines
 from .errors import SfbtError
 from .files import FileProblem, open_regular, read_regular, write_atomically
 from .live.cli import add_commands as add_live_commands
+from .printable import printable
 from .sframe import dump_text, lookup_text, open_section
 from .sframe.dump import libsframe_2_40_text
 from .sframe.elf import read_elf_sframe
@@ -331,12 +332,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    # Paths from image maps and ELF files are bytes: print them as they are.
+    # Names are escaped before they are printed (sfbt.printable); a byte
+    # that is not UTF-8 and was missed is printed as it is, not a traceback.
     sys.stdout.reconfigure(errors="surrogateescape")
     try:
         args.run(args)
     except SfbtError as error:  # CommandError, or any other one-line failure
-        print(f"sfbt: {error}", file=sys.stderr)
+        print(f"sfbt: {printable(str(error))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         sys.stderr.close()

@@ -135,7 +135,8 @@ class Archive:
 
 
 def _pack_string(text):
-    data = text.encode("utf-8")
+    # surrogate escapes: the bytes of a thread name that is not UTF-8
+    data = text.encode("utf-8", "surrogateescape")
     if len(data) > 0xFFFF:
         data = data[:0xFFFF]
     return struct.pack("<H", len(data)) + data
@@ -150,7 +151,7 @@ def _unpack_strings(payload, at, count, offset):
         at += 2
         if at + size > len(payload):
             raise ArchiveError("event record ends inside a string", offset + at)
-        strings.append(payload[at:at + size].decode("utf-8", "replace"))
+        strings.append(payload[at:at + size].decode("utf-8", "surrogateescape"))
         at += size
     return strings
 

@@ -3,6 +3,7 @@
 from typing import List, Optional, Tuple
 
 from ..archive.report import frame_line
+from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
 from .session import CommandError, Session, Thread
 
@@ -85,7 +86,7 @@ def how_found(frame: Frame) -> str:
     if frame.level == 0:
         return "innermost"
     if frame.data_module is not None:
-        return f"{frame.how}, {frame.data_module.name}"
+        return f"{frame.how}, {printable(frame.data_module.name)}"
     return frame.how
 
 

@@ -3,6 +3,7 @@
 import sys
 
 from ..errors import SfbtError
+from ..printable import printable
 
 FORMATS = ("text", "archive", "cbf", "json", "lws")
 
@@ -82,7 +83,8 @@ def _run_stack(args, error_type):
             return
         captures = [capture(state, frames, stop, number)
                     for number, state, frames, stop in walks]
-        print(save(args.output, args.format, walker, captures, stop_reason(numbered[0][1])))
+        print(printable(save(args.output, args.format, walker, captures,
+                             stop_reason(numbered[0][1]))))
     except SfbtError as error:
         if isinstance(error, error_type):
             raise
@@ -153,7 +155,7 @@ def _run_flame(args, error_type):
     except OSError as error:
         raise error_type(f"{args.output}: {error.strerror or error}") from None
     total = sum(weight for _, weight in stacks)
-    print(f"{args.output}: {args.format} of {total} stacks ({len(stacks)} distinct)")
+    print(f"{printable(args.output)}: {args.format} of {total} stacks ({len(stacks)} distinct)")
     if damage is not None:
         raise error_type(f"{damage} (the stacks before it were drawn)")
 

@@ -13,6 +13,7 @@ import zlib
 
 from ..archive.report import trace_names
 from ..elf import ElfError, open_elf
+from ..printable import printable
 from ..unwind.target import Module
 from .mappings import VDSO_NAME
 from .symbols import ModuleSymbols
@@ -62,7 +63,8 @@ class ImageNamer:
 
 
 def folded_stacks(traces):
-    """[(names root first, weight)] of saved traces (sfbt.archive.saved)."""
+    """[(names root first, weight)] of saved traces (sfbt.archive.saved);
+    the names are escaped (trace_names)."""
     namer = ImageNamer()
     stacks = []
     for trace in traces:
@@ -143,7 +145,11 @@ def _fitted(name, width):
 
 
 def flame_svg(stacks, title="Flame graph"):
-    """An SVG flame graph: the root at the bottom, callers below callees."""
+    """An SVG flame graph: the root at the bottom, callers below callees.
+    Names come from folded_stacks, escaped (sfbt.printable), and the title
+    is escaped here: XML allows no control characters, not even as
+    character references."""
+    title = printable(title)
     root = _tree(stacks)
     total = root.value or 1
     unit = (WIDTH - 2 * MARGIN) / total
@@ -198,6 +204,7 @@ def _depth(root):
 def speedscope(stacks, name="sfbt"):
     """speedscope's file format: one sampled profile, weights in samples."""
     from .. import __version__
+    name = printable(name)
     frames, index = [], {}
     samples, weights = [], []
     for names, weight in stacks:

@@ -127,8 +127,12 @@ class Archive:
     def image_map(self, index):
         return decode_image_map(self.image_maps[index])
 
+    def pending_records(self):
+        """[(kind, record bytes)] of the records not yet written."""
+        return [(kind, _record(kind, payload)) for kind, payload in self._pending]
+
     def pending_bytes(self):
-        return b"".join(_record(kind, payload) for kind, payload in self._pending)
+        return b"".join(record for _, record in self.pending_records())
 
     def mark_written(self):
         self._pending = []

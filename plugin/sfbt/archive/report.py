@@ -8,29 +8,26 @@ from . import cbf
 
 
 def frame_line(level, pc, name, where):
-    """One frame in GDB's layout; the name and the place are escaped
-    (sfbt.printable): a hostile symbol or path cannot forge a line."""
-    return f"#{level:<2} {pc:#018x} in {printable(name)}{printable(where)}"
-
-
-def lookup_address(frame):
-    """Where a frame's function is looked up: a return address at
-    address - 1 (inside the call), except a zero one (a smashed stack)."""
-    if frame.kind == "pc" or not frame.address:
-        return frame.address
-    return frame.address - 1
+    """One frame in GDB's layout.  ``name`` and ``where`` are printable
+    text: whoever names the frame escapes them (sfbt.printable), where its
+    answers are remembered, so that a hostile symbol or path cannot forge
+    a line and a large archive escapes each name once."""
+    return f"#{level:<2} {pc:#018x} in {name}{where}"
 
 
 def frame_lines(frames, truncated, describe):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
-    looked up at address - 1.  ``describe(address)`` gives (name, where)."""
+    looked up at address - 1 (inside the call), except a zero one (a
+    smashed stack), as walk.Frame.lookup_pc does.  ``describe(address)``
+    gives (name, where), printable (frame_line)."""
     lines, level = [], 0
     for frame in frames:
         if isinstance(frame, cbf.Omitted):
             lines.append(f"... {frame.count} frames omitted")
             level += frame.count
             continue
-        name, where = describe(lookup_address(frame))
+        address = frame.address
+        name, where = describe(address - 1 if frame.kind != "pc" and address else address)
         lines.append(frame_line(level, frame.address, name, where))
         level += 1
     if truncated:
@@ -51,14 +48,15 @@ def trace_heading(number, event, count):
 
 def trace_names(frames, name_of):
     """The names of a trace's frames, innermost first (omitted frames left
-    out), escaped (sfbt.printable): ``name_of(lookup address)``, or the
-    frame's address where it gives None."""
+    out): ``name_of(lookup address)`` (as frame_lines looks up), printable
+    (frame_line), or the frame's address where it gives None."""
     names = []
     for frame in frames:
         if isinstance(frame, cbf.Omitted):
             continue
-        name = name_of(lookup_address(frame))
-        names.append(printable(name) if name is not None else f"{frame.address:#x}")
+        address = frame.address
+        name = name_of(address - 1 if frame.kind != "pc" and address else address)
+        names.append(name if name is not None else f"{frame.address:#x}")
     return names
 
 

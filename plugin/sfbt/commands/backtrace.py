@@ -101,7 +101,8 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[str]:
-    """sframe-bt's output.  ``describe(frame)`` gives (name, where)."""
+    """sframe-bt's output.  ``describe(frame)`` gives (name, where), which
+    are escaped here (sfbt.printable)."""
     shown, more = frames, False
     if count is not None and count >= 0:
         shown, more = frames[:count], len(frames) > count
@@ -116,7 +117,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[
                 name, where = describe(frame)
             except Exception:  # a frame the debugger cannot name is still shown
                 name, where = "??", " ()"
-            line = frame_line(frame.level, frame.pc, name, where)
+            line = frame_line(frame.level, frame.pc, printable(name), printable(where))
         if verbose:
             line += f"  [{how_found(frame)}]"
         lines.append(line)

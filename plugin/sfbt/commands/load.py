@@ -7,6 +7,7 @@ from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import SfbtError
 from ..files import FileProblem
+from ..printable import printable
 from .session import CommandError, Session
 
 HELP = """\
@@ -78,7 +79,8 @@ def cbf_load(session: Optional[Session], words):
                 return offline.describe(now, [unloaded])
             if not modules or now >= ADDRESS_END:
                 return "??", " ()"
-            return session.describe(now, module)
+            name, where = session.describe(now, module)
+            return printable(name), printable(where)
         return describe
 
     lines = []

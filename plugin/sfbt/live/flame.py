@@ -54,17 +54,18 @@ class ImageNamer:
         return self._symbols[key]
 
     def name(self, address, images):
+        """The name, escaped (sfbt.printable)."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         if image is None:
             return f"{address:#x}"
         symbols = self._module(image)
         name = symbols.function(address - symbols.module.load_bias) if symbols else None
-        return name or f"{os.path.basename(image.path)}+{address - image.base:#x}"
+        return printable(name or f"{os.path.basename(image.path)}+{address - image.base:#x}")
 
 
 def folded_stacks(traces):
     """[(names root first, weight)] of saved traces (sfbt.archive.saved);
-    the names are escaped (trace_names)."""
+    the names are escaped (ImageNamer)."""
     namer = ImageNamer()
     stacks = []
     for trace in traces:

@@ -2,7 +2,8 @@
  * terminal escape and a newline that starts a forged frame line, one a byte
  * that is not UTF-8.  Both wait in hostile(), a function the tests rename
  * (objcopy --redefine-sym) to the same kind of name.  Prints "ready" once
- * the names are set, then waits. */
+ * the names are set, then waits.
+ * Usage: hostile_names [NAME NAME] (other names: bench/fuzz.py) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -25,10 +26,12 @@ static void *run_named(void *name)
     return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    static char *names[] = {"\033[2J\n#9 fake", "x\377"};
+    char *names[] = {"\033[2J\n#9 fake", "x\377"};
     pthread_t threads[2];
+    if (argc == 3)
+        names[0] = argv[1], names[1] = argv[2];
     pthread_barrier_init(&named, NULL, 3);
     for (int i = 0; i < 2; i++)
         pthread_create(&threads[i], NULL, run_named, names[i]);

@@ -58,7 +58,7 @@ def _load(args):
             _, fmt = read_elf_sframe(path)
         except (SfbtError, OSError):
             fmt = "elf64"
-        return args.synth_result.section, f"\n{path}:     file format {fmt}\n\n"
+        return args.synth_result.section, f"\n{printable(path)}:     file format {fmt}\n\n"
     try:
         if args.raw:
             return open_section(read_regular(path, MAX_SECTION_BYTES), args.address), ""
@@ -67,7 +67,7 @@ def _load(args):
         raise _failure(path, error) from None
     if section is None:
         raise CommandError(f"{path}: no SFrame section (.sframe or PT_GNU_SFRAME)")
-    return section, f"\n{path}:     file format {fmt}\n\n"
+    return section, f"\n{printable(path)}:     file format {fmt}\n\n"
 
 
 def _run_dump(args):
@@ -106,7 +106,7 @@ def _run_synth(args):
         write_atomically(args.output, data)
     except OSError as error:
         raise CommandError(f"{args.output}: {error.strerror or error}") from None
-    sys.stdout.write(f"{args.output}: SFrame v3, {len(data)} bytes, "
+    sys.stdout.write(f"{printable(args.output)}: SFrame v3, {len(data)} bytes, "
                      f"{len(result.section.functions)} FDEs, "
                      f"{result.section.num_rows} FREs (from {result.origin})\n"
                      f"{result.stats.summary()}\n")

@@ -203,13 +203,15 @@ class Recorder:
         def write(stream):
             out = ArchiveStream(self.archive, stream.fileno())
             started()
-            with EndingSignals() as signals:
-                self.run(duration, signals, out.flush)
+            self.run(duration, signals, out.flush)
             out.flush()
             self.stats.kept = out.events
             failure[0] = out.failure
         failure = [None]
-        replace_file(path, write)
+        # held until the file is in place: a signal while it is written
+        # out does not lose it
+        with EndingSignals() as signals:
+            replace_file(path, write)
         return failure[0]
 
 

@@ -188,3 +188,16 @@ def test_image_path_with_control_characters_and_a_file_name_not_utf8(hostile, tm
     missing = run_sfbt("cbf", "decode", os.fsdecode(name) + "\n#9")
     assert missing.returncode == 1
     assert missing.stderr == f"sfbt: {shown_file}\\n#9: No such file or directory\n"
+
+
+def test_long_names_are_escaped_but_not_remembered():
+    """An event string may be 64 KiB: distinct long names must not fill the
+    memo (sfbt.printable remembers names of at most MEMO_LENGTH)."""
+    from sfbt import printable as module
+    before = module._remembered.cache_info().currsize
+    for number in range(50):
+        long_name = f"{number}\n" + "x" * module.MEMO_LENGTH
+        assert printable(long_name) == f"{number}\\n" + "x" * module.MEMO_LENGTH
+    assert module._remembered.cache_info().currsize == before
+    printable("short\x1b name")
+    assert module._remembered.cache_info().currsize == before + 1

@@ -23,11 +23,25 @@ def _escaped(character):
     return "".join(f"\\{byte:03o}" for byte in data)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+def _escaped_text(text):
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+
+
+#: Names of at most this many characters are remembered, and at most
+#: MEMO_NAMES of them: a hostile archive of distinct long names (an event
+#: string may be 64 KiB) must not make the memo grow without bound.
+MEMO_LENGTH = 1024
+MEMO_NAMES = 4096
+
+_remembered = functools.lru_cache(maxsize=MEMO_NAMES)(_escaped_text)
+
+
 def printable(text):
     """``text`` with every character that is not printable escaped; one
     line whatever it holds.  Remembered per distinct text: an archive
     repeats a few names millions of times."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+    if len(text) > MEMO_LENGTH:
+        return _escaped_text(text)
+    return _remembered(text)

@@ -173,8 +173,11 @@ def _small_tmpfs(directory):
     not (no CAP_SYS_ADMIN).  (A user namespace would mount one, but sfbt in
     it could not trace a process outside it.)"""
     prefix = ["unshare", "--mount"]
-    probe = subprocess.run(prefix + ["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs",
-                                     str(directory)], capture_output=True)
+    try:
+        probe = subprocess.run(prefix + ["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs",
+                                         str(directory)], capture_output=True)
+    except OSError:  # no unshare(1)
+        return None
     return prefix if probe.returncode == 0 else None
 
 

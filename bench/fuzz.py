@@ -1,6 +1,11 @@
 """Fuzzing the command line with mutated inputs: ELF files (sframe dump,
 dump --synth, lookup, cbf decode --exe), archives (cbf decode, fold), bare
-CBF, Swift's JSON form and lws logs (cbf decode, fold, heapmap).
+CBF, Swift's JSON form and lws logs (cbf decode, fold, heapmap); and with
+hostile names (--names): thread names, stop reasons, labels, image paths
+and ELF symbols made of control characters, newlines that start forged
+lines, bytes that are not UTF-8 and markup, in archives given to cbf decode
+(--exe), fold and flame (SVG, speedscope), and thread names of a live
+process given to sfbt stack.
 
 Each case runs in a forked child (the modules are loaded once) under a
 memory limit (RLIMIT_AS) and a time limit (RLIMIT_CPU and a wall-clock
@@ -11,8 +16,11 @@ alarm), and is counted as one of:
   traceback an exception escaped, or more than one line of error
   hang      the time limit killed it
   blowup    the memory limit was hit (MemoryError), or it died of a signal
+  acted     (names) a name acted: a control character or a byte that is
+            not UTF-8 on the output, a line that is not the command's
+            layout, SVG that is not XML or JSON that does not parse
 
-Run: python3 bench/fuzz.py [--cases N] [--seed S] [--jobs J]
+Run: python3 bench/fuzz.py [--cases N] [--seed S] [--jobs J] [--names]
 Failing inputs are kept under --keep DIR.  tests/test_fuzz.py runs a few
 hundred seeded cases of the same engine.
 
@@ -35,9 +43,11 @@ import json
 import base64
 import os
 import random
+import re
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +62,7 @@ from sfbt.archive import cbf, lws  # noqa: E402
 from sfbt.archive.imagemap import Image, ImageMap, encode_image_map  # noqa: E402
 from sfbt.archive.store import Archive, MAGIC  # noqa: E402
 
-OUTCOMES = ("clean", "error", "traceback", "hang", "blowup")
+OUTCOMES = ("clean", "error", "traceback", "hang", "blowup", "acted")
 MEMORY_LIMIT = 1 << 30
 SECONDS = 10
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -166,9 +176,10 @@ def _child(argv, stderr_write, stdout_path=None):
     os._exit(status)
 
 
-def run_case(argv):
-    """(outcome, stderr text) of one command line in a forked child."""
-    outcome, stderr, _ = run_measured(argv)
+def run_case(argv, stdout_path=None):
+    """(outcome, stderr text) of one command line in a forked child; its
+    standard output goes to stdout_path when given."""
+    outcome, stderr, _ = run_measured(argv, stdout_path)
     return outcome, stderr
 
 
@@ -433,6 +444,191 @@ def fuzz_planted(cases, seed, directory, keep=None, report=None):
     return counts, failures
 
 
+# -- hostile names --------------------------------------------------------------
+
+#: pieces hostile names are made of: terminal escapes, a newline that starts
+#: a forged frame line or folded stack, bytes that are not UTF-8 (surrogate
+#: escapes), bidirectional overrides, markup and the folded-stack separators
+NAME_PIECES = ["\x1b[2J", "\x1b]0;title\x07", "\n#9  0x0000000000401000 in fake ()",
+               "\na;b 1000000", "\r", "\t", "\x00", "\x7f", "\x9b", "\udcff", "\udc80",
+               "\u202e", "\u200b", "\ufeff", "<script>", "]]>", "&amp;", '"', "'", ";",
+               " 12", "\\033", "é", "€", "main"]
+LINE_LAYOUTS = {
+    "decode": re.compile(r"(Backtrace \d+, captured .*:|#\d+ +0x[0-9a-f]+ in .+"
+                         r"|\.\.\. \d+ frames omitted|Backtrace stopped: .*)"),
+    "fold": re.compile(r".+ \d+"),
+    "stack": re.compile(r'(Thread \d+ \(LWP \d+( "[^\n]*")?\):|#\d+ +0x[0-9a-f]+ in .+'
+                        r"|Backtrace stopped: .*|)"),
+}
+#: what no output may hold: control characters but the newline, and bytes
+#: that are not UTF-8 (read back as surrogate escapes)
+_ACTING = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\udc80-\udcff\u202a-\u202e\u2066-\u2069]")
+
+
+def hostile_name(rng, printable_only=False):
+    pieces = NAME_PIECES if not printable_only else [p for p in NAME_PIECES if p.isprintable()]
+    return "".join(rng.choice(pieces) for _ in range(rng.randint(1, 4)))
+
+
+def hostile_bytes(rng, size):
+    """``size`` bytes of a hostile name with no NUL (C strings, ELF symbols)."""
+    data = b"".join(piece.encode("utf-8", "surrogateescape")
+                    for piece in (hostile_name(rng) for _ in range(size))).replace(b"\0", b"")
+    return (data * (size // max(len(data), 1) + 1))[:size] if data else b"x" * size
+
+
+def elf_with_hostile_symbols(path, rng):
+    """Write at path callchain-O2 with each function's name in .strtab
+    overwritten by hostile bytes of its length; {name offset: address}."""
+    from elftools.elf.elffile import ELFFile
+    source = FIXTURES / "v3" / "x86_64" / "callchain-O2"
+    data = bytearray(source.read_bytes())
+    with open(source, "rb") as stream:
+        elf = ELFFile(stream)
+        strtab = elf.get_section_by_name(".strtab")
+        functions = [(symbol["st_name"], symbol["st_value"], len(symbol.name.encode()))
+                     for symbol in elf.get_section_by_name(".symtab").iter_symbols()
+                     if symbol["st_info"]["type"] == "STT_FUNC" and symbol["st_value"]]
+    for name_at, _, size in functions:
+        at = strtab["sh_offset"] + name_at
+        data[at:at + size] = hostile_bytes(rng, size)
+    with open(path, "wb") as stream:
+        stream.write(data)
+    return [address for _, address, _ in functions]
+
+
+def hostile_archive(path, elf_path, addresses, rng):
+    """An archive of a few traces: frames in the hostile ELF file (mapped at
+    0x555555554000) and in an image of a hostile path; hostile thread
+    names, stop reasons and labels.  Returns the number of traces."""
+    base = 0x555555554000
+    images = ImageMap("linux-x86_64", [
+        Image(elf_path, base, base + 0x2000),
+        Image("/no/such/" + hostile_name(rng).replace("/", "|") + ".so", 0x7F0000000000,
+              0x7F0000100000, b"")])
+    archive = Archive()
+    count = rng.randint(1, 4)
+    for number in range(count):
+        frames = [cbf.Frame("pc", base + rng.choice(addresses) + 1)]
+        frames += [cbf.Frame("ra", rng.choice([0, 0x7F0000000100 + number,
+                                               base + rng.choice(addresses) + 5]))
+                   for _ in range(rng.randint(0, 4))]
+        frames.append(cbf.Frame("ra", 0x7F0000000010 + 64 * number))  # traces differ
+        for _ in range(rng.randint(1, 3)):
+            archive.capture(cbf.encode(frames), images, time_ns=number,
+                            architecture="x86_64", thread=hostile_name(rng),
+                            reason=hostile_name(rng), label=hostile_name(rng))
+    with open(path, "wb") as stream:
+        stream.write(MAGIC + archive.pending_bytes())
+    return count
+
+
+def names_acted(kind, text, traces=None):
+    """What a command printed lets a name act (see OUTCOMES), or None."""
+    if _ACTING.search(text):
+        return f"{_ACTING.search(text)[0]!r} on the output"
+    if kind in LINE_LAYOUTS:
+        lines = text.splitlines()
+        bad = next((line for line in lines if not LINE_LAYOUTS[kind].fullmatch(line)), None)
+        if bad is not None:
+            return f"line {bad!r}"
+        if kind == "fold" and len(lines) != traces:
+            return f"{len(lines)} folded lines for {traces} traces"
+    if kind == "svg":
+        import xml.dom.minidom
+        try:
+            xml.dom.minidom.parseString(text)
+        except Exception as error:  # expat's errors: any of them is a failure
+            return f"SVG is not XML: {error}"
+    if kind == "speedscope":
+        try:
+            json.loads(text)
+        except ValueError as error:
+            return f"JSON: {error}"
+    return None
+
+
+def _read_text(path):
+    try:
+        with open(path, "rb") as stream:
+            return stream.read().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return ""
+
+
+def _names_case(rng, directory, live):
+    """(outcome, argv, stderr) of one hostile-names case."""
+    out = os.path.join(directory, "out")
+    if live is not None and rng.random() < 0.1:
+        names = [hostile_bytes(rng, rng.randint(1, 15)) for _ in range(2)]
+        process = subprocess.Popen([live, *names], stdout=subprocess.PIPE,
+                                   stdin=subprocess.DEVNULL)
+        try:
+            process.stdout.readline()
+            argv, kind, traces = ["stack", str(process.pid)], "stack", None
+            outcome, stderr = run_case(argv, out)
+        finally:
+            process.kill()
+            process.wait()
+            process.stdout.close()
+        text = _read_text(out)
+        if outcome == "clean" and text.count("Thread ") != 3:
+            return "acted", argv, f"{text.count('Thread ')} thread headings"
+    else:
+        elf_path = os.path.join(directory, "lib" + hostile_name(rng, True).replace("/", "|"))
+        addresses = elf_with_hostile_symbols(elf_path, rng)
+        archive = os.path.join(directory, "trace-" + hostile_name(rng).replace("/", "|")
+                               .replace("\x00", "") + ".sfbt")
+        traces = hostile_archive(archive, elf_path, addresses, rng)
+        kind = rng.choice(["decode", "decode-exe", "fold", "svg", "speedscope"])
+        argv = {"decode": ["cbf", "decode", archive],
+                "decode-exe": ["cbf", "decode", archive, "--exe", elf_path],
+                "fold": ["fold", archive],
+                "svg": ["flame", archive, "-o", out + ".svg"],
+                "speedscope": ["flame", archive, "--format", "speedscope",
+                               "-o", out + ".json"]}[kind]
+        kind = "decode" if kind == "decode-exe" else kind
+        outcome, stderr = run_case(argv, out)
+        text = _read_text(out)
+        if kind in ("svg", "speedscope") and outcome == "clean":  # the file, not the summary
+            text = _read_text(argv[-1]) if not _ACTING.search(text) else text
+        elif kind in ("svg", "speedscope"):
+            kind = None
+        os.unlink(archive)
+        os.unlink(elf_path)
+    if outcome in ("clean", "error"):
+        acted = names_acted(kind, text, traces) or (
+            "stderr holds " + repr(_ACTING.search(stderr)[0]) if _ACTING.search(stderr)
+            else None)
+        if acted:
+            return "acted", argv, acted
+    return outcome, argv, stderr
+
+
+def fuzz_names(cases, seed, directory, live=None):
+    """Run hostile-names cases (``live``: the hostile_names program, for
+    sfbt stack cases); returns {outcome: count} and the failing cases
+    [(outcome, argv, None, detail)]."""
+    rng = random.Random(seed)
+    counts = dict.fromkeys(OUTCOMES, 0)
+    failures = []
+    for _ in range(cases):
+        outcome, argv, detail = _names_case(rng, directory, live)
+        counts[outcome] += 1
+        if outcome not in ("clean", "error"):
+            failures.append((outcome, argv, None, detail))
+    return counts, failures
+
+
+def build_hostile_names(directory):
+    """tests/programs/hostile_names.c, compiled with SFrame data."""
+    program = os.path.join(directory, "hostile_names")
+    subprocess.run(["gcc", "-O2", "-Wa,--gsframe", "-o", program,
+                    str(ROOT / "tests" / "programs" / "hostile_names.c"), "-lpthread"],
+                   check=True, capture_output=True)
+    return program
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
@@ -443,6 +639,8 @@ def main():
     parser.add_argument("--planted", action="store_true",
                         help="plant hostile cache entries and output links instead "
                         "(as root: some plants belong to another user)")
+    parser.add_argument("--names", action="store_true",
+                        help="hostile names instead of mutated inputs")
     args = parser.parse_args()
     began = time.time()
     if args.planted:
@@ -463,13 +661,17 @@ def main():
         if pid == 0:
             directory = tempfile.mkdtemp(prefix="sfbt-fuzz-")
             try:
-                counts, failures = fuzz(args.cases // args.jobs, args.seed + job, directory,
-                                        args.keep, report=1000)
+                if args.names:
+                    counts, failures = fuzz_names(args.cases // args.jobs, args.seed + job,
+                                                  directory, build_hostile_names(directory))
+                else:
+                    counts, failures = fuzz(args.cases // args.jobs, args.seed + job,
+                                            directory, args.keep, report=1000)
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
             print(f"job {job}: {json.dumps(counts)}", flush=True)
             for outcome, argv, _, stderr in failures[:20]:
-                print(f"  {outcome}: {' '.join(argv)}\n    "
+                print(f"  {outcome}: {' '.join(map(repr, argv))}\n    "
                       + stderr.strip().replace("\n", "\n    ")[-2000:], flush=True)
             os._exit(0)
         children.append(pid)

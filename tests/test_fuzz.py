@@ -63,3 +63,25 @@ def test_the_planted_engine_sees_harm(tmp_path, monkeypatch):
         assert planted._harms(0, False) == ["writes outside"]
     finally:
         planted.close()
+
+
+def test_hostile_names_cannot_act(tmp_path):
+    """Thread names, stop reasons, labels, image paths and ELF symbols made
+    of terminal escapes, forged lines, bytes that are not UTF-8 and markup:
+    cbf decode, fold, flame (SVG, speedscope) and sfbt stack print them
+    escaped, in their own layout, with valid XML and JSON."""
+    fuzz = _fuzz_module()
+    live = fuzz.build_hostile_names(str(tmp_path))
+    counts, failures = fuzz.fuzz_names(60, 2026, str(tmp_path), live)
+    assert sum(counts.values()) == 60 and counts["clean"] > 0
+    assert failures == [], "\n".join(f"{outcome}: {argv!r}\n{detail}"
+                                     for outcome, argv, _, detail in failures[:5])
+
+
+def test_the_names_check_sees_a_name_act():
+    fuzz = _fuzz_module()
+    assert fuzz.names_acted("decode", "#0  0x0000000000401000 in f\x1b[2J ()\n")
+    assert fuzz.names_acted("decode", "#0  0x0000000000401000 in f\n#9 fake\n")
+    assert fuzz.names_acted("fold", "main;f 1\nfake 2\n", traces=1)
+    assert fuzz.names_acted("svg", "<svg><text>\x01</text></svg>")
+    assert fuzz.names_acted("decode", r"#0  0x0000000000401000 in f\033[2J\n#9 fake ()") is None

@@ -8,6 +8,7 @@ from bisect import bisect_right
 
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
+from ..printable import printable
 
 
 def _reason(error):
@@ -248,15 +249,16 @@ class Symbolizer:
 
     def describe_file_address(self, address):
         """(function, location suffix) for an address of the --exe file
-        itself (a non-PIE program's run-time addresses are its file's)."""
+        itself (a non-PIE program's run-time addresses are its file's),
+        escaped (sfbt.printable)."""
         if not self._candidates:
             return "??", " ()"
         symbolizer = self._open(self._candidates[0])
         if symbolizer is None:
             return "??", " ()"
-        name = symbolizer.function(address) or "??"
+        name = printable(symbolizer.function(address) or "??")
         line = symbolizer.line(address)
-        return name, f" at {line[0]}:{line[1]}" if line else " ()"
+        return name, f" at {printable(line[0])}:{line[1]}" if line else " ()"
 
     def describer(self, images):
         """describe(address) for the images of one image map, remembering
@@ -285,7 +287,8 @@ class Symbolizer:
         return describe
 
     def describe(self, address, images):
-        """(function, location suffix) in sframe-bt's words."""
+        """(function, location suffix) in sframe-bt's words, escaped
+        (sfbt.printable)."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         return self._describe_in(address, image)
 
@@ -294,13 +297,13 @@ class Symbolizer:
             return "??", " ()"
         where = self._from.get(image.path)
         if where is None:
-            where = self._from[image.path] = f" from {image.path}"
+            where = self._from[image.path] = f" from {printable(image.path)}"
         symbolizer = self.for_image(image)
         if symbolizer is None:
             return "??", where
         file_address = address - image.base + symbolizer.base_address
-        name = symbolizer.function(file_address) or "??"
+        name = printable(symbolizer.function(file_address) or "??")
         line = symbolizer.line(file_address)
         if line is not None:
-            return name, f" at {line[0]}:{line[1]}"
+            return name, f" at {printable(line[0])}:{line[1]}"
         return name, where

@@ -7,6 +7,7 @@ import time
 
 from ..archive import cbf
 from ..commands.backtrace import backtrace_lines
+from ..printable import printable
 from ..unwind.modules import ModuleMap, SFrameSources
 from ..unwind.walk import STOP_LIMIT, Unwinder
 from .memory import ThreadState, ThreadTarget
@@ -44,7 +45,7 @@ class Walker:
 
 
 def thread_heading(number, state):
-    name = f' "{state.name}"' if state.name else ""
+    name = f' "{printable(state.name)}"' if state.name else ""
     return f"Thread {number} (LWP {state.tid}{name}):"
 
 

@@ -64,7 +64,8 @@ def _function_symbols(image):
                 if kind not in (STT_FUNC, STT_GNU_IFUNC) or not value or not shndx:
                     continue
                 end = strings.find(b"\0", name_at)
-                name = strings[name_at:end].decode("utf-8", "replace")
+                # bytes that are not UTF-8 kept, to be printed escaped
+                name = strings[name_at:end].decode("utf-8", "surrogateescape")
                 # a global name, else a weak one, else a local one;
                 # versioned names (clock_nanosleep@GLIBC_2.2.5) last
                 rank = (binding == STB_LOCAL) + (binding not in (STB_GLOBAL, STB_LOCAL)) \

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import PLUGIN, run_sfbt
 from gdb_support import compile_program, gdb_pcs, run_gdb
+from live_harness import gdb_threads
 
 _THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)(?: \"([^\"]*)\")?\):$", re.M)
 _GDB_THREAD = re.compile(r"^Thread \d+ \(.*LWP (\d+)\)")
@@ -105,7 +106,12 @@ def test_live_process_and_its_gcore(gdb, workers, tmp_path):
     tid = max(theirs)
     one = run_sfbt("stack", "--core", core, "--thread", tid)
     assert sfbt_stacks(one.stdout) == {tid: theirs[tid]}
-    assert one.stdout.startswith(f"Thread 9 (LWP {tid}):\n")
+    # numbered as GDB numbers the core's threads (NT_PRSTATUS order)
+    number = gdb_threads(gdb.command, [workers, core], tmp_path)[tid][0]
+    assert one.stdout.startswith(f"Thread {number} (LWP {tid}):\n")
+    # on attach, GDB numbers the main thread 1, then the order of /proc/PID/task
+    numbers = {int(m[2]): int(m[1]) for m in _THREAD.finditer(ours.stdout)}
+    assert numbers[running.pid] == 1 and sorted(numbers.values()) == list(range(1, 10))
 
 
 def _kernel_core_pattern():

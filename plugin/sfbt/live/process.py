@@ -5,10 +5,12 @@ a time as that takes."""
 import errno
 import os
 import time
+from bisect import bisect_right
 
 from ..elf import ElfError, open_elf
 from ..errors import SfbtError
 from . import ptrace, regsets
+from .images import ProcessImages
 from .mappings import VDSO, file_modules, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
@@ -65,31 +67,54 @@ class Process:
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
                                "(sfbt stack reads x86-64 and AArch64)")
+        self.images = ProcessImages(pid)
         try:
-            self.mappings = read_maps(pid)
+            self._set_mappings(read_maps(pid))
         except OSError as error:
             raise ProcessError(f"process {pid}: cannot read its mappings: "
                                f"{error.strerror or error}") from None
-        self.read = CachedReads(self._read_raw, self.mappings)
-        self._modules = None
         self._counter_files = {}  # tid -> open fds of its stat and schedstat
         self._names = {}
 
+    def _set_mappings(self, mappings):
+        self.mappings = mappings
+        self._starts = [m.start for m in mappings]
+        self.read = CachedReads(self._read_raw, mappings)
+        self._modules = None
+
     def _read_raw(self, address, size):
+        """From the mapped file where the mapping is its bytes (they do not
+        change, and stay readable after the process unmaps them), else
+        from the process."""
+        i = bisect_right(self._starts, address) - 1
+        if i >= 0 and address + size <= self.mappings[i].end:
+            data = self.images.read(self.mappings[i], address, size)
+            if data is not None:
+                return data
         return ptrace.read_pages(self.pid, address, size)
 
-    def reread_mappings(self):
+    def read_memory(self, address, size):
+        """The process's memory as a Target reads it (TargetMemoryError)."""
+        return self.read(address, size)
+
+    def reread_mappings(self, keep_gone=False):
         """Read /proc/PID/maps again (new libraries, new thread stacks);
-        whether they changed.  ProcessError once the process is gone."""
+        whether they changed.  With ``keep_gone``, the mappings that are gone
+        stay where no new one took their place: a thread copied before may
+        still have frames in a library unloaded since.  ProcessError once
+        the process is gone."""
         try:
             mappings = read_maps(self.pid)
         except OSError:
             raise ProcessError(f"process {self.pid} exited") from None
+        if keep_gone:
+            mappings = sorted(mappings + [old for old in self.mappings
+                                          if not any(m.start < old.end and old.start < m.end
+                                                     for m in mappings)],
+                              key=lambda m: m.start)
         if mappings == self.mappings:
             return False
-        self.mappings = mappings
-        self.read = CachedReads(self._read_raw, mappings)
-        self._modules = None
+        self._set_mappings(mappings)
         return True
 
     def _executable(self):
@@ -121,7 +146,7 @@ class Process:
 
     def modules(self):
         if self._modules is None:
-            modules = file_modules(self.mappings)
+            modules = file_modules(self.mappings, self.images.locate, self)
             for mapping in self.mappings:
                 if mapping.path == VDSO:
                     data = ptrace.read_pages(self.pid, mapping.start,
@@ -133,14 +158,18 @@ class Process:
         return self._modules
 
     def threads(self, fresh_names=True):
-        """[(tid, name)], the main thread first; without ``fresh_names``,
+        """[(tid, name)], the main thread first, then as /proc/PID/task
+        lists them; without ``fresh_names``,
         the name read when a thread was first seen."""
         try:
-            tids = sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
+            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
         except OSError:
             raise ProcessError(f"process {self.pid} exited") from None
         if not tids:
             raise ProcessError(f"process {self.pid} exited")
+        # as GDB numbers them on attach: the main thread, then the order of
+        # /proc/PID/task
+        tids.sort(key=lambda tid: tid != self.pid)
         threads = []
         for tid in tids:
             name = self._names.get(tid)
@@ -177,6 +206,7 @@ class Process:
     def close(self):
         for tid in list(self._counter_files):
             self._forget_thread(tid)
+        self.images.close()
 
     def snapshot(self, tid, name=""):
         """The thread's ThreadState, or None if it exited.  It is stopped

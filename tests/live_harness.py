@@ -37,6 +37,8 @@ _STOPPED = "Backtrace stopped: "
 THREAD_ENDS = ("clone3", "__clone3", "clone", "__clone")
 #: stop reasons of a complete stack
 COMPLETE_STOPS = (None, "outermost frame")
+#: the signal trampoline's names (glibc's, on x86-64 and AArch64)
+SIGNAL_TRAMPOLINES = ("__restore_rt", "__kernel_rt_sigreturn")
 #: what a stop reason says when a library was unloaded after the snapshot
 UNLOADED = "unloaded"
 
@@ -237,13 +239,15 @@ class Comparison:
     differences: List[str] = field(default_factory=list)
 
 
-def compare_with_gdb(stacks, theirs, comparison):
-    """Count threads whose PCs and number equal GDB's."""
+def compare_with_gdb(stacks, theirs, comparison, numbers=True):
+    """Count threads whose PCs and number (unless not ``numbers``) equal
+    GDB's."""
     for tid in sorted(set(stacks) | set(theirs)):
         comparison.threads += 1
         ours = stacks.get(tid)
         number, pcs = theirs.get(tid, (None, None))
-        if ours is not None and pcs is not None and ours.pcs == pcs and ours.number == number:
+        if (ours is not None and pcs is not None and ours.pcs == pcs
+                and (ours.number == number or not numbers)):
             comparison.equal += 1
         else:
             comparison.differences.append(
@@ -251,14 +255,20 @@ def compare_with_gdb(stacks, theirs, comparison):
                 + (ours.describe() if ours else "  not in sfbt's output"))
 
 
-def stopped_comparison(gdb_command, pid, walks, directory, comparison):
-    """Stop the process, walk it, compare with GDB, let it go."""
+def stopped_comparison(gdb_command, pid, walks, directory, comparison, numbers=True):
+    """Stop the process, walk it, compare with GDB, let it go.  GDB 13.1
+    numbers an attached process's threads as sfbt does (the main thread,
+    then /proc/PID/task's order); GDB 18.1 the others in reverse, so
+    ``numbers`` False compares only the PCs (the main thread is 1 in
+    both)."""
     os.kill(pid, signal.SIGSTOP)
     try:
         wait_stopped(pid)
         stacks = walks.stacks(pid)
-        compare_with_gdb(stacks, gdb_threads(gdb_command, ["-p", pid], directory),
-                         comparison)
+        theirs = gdb_threads(gdb_command, ["-p", pid], directory)
+        compare_with_gdb(stacks, theirs, comparison, numbers)
+        if stacks.get(pid) is None or stacks[pid].number != 1:
+            comparison.differences.append(f"the main thread {pid} is not Thread 1")
         return stacks
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -293,20 +303,36 @@ def walk_running(pid, walks, rounds, tally, start_routines=(), pause=0.0):
 
 # -- sfbt record ------------------------------------------------------------------
 
-_DECODED_TRACE = re.compile(r"^Backtrace (.*)$")
-
-
 def recorded_stacks(archive):
-    """[(thread label, [function name, ...], stop)] of every distinct stack
-    `sfbt record` saved, from `sfbt cbf decode`'s text."""
-    decoded = sfbt_command("cbf", "decode", archive)
-    if decoded.returncode != 0:
-        raise RuntimeError(decoded.stderr)
-    traces = []
-    for part in decoded.stdout.split("\nBacktrace ")[1:] if not decoded.stdout.startswith(
-            "Backtrace ") else decoded.stdout.split("Backtrace ")[1:]:
-        names = [m[3] for m in (_FRAME.match(line) for line in part.splitlines()) if m]
-        stop = next((line[len(_STOPPED):] for line in part.splitlines()
-                     if line.startswith(_STOPPED)), None)
-        traces.append((part.splitlines()[0], names, stop))
-    return traces
+    """[Stack] of every distinct stack in an archive `sfbt record` wrote,
+    named with the images its image map lists (their files as they are
+    now), as sfbt stack names frames."""
+    from sfbt.archive.saved import SavedFile
+    from sfbt.live.mappings import Mapping, file_modules
+    from sfbt.live.symbols import Describer
+    from sfbt.unwind.modules import ModuleMap
+    describers = {}
+    stacks = []
+    with SavedFile(str(archive)) as saved:
+        for trace in saved.traces():
+            key = tuple((image.path, image.base, image.end_of_text) for image in trace.images)
+            describe = describers.get(key)
+            if describe is None:
+                modules = file_modules([Mapping(base, end, True, False, 0, path)
+                                        for path, base, end in key])
+                describe = describers[key] = Describer(ModuleMap(modules))
+            stack = Stack(0, 0, trace.heading or "")
+            for frame in trace.frames:
+                lookup = frame.address if frame.kind == "pc" else frame.address - 1
+                name = describe.name(lookup)
+                if name == "??" and describe.name(frame.address) in SIGNAL_TRAMPOLINES:
+                    # a return address at the first byte of the kernel's signal
+                    # trampoline (its symbol does not cover the byte before)
+                    name = "<signal handler called>"
+                stack.frames.append((frame.address, name))
+            # a stack that ends at the outermost frame or main is all sfbt
+            # record keeps of the walk's stop
+            stacks.append(stack)
+        if saved.error is not None:
+            raise RuntimeError(str(saved.error))
+    return stacks

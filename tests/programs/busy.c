@@ -4,8 +4,10 @@
  * of its own, %D) on the way, spins at the bottom and starts again; main
  * sends them SIGUSR1, whose handler recurses the same way; with LIBRARY,
  * a "loader" thread dlopens it, recurses through it and dlcloses it, over
- * and over.  Prints "ready" once every thread runs.
- * Usage: busy [WORKERS [LIBRARY]] */
+ * and over.  With NAP, each recursion sleeps NAP microseconds at its
+ * bottom (a busy process that leaves the CPU to others).  Prints "ready"
+ * once every thread runs.
+ * Usage: busy [WORKERS [LIBRARY|- [NAP]]] */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <printf.h>
@@ -13,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static volatile unsigned long sink;
@@ -21,6 +24,7 @@ static __thread unsigned int seed;
 static __thread int pending_depth;
 static pthread_barrier_t started;
 static const char *library;
+static long nap;
 
 void descend(int depth);
 
@@ -71,6 +75,10 @@ __attribute__((noinline)) void descend(int depth)
 {
     if (depth <= 0) {
         spin(2000 + next_random() % 30000);
+        if (nap > 0) {
+            struct timespec time = {0, nap * 1000};
+            nanosleep(&time, NULL);
+        }
         return;
     }
     switch (next_random() % 3) {
@@ -131,7 +139,8 @@ static void *loader(void *argument)
 int main(int argc, char **argv)
 {
     int workers = argc > 1 ? atoi(argv[1]) : 3;
-    library = argc > 2 ? argv[2] : NULL;
+    library = argc > 2 && strcmp(argv[2], "-") ? argv[2] : NULL;
+    nap = argc > 3 ? atol(argv[3]) : 0;
     pthread_t thread;
     char name[16];
     struct sigaction action = {.sa_handler = on_signal, .sa_flags = SA_RESTART};

@@ -114,6 +114,7 @@ def _run_record(args, error_type):
         print(f"Recording process {args.pid} at {args.hz:g} Hz "
               f"({'for %g s' % args.duration if args.duration else 'until it exits'}"
               "; Ctrl-C stops).", file=sys.stderr, flush=True)
+
     try:
         recorder = Recorder(args.pid, args.hz)
         try:

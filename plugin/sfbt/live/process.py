@@ -19,6 +19,10 @@ class ProcessError(SfbtError):
     """A process sfbt cannot read: one line saying why."""
 
 
+class ProcessExited(ProcessError):
+    """The process exited (or there is no such process)."""
+
+
 def _read_text(path, default=""):
     try:
         # a thread's name is any bytes its process chose
@@ -60,7 +64,7 @@ class Process:
     def __init__(self, pid, arch=None):
         self.pid = pid
         if not os.path.isdir(f"/proc/{pid}/task"):
-            raise ProcessError(f"no process {pid}")
+            raise ProcessExited(f"no process {pid}")
         self.executable = self._executable()
         self.arch = arch or self._arch()
         if not regsets.supported(self.arch):
@@ -106,7 +110,7 @@ class Process:
         try:
             mappings = read_maps(self.pid)
         except OSError:
-            raise ProcessError(f"process {self.pid} exited") from None
+            raise ProcessExited(f"process {self.pid} exited") from None
         if keep_gone:
             mappings = sorted(mappings + [old for old in self.mappings
                                           if not any(m.start < old.end and old.start < m.end
@@ -133,7 +137,7 @@ class Process:
                 if os.path.isdir(f"/proc/{self.pid}"):
                     raise ProcessError(f"process {self.pid} has no executable (a kernel "
                                        "thread, or a process that is exiting)") from None
-                raise ProcessError(f"no process {self.pid}") from None
+                raise ProcessExited(f"no process {self.pid}") from None
             if error.errno in (errno.EACCES, errno.EPERM):
                 raise permission_error(self.pid, "permission denied") from None
             raise ProcessError(f"process {self.pid}: cannot read its executable: "
@@ -159,14 +163,14 @@ class Process:
 
     def threads(self, fresh_names=True):
         """[(tid, name)], the main thread first, then as /proc/PID/task
-        lists them; without ``fresh_names``,
-        the name read when a thread was first seen."""
+        lists them; without ``fresh_names``, the name read when a thread
+        was first seen."""
         try:
             tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
         except OSError:
-            raise ProcessError(f"process {self.pid} exited") from None
+            raise ProcessExited(f"process {self.pid} exited") from None
         if not tids:
-            raise ProcessError(f"process {self.pid} exited")
+            raise ProcessExited(f"process {self.pid} exited")
         # as GDB numbers them on attach: the main thread, then the order of
         # /proc/PID/task
         tids.sort(key=lambda tid: tid != self.pid)
@@ -195,9 +199,14 @@ class Process:
             self._forget_thread(tid)
             return None
         state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-        if state in (b"R", b"") or counters.startswith(b"0 0 0"):
-            return None
+        if state in (b"R", b"", b"Z", b"X") or counters.startswith(b"0 0 0"):
+            return None  # running, or exited (a snapshot finds it gone)
         return counters
+
+    def _exited(self, tid):
+        """Whether thread ``tid`` exited (gone, or a zombie)."""
+        stat = _read_text(f"/proc/{self.pid}/task/{tid}/stat")
+        return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] in ("", "Z", "X")
 
     def _forget_thread(self, tid):
         for fd in self._counter_files.pop(tid, ()):
@@ -217,6 +226,8 @@ class Process:
         except ptrace.ThreadGone:
             return None
         except ptrace.PtraceError as error:
+            if self._exited(tid):  # a zombie: ptrace refuses it
+                return None
             raise permission_error(self.pid, error) from None
         signal = 0
         try:

@@ -80,7 +80,7 @@ def live_threads(pid, only=None, sources=None):
     """(Walker, [(thread number, ThreadState)]) of process ``pid`` (only
     its thread ``only`` if given): each thread stopped in turn, only while
     its registers and stack are copied."""
-    from .process import Process, ProcessError
+    from .process import Process, ProcessError, ProcessExited
     process = Process(pid)
     try:
         threads = list(enumerate(process.threads(), 1))
@@ -91,7 +91,7 @@ def live_threads(pid, only=None, sources=None):
         numbered = [(number, process.snapshot(tid, name)) for number, (tid, name) in threads]
         numbered = [(number, state) for number, state in numbered if state]
         if not numbered:
-            raise ProcessError(f"process {pid} exited")
+            raise ProcessExited(f"process {pid} exited")
         try:  # the libraries loaded while the threads were copied
             process.reread_mappings(keep_gone=True)
         except ProcessError:

@@ -10,7 +10,7 @@ from ..commands.backtrace import backtrace_lines
 from ..printable import printable
 from ..unwind.modules import ModuleMap, SFrameSources
 from ..unwind.walk import STOP_LIMIT, Unwinder
-from .mappings import mapping_at
+from .mappings import display_path, mapping_at
 from .memory import ThreadState, ThreadTarget
 from .symbols import Describer
 
@@ -46,12 +46,21 @@ class Walker:
                 return (not frame.signal_trampoline
                         and self.describe.name(frame.lookup_pc) == "main")
         frames, stop = unwinder.walk(limit=FRAME_LIMIT, is_last=is_last)
-        if stop is not None and frames and self.mappings is not None:
-            last = frames[-1]
-            if mapping_at(self.mappings, last.lookup_pc) is None:
-                stop = (f"PC {last.pc:#x} is in no mapping (in a library unloaded "
-                        "since the thread was copied?)")
+        if stop is not None and frames:
+            stop = self._why_stopped(frames[-1], stop)
         return frames, stop
+
+    def _why_stopped(self, last, stop):
+        """The walk's stop reason, with what sfbt knows of the last frame's
+        image: gone since the thread was copied, or its file not the one
+        mapped."""
+        if self.mappings is not None and mapping_at(self.mappings, last.lookup_pc) is None:
+            return (f"PC {last.pc:#x} is in no mapping (in a library unloaded "
+                    "since the thread was copied?)")
+        module = self.module_map.module_for(last.lookup_pc)
+        if module is not None and getattr(module, "note", ""):
+            return f"{stop} (in {display_path(module)})"
+        return stop
 
 
 def thread_heading(number, state):
@@ -131,7 +140,7 @@ def capture(state, frames, stop, number):
 
 def image_map(arch, modules):
     from ..archive.imagemap import Image, ImageMap
-    images = [Image(m.path, m.image_base, m.end,
+    images = [Image(display_path(m), m.image_base, m.end,
                     bytes.fromhex(m.build_id) if m.build_id else b"")
               for m in modules]
     return ImageMap(f"linux-{arch.name}", images, 8 * arch.pointer_size)

@@ -4,7 +4,7 @@
 - every thread's stack walked while the process runs must be complete: no
   frame without a name, and it ends at ``main`` or, for another thread,
   passes through its start routine and ends at the outermost frame
-  (``clone3``); where a library was unloaded after the snapshot, a stop
+  (``clone3``; ``_start`` where ``main`` has no name); where a library was unloaded after the snapshot, a stop
   reason that says so;
 - with the process stopped (SIGSTOP), each thread's PCs and number equal
   those of ``gdb -nx -batch -p PID`` (GDB's own frames that are on the
@@ -33,8 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 _THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)(?: \"([^\"]*)\")?\):$")
 _FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+) in (.+?)(?: at | from | \(\)|$)")
 _STOPPED = "Backtrace stopped: "
-#: where a thread's stack ends when it is complete
-THREAD_ENDS = ("clone3", "__clone3", "clone", "__clone")
+#: where a stack that does not end at main ends when it is complete: a
+#: thread's at its clone, the main thread's at the entry point when main
+#: has no name (a stripped program)
+OUTERMOST = ("clone3", "__clone3", "clone", "__clone", "_start")
 #: stop reasons of a complete stack
 COMPLETE_STOPS = (None, "outermost frame")
 #: the signal trampoline's names (glibc's, on x86-64 and AArch64)
@@ -77,20 +79,21 @@ class Stack:
     def pcs(self):
         return [pc for pc, _ in self.frames]
 
-    def problem(self, start_routines=()):
+    def problem(self, start_routines=(), named=True):
         """Why the stack is not complete, or None; a stack cut short by a
         library unloaded after the snapshot is complete when its stop
-        reason says so."""
+        reason says so.  Without ``named`` (a program whose files have no
+        names for their static functions), frames without a name pass."""
         if not self.frames:
             return f"no frames ({self.stop})"
         names = [name for _, name in self.frames]
         if self.stop is not None and UNLOADED in self.stop:
             return None
-        if "??" in names:
+        if named and "??" in names:
             return f"a frame without a name at #{names.index('??')} ({self.stop})"
         if names[-1] == "main" and self.stop is None:
             return None
-        if names[-1] not in THREAD_ENDS or self.stop not in COMPLETE_STOPS:
+        if names[-1] not in OUTERMOST or self.stop not in COMPLETE_STOPS:
             return f"ends at {names[-1]} ({self.stop})"
         if start_routines and not set(names) & set(start_routines):
             return f"no start routine ({', '.join(start_routines)}) on the stack"
@@ -278,25 +281,30 @@ def stopped_comparison(gdb_command, pid, walks, directory, comparison, numbers=T
 class Tally:
     walked: int = 0
     complete: int = 0
+    #: of the complete ones: cut short by a library unloaded after the snapshot
+    unloaded: int = 0
     problems: List[str] = field(default_factory=list)
 
-    def add(self, stacks, start_routines=()):
+    def add(self, stacks, start_routines=(), named=True):
         for stack in stacks.values():
             self.walked += 1
-            problem = stack.problem(start_routines)
+            problem = stack.problem(start_routines, named)
             if problem is None:
                 self.complete += 1
+                self.unloaded += stack.stop is not None and UNLOADED in stack.stop
             else:
                 self.problems.append(f"{problem}\n{stack.describe()}")
 
     def line(self, what):
-        return f"{what}: {self.complete} of {self.walked} stacks complete"
+        unloaded = (f" ({self.unloaded} cut short by a library unloaded since)"
+                    if self.unloaded else "")
+        return f"{what}: {self.complete} of {self.walked} stacks complete{unloaded}"
 
 
-def walk_running(pid, walks, rounds, tally, start_routines=(), pause=0.0):
+def walk_running(pid, walks, rounds, tally, start_routines=(), pause=0.0, named=True):
     """Walk the running process ``rounds`` times."""
     for _ in range(rounds):
-        tally.add(walks.stacks(pid), start_routines)
+        tally.add(walks.stacks(pid), start_routines, named)
         if pause:
             time.sleep(pause)
 

@@ -103,6 +103,9 @@ class Recorder:
         self.archive = Archive()
         self.stats = RecordStats()
         self._previous = {}  # tid -> (registers, stack, cbf bytes)
+        #: tid -> its number, as GDB numbers threads: in the order first
+        #: seen (the main thread 1), never used again
+        self._numbers = {}
         self._new_walker()
 
     def _new_walker(self):
@@ -172,9 +175,10 @@ class Recorder:
     def _record(self, data, now, tid, name):
         arch = self.process.arch
         trace_id = self.archive.add_trace(data)
+        number = self._numbers.setdefault(tid, len(self._numbers) + 1)
+        thread = f"{number} ({tid} {name})" if name else f"{number} ({tid})"
         self.archive.add_event(Event(trace_id, self._image_map, now, arch.name,
-                                     f"{tid} ({name})" if name else str(tid),
-                                     "sample", self.label))
+                                     thread, "sample", self.label))
         self.stats.samples += 1
 
     def run(self, duration, signals, flush, on_first_sample=None):

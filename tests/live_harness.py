@@ -217,18 +217,22 @@ def gdb_threads(gdb_command, arguments, directory):
     return threads
 
 
+def thread_state(tid, pid=None):
+    """The state letter of a thread (/proc/.../stat), "" when it is gone."""
+    try:
+        with open(f"/proc/{pid or tid}/task/{tid}/stat") as stream:
+            text = stream.read()
+    except OSError:
+        return ""
+    return text[text.rfind(")") + 2]
+
+
 def wait_stopped(pid, timeout=10.0):
     """Wait until every thread of ``pid`` is stopped (after SIGSTOP)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        states = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as stream:
-                    text = stream.read()
-            except OSError:
-                continue
-            states.append(text[text.rfind(")") + 2])
+        states = [thread_state(int(tid), pid) for tid in os.listdir(f"/proc/{pid}/task")]
+        states = [state for state in states if state]
         if states and all(state in "tT" for state in states):
             return
         time.sleep(0.01)

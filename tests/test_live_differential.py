@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -112,4 +113,23 @@ def test_record_says_why_nothing_was_recorded(busy, tmp_path):
               rf"process {os.getpid()} \(a debugger\?\)")
     _one_line(recorded, reason)
     _one_line(stacked, reason)
+    assert not archive.exists()
+
+
+def test_record_of_a_process_that_exited(tmp_path):
+    """A process that exited (a zombie, not yet waited for): sfbt stack's
+    line, exit 1, no archive."""
+    archive = tmp_path / "none.sfbt"
+    exited = subprocess.Popen(["true"])
+    try:
+        for _ in range(200):
+            if harness.thread_state(exited.pid) == "Z":
+                break
+            time.sleep(0.05)
+        recorded = harness.sfbt_command("record", "-p", exited.pid, "-o", archive)
+        stacked = harness.sfbt_command("stack", exited.pid)
+    finally:
+        exited.wait()
+    _one_line(recorded, rf"sfbt: process {exited.pid} exited")
+    _one_line(stacked, rf"sfbt: process {exited.pid} exited")
     assert not archive.exists()

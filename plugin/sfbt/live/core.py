@@ -11,8 +11,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
-from ..files import open_regular
 from ..errors import SfbtError
+from ..files import open_regular
 from ..unwind.target import TargetMemoryError
 from . import regsets
 from .images import CoreImages, memory_build_id, notes
@@ -56,6 +56,7 @@ class Core:
         #: the core's own bytes as a Target reads them (no mapped file's)
         self.dumped = SimpleNamespace(read_memory=self.read_dumped)
         self.images = CoreImages(self)
+        self._with_executable = None
         self.executable = self._check_executable(executable)
         self._modules = None
 
@@ -167,11 +168,14 @@ class Core:
 
     def _file_mappings(self):
         """NT_FILE's mappings, the program's file being the executable."""
-        main = self._main_mapping()
-        if main is None or self.executable in (None, main.path):
-            return self.mappings
-        return [replace(m, path=self.executable) if m.path == main.path else m
-                for m in self.mappings]
+        if self._with_executable is None:
+            main = self._main_mapping()
+            if main is None or self.executable in (None, main.path):
+                self._with_executable = self.mappings
+            else:
+                self._with_executable = [replace(m, path=self.executable)
+                                         if m.path == main.path else m for m in self.mappings]
+        return self._with_executable
 
     # -- what sfbt stack needs ---------------------------------------------------
     def modules(self):
@@ -202,7 +206,8 @@ class Core:
             (tid,) = struct.unpack_from(self._endian + "i", desc, regsets.PRSTATUS_PID)
             registers = regsets.decode(self.arch, desc[regsets.PRSTATUS_REGISTERS:])
             states.append(ThreadState(tid, "", registers, signal=signal))
-        return states  # in NT_PRSTATUS order: the thread that crashed first, as GDB
+        # in NT_PRSTATUS order (the thread that crashed first), as GDB numbers them
+        return states
 
     def close(self):
         self._data.close()

@@ -134,6 +134,8 @@ class Process:
         except OSError as error:
             # open_elf names the file: a FileProblem that keeps the errno
             if error.errno == errno.ENOENT:
+                if self._exited(self.pid):
+                    raise ProcessExited(f"process {self.pid} exited") from None
                 if os.path.isdir(f"/proc/{self.pid}"):
                     raise ProcessError(f"process {self.pid} has no executable (a kernel "
                                        "thread, or a process that is exiting)") from None

@@ -6,6 +6,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -58,9 +61,72 @@ def test_a_core_whose_program_was_rebuilt(program, tmp_path):
     assert core is not None, made.stdout + made.stderr
     before = harness.sfbt_command("stack", "--core", core)
     assert before.returncode == 0 and " in main at " in before.stdout, before.stderr
-    os.replace(_another_build(tmp_path, program), program)
+    from sfbt.elf import read_build_id
+    original = read_build_id(str(program))
+    other = _another_build(tmp_path, program)
+    other_id = read_build_id(str(other))
+    os.replace(other, program)
     after = harness.sfbt_command("stack", "--core", core)
     assert after.returncode == 0, after.stderr
-    assert " in main " not in after.stdout
-    assert f"(in {program} (build id " in after.stdout and ", not the core's " \
-        in after.stdout, after.stdout
+    # never frames from the new file: the same frames, as far as the core's
+    # own copy of the program's pages (and names cached for its build id)
+    # lead, and a stack cut short says why
+    right = harness.parse_stacks(before.stdout)
+    for tid, stack in harness.parse_stacks(after.stdout).items():
+        assert stack.pcs == right[tid].pcs[:len(stack.pcs)], after.stdout
+        if len(stack.pcs) < len(right[tid].pcs):
+            assert stack.stop.endswith(f"(in {program} (build id {other_id} on disk, "
+                                       f"not the core's {original}))"), after.stdout
+    assert "register_tm_clones" not in after.stdout
+
+
+def test_without_root_a_file_of_the_same_build(tmp_path):
+    """A user who may not open /proc/PID/map_files: a file of the same
+    build id at the path is read (a copy, or a file system such as
+    overlayfs that reports other device numbers); another build is not,
+    and the frames say so."""
+    require(os.geteuid() == 0, "running a process as another user takes root")
+    (tmp_path / "build").mkdir()
+    built, _ = harness.build_busy(tmp_path / "build")
+    shared = Path(tempfile.mkdtemp(prefix="sfbt-test-nobody-"))
+    try:
+        shared.chmod(0o777)
+        program = shared / "busy"
+        shutil.copy(built, program)
+        program.chmod(0o755)
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+        def as_nobody():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        def stack(pid):
+            cache = Path(tempfile.mkdtemp(dir=shared))
+            cache.chmod(0o777)
+            return subprocess.run(
+                [python, "-m", "sfbt", "stack", str(pid)], preexec_fn=as_nobody,
+                capture_output=True, text=True, timeout=120, cwd="/",
+                env=dict(os.environ, PYTHONPATH=str(harness.ROOT / "plugin"),
+                         XDG_CACHE_HOME=str(cache)))
+
+        running = subprocess.Popen([str(program), "1", "-", "300"], preexec_fn=as_nobody,
+                                   stdout=subprocess.PIPE, text=True)
+        try:
+            assert running.stdout.readline().strip() == "ready"
+            copy = shared / "copy"
+            shutil.copy(program, copy)
+            os.replace(copy, program)  # the same build, another inode
+            same = stack(running.pid)
+            os.replace(_another_build(tmp_path, program), program)
+            other = stack(running.pid)
+        finally:
+            running.kill()
+            running.wait()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert same.returncode == 0, same.stderr
+    assert " in descend " in same.stdout and "replaced" not in same.stdout, same.stdout
+    assert other.returncode == 0, other.stderr
+    assert "register_tm_clones" not in other.stdout and " in descend " not in other.stdout
+    assert f"from {program} (replaced since it was mapped; its file cannot be read)" \
+        in other.stdout, other.stdout

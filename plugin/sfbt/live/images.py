@@ -4,8 +4,10 @@ A process maps a file by name, but the name may since have been given to
 another file (an upgrade replaced it) or to none (it was deleted).  The
 file on disk is the mapped one when its device and inode are the
 mapping's (/proc/PID/maps); else the mapped file is reached through
-/proc/PID/map_files/START-END (root may follow those links), and else
-only the process's memory holds the image.  For a core, a file is the
+/proc/PID/map_files/START-END (root may follow those links); else a file
+at the path whose build id is the one in the process's copy of the
+image's first page is as good; and else only the process's memory holds
+the image.  For a core, a file is the
 mapped one unless its build id differs from the one the core holds in
 the mapping's first page."""
 
@@ -13,6 +15,7 @@ import os
 import stat
 import struct
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from ..elf import PT_LOAD, PT_NOTE, ElfError, memory_image, read_build_id
 from ..files import open_regular
@@ -72,6 +75,12 @@ def memory_build_id(memory, base):
     return None
 
 
+def _whole(data, address, size):
+    if len(data) != size:
+        raise TargetMemoryError(address, size)
+    return data
+
+
 def _is_mapped_file(path, mapping):
     """Whether ``path`` names the very file ``mapping`` maps."""
     try:
@@ -95,10 +104,15 @@ class ProcessImages:
     """The files behind the mappings of live process ``pid``, and reads of
     their pages (``read``) instead of the process's memory where a mapping
     is its file's bytes: read-only, unchanged since it was mapped (no
-    anonymous pages), and its file found."""
+    anonymous pages), and its file found.  ``read_process(address, size)``
+    reads the process's memory (bytes, possibly short)."""
 
-    def __init__(self, pid):
+    def __init__(self, pid, read_process):
         self.pid = pid
+        self._process = SimpleNamespace(read_memory=lambda address, size: _whole(
+            read_process(address, size), address, size))
+        #: the process's mappings (Process sets them when it reads them)
+        self.mappings = []
         self._located = {}  # (path, device, inode) -> Located
         self._files = {}  # path -> open stream
 
@@ -115,8 +129,15 @@ class ProcessImages:
         link = f"/proc/{self.pid}/map_files/{mapping.start:x}-{mapping.end:x}"
         if _is_mapped_file(link, mapping):
             return Located(link)
-        what = ("deleted" if not os.path.lexists(mapping.path) or mapping.deleted
-                else "replaced")
+        # Not root: a file of the same build at the path is as good (a copy,
+        # or a file system that reports other device numbers, as overlayfs).
+        header = next((m for m in self.mappings if m.offset == 0 and m.path == mapping.path
+                       and (m.device, m.inode) == (mapping.device, mapping.inode)), None)
+        in_memory = memory_build_id(self._process, header.start) if header else None
+        if in_memory is not None and read_build_id(mapping.path) == in_memory:
+            return Located(mapping.path)
+        # (maps says "(deleted)" either way: the mapped file has no name)
+        what = "replaced" if os.path.lexists(mapping.path) else "deleted"
         return Located("", f"{what} since it was mapped; its file cannot be read")
 
     def read(self, mapping, address, size):

@@ -29,8 +29,6 @@ class Mapping:
     path: str  # "" for anonymous memory, "[stack]", "[vdso]", ...
     device: str = ""  # of the file, "major:minor" in hex as /proc/PID/maps shows it
     inode: int = 0
-    #: the file was deleted (maps says "(deleted)")
-    deleted: bool = False
     #: kB of its pages that are no longer the file's (written to, or
     #: private copies: smaps' Anonymous); None when not known.  Not
     #: compared: it changes while the mapping stays.
@@ -55,12 +53,11 @@ def parse_maps(text):
         start, _, end = fields[0].partition("-")
         perms = fields[1]
         path = fields[5] if len(fields) > 5 else ""
-        deleted = path.endswith(" (deleted)")
-        if deleted:
+        if path.endswith(" (deleted)"):
             path = path[:-len(" (deleted)")]
         mappings.append(Mapping(int(start, 16), int(end, 16), perms[0] == "r",
                                 perms[1] == "w", int(fields[2], 16), path, fields[3],
-                                int(fields[4]), deleted))
+                                int(fields[4])))
     return mappings
 
 

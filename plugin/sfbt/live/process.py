@@ -71,7 +71,8 @@ class Process:
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
                                "(sfbt stack reads x86-64 and AArch64)")
-        self.images = ProcessImages(pid)
+        self.images = ProcessImages(pid, lambda address, size: ptrace.read_pages(
+            pid, address, size))
         try:
             self._set_mappings(read_maps(pid))
         except OSError as error:
@@ -81,7 +82,7 @@ class Process:
         self._names = {}
 
     def _set_mappings(self, mappings):
-        self.mappings = mappings
+        self.mappings = self.images.mappings = mappings
         self._starts = [m.start for m in mappings]
         self.read = CachedReads(self._read_raw, mappings)
         self._modules = None

@@ -14,6 +14,7 @@ import pytest
 
 import live_harness as harness
 from conftest import require
+from test_stack import readable_copy_of_the_package
 
 
 @pytest.fixture
@@ -94,6 +95,7 @@ def test_without_root_a_file_of_the_same_build(tmp_path):
         program = shared / "busy"
         shutil.copy(built, program)
         program.chmod(0o755)
+        readable_copy_of_the_package(shared / "package")
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
         def as_nobody():
@@ -106,7 +108,7 @@ def test_without_root_a_file_of_the_same_build(tmp_path):
             return subprocess.run(
                 [python, "-m", "sfbt", "stack", str(pid)], preexec_fn=as_nobody,
                 capture_output=True, text=True, timeout=120, cwd="/",
-                env=dict(os.environ, PYTHONPATH=str(harness.ROOT / "plugin"),
+                env=dict(os.environ, PYTHONPATH=str(shared / "package"),
                          XDG_CACHE_HOME=str(cache)))
 
         running = subprocess.Popen([str(program), "1", "-", "300"], preexec_fn=as_nobody,

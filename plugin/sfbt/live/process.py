@@ -103,7 +103,7 @@ class Process:
         return self.read(address, size)
 
     def reread_mappings(self, keep_gone=False):
-        """Read /proc/PID/maps again (new libraries, new thread stacks);
+        """Read the mappings again (new libraries, new thread stacks);
         whether they changed.  With ``keep_gone``, the mappings that are gone
         stay where no new one took their place: a thread copied before may
         still have frames in a library unloaded since.  ProcessError once

@@ -134,7 +134,7 @@ def file_modules(mappings, locate=None, memory=None):
             bias, build_id = found
             modules.append(MappedModule(located.path or no_file_path(mapping.path), bias,
                                         mapping.start, end, build_id, mapping.start,
-                                        mapping.path, located.note))
+                                        mapped_as=mapping.path, note=located.note))
     return modules
 
 

@@ -86,8 +86,9 @@ def test_stack_record_decode_fold_and_flame(hostile, tmp_path):
     assert decoded.returncode == 0, decoded.stderr
     _all_lines_are_frames(decoded.stdout)
     assert f" in {SHOWN_SYMBOL_REPLACED}" in decoded.stdout
-    assert re.search(rf"thread \d+ \({re.escape(SHOWN_THREADS[0])}\)", decoded.stdout) \
-        or re.search(rf"thread \d+ \({re.escape(SHOWN_THREADS[1])}\)", decoded.stdout)
+    # threads as "N (TID name)"
+    assert re.search(rf"thread \d+ \(\d+ {re.escape(SHOWN_THREADS[0])}\)", decoded.stdout) \
+        or re.search(rf"thread \d+ \(\d+ {re.escape(SHOWN_THREADS[1])}\)", decoded.stdout)
 
     folded = run_sfbt("fold", archive)
     assert folded.returncode == 0, folded.stderr

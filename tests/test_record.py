@@ -38,6 +38,8 @@ def test_record_fold_and_flame(workers, tmp_path):  # noqa: F811
     counts = [1 if c == "once" else int(c.split()[0])
               for c in re.findall(r"captured (once|\d+ times)", decoded.stdout)]
     assert sum(counts) == count
+    # threads numbered as sfbt stack and GDB number them: the main thread 1
+    assert f"(thread 1 ({running.pid} workers), sample" in decoded.stdout
     # every waiting thread's stack was recorded as sfbt stack sees it, once
     # per sample
     traces = [tuple(int(pc, 16) for pc, _ in _FRAME.findall(part))

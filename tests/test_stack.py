@@ -19,6 +19,7 @@ import pytest
 
 from conftest import PLUGIN, run_sfbt
 from gdb_support import compile_program, gdb_pcs, run_gdb
+from live_harness import gdb_threads
 
 _THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)(?: \"([^\"]*)\")?\):$", re.M)
 _GDB_THREAD = re.compile(r"^Thread \d+ \(.*LWP (\d+)\)")
@@ -105,7 +106,12 @@ def test_live_process_and_its_gcore(gdb, workers, tmp_path):
     tid = max(theirs)
     one = run_sfbt("stack", "--core", core, "--thread", tid)
     assert sfbt_stacks(one.stdout) == {tid: theirs[tid]}
-    assert one.stdout.startswith(f"Thread 9 (LWP {tid}):\n")
+    # numbered as GDB numbers the core's threads (NT_PRSTATUS order)
+    number = gdb_threads(gdb.command, [workers, core], tmp_path)[tid][0]
+    assert one.stdout.startswith(f"Thread {number} (LWP {tid}):\n")
+    # on attach, GDB numbers the main thread 1, then the order of /proc/PID/task
+    numbers = {int(m[2]): int(m[1]) for m in _THREAD.finditer(ours.stdout)}
+    assert numbers[running.pid] == 1 and sorted(numbers.values()) == list(range(1, 10))
 
 
 def _kernel_core_pattern():
@@ -263,16 +269,26 @@ def test_another_users_process(workers):
     with tempfile.TemporaryDirectory(prefix="sfbt-readable-") as copy, \
             Running(workers) as running:
         readable_copy_of_the_package(Path(copy))
+
+        def run(*arguments):
+            return subprocess.run(
+                [python, "-m", "sfbt", *arguments], preexec_fn=as_nobody,
+                capture_output=True, text=True, timeout=120, cwd="/",
+                env=dict(os.environ, PYTHONPATH=copy, XDG_CACHE_HOME="/tmp"))
         owner = os.stat(f"/proc/{running.pid}").st_uid
-        result = subprocess.run(
-            [python, "-m", "sfbt", "stack", str(running.pid)], preexec_fn=as_nobody,
-            capture_output=True, text=True, timeout=120, cwd="/",
-            env=dict(os.environ, PYTHONPATH=copy, XDG_CACHE_HOME="/tmp"))
+        result = run("stack", str(running.pid))
+        # sfbt record gives the same line, and writes nothing
+        recorded = run("record", "-p", str(running.pid), "--duration", "1", "-o",
+                       "/tmp/sfbt-nobody-never-written.sfbt")
     if os.geteuid() == 0:
-        _one_line_error(result, rf"sfbt: cannot trace process {running.pid}: it belongs "
-                        rf"to user {owner} \(run sfbt as that user, or as root\)")
+        for each in (result, recorded):
+            _one_line_error(each, rf"sfbt: cannot trace process {running.pid}: it belongs "
+                            rf"to user {owner} \(run sfbt as that user, or as root\)")
+        assert not os.path.exists("/tmp/sfbt-nobody-never-written.sfbt")
     else:  # not root: our own process, which we may trace
         assert result.returncode == 0, result.stderr
+        assert recorded.returncode == 0, recorded.stderr
+        os.unlink("/tmp/sfbt-nobody-never-written.sfbt")
 
 
 def test_a_process_that_exits_while_read(workers):

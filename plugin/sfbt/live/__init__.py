@@ -4,8 +4,11 @@
   register sets, and process_vm_readv, through ctypes on libc;
 - ``regsets``: the kernel's register sets (ptrace, NT_PRSTATUS) as DWARF
   register numbers;
-- ``memory``: paged memory with per-thread stack snapshots;
-- ``mappings``: /proc/PID/maps and a core's NT_FILE as modules, the vDSO;
+- ``memory``: paged memory with per-thread stack snapshots (a snapshot
+  answers every read of its span from its copy);
+- ``mappings``: /proc/PID/smaps and a core's NT_FILE as modules, the vDSO;
+- ``images``: which file holds each mapped image (the mapped one, not a
+  file that replaced it), and reads of a process's pages from it;
 - ``process``, ``core``: a snapshot of each thread (registers, stack) and
   a Target for the unwinder, from a process or a core file;
 - ``stack``: the walk, symbolization and output of `sfbt stack`;

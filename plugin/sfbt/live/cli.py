@@ -40,30 +40,16 @@ def _core_threads(args, error_type):
 
 
 def _live_threads(args, error_type):
-    """(Walker, [(thread number, ThreadState)]) of a running process: each
-    thread stopped in turn, only while its registers and stack are copied."""
-    from .process import Process, ProcessError
-    from .stack import Walker
+    """(Walker, [(thread number, ThreadState)]) of a running process."""
+    from .stack import live_threads
     if args.target is None:
         raise error_type("which process? (sfbt stack PID, or --core CORE)")
-    pid = _pid_or_error(args.target, error_type)
-    process = Process(pid)
-    threads = list(enumerate(process.threads(), 1))
-    if args.thread is not None:
-        threads = [t for t in threads if t[1][0] == args.thread]
-        if not threads:
-            raise error_type(f"process {pid} has no thread {args.thread}")
-    numbered = [(number, process.snapshot(tid, name)) for number, (tid, name) in threads]
-    numbered = [(number, state) for number, state in numbered if state]
-    if not numbered:
-        raise ProcessError(f"process {pid} exited")
-    walker = Walker(process.arch, process.modules(), process.read, process.executable)
-    return walker, numbered
+    return live_threads(_pid_or_error(args.target, error_type), args.thread)
 
 
 def _run_stack(args, error_type):
     from ..files import write_atomically
-    from .stack import capture, save, stop_reason, thread_lines
+    from .stack import capture, save, stack_text, stop_reason
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
     try:
@@ -75,12 +61,7 @@ def _run_stack(args, error_type):
                              "--format archive")
         walks = [(number, state, *walker.walk(state)) for number, state in numbered]
         if args.format == "text":
-            lines = []
-            for number, state, frames, stop in walks:
-                if lines:
-                    lines.append("")
-                lines += thread_lines(walker, number, state, frames, stop)
-            text = "".join(line + "\n" for line in lines)
+            text = stack_text(walker, walks)
             if args.output:
                 write_atomically(args.output, text.encode())
             else:
@@ -133,6 +114,7 @@ def _run_record(args, error_type):
         print(f"Recording process {args.pid} at {args.hz:g} Hz "
               f"({'for %g s' % args.duration if args.duration else 'until it exits'}"
               "; Ctrl-C stops).", file=sys.stderr, flush=True)
+
     try:
         recorder = Recorder(args.pid, args.hz)
         try:

@@ -8,11 +8,14 @@ import os
 import struct
 from bisect import bisect_right
 from dataclasses import replace
+from types import SimpleNamespace
 
-from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, memory_image, open_elf
+from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
 from ..errors import SfbtError
+from ..files import open_regular
 from ..unwind.target import TargetMemoryError
 from . import regsets
+from .images import CoreImages, memory_build_id, notes
 from .mappings import file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState
 
@@ -29,18 +32,6 @@ PRPSINFO_FNAME = 40
 
 class CoreError(SfbtError):
     """A core file sfbt cannot read, or that does not match the executable."""
-
-
-def _notes(data, endian):
-    at = 0
-    while at + 12 <= len(data):
-        namesz, descsz, kind = struct.unpack_from(endian + "III", data, at)
-        name_at = at + 12
-        desc_at = name_at + ((namesz + 3) & ~3)
-        if desc_at + descsz > len(data):
-            return
-        yield kind, data[name_at:name_at + namesz].rstrip(b"\0"), data[desc_at:desc_at + descsz]
-        at = desc_at + ((descsz + 3) & ~3)
 
 
 class Core:
@@ -62,6 +53,10 @@ class Core:
             self._parse()
         except (ElfError, struct.error) as error:
             raise CoreError(f"{path}: not a readable core file: {error}") from None
+        #: the core's own bytes as a Target reads them (no mapped file's)
+        self.dumped = SimpleNamespace(read_memory=self.read_dumped)
+        self.images = CoreImages(self)
+        self._with_executable = None
         self.executable = self._check_executable(executable)
         self._modules = None
 
@@ -87,7 +82,7 @@ class Core:
         for segment in image.segments():
             if segment.type != PT_NOTE:
                 continue
-            for kind, name, desc in _notes(self._read_file(segment.offset, segment.filesz),
+            for kind, name, desc in notes(self._read_file(segment.offset, segment.filesz),
                                            endian):
                 if name != b"CORE":
                     continue
@@ -121,6 +116,7 @@ class Core:
             return executable
         if executable is None:
             return main.path
+        executable = os.path.abspath(executable)
         try:
             stream, image = open_elf(executable)
         except OSError as error:
@@ -130,7 +126,7 @@ class Core:
         with stream:
             wanted = image.build_id()
         header = next((m for m in self.mappings if m.path == main.path and m.offset == 0), None)
-        found = self._build_id_in_memory(header.start) if header else None
+        found = memory_build_id(self.dumped, header.start) if header else None
         if wanted and found and wanted != found:
             raise CoreError(f"{self.path} is a core of {main.path} (build id {found}), "
                             f"not of {executable} (build id {wanted})")
@@ -138,39 +134,31 @@ class Core:
             raise CoreError(f"{self.path} is a core of {main.path}, not of {executable}")
         return executable
 
-    def _build_id_in_memory(self, base):
-        """The GNU build id of the image whose ELF header the core holds at
-        ``base`` (the kernel and gcore dump that first page)."""
-        try:
-            image = memory_image(self, base)
-            if image is None:
-                return None
-            bias = base - min(s.vaddr - s.offset for s in image.segments() if s.type == PT_LOAD)
-            for segment in image.segments():
-                if segment.type != PT_NOTE:
-                    continue
-                data = self.read_memory(bias + segment.vaddr, segment.filesz)
-                for kind, name, desc in _notes(data, self._endian):
-                    if kind == 3 and name == b"GNU":
-                        return desc.hex()
-        except (TargetMemoryError, ElfError, ValueError):
-            return None
-        return None
-
     # -- memory ----------------------------------------------------------------
-    def read_memory(self, address, size):
-        """Bytes from the dumped segments, else from the mapped files."""
+    def read_dumped(self, address, size):
+        """Bytes from the dumped segments only."""
         i = bisect_right(self._load_starts, address) - 1
         if i >= 0:
             start, end, offset = self._loads[i]
             if address + size <= end:
                 return self._data[offset + address - start:offset + address - start + size]
-        for mapping in self.mappings:
+        raise TargetMemoryError(address, size)
+
+    def read_memory(self, address, size):
+        """Bytes from the dumped segments, else from the mapped files."""
+        try:
+            return self.read_dumped(address, size)
+        except TargetMemoryError:
+            pass
+        for mapping in self._file_mappings():
             if mapping.start <= address and address + size <= mapping.end:
+                path = self.images.locate(mapping).path
+                if not path:
+                    break
                 try:
-                    with open(mapping.path, "rb") as stream:
-                        stream.seek(mapping.offset + address - mapping.start)
-                        data = stream.read(size)
+                    with open_regular(path) as stream:
+                        data = os.pread(stream.fileno(), size,
+                                        mapping.offset + address - mapping.start)
                 except OSError:
                     break
                 if len(data) == size:
@@ -178,15 +166,21 @@ class Core:
                 break
         raise TargetMemoryError(address, size)
 
+    def _file_mappings(self):
+        """NT_FILE's mappings, the program's file being the executable."""
+        if self._with_executable is None:
+            main = self._main_mapping()
+            if main is None or self.executable in (None, main.path):
+                self._with_executable = self.mappings
+            else:
+                self._with_executable = [replace(m, path=self.executable)
+                                         if m.path == main.path else m for m in self.mappings]
+        return self._with_executable
+
     # -- what sfbt stack needs ---------------------------------------------------
     def modules(self):
         if self._modules is None:
-            mappings = self.mappings
-            main = self._main_mapping()
-            if main is not None and self.executable != main.path:
-                mappings = [replace(m, path=self.executable) if m.path == main.path else m
-                            for m in mappings]
-            modules = file_modules(mappings)
+            modules = file_modules(self._file_mappings(), self.images.locate, self)
             vdso = self.auxv.get(AT_SYSINFO_EHDR)
             if vdso:
                 data = self._vdso_bytes(vdso)
@@ -212,7 +206,8 @@ class Core:
             (tid,) = struct.unpack_from(self._endian + "i", desc, regsets.PRSTATUS_PID)
             registers = regsets.decode(self.arch, desc[regsets.PRSTATUS_REGISTERS:])
             states.append(ThreadState(tid, "", registers, signal=signal))
-        return sorted(states, key=lambda state: state.tid)
+        # in NT_PRSTATUS order (the thread that crashed first), as GDB numbers them
+        return states
 
     def close(self):
         self._data.close()

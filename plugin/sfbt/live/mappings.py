@@ -7,11 +7,12 @@ written)."""
 
 import io
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..elf import PT_LOAD, ElfError, ElfImage, open_elf
-from ..unwind.target import Module
+from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, open_elf
+from ..unwind.target import Module, TargetMemoryError
+from .images import Located, memory_build_id, no_file_path
 
 VDSO = "[vdso]"
 #: how the vDSO is named in frames (as ldd names it)
@@ -26,6 +27,12 @@ class Mapping:
     writable: bool
     offset: int  # in the file
     path: str  # "" for anonymous memory, "[stack]", "[vdso]", ...
+    device: str = ""  # of the file, "major:minor" in hex as /proc/PID/maps shows it
+    inode: int = 0
+    #: kB of its pages that are no longer the file's (written to, or
+    #: private copies: smaps' Anonymous); None when not known.  Not
+    #: compared: it changes while the mapping stays.
+    changed: Optional[int] = field(default=None, compare=False)
 
     @property
     def file_backed(self):
@@ -33,10 +40,14 @@ class Mapping:
 
 
 def parse_maps(text):
-    """[Mapping] of /proc/PID/maps' text."""
+    """[Mapping] of /proc/PID/maps' or /proc/PID/smaps' text."""
     mappings = []
     for line in text.splitlines():
         fields = line.split(None, 5)
+        if fields and fields[0].endswith(":"):  # smaps: "Key: value" of the last mapping
+            if fields[0] == "Anonymous:" and mappings and fields[1:2] and fields[1].isdigit():
+                mappings[-1] = replace(mappings[-1], changed=int(fields[1]))
+            continue
         if len(fields) < 5:
             continue
         start, _, end = fields[0].partition("-")
@@ -45,12 +56,15 @@ def parse_maps(text):
         if path.endswith(" (deleted)"):
             path = path[:-len(" (deleted)")]
         mappings.append(Mapping(int(start, 16), int(end, 16), perms[0] == "r",
-                                perms[1] == "w", int(fields[2], 16), path))
+                                perms[1] == "w", int(fields[2], 16), path, fields[3],
+                                int(fields[4])))
     return mappings
 
 
 def read_maps(pid):
-    with open(f"/proc/{pid}/maps") as stream:
+    """The process's mappings, from smaps (which says which pages are no
+    longer their file's)."""
+    with open(f"/proc/{pid}/smaps") as stream:
         return parse_maps(stream.read())
 
 
@@ -83,10 +97,23 @@ def _load_bias(image, header_address):
     return header_address - (first.vaddr - first.offset)
 
 
-def file_modules(mappings):
+@dataclass(frozen=True)
+class MappedModule(Module):
+    """A Module of a mapped file: ``path`` is where its file is read (a
+    path under NO_FILE when it cannot be), ``mapped_as`` the name the
+    process mapped it by, ``note`` why that name's file is not the one
+    read."""
+
+    mapped_as: str = ""
+    note: str = ""
+
+
+def file_modules(mappings, locate=None, memory=None):
     """A Module for each ELF file mapped from its offset 0: it starts at
     that mapping and ends with the last mapping of the same file that
-    follows it."""
+    follows it.  ``locate(mapping)`` says where its file is (an
+    images.Located; default: its path); one that cannot be read is
+    described from ``memory`` (a Target), if given."""
     modules = []
     for index, mapping in enumerate(mappings):
         if not mapping.file_backed or mapping.offset != 0:
@@ -96,20 +123,45 @@ def file_modules(mappings):
             if later.path != mapping.path or later.offset == 0:
                 break
             end = later.end
-        try:
-            stream, image = open_elf(mapping.path)
-        except (OSError, ElfError):
-            continue  # not an ELF file (a locale archive, a font), or gone
-        with stream:
-            try:
-                bias = _load_bias(image, mapping.start)
-                build_id = image.build_id()
-            except (OSError, ElfError, struct.error):
-                continue
-        if bias is not None:
-            modules.append(Module(mapping.path, bias, mapping.start, end, build_id,
-                                  mapping.start))
+        located = locate(mapping) if locate is not None else Located(mapping.path)
+        if located.path:
+            found = _file_image(located.path, mapping.start)
+        elif memory is not None:
+            found = _memory_image(memory, mapping.start)
+        else:
+            found = None
+        if found is not None:
+            bias, build_id = found
+            modules.append(MappedModule(located.path or no_file_path(mapping.path), bias,
+                                        mapping.start, end, build_id, mapping.start,
+                                        mapped_as=mapping.path, note=located.note))
     return modules
+
+
+def _file_image(path, start):
+    """(load bias, build id) of the ELF file at ``path`` mapped at
+    ``start``, or None (not an ELF file: a locale archive, a font)."""
+    try:
+        stream, image = open_elf(path)
+    except (OSError, ElfError):
+        return None
+    with stream:
+        try:
+            bias = _load_bias(image, start)
+            build_id = image.build_id()
+        except (OSError, ElfError, struct.error):
+            return None
+    return None if bias is None else (bias, build_id)
+
+
+def _memory_image(memory, start):
+    """(load bias, build id) of the ELF image at ``start`` in ``memory``."""
+    try:
+        image = memory_image(memory, start)
+        bias = _load_bias(image, start) if image is not None else None
+    except (TargetMemoryError, ElfError, struct.error):
+        return None
+    return None if bias is None else (bias, memory_build_id(memory, start))
 
 
 def vdso_module(data, start) -> Optional[Module]:
@@ -123,3 +175,11 @@ def vdso_module(data, start) -> Optional[Module]:
     if bias is None:
         return None
     return Module(VDSO_NAME, bias, start, start + len(data), build_id, start, image=data)
+
+
+def display_path(module):
+    """The module's name in frames: the name it was mapped by, and why its
+    file could not be read when it could not."""
+    name = getattr(module, "mapped_as", "") or module.path
+    note = getattr(module, "note", "")
+    return f"{name} ({note})" if note else name

@@ -49,10 +49,18 @@ class ThreadTarget(Target):
         self._stack_end = state.stack_start + len(state.stack)
 
     def read_memory(self, address, size):
-        start = self.state.stack_start
-        if start <= address and address + size <= self._stack_end:
-            return self.state.stack[address - start:address - start + size]
-        return self._read(address, size)
+        """Bytes of the stack copy where the request overlaps it (never the
+        thread's stack as it is now: the thread ran on), ``read`` for the
+        rest."""
+        start, end, stack = self.state.stack_start, self._stack_end, self.state.stack
+        stop = address + size
+        if stop <= start or end <= address or size <= 0:
+            return self._read(address, size)
+        if start <= address and stop <= end:
+            return stack[address - start:stop - start]
+        below = self._read(address, start - address) if address < start else b""
+        above = self._read(end, stop - end) if end < stop else b""
+        return below + stack[max(address, start) - start:min(stop, end) - start] + above
 
     def registers(self):
         return self.state.registers

@@ -5,16 +5,22 @@ a time as that takes."""
 import errno
 import os
 import time
+from bisect import bisect_right
 
 from ..elf import ElfError, open_elf
 from ..errors import SfbtError
 from . import ptrace, regsets
+from .images import ProcessImages
 from .mappings import VDSO, file_modules, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
 
 class ProcessError(SfbtError):
     """A process sfbt cannot read: one line saying why."""
+
+
+class ProcessExited(ProcessError):
+    """The process exited (or there is no such process)."""
 
 
 def _read_text(path, default=""):
@@ -58,38 +64,62 @@ class Process:
     def __init__(self, pid, arch=None):
         self.pid = pid
         if not os.path.isdir(f"/proc/{pid}/task"):
-            raise ProcessError(f"no process {pid}")
+            raise ProcessExited(f"no process {pid}")
         self.executable = self._executable()
         self.arch = arch or self._arch()
         if not regsets.supported(self.arch):
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
                                "(sfbt stack reads x86-64 and AArch64)")
+        self.images = ProcessImages(pid, lambda address, size: ptrace.read_pages(
+            pid, address, size))
         try:
-            self.mappings = read_maps(pid)
+            self._set_mappings(read_maps(pid))
         except OSError as error:
             raise ProcessError(f"process {pid}: cannot read its mappings: "
                                f"{error.strerror or error}") from None
-        self.read = CachedReads(self._read_raw, self.mappings)
-        self._modules = None
         self._counter_files = {}  # tid -> open fds of its stat and schedstat
         self._names = {}
 
+    def _set_mappings(self, mappings):
+        self.mappings = self.images.mappings = mappings
+        self._starts = [m.start for m in mappings]
+        self.read = CachedReads(self._read_raw, mappings)
+        self._modules = None
+
     def _read_raw(self, address, size):
+        """From the mapped file where the mapping is its bytes (they do not
+        change, and stay readable after the process unmaps them), else
+        from the process."""
+        i = bisect_right(self._starts, address) - 1
+        if i >= 0 and address + size <= self.mappings[i].end:
+            data = self.images.read(self.mappings[i], address, size)
+            if data is not None:
+                return data
         return ptrace.read_pages(self.pid, address, size)
 
-    def reread_mappings(self):
-        """Read /proc/PID/maps again (new libraries, new thread stacks);
-        whether they changed.  ProcessError once the process is gone."""
+    def read_memory(self, address, size):
+        """The process's memory as a Target reads it (TargetMemoryError)."""
+        return self.read(address, size)
+
+    def reread_mappings(self, keep_gone=False):
+        """Read the mappings again (new libraries, new thread stacks);
+        whether they changed.  With ``keep_gone``, the mappings that are gone
+        stay where no new one took their place: a thread copied before may
+        still have frames in a library unloaded since.  ProcessError once
+        the process is gone."""
         try:
             mappings = read_maps(self.pid)
         except OSError:
-            raise ProcessError(f"process {self.pid} exited") from None
+            raise ProcessExited(f"process {self.pid} exited") from None
+        if keep_gone:
+            mappings = sorted(mappings + [old for old in self.mappings
+                                          if not any(m.start < old.end and old.start < m.end
+                                                     for m in mappings)],
+                              key=lambda m: m.start)
         if mappings == self.mappings:
             return False
-        self.mappings = mappings
-        self.read = CachedReads(self._read_raw, mappings)
-        self._modules = None
+        self._set_mappings(mappings)
         return True
 
     def _executable(self):
@@ -105,10 +135,12 @@ class Process:
         except OSError as error:
             # open_elf names the file: a FileProblem that keeps the errno
             if error.errno == errno.ENOENT:
+                if self._exited(self.pid):
+                    raise ProcessExited(f"process {self.pid} exited") from None
                 if os.path.isdir(f"/proc/{self.pid}"):
                     raise ProcessError(f"process {self.pid} has no executable (a kernel "
                                        "thread, or a process that is exiting)") from None
-                raise ProcessError(f"no process {self.pid}") from None
+                raise ProcessExited(f"no process {self.pid}") from None
             if error.errno in (errno.EACCES, errno.EPERM):
                 raise permission_error(self.pid, "permission denied") from None
             raise ProcessError(f"process {self.pid}: cannot read its executable: "
@@ -121,7 +153,7 @@ class Process:
 
     def modules(self):
         if self._modules is None:
-            modules = file_modules(self.mappings)
+            modules = file_modules(self.mappings, self.images.locate, self)
             for mapping in self.mappings:
                 if mapping.path == VDSO:
                     data = ptrace.read_pages(self.pid, mapping.start,
@@ -133,14 +165,18 @@ class Process:
         return self._modules
 
     def threads(self, fresh_names=True):
-        """[(tid, name)], the main thread first; without ``fresh_names``,
-        the name read when a thread was first seen."""
+        """[(tid, name)], the main thread first, then as /proc/PID/task
+        lists them; without ``fresh_names``, the name read when a thread
+        was first seen."""
         try:
-            tids = sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
+            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
         except OSError:
-            raise ProcessError(f"process {self.pid} exited") from None
+            raise ProcessExited(f"process {self.pid} exited") from None
         if not tids:
-            raise ProcessError(f"process {self.pid} exited")
+            raise ProcessExited(f"process {self.pid} exited")
+        # as GDB numbers them on attach: the main thread, then the order of
+        # /proc/PID/task
+        tids.sort(key=lambda tid: tid != self.pid)
         threads = []
         for tid in tids:
             name = self._names.get(tid)
@@ -166,9 +202,14 @@ class Process:
             self._forget_thread(tid)
             return None
         state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-        if state in (b"R", b"") or counters.startswith(b"0 0 0"):
-            return None
+        if state in (b"R", b"", b"Z", b"X") or counters.startswith(b"0 0 0"):
+            return None  # running, or exited (a snapshot finds it gone)
         return counters
+
+    def _exited(self, tid):
+        """Whether thread ``tid`` exited (gone, or a zombie)."""
+        stat = _read_text(f"/proc/{self.pid}/task/{tid}/stat")
+        return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] in ("", "Z", "X")
 
     def _forget_thread(self, tid):
         for fd in self._counter_files.pop(tid, ()):
@@ -177,6 +218,7 @@ class Process:
     def close(self):
         for tid in list(self._counter_files):
             self._forget_thread(tid)
+        self.images.close()
 
     def snapshot(self, tid, name=""):
         """The thread's ThreadState, or None if it exited.  It is stopped
@@ -187,6 +229,8 @@ class Process:
         except ptrace.ThreadGone:
             return None
         except ptrace.PtraceError as error:
+            if self._exited(tid):  # a zombie: ptrace refuses it
+                return None
             raise permission_error(self.pid, error) from None
         signal = 0
         try:

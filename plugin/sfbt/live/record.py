@@ -27,7 +27,7 @@ from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive, Event
 from ..archive.stream import ArchiveStream
 from ..files import replace_file
-from .process import Process, ProcessError
+from .process import Process, ProcessError, ProcessExited
 from .stack import Walker, cbf_frames, image_map
 
 #: how often the mappings are read again (new libraries, new thread stacks)
@@ -84,6 +84,8 @@ class RecordStats:
     elapsed: float = 0.0
     ended: str = ""
     kept: int = 0  # samples written to the file
+    #: the ProcessError that ended the recording (None: time was up, or a signal)
+    error: object = None
 
     @property
     def rate(self):
@@ -101,21 +103,34 @@ class Recorder:
         self.archive = Archive()
         self.stats = RecordStats()
         self._previous = {}  # tid -> (registers, stack, cbf bytes)
+        #: tid -> its number, as GDB numbers threads: in the order first
+        #: seen (the main thread 1), never used again
+        self._numbers = {}
         self._new_walker()
 
     def _new_walker(self):
         process = self.process
         sources = getattr(self, "walker", None) and self.walker.sources
         self.walker = Walker(process.arch, process.modules(), process.read,
-                             process.executable, sources=sources)
+                             process.executable, sources=sources, mappings=process.mappings)
         self._image_map = self.archive.add_image_map(
             encode_image_map(image_map(process.arch, self.walker.modules)))
         self._maps_read = time.monotonic()
 
-    def _refresh_mappings(self):
-        if self.process.reread_mappings():
+    def _refresh_mappings(self, keep_gone=False):
+        if self.process.reread_mappings(keep_gone):
             self._new_walker()
         self._maps_read = time.monotonic()
+
+    def _walk(self, state):
+        """The walk of a copied thread; where it ends outside every known
+        library, again with the mappings read anew (one loaded since)."""
+        frames, stop = self.walker.walk(state)
+        if stop is not None and frames and \
+                self.walker.module_map.module_for(frames[-1].lookup_pc) is None:
+            self._refresh_mappings(keep_gone=True)
+            frames, stop = self.walker.walk(state)
+        return frames, stop
 
     def sample(self):
         """Sample every thread once."""
@@ -127,6 +142,7 @@ class Recorder:
         now = time.time_ns()
         word_size = 8 * self.process.arch.pointer_size
         stopped = []
+        gone = 0
         for tid, name in threads:
             previous = known.get(tid)
             if previous is not None and previous[2] is not None \
@@ -135,19 +151,22 @@ class Recorder:
             else:
                 state = self.process.snapshot(tid, name)
                 if state is None:
+                    gone += 1
                     continue
                 self.stats.stops.append(state.extra["stopped"])
                 key = (state.registers, state.stack)
                 if previous is not None and previous[0] == key:
                     data = previous[1]
                 else:
-                    frames, stop = self.walker.walk(state)
+                    frames, stop = self._walk(state)
                     data = cbf.encode(cbf_frames(frames), word_size,
                                       stop == "frame limit reached")
                     self.stats.walks += 1
                 known[tid] = [key, data, None]
                 stopped.append(tid)
             self._record(data, now, tid, name)
+        if gone == len(threads):
+            raise ProcessExited(f"process {self.process.pid} exited")
         # once they blocked again, what says the stopped threads have not
         # run since (read now, after the walks, not right after the stop)
         for tid in stopped:
@@ -156,16 +175,19 @@ class Recorder:
     def _record(self, data, now, tid, name):
         arch = self.process.arch
         trace_id = self.archive.add_trace(data)
+        number = self._numbers.setdefault(tid, len(self._numbers) + 1)
+        thread = f"{number} ({tid} {name})" if name else f"{number} ({tid})"
         self.archive.add_event(Event(trace_id, self._image_map, now, arch.name,
-                                     f"{tid} ({name})" if name else str(tid),
-                                     "sample", self.label))
+                                     thread, "sample", self.label))
         self.stats.samples += 1
 
-    def run(self, duration, signals, flush):
+    def run(self, duration, signals, flush, on_first_sample=None):
         """Sample at self.hz until ``duration`` seconds (None: no limit)
-        passed, the process exited, ``signals`` (EndingSignals) caught one,
+        passed, the process exited or could no longer be read
+        (``stats.error`` says why), ``signals`` (EndingSignals) caught one,
         or ``flush()`` (called every FLUSH_INTERVAL) says the samples can no
-        longer be written; a tick that comes late is skipped."""
+        longer be written; a tick that comes late is skipped.
+        ``on_first_sample()`` is called once a sample was taken."""
         interval = 1.0 / self.hz
         start = flushed = time.monotonic()
         tick = 0
@@ -186,10 +208,14 @@ class Recorder:
             tick += missed + 1
             try:
                 self.sample()
-            except ProcessError:
-                self.stats.ended = "the process exited"
+            except ProcessError as error:
+                self.stats.error = error
+                self.stats.ended = ("the process exited" if isinstance(error, ProcessExited)
+                                    else str(error))
                 break
             self.stats.ticks += 1
+            if on_first_sample is not None and self.stats.ticks == 1:
+                on_first_sample()
         if signals.caught is not None:
             self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
                                 else f"ended by {signals.caught}")
@@ -201,12 +227,17 @@ class Recorder:
     def record(self, path, duration=None, started=lambda: None):
         """Record into the archive file at path (replaced when the
         recording ends, see files.replace_file); ``started()`` is called
-        once the file is open.  Returns the OSError that stopped the
-        writing early (the samples before it are in the file), or None."""
+        once a sample was taken.  Returns the OSError that stopped the
+        writing early (the samples before it are in the file), or None.
+        Where no sample was taken, no file is written: the ProcessError that
+        ended the recording is raised (as sfbt stack words it)."""
         def write(stream):
             out = ArchiveStream(self.archive, stream.fileno())
-            started()
-            self.run(duration, signals, out.flush)
+            self.run(duration, signals, out.flush, started)
+            if not self.stats.samples:
+                raise self.stats.error or ProcessError(
+                    f"process {self.process.pid}: no stack recorded "
+                    f"({self.stats.ended or 'no sample'})")
             out.flush()
             self.stats.kept = out.events
             failure[0] = out.failure

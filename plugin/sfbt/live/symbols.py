@@ -21,6 +21,7 @@ from ..archive.symbolize import function_at
 from ..cache import Cache, identity
 from ..elf import ElfError, ElfImage, open_elf
 from ..files import open_regular
+from .mappings import display_path
 
 DEBUG_ROOT = "/usr/lib/debug/.build-id"
 STT_FUNC = 2
@@ -326,4 +327,4 @@ class Describer:
         if self.executable is not None and os.path.realpath(module.path) == os.path.realpath(
                 self.executable):
             return name, " ()"
-        return name, f" from {module.path}"
+        return name, f" from {display_path(module)}"

@@ -1,0 +1,135 @@
+"""sfbt stack and sfbt record on a process whose threads keep running
+(tests/live_harness.py, a short run; bench/live_differential.py runs it
+long): every stack walked while the threads run is complete; stopped,
+every thread's PCs and number equal GDB's; its core read with the
+executable named by a relative or an absolute path, the same."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import live_harness as harness
+
+#: busy.c's threads: 3 workers, the loader, main; 300 us asleep at the
+#: bottom of each recursion (the machine is shared)
+WORKERS, NAP = 3, 300
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory):
+    return harness.build_busy(tmp_path_factory.mktemp("busy"))
+
+
+def _started(busy):
+    program, library = busy
+    return harness.Started([program, WORKERS, library, NAP])
+
+
+def test_running_stacks_are_complete(busy):
+    """The stack pages around SP come from the copy made while the thread
+    was stopped, never from the process that ran on (before, 10 of 100
+    stacks were complete)."""
+    walks = harness.LiveWalks()
+    tally = harness.Tally()
+    with _started(busy) as running:
+        harness.walk_running(running.pid, walks, 12, tally, harness.BUSY_STARTS)
+    assert tally.walked == 12 * (WORKERS + 2)
+    assert tally.complete == tally.walked, "\n\n".join(tally.problems[:3])
+
+
+def test_stopped_stacks_equal_gdbs(gdb, busy, tmp_path):
+    """Stopped with SIGSTOP: each thread's PCs and number as GDB's own
+    frames (inline and tail-call frames left out), and the process's core
+    read with the executable named relatively or absolutely, the same."""
+    program, _ = busy
+    walks = harness.LiveWalks()
+    comparison = harness.Comparison()
+    core = tmp_path / "busy.core"
+    with _started(busy) as running:
+        for _ in range(2):
+            harness.stopped_comparison(gdb.command, running.pid, walks, tmp_path, comparison,
+                                       numbers=gdb.major == 13)
+        os.kill(running.pid, signal.SIGSTOP)
+        harness.wait_stopped(running.pid)
+        live = walks.stacks(running.pid)
+        made = subprocess.run([gdb.command, "-nx", "-batch", "-p", str(running.pid),
+                               "-ex", f"gcore {core}"], capture_output=True, text=True,
+                              timeout=300, stdin=subprocess.DEVNULL)
+        assert core.exists(), made.stdout + made.stderr
+    assert comparison.threads == 2 * (WORKERS + 2)
+    assert comparison.equal == comparison.threads and not comparison.differences, \
+        "\n\n".join(comparison.differences[:3])
+    theirs = harness.gdb_threads(gdb.command, [program, core], tmp_path)
+    assert {tid: pcs for tid, (_, pcs) in theirs.items()} == \
+        {tid: stack.pcs for tid, stack in live.items()}
+    for executable, cwd in ((program.name, program.parent), (program, None)):
+        result = harness.sfbt_command("stack", "--core", core, executable, cwd=cwd)
+        assert result.returncode == 0, result.stderr
+        from_core = harness.Comparison()
+        harness.compare_with_gdb(harness.parse_stacks(result.stdout), theirs, from_core)
+        assert from_core.equal == from_core.threads == WORKERS + 2, \
+            "\n\n".join(from_core.differences[:3])
+
+
+def test_recorded_stacks_are_complete(busy, tmp_path):
+    archive = tmp_path / "busy.sfbt"
+    with _started(busy) as running:
+        recorded = harness.sfbt_command("record", "-p", running.pid, "--hz", "40",
+                                        "--duration", "1.5", "-o", archive)
+    assert recorded.returncode == 0, recorded.stderr
+    stacks = harness.recorded_stacks(archive)
+    tally = harness.Tally()
+    tally.add(dict(enumerate(stacks)), harness.BUSY_STARTS)
+    assert tally.walked >= 10
+    assert tally.complete == tally.walked, "\n\n".join(tally.problems[:3])
+
+
+def _one_line(result, pattern):
+    assert result.returncode == 1, result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and re.fullmatch(pattern, lines[0]), result.stderr
+
+
+def test_record_says_why_nothing_was_recorded(busy, tmp_path):
+    """A traced process: sfbt stack's reason, exit 1, no archive."""
+    import ctypes
+    archive = tmp_path / "none.sfbt"
+    with _started(busy) as running:
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.ptrace(0x4206, running.pid, None, None) == 0  # PTRACE_SEIZE
+        try:
+            recorded = harness.sfbt_command("record", "-p", running.pid, "--duration", "1",
+                                            "-o", archive)
+            stacked = harness.sfbt_command("stack", running.pid)
+        finally:
+            libc.ptrace(0x4207, running.pid, None, None)  # PTRACE_INTERRUPT
+            os.waitpid(running.pid, 0x40000000)
+            libc.ptrace(17, running.pid, None, None)  # PTRACE_DETACH
+    reason = (rf"sfbt: cannot trace process {running.pid}: it is already traced by "
+              rf"process {os.getpid()} \(a debugger\?\)")
+    _one_line(recorded, reason)
+    _one_line(stacked, reason)
+    assert not archive.exists()
+
+
+def test_record_of_a_process_that_exited(tmp_path):
+    """A process that exited (a zombie, not yet waited for): sfbt stack's
+    line, exit 1, no archive."""
+    archive = tmp_path / "none.sfbt"
+    exited = subprocess.Popen(["true"])
+    try:
+        for _ in range(200):
+            if harness.thread_state(exited.pid) == "Z":
+                break
+            time.sleep(0.05)
+        recorded = harness.sfbt_command("record", "-p", exited.pid, "-o", archive)
+        stacked = harness.sfbt_command("stack", exited.pid)
+    finally:
+        exited.wait()
+    _one_line(recorded, rf"sfbt: process {exited.pid} exited")
+    _one_line(stacked, rf"sfbt: process {exited.pid} exited")
+    assert not archive.exists()

@@ -1,0 +1,94 @@
+"""A snapshot answers only from its copy: the walk's page cache reads
+whole pages, and a page that holds part of the copied stack takes the
+copy's bytes for that part, never the process's as they are now.  Code
+comes from the mapped file where the mapping is the file's bytes."""
+
+from sfbt.arch import X86_64
+from sfbt.live.memory import ThreadState, ThreadTarget
+from sfbt.live.process import Process
+from sfbt.unwind.modules import ModuleMap
+from sfbt.unwind.walk import Unwinder
+
+import live_harness as harness
+
+PAGE = 0x1000
+
+
+def _target(live):
+    """A thread whose stack copy is [0x10080, 0x12000) of "C" bytes, over
+    a process whose memory now reads ``live`` everywhere."""
+    state = ThreadState(1, "", {X86_64.sp: 0x10100, X86_64.pc: 0x400000},
+                        0x10080, b"C" * (0x12000 - 0x10080))
+
+    def read(address, size):
+        return live * size
+
+    return ThreadTarget(X86_64, state, read, [])
+
+
+def test_reads_of_the_copied_span_come_from_the_copy():
+    target = _target(b"L")
+    unwinder = Unwinder(target, ModuleMap([], target))
+    # the page that holds SP starts below the copy: the cache reads it whole
+    assert unwinder.read(0x10100, 8) == b"C" * 8
+    assert unwinder.read_word(0x10ff8) == int.from_bytes(b"C" * 8, "little")
+    # a read across the copy's start or end: the copy for its part
+    assert target.read_memory(0x10078, 16) == b"L" * 8 + b"C" * 8
+    assert target.read_memory(0x11ffc, 8) == b"C" * 4 + b"L" * 4
+    assert target.read_memory(0x9000, 16) == b"L" * 16
+
+
+def test_a_page_below_the_copy_that_cannot_be_read():
+    """The cache's whole-page read fails (the mapping starts at the copy):
+    the read the walk asked for is still answered from the copy."""
+    state = ThreadState(1, "", {X86_64.sp: 0x10100}, 0x10080, b"C" * 0x1f80)
+
+    def read(address, size):
+        from sfbt.unwind.target import TargetMemoryError
+        raise TargetMemoryError(address, size)
+
+    target = ThreadTarget(X86_64, state, read, [])
+    assert Unwinder(target, ModuleMap([], target)).read(0x10090, 8) == b"C" * 8
+
+
+def test_code_is_read_from_the_mapped_file(tmp_path):
+    (tmp_path / "build").mkdir()
+    program, _ = harness.build_busy(tmp_path / "build")
+    with harness.Started([program, 1, "-", 300]) as running:
+        process = Process(running.pid)
+        try:
+            code = next(m for m in process.mappings
+                        if m.path == str(program) and not m.writable and m.offset)
+            relro = [m for m in process.mappings if m.path == str(program)
+                     and not m.writable and m.changed]
+            from_file = process.images.read(code, code.start, 64)
+            with open(program, "rb") as stream:
+                stream.seek(code.offset)
+                assert from_file == stream.read(64)
+            from sfbt.live import ptrace
+            assert from_file == ptrace.read_pages(running.pid, code.start, 64)
+            # pages relocated since they were mapped are the process's
+            assert relro and all(process.images.read(m, m.start, 8) is None for m in relro)
+        finally:
+            process.close()
+
+
+def test_a_walk_that_ends_in_no_mapping_says_so():
+    """A thread copied while in a library that is unmapped by the time the
+    mappings are read: the stop reason names the likely cause."""
+    from sfbt.live.mappings import Mapping
+    from sfbt.live.stack import Walker
+    stack = Mapping(0x10000, 0x12000, True, True, 0, "[stack]")
+    state = ThreadState(1, "", {X86_64.sp: 0x10100, X86_64.pc: 0x7f0000001234,
+                                X86_64.fp: 0}, 0x10080, bytes(0x1f80))
+
+    def read(address, size):
+        from sfbt.unwind.target import TargetMemoryError
+        raise TargetMemoryError(address, size)
+
+    frames, stop = Walker(X86_64, [], read, mappings=[stack]).walk(state)
+    assert [frame.pc for frame in frames] == [0x7f0000001234]
+    assert stop == ("PC 0x7f0000001234 is in no mapping (in a library unloaded since "
+                    "the thread was copied?)")
+    # without the mappings (a core), the walk's own reason
+    assert Walker(X86_64, [], read).walk(state)[1] == "no unwind data for PC 0x7f0000001234"

@@ -1,18 +1,16 @@
-"""The ``sfbt`` command line."""
+"""The ``sfbt`` command line.
+
+Each command imports what it uses when it runs: `sfbt --version` or
+`sfbt stack` do not pay for the SFrame dumper, the archive codecs or the
+symbolizer of `cbf decode`.
+"""
 
 import argparse
 import sys
 
 from . import __version__
-from .archive import cbf, lws
-from .archive.report import folded_line, frame_lines, trace_names
-from .archive.saved import SavedFile, saved_trace_lines
 from .errors import SfbtError
-from .files import FileProblem, open_regular, read_regular, write_atomically
 from .live.cli import add_commands as add_live_commands
-from .sframe import dump_text, lookup_text, open_section
-from .sframe.dump import libsframe_2_40_text
-from .sframe.elf import read_elf_sframe
 
 
 class CommandError(SfbtError):
@@ -48,6 +46,9 @@ def _synthesized(path, use_cache=True):
 
 def _load(args):
     """The SFrame section named by the command line, and the dump preamble."""
+    from .files import read_regular
+    from .sframe import open_section
+    from .sframe.elf import read_elf_sframe
     path = args.file
     if getattr(args, "synth", False):
         if args.raw:
@@ -70,6 +71,7 @@ def _load(args):
 
 
 def _run_dump(args):
+    from .sframe import dump_text
     section, preamble = _load(args)
     try:
         text = dump_text(section)
@@ -79,6 +81,8 @@ def _run_dump(args):
 
 
 def _run_lookup(args):
+    from .sframe import lookup_text
+    from .sframe.dump import libsframe_2_40_text
     section, _ = _load(args)
     lines = []
     for address in args.addresses:
@@ -98,8 +102,9 @@ def _run_lookup(args):
 
 
 def _run_synth(args):
-    result = _synthesized(args.file, not args.no_cache)
+    from .files import write_atomically
     from .sframe import write_section
+    result = _synthesized(args.file, not args.no_cache)
     data = write_section(result.section)
     try:
         write_atomically(args.output, data)
@@ -137,6 +142,7 @@ def _describer(symbolizer, images):
 
 
 def _run_cbf_encode(args):
+    from .archive import cbf
     try:
         frames, truncated = cbf.parse_frames(sys.stdin.read())
         data = cbf.encode(frames, args.word_size, truncated)
@@ -150,6 +156,8 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
     ``write_trace(trace)`` for each; a bare CBF file goes to ``bare_cbf(data)``
     instead when given.  Errors become one line naming the file, after
     the traces read before an archive's damage."""
+    from .archive.saved import SavedFile
+    from .files import FileProblem
     try:
         with SavedFile(path) as saved:
             if bare_cbf is not None and saved.form == "cbf":
@@ -177,6 +185,8 @@ def _function_name(describe):
 
 
 def _run_cbf_decode(args):
+    from .archive import cbf
+    from .archive.saved import saved_trace_lines
     symbolizer = _symbolizer(args)
 
     def write_trace(trace):
@@ -191,6 +201,7 @@ def _run_cbf_decode(args):
 
 
 def _run_fold(args):
+    from .archive.report import folded_line, trace_names
     symbolizer = _symbolizer(args)
 
     def write_trace(trace):
@@ -201,6 +212,7 @@ def _run_fold(args):
 
 
 def _run_lws_filter(args):
+    from .archive import lws
     convert = (lws.filter_decode if args.lws_command == "decode"
                else lambda lines: lws.filter_encode(lines, legacy=args.legacy))
     try:
@@ -211,6 +223,9 @@ def _run_lws_filter(args):
 
 
 def _run_heapmap(args):
+    from .archive import cbf, lws
+    from .archive.report import frame_lines
+    from .files import open_regular
     try:
         with open_regular(args.log) as stream:
             groups = lws.group_allocations(lws.log_lines(stream))
@@ -330,7 +345,11 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else argv
+    if arguments == ["--version"]:  # without argparse's import and the parser
+        print(f"sfbt {__version__}")
+        return 0
+    args = build_parser().parse_args(arguments)
     # Paths from image maps and ELF files are bytes: print them as they are.
     sys.stdout.reconfigure(errors="surrogateescape")
     try:

@@ -151,11 +151,21 @@ def against_eu_stack(args, pid, env, work):
 
 
 def version(args, env):
-    ours = [sys.executable, "-m", "sfbt", "--version"]
-    timed(ours, env)
-    print(paired_ratios(args.rounds, lambda: timed(ours, env)[0],
-                        lambda: timed([PYTHON, "-c", "pass"])[0]).line(
-        f"sfbt --version / {PYTHON} -c pass", goal=2))
+    """sfbt --version as its console script runs it (``from sfbt.cli import
+    main``), against the same interpreter's ``-c pass`` and against
+    Debian's python3's, the issue's anchor (both run sfbt too: Debian's
+    interpreter with this tree on its path)."""
+    entry = ["-c", "import sys; from sfbt.cli import main; sys.exit(main())", "--version"]
+    for python in (sys.executable, PYTHON):
+        ours = [python, *entry]
+        timed(ours, env)
+        print(paired_ratios(args.rounds, lambda: timed(ours, env)[0],
+                            lambda: timed([PYTHON, "-c", "pass"])[0]).line(
+            f"sfbt --version ({python}) / {PYTHON} -c pass", goal=2))
+    same = [sys.executable, *entry]
+    print(paired_ratios(args.rounds, lambda: timed(same, env)[0],
+                        lambda: timed([sys.executable, "-c", "pass"], env)[0]).line(
+        f"sfbt --version / {sys.executable} -c pass"))
 
 
 def measure(args, pid, env):

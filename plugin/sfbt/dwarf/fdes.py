@@ -29,20 +29,6 @@ class CfiUnavailable(SfbtError):
     """An image whose call-frame information cannot be found or read."""
 
 
-class SortedFdes:
-    """FDEs from a whole parse, sorted by start (empty ones left out)."""
-
-    def __init__(self, fdes):
-        self.fdes = sorted((f for f in fdes if f.size), key=lambda f: f.start)
-        self._starts = [f.start for f in self.fdes]
-
-    def find(self, address):
-        index = bisect_right(self._starts, address) - 1
-        if index >= 0 and address < self.fdes[index].end:
-            return self.fdes[index]
-        return None
-
-
 class EhFrameHdrTable:
     """.eh_frame through .eh_frame_hdr's binary search table, read in place."""
 
@@ -100,7 +86,8 @@ def hdr_table(hdr, hdr_address, eh_frame, eh_address, big_endian):
 
 
 class ParsedFdes:
-    """A section's FDEs, parsed whole on first use."""
+    """A section's FDEs, parsed whole on first use and sorted by start
+    (empty ones left out) for lookups."""
 
     def __init__(self, data, address, eh_frame, big_endian, address_size=8):
         self._args = (data, address)
@@ -108,6 +95,7 @@ class ParsedFdes:
                              address_size=address_size)
         self._parsed = None
         self._sorted = None
+        self._starts = None
 
     def all_fdes(self):
         """(every FDE in section order, entries that could not be parsed)."""
@@ -115,17 +103,19 @@ class ParsedFdes:
             self._parsed = parse_cfi(*self._args, **self._options)
         return self._parsed
 
-    def _index(self):
-        if self._sorted is None:
-            self._sorted = SortedFdes(self.all_fdes()[0])
-        return self._sorted
-
     @property
     def count(self):
         return len(self.all_fdes()[0])
 
     def find(self, address):
-        return self._index().find(address)
+        if self._sorted is None:
+            self._sorted = sorted((f for f in self.all_fdes()[0] if f.size),
+                                  key=lambda f: f.start)
+            self._starts = [f.start for f in self._sorted]
+        index = bisect_right(self._starts, address) - 1
+        if index >= 0 and address < self._sorted[index].end:
+            return self._sorted[index]
+        return None
 
 
 def image_arch(image: ElfImage):

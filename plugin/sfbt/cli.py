@@ -5,7 +5,6 @@ Each command imports what it uses when it runs: `sfbt --version` or
 symbolizer of `cbf decode`.
 """
 
-import argparse
 import sys
 
 from . import __version__
@@ -22,6 +21,7 @@ MAX_SECTION_BYTES = 1 << 30
 
 
 def _address(text):
+    import argparse
     try:
         return int(text, 0)
     except ValueError:
@@ -259,6 +259,7 @@ def _add_input_arguments(parser):
 
 
 def build_parser():
+    import argparse
     parser = argparse.ArgumentParser(
         prog="sfbt", description="SFrame-driven stack traces: tools that "
         "work outside the debugger.")
@@ -346,7 +347,7 @@ def build_parser():
 
 def main(argv=None):
     arguments = sys.argv[1:] if argv is None else argv
-    if arguments == ["--version"]:  # without argparse's import and the parser
+    if arguments == ["--version"]:  # without importing argparse or building the parser
         print(f"sfbt {__version__}")
         return 0
     args = build_parser().parse_args(arguments)

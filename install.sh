@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Set up sfbt on Debian 12: system packages, the Python dependencies of the
-# debuggers' own Python and of python3 on PATH, the `sfbt` command, and one
-# line each in ~/.gdbinit and ~/.lldbinit that loads the plugin.
+# Set up sfbt on Debian 12: system packages, the `sfbt` command in a venv of
+# its own (as pipx does), and one line each in ~/.gdbinit and ~/.lldbinit
+# that loads the plugin.
 #
 #   ./install.sh                   set up (idempotent)
-#   ./install.sh --test-debuggers  also set up the test suite's debugger
-#                                  matrix: GDB 18.1 and LLDB 23.1 from PyPI
-#                                  in venvs under $XDG_CACHE_HOME/sfbt/debuggers
-#   ./install.sh --uninstall       remove the init lines again
+#   ./install.sh --test-debuggers  also set up what the test suite needs:
+#                                  its Python packages in python3 on PATH,
+#                                  qemu-user, gdb-multiarch and the cross C
+#                                  libraries, and GDB 18.1 and LLDB 23.1 from
+#                                  PyPI in venvs under
+#                                  $XDG_CACHE_HOME/sfbt/debuggers
+#   ./install.sh --uninstall       remove the init lines, the `sfbt` link
+#                                  and its venv again
+#
+# The `sfbt` command: a venv under $XDG_DATA_HOME/sfbt/venv (default
+# ~/.local/share) with this checkout installed in editable mode, linked from
+# $SFBT_BIN_DIR (default ~/.local/bin, or /usr/local/bin for root).  No other
+# Python is changed for it.
 #
 # It never removes a debugger: an LLDB the user has (19 or newer, with
 # working Python bindings) is used as it is.
@@ -24,11 +33,23 @@ LLDB=lldb
 
 APT_PACKAGES=(
   gcc make binutils gdb
-  python3 python3-pip python3-venv python3-pyelftools python3-pytest
-  python3-pexpect python3-hypothesis
+  python3 python3-pip python3-venv python3-pyelftools
+)
+# Only for the test suite (--test-debuggers): its Python packages for the
+# system Python, and the AArch64 / s390x programs' qemu-user, gdb-multiarch
+# and C runtimes.
+TEST_APT_PACKAGES=(
+  python3-pytest python3-pexpect python3-hypothesis
   qemu-user gdb-multiarch gdbserver libc6-arm64-cross libc6-s390x-cross
   elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
+  golang-go  # go tool pprof reads sfbt flame --format pprof: tests/test_flame.py
+  nodejs  # runs the flame graph's script: tests/test_flame.py
 )
+
+VENV="${XDG_DATA_HOME:-$HOME/.local/share}/sfbt/venv"
+if [ "$(id -u)" -eq 0 ]; then BIN_DIR="${SFBT_BIN_DIR:-/usr/local/bin}"
+else BIN_DIR="${SFBT_BIN_DIR:-$HOME/.local/bin}"; fi
+LINK="$BIN_DIR/sfbt"
 
 say() { printf 'install.sh: %s\n' "$*"; }
 
@@ -36,9 +57,16 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# wanted_packages [--test-debuggers]: the apt packages to install.
+wanted_packages() {
+  printf '%s\n' "${APT_PACKAGES[@]}"
+  if [ "${1:-}" = --test-debuggers ]; then printf '%s\n' "${TEST_APT_PACKAGES[@]}"; fi
+}
+
+# install_packages PACKAGE...: install those not installed yet.
 install_packages() {
   local missing=() package
-  for package in "${APT_PACKAGES[@]}"; do
+  for package in "$@"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \
       || missing+=("$package")
   done
@@ -50,20 +78,48 @@ install_packages() {
   fi
 }
 
-# The debuggers embed the system Python (/usr/bin/python3): its packages come
-# from apt above.  python3 on PATH may be another interpreter: give it the
-# dependencies and the `sfbt` command through pip.
-install_python() {
-  local python
-  python=$(command -v python3)
-  if [ "$(readlink -f "$python")" = "$(readlink -f /usr/bin/python3)" ]; then
-    as_root python3 -m pip install -q --no-deps --no-build-isolation \
-      --break-system-packages -e "$ROOT" 2>/dev/null \
-      || as_root python3 -m pip install -q --no-deps -e "$ROOT"
-  else
-    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r "$ROOT/requirements.txt"
-    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -e "$ROOT"
-    if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+# The `sfbt` command: this checkout, editable, in a venv of the system
+# Python's, linked from BIN_DIR.  A file there that is not our link is left
+# alone, with a message.
+install_command() {
+  if [ ! -x "$VENV/bin/python3" ]; then
+    say "making the sfbt command's venv in $VENV"
+    /usr/bin/python3 -m venv "$VENV"
+  fi
+  "$VENV/bin/python3" -m pip install -q --disable-pip-version-check -e "$ROOT"
+  mkdir -p "$BIN_DIR"
+  if { [ -e "$LINK" ] || [ -L "$LINK" ]; } && ! is_our_link "$LINK"; then
+    say "not replacing $LINK (not a link to $VENV/bin/sfbt); run $VENV/bin/sfbt"
+    return 0
+  fi
+  ln -sfn "$VENV/bin/sfbt" "$LINK"
+  local first
+  first=$(command -v sfbt || true)
+  case ":$PATH:" in
+  *":$BIN_DIR:"*)
+    if [ "$first" != "$LINK" ]; then say "$first comes before $LINK on PATH"; fi ;;
+  *) say "$BIN_DIR is not on PATH: add it, or run $LINK" ;;
+  esac
+}
+
+# is_our_link PATH: PATH is a symbolic link to the sfbt venv's command.
+is_our_link() {
+  [ -L "$1" ] && [ "$(readlink "$1")" = "$VENV/bin/sfbt" ]
+}
+
+uninstall_command() {
+  if is_our_link "$LINK"; then rm -f "$LINK" && say "removed $LINK"; fi
+  if [ -f "$VENV/pyvenv.cfg" ]; then rm -rf "$VENV" && say "removed $VENV"; fi
+  rmdir "$(dirname "$VENV")" 2>/dev/null || true
+}
+
+# The tests run under python3 on PATH: the system Python has their packages
+# from apt (TEST_APT_PACKAGES); another one (pyenv's, a venv) gets them from
+# pip.
+install_test_python() {
+  if [ "$(python3 -c 'import sys; print(sys.prefix)')" != /usr ]; then
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+      -r "$ROOT/requirements.txt"
   fi
 }
 
@@ -154,8 +210,12 @@ install_init_lines() {
 check() {
   /usr/bin/python3 -c 'import elftools' \
     || { say "the system Python cannot import pyelftools"; exit 1; }
-  python3 -m sfbt --version >/dev/null \
-    || { say "python3 -m sfbt does not run"; exit 1; }
+  "$VENV/bin/sfbt" --version >/dev/null \
+    || { say "$VENV/bin/sfbt does not run"; exit 1; }
+  if [ "${1:-}" = --test-debuggers ]; then
+    python3 -c 'import elftools, hypothesis, pexpect, pytest' \
+      || { say "python3 on PATH cannot import the tests' packages"; exit 1; }
+  fi
   "$LLDB" --no-lldbinit -b -o "command script import $LLDB_ENTRY" 2>&1 | grep -q 'error:' \
     && { say "$LLDB cannot load the plugin (its Python bindings or pyelftools)"; exit 1; }
   return 0
@@ -167,15 +227,21 @@ main() {
     remove_lines "$HOME/.gdbinit" '^source .*/gdb/sfbt_gdb\.py$'
     remove_lines "$HOME/.lldbinit" '^command script import .*/lldb/sfbt_lldb\.py$'
     say "removed the sfbt lines from ~/.gdbinit and ~/.lldbinit"
+    uninstall_command
     ;;
   ""|--test-debuggers)
-    install_packages
+    local packages
+    mapfile -t packages < <(wanted_packages "${1:-}")
+    install_packages "${packages[@]}"
     install_lldb
-    install_python
+    install_command
     install_init_lines
-    if [ "${1:-}" = --test-debuggers ]; then install_test_debuggers; fi
-    check
-    say "ready: $(command -v sfbt || echo 'python3 -m sfbt')"
+    if [ "${1:-}" = --test-debuggers ]; then
+      install_test_python
+      install_test_debuggers
+    fi
+    check "${1:-}"
+    if is_our_link "$LINK"; then say "ready: $LINK"; else say "ready: $VENV/bin/sfbt"; fi
     ;;
   *)
     echo "usage: ./install.sh [--test-debuggers | --uninstall]" >&2

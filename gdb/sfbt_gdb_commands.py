@@ -35,7 +35,7 @@ def run(command, argument, name):
 
 
 class SFrameBacktrace(gdb.Command):
-    __doc__ = backtrace.HELP + "\nSee also: info sframe, set sframe."
+    __doc__ = backtrace.HELP["gdb"] + "\nSee also: info sframe, set sframe."
 
     def __init__(self):
         super().__init__("sframe-bt", gdb.COMMAND_STACK)
@@ -54,7 +54,18 @@ class CbfSave(gdb.Command):
     __doc__ = save.HELP
 
     def __init__(self):
-        super().__init__("cbf-save", gdb.COMMAND_STACK, gdb.COMPLETE_FILENAME)
+        super().__init__("cbf-save", gdb.COMMAND_STACK)
+
+    def complete(self, text, word):
+        """Options, the formats after --format, else file names (GDB 13
+        does no file-name completion after a first word when a Python
+        completer returns COMPLETE_FILENAME)."""
+        words = text.split()
+        typed = "" if not text or text.endswith(" ") else words.pop()
+        choices = save.complete(words, typed)
+        # GDB breaks words at "-": complete the whole word being typed.
+        cut = len(typed) - len(word or "")
+        return [choice[cut:] for choice in choices]
 
     def invoke(self, argument, from_tty):
         gdb.write(run(save.cbf_save, argument, "cbf-save") + "\n")
@@ -89,6 +100,20 @@ class _Prefix(gdb.Command):
     def __init__(self, name, doc):
         self.__doc__ = doc
         super().__init__(name, gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+
+class _ShowPrefix(_Prefix):
+    """`show sframe`: every setting, as GDB's `show history` lists its own."""
+
+    def __init__(self):
+        super().__init__("show sframe", "Show settings of the SFrame unwinder and sframe-bt.")
+
+    def invoke(self, argument, from_tty):
+        if argument.strip():
+            raise SfbtGdbError(f'Undefined show sframe command: "{argument.strip()}".  '
+                               'Try "help show sframe".')
+        for setting in sorted(state.settings.available(), key=lambda s: s.name):
+            gdb.write(f"sframe {setting.name}:  {state.settings.show(setting.name)}\n")
 
 
 _KINDS = {BOOLEAN: gdb.PARAM_BOOLEAN, UINTEGER: gdb.PARAM_UINTEGER, ENUM: gdb.PARAM_ENUM}
@@ -128,7 +153,7 @@ def _setting_changed(name, value):
 
 def register():
     _Prefix("set sframe", "Settings of the SFrame unwinder and sframe-bt.")
-    _Prefix("show sframe", "Show settings of the SFrame unwinder and sframe-bt.")
+    _ShowPrefix()
     for setting in SETTINGS:
         if "gdb" in setting.debuggers:
             SFrameParameter(setting)

@@ -29,6 +29,10 @@ def arch_named(name):
 
 
 def current_arch():
+    inferior = gdb.selected_inferior()
+    if gdb.current_progspace().filename is None and not inferior.pid:
+        raise CommandError('No program loaded: use the "file" command, '
+                           'attach to a process or open a core file.')
     try:
         name = gdb.selected_inferior().architecture().name()
     except (gdb.error, AttributeError):

@@ -20,6 +20,9 @@ class _Command:
     """An LLDB command class: one-line errors, never a traceback."""
 
     help_text = ""
+    #: options of `command script add` beyond the class: how LLDB parses
+    #: and completes the command
+    registration = ""
 
     def __init__(self, debugger, internal_dict):
         self.debugger = debugger
@@ -30,9 +33,13 @@ class _Command:
     def get_long_help(self):
         return self.help_text
 
+    def words(self, command):
+        """The command's words: a raw command's line, split as a shell would."""
+        return shlex.split(command)
+
     def __call__(self, debugger, command, exe_ctx, result):
         try:
-            text, error = self.run(debugger, shlex.split(command), exe_ctx)
+            text, error = self.run(debugger, self.words(command), exe_ctx)
             if text:
                 result.AppendMessage(text)
             if error:
@@ -46,14 +53,72 @@ class _Command:
 
 
 class SFrameBacktraceCommand(_Command):
-    help_text = backtrace.HELP
+    help_text = backtrace.HELP["lldb"] + "\nSee also: sframe-info, sframe-settings, sframe-provider."
 
     def run(self, debugger, words, exe_ctx):
         return backtrace.sframe_bt(LldbSession(debugger, exe_ctx), words), None
 
 
 class CbfSaveCommand(_Command):
+    """A parsed command (`command script add -p`): LLDB parses its options
+    and completes them, the formats after --format and (LLDB 20 and newer,
+    through handle_argument_completion) file names.  The options are handed
+    to the core as the words GDB's cbf-save reads."""
+
     help_text = save.HELP
+    registration = "-p"
+    #: long option -> (short option, what it means, the kind of value
+    #: LLDB's help names, or None for none, and the values it completes)
+    OPTIONS = {
+        "format": ("f", "the form written (default archive)",
+                   lldb.eArgTypeFormat, save.FORMATS),
+        "append": ("a", "add to an existing archive or lws file", None, ()),
+        "all-threads": ("t", "every thread, not just the selected one", None, ()),
+        "label": ("l", "a label saved with an archive's backtraces",
+                  lldb.eArgTypeValue, ()),
+    }
+
+    def __init__(self, debugger, internal_dict):
+        super().__init__(debugger, internal_dict)
+        self.given = {}
+
+    def get_flags(self):
+        return 0
+
+    def get_options_definition(self):
+        definition = {}
+        for name, (short, meaning, kind, values) in self.OPTIONS.items():
+            option = {"short_option": short, "required": False, "help": meaning}
+            if kind is not None:
+                option.update(value_type=kind, dest=name, default=None,
+                              completion_type=lldb.eNoCompletion)
+            if values:
+                option["enum_values"] = [[value, ""] for value in values]
+            definition[name] = option
+        return definition
+
+    def get_args_definition(self):
+        return [[{"arg_type": lldb.eArgTypeFilename, "repeat": "plain"}]]
+
+    def option_parsing_started(self):
+        self.given = {}
+
+    def set_option_value(self, exe_ctx, name, value):
+        self.given[name] = value
+        return True
+
+    def handle_argument_completion(self, args, arg_pos, cursor_pos):
+        found = save.file_names(args[arg_pos][:cursor_pos])
+        if len(found) == 1:
+            return {"completion": found[0],
+                    "mode": "partial" if found[0].endswith("/") else "complete"}
+        return {"values": found} if found else True
+
+    def words(self, arguments):
+        words = []
+        for name, value in self.given.items():
+            words += [f"--{name}"] if self.OPTIONS[name][2] is None else [f"--{name}", value]
+        return words + list(arguments)
 
     def run(self, debugger, words, exe_ctx):
         return save.cbf_save(LldbSession(debugger, exe_ctx), words), None
@@ -61,6 +126,7 @@ class CbfSaveCommand(_Command):
 
 class CbfLoadCommand(_Command):
     help_text = load.HELP
+    registration = "-C disk-file"
 
     def run(self, debugger, words, exe_ctx):
         return load.cbf_load(LldbSession(debugger, exe_ctx), words)
@@ -157,5 +223,5 @@ def classes():
 def register(debugger, entry_module):
     _ENTRY["module"] = entry_module
     for name, command in COMMANDS.items():
-        debugger.HandleCommand(
-            f"command script add -o -c {entry_module}.{command.__name__} {name}")
+        debugger.HandleCommand(f"command script add -o {command.registration} -c "
+                               f"{entry_module}.{command.__name__} {name}")

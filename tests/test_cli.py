@@ -1,5 +1,7 @@
 """The sfbt command line as a user runs it: python3 -m sfbt from a checkout."""
 
+import argparse
+import shlex
 import shutil
 import struct
 import subprocess
@@ -7,6 +9,7 @@ import subprocess
 from elftools.elf.elffile import ELFFile
 
 from conftest import FIXTURES, objdump_contents, run_sfbt
+from sfbt.cli import build_parser
 
 PROGRAM = FIXTURES / "v3" / "x86_64" / "callchain-O2"
 
@@ -109,3 +112,32 @@ def test_section_found_through_the_program_header(tmp_path):
     assert result.returncode == 0, result.stderr
     expected = objdump_contents(PROGRAM.with_name(PROGRAM.name + ".objdump").read_text())
     assert objdump_contents(result.stdout) == expected
+
+
+def _commands(parser, path=()):
+    """The words of every command under ``parser``, groups too."""
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _commands(child, (*path, name))
+
+
+def test_every_commands_help_ends_with_an_example_that_parses():
+    """As eu-stack's and py-spy's: the last lines of --help are an example,
+    and the example is a command line this very command accepts."""
+    commands = list(_commands(build_parser()))
+    assert len(commands) > 12
+    for path in commands:
+        result = run_sfbt(*path, "--help")
+        assert result.returncode == 0, result.stderr
+        what, command = result.stdout.rstrip("\n").splitlines()[-2:]
+        assert what.startswith("example: "), (path, result.stdout)
+        words = shlex.split(command, posix=True)
+        words = words[words.index("sfbt"):]  # after a pipe into it
+        for end, word in enumerate(words):
+            if word in ("|", "<", ">"):
+                words = words[:end]
+                break
+        assert tuple(words[1:1 + len(path)]) == path, (path, command)
+        build_parser().parse_args(words[1:])  # exits (fails the test) if it is wrong

@@ -90,3 +90,43 @@ def test_settings_and_errors(gdb, tmp_path):
     assert "sframe-bt: unknown argument 'bogus'" in out
     assert "sframe-bt -full" in out
     assert "Traceback" not in out
+
+
+def test_show_sframe_lists_every_setting(gdb):
+    """`show sframe` lists the settings as GDB's `show history` lists its own."""
+    out = gdb.run([], ["set sframe fallback none", "show sframe"])
+    lines = [line for line in out.splitlines() if line.startswith("sframe ")]
+    assert lines == [
+        "sframe backtrace-limit:  The upper bound on sframe-bt frames is unlimited.",
+        "sframe debug:  SFrame unwinder debugging output is off.",
+        "sframe fallback:  Where SFrame has no data, sframe-bt falls back to: none.",
+        "sframe synthesize:  Synthesizing SFrame rows from .eh_frame/.debug_frame "
+        "for objects without .sframe is on.",
+        'sframe unwinder:  The SFrame frame unwinder is "auto".'], out
+
+
+def test_info_sframe_without_a_program_says_so(gdb):
+    out = gdb.run([], ["info sframe"])
+    assert out.strip() == ('No program loaded: use the "file" command, '
+                           'attach to a process or open a core file.'), out
+
+
+def test_cbf_save_completes_options_formats_and_files(gdb, tmp_path):
+    (tmp_path / "saved.sfbt").write_bytes(b"")
+    (tmp_path / "folder").mkdir()
+    out = gdb.run([], ["complete cbf-save --", "echo ==\\n",
+                       "complete cbf-save --format ", "echo ==\\n",
+                       "complete cbf-save --append --format j", "echo ==\\n",
+                       "complete cbf-save --all-threads --a", "echo ==\\n",
+                       f"complete cbf-save --append {tmp_path}/s", "echo ==\\n",
+                       f"complete cbf-save {tmp_path}/f"])
+    options, formats, json, append, file_name, folder = out.split("==\n")
+    assert options.split("\n")[:-1] == [
+        "cbf-save --all-threads", "cbf-save --append", "cbf-save --format",
+        "cbf-save --label"], out
+    assert formats.split("\n")[:-1] == [
+        f"cbf-save --format {fmt}" for fmt in ("archive", "cbf", "json", "lws")], out
+    assert json == "cbf-save --append --format json\n"
+    assert append == "cbf-save --all-threads --append\n"
+    assert file_name == f"cbf-save --append {tmp_path}/saved.sfbt\n"
+    assert folder.strip() == f"cbf-save {tmp_path}/folder/"

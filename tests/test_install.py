@@ -1,6 +1,8 @@
-"""install.sh: its init lines, and its choice of LLDB, which never removes a
-debugger the user has.  The LLDB tests source install.sh (it only defines
-its functions then) with a PATH of stand-in commands."""
+"""install.sh: its init lines, the `sfbt` command's own venv, the packages
+only the tests need, and its choice of LLDB, which never removes a debugger
+the user has.  Most tests source install.sh (it only defines its functions
+then), the LLDB ones with a PATH of stand-in commands; every one points
+HOME, XDG_DATA_HOME and SFBT_BIN_DIR into its own folder."""
 
 import os
 import subprocess
@@ -9,19 +11,92 @@ from conftest import ROOT
 
 INSTALL = ROOT / "install.sh"
 TOOLS = ("bash", "sed", "grep", "head", "tr", "env", "id", "cat")
+CROSS_PACKAGES = {"qemu-user", "gdb-multiarch", "libc6-arm64-cross", "libc6-s390x-cross"}
+
+
+def private_environment(tmp_path, **more):
+    """os.environ with HOME, the data directory and the link's directory
+    in ``tmp_path``: install.sh touches nothing of the user's."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return dict(os.environ, HOME=str(home), XDG_DATA_HOME=str(tmp_path / "data"),
+                SFBT_BIN_DIR=str(tmp_path / "bin"), **more)
 
 
 def test_uninstall_removes_only_its_lines(tmp_path):
+    env = private_environment(tmp_path)
     home = tmp_path / "home"
-    home.mkdir()
     (home / ".gdbinit").write_text("set history save on\nsource /old/checkout/gdb/sfbt_gdb.py\n")
     (home / ".lldbinit").write_text("command script import /x/lldb/sfbt_lldb.py\n")
-    result = subprocess.run(["bash", str(INSTALL), "--uninstall"],
-                            env=dict(os.environ, HOME=str(home)),
+    result = subprocess.run(["bash", str(INSTALL), "--uninstall"], env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert (home / ".gdbinit").read_text() == "set history save on\n"
     assert "sfbt" not in (home / ".lldbinit").read_text()
+
+
+def python_packages():
+    return subprocess.run(["python3", "-m", "pip", "freeze", "--all"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_the_command_gets_a_venv_and_a_link_of_its_own(tmp_path):
+    """As pipx does: a venv under the data directory, a link from the bin
+    directory; python3 on PATH is left as it was, a file at the link's place
+    that is not our link is left alone, and --uninstall removes both."""
+    bin_dir, venv = tmp_path / "bin", tmp_path / "data" / "sfbt" / "venv"
+    env = private_environment(tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    bin_dir.mkdir()
+    theirs = "#!/bin/sh\necho theirs\n"
+    (bin_dir / "sfbt").write_text(theirs)
+    before = python_packages()
+
+    def install_command():
+        return subprocess.run(["bash", "-c", f'source "{INSTALL}"; install_command'],
+                              env=env, capture_output=True, text=True, timeout=600)
+
+    refused = install_command()
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    assert (f"not replacing {bin_dir}/sfbt (not a link to {venv}/bin/sfbt)"
+            in refused.stdout)
+    assert (bin_dir / "sfbt").read_text() == theirs
+    (bin_dir / "sfbt").unlink()
+    linked = install_command()
+    assert linked.returncode == 0, linked.stdout + linked.stderr
+    assert os.readlink(bin_dir / "sfbt") == f"{venv}/bin/sfbt"
+    found = subprocess.run(["bash", "-c", "command -v sfbt; sfbt --version; "
+                            f"{venv}/bin/python3 -c 'import sfbt; print(sfbt.__file__)'"],
+                           env=env, capture_output=True, text=True)
+    assert found.stdout.splitlines() == [
+        f"{bin_dir}/sfbt", "sfbt 0.1.0", str(ROOT / "plugin" / "sfbt" / "__init__.py")]
+    assert python_packages() == before
+
+    removed = subprocess.run(["bash", str(INSTALL), "--uninstall"], env=env,
+                             capture_output=True, text=True)
+    assert removed.returncode == 0, removed.stderr
+    assert not os.path.lexists(bin_dir / "sfbt") and not venv.exists()
+    assert f"removed {bin_dir}/sfbt" in removed.stdout
+
+
+def test_cross_architecture_packages_only_for_the_tests(tmp_path):
+    """apt installs qemu-user, gdb-multiarch and the cross C libraries with
+    --test-debuggers only; the test suite's Python packages too."""
+    log = tmp_path / "apt.log"
+    directory = fake_bin(tmp_path, {
+        "dpkg-query": "exit 1\n",  # nothing installed yet
+        "apt-get": f'echo "$*" >> {log}\n',
+        "sudo": '"$@"\n'})
+    installed = {}
+    for mode in ("", "--test-debuggers"):
+        log.write_text("")
+        result = run_function(directory, f"install_packages $(wanted_packages {mode})")
+        assert result.returncode == 0, result.stderr
+        (install,) = [line for line in log.read_text().splitlines() if " install " in f" {line} "]
+        installed[mode] = set(install.split())
+    assert {"gdb", "python3-venv", "python3-pyelftools"} <= installed[""]
+    assert not (CROSS_PACKAGES | {"python3-pytest"}) & installed[""]
+    assert CROSS_PACKAGES | {"python3-pytest", "python3-pexpect", "python3-hypothesis"} \
+        <= installed["--test-debuggers"]
 
 
 def fake_bin(tmp_path, scripts):

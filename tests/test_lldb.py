@@ -2,12 +2,14 @@
 the programs the GDB tests use: sframe-bt's PCs equal LLDB's own bt PCs down
 to main."""
 
+import ast
 import re
 
 import pytest
 
 from gdb_support import (build_recurse, compile_program, run_gdb, sframe_frames,
                          split_sections, variant_id)
+from conftest import run_sfbt
 from lldb_support import lldb_pcs, mark, run_lldb
 
 VARIANTS = [("O0", True), ("O2", False), ("O2", True)]
@@ -247,3 +249,55 @@ def test_provider_plan_keeps_lldbs_frames_while_they_agree(lldb):
     assert "PLAN-AGREEING [0, 1, 2, 3, 4, 5]" in out, out
     assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12288}, {'idx': 4, 'pc': 16384}]"
             in out), out
+
+
+def test_help_speaks_of_lldbs_own_settings(lldb):
+    out = run_lldb(lldb, "", ["help sframe-bt", "sframe-settings set fallback none",
+                              "sframe-settings show fallback"])
+    assert "(`sframe-settings set fallback fp|none`)" in out
+    assert "`sframe-settings set backtrace-limit N`" in out
+    assert "See also: sframe-info, sframe-settings, sframe-provider." in out
+    assert "set sframe" not in out and "past-main" not in out
+    assert "Where SFrame has no data, sframe-bt falls back to: none." in out
+
+
+COMPLETE = ("script line = {!r}; found = lldb.SBStringList(); "
+            "lldb.debugger.GetCommandInterpreter().HandleCompletion("
+            "line, len(line), 0, -1, found); "
+            "print('FOUND', [found.GetStringAtIndex(i) for i in range(found.GetSize())])")
+
+
+def completions(lldb, lines):
+    """What LLDB offers at the end of each line: its list of matches
+    (after the common part it adds)."""
+    out = run_lldb(lldb, "", [COMPLETE.format(line) for line in lines])
+    found = [ast.literal_eval(line[len("FOUND "):]) for line in out.splitlines()
+             if line.startswith("FOUND")]
+    assert len(found) == len(lines), out
+    return [matches[1:] for matches in found]
+
+
+def test_cbf_save_completes_options_formats_and_files(lldb, tmp_path):
+    """cbf-save is a parsed command: LLDB completes its options and the
+    formats; file names come from its own completer (LLDB 20 and newer);
+    cbf-load's file name from LLDB's."""
+    (tmp_path / "saved.sfbt").write_bytes(b"")
+    options, formats, json, files, loaded = completions(lldb, [
+        "cbf-save --", "cbf-save --format ", "cbf-save --append -f j",
+        f"cbf-save --append {tmp_path}/s", f"cbf-load {tmp_path}/s"])
+    assert options == ["--all-threads", "--append", "--format", "--label"]
+    assert formats == ["archive", "cbf", "json", "lws"]
+    assert json == ["json"]
+    assert files == loaded == [f"{tmp_path}/saved.sfbt"]
+
+
+def test_cbf_save_hands_its_options_to_the_core(lldb, build_dir, tmp_path):
+    program = compile_program(build_dir, "threads", "O2", True, ["threads.c"])
+    saved = tmp_path / "all.sfbt"
+    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run",
+                                   f"cbf-save -t --label 'two words' {saved}",
+                                   "cbf-save --format bogus x"])
+    assert "Saved 5 backtraces" in out and f"to {saved} (archive)." in out, out
+    assert "cbf-save: unknown format 'bogus' (one of archive, cbf, json, lws)" in out
+    decoded = run_sfbt("cbf", "decode", saved)
+    assert decoded.stdout.count("label 'two words'") == 5, decoded.stdout

@@ -54,17 +54,23 @@ def test_record_fold_and_flame(workers, tmp_path):  # noqa: F811
     for group in groups:
         title = group.getElementsByTagName("title")[0].firstChild.data
         frames.setdefault(group.getAttribute("data-name"), []).append(
-            (title, float(group.getAttribute("data-x")), float(group.getAttribute("data-w")),
+            (title, int(group.getAttribute("data-s")), int(group.getAttribute("data-v")),
              int(group.getAttribute("data-d"))))
     (root,) = frames["all"]
-    assert root[0] == f"all ({count} samples, 100.00%)" and root[3] == 0
+    assert root == (f"all ({count} samples, 100.00%)", 0, count, 0)
     (main,) = frames["main"]
-    assert main[0].startswith(f"main ({ticks} samples, ")
-    assert abs(main[2] / root[2] - ticks / count) < 1e-3
+    assert main[0].startswith(f"main ({ticks} samples, ") and main[2] == ticks
     assert "compute" in frames and "start_thread" in frames
-    # each frame lies within the width of the one below it
+    # each frame lies within the samples of the one below it
     for group in groups:
-        assert 0 <= float(group.getAttribute("data-x")) <= root[2] + 1e-6
+        first, samples = int(group.getAttribute("data-s")), int(group.getAttribute("data-v"))
+        assert 0 <= first and first + samples <= count
+    # what was sampled, under the title
+    details = [t for t in document.getElementsByTagName("text")
+               if t.getAttribute("id") == "details"][0].firstChild.data
+    assert re.fullmatch(rf"sfbt record of process {running.pid} \(workers\) at 50 Hz: "
+                        rf"{ticks} samples over [\d.]+ s \([\d.]+ Hz\), {count} stacks "
+                        r"of 9 threads", details), details
     script = document.getElementsByTagName("script")[0].firstChild.data
     assert "addEventListener(\"click\"" in script and "Escape" in script
 

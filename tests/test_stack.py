@@ -6,11 +6,14 @@ import ctypes
 import os
 import re
 import resource
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -178,6 +181,27 @@ def _one_line_error(result, pattern):
     assert len(lines) == 1 and re.fullmatch(pattern, lines[0]), result.stderr
 
 
+def test_one_backtrace_forms_of_a_single_threaded_process(tmp_path):
+    """cbf and json hold one backtrace: a process of one thread needs no
+    --thread, and --help says so."""
+    sleeper = compile_program(tmp_path, "sleeper", "O2", True, ["sleeper.c"])
+    with Running(sleeper) as running:
+        saved = {fmt: run_sfbt("stack", running.pid, "--format", fmt,
+                               "-o", tmp_path / f"sleeper.{fmt}")
+                 for fmt in ("cbf", "json")}
+        text = run_sfbt("stack", running.pid)
+    (pcs,) = sfbt_stacks(text.stdout).values()
+    for fmt, result in saved.items():
+        assert result.returncode == 0, result.stderr
+        assert f"Saved 1 backtrace ({len(pcs)} frames)" in result.stdout
+        decoded = run_sfbt("cbf", "decode", tmp_path / f"sleeper.{fmt}")
+        assert [int(m, 16) for m in re.findall(r"^(?:#\d+\s+|pc |ra )(0x[0-9a-f]+)",
+                                               decoded.stdout, re.M)] == pcs, decoded.stdout
+    helped = " ".join(run_sfbt("stack", "--help").stdout.split())
+    assert ("archive or lws hold every thread, cbf or json one backtrace (with "
+            "--thread TID, unless there is one thread)") in helped
+
+
 def test_errors(workers, tmp_path):
     free = max(int(p) for p in os.listdir("/proc") if p.isdigit()) + 100000
     _one_line_error(run_sfbt("stack", free), rf"sfbt: no process {free}")
@@ -191,7 +215,9 @@ def test_errors(workers, tmp_path):
     with Running(workers) as running:
         _one_line_error(run_sfbt("stack", running.pid, "--format", "cbf", "-o",
                                  tmp_path / "x.cbf"),
-                        r"sfbt: --format cbf holds one backtrace: .*")
+                        rf"sfbt: --format cbf holds one backtrace and process "
+                        rf"{running.pid} has 9 threads: add --thread TID, or use "
+                        r"--format archive")
         _one_line_error(run_sfbt("stack", running.pid, "--format", "archive"),
                         r"sfbt: --format archive needs -o FILE")
         _one_line_error(run_sfbt("stack", running.pid, "--thread", "1"),
@@ -214,6 +240,18 @@ def test_errors(workers, tmp_path):
                     r"not of /bin/true \(build id [0-9a-f]+\)")
 
 
+def readable_copy_of_the_package(directory):
+    """sfbt's package copied under ``directory``, which every user may read
+    and enter: the checkout may sit under a folder other users cannot
+    enter (a `mktemp -d` one)."""
+    shutil.copytree(PLUGIN / "sfbt", directory / "sfbt",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder, _, files in os.walk(directory):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+
+
 def test_another_users_process(workers):
     """A process of another user (root's, traced as nobody) is one line."""
     def as_nobody():
@@ -222,12 +260,14 @@ def test_another_users_process(workers):
             os.setuid(65534)
     # the interpreter must be one that user may run
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    with Running(workers) as running:
+    with tempfile.TemporaryDirectory(prefix="sfbt-readable-") as copy, \
+            Running(workers) as running:
+        readable_copy_of_the_package(Path(copy))
         owner = os.stat(f"/proc/{running.pid}").st_uid
         result = subprocess.run(
             [python, "-m", "sfbt", "stack", str(running.pid)], preexec_fn=as_nobody,
             capture_output=True, text=True, timeout=120, cwd="/",
-            env=dict(os.environ, PYTHONPATH=str(PLUGIN), XDG_CACHE_HOME="/tmp"))
+            env=dict(os.environ, PYTHONPATH=copy, XDG_CACHE_HOME="/tmp"))
     if os.geteuid() == 0:
         _one_line_error(result, rf"sfbt: cannot trace process {running.pid}: it belongs "
                         rf"to user {owner} \(run sfbt as that user, or as root\)")

@@ -260,25 +260,34 @@ def _add_input_arguments(parser):
 
 def build_parser():
     import argparse
+
+    from .usage import with_example
     parser = argparse.ArgumentParser(
         prog="sfbt", description="SFrame-driven stack traces: tools that "
-        "work outside the debugger.")
+        "work outside the debugger.",
+        **with_example("sfbt stack 4242", "every thread's backtrace of process 4242"))
     parser.add_argument("--version", action="version",
                         version=f"sfbt {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND",
                                      required=True)
 
-    sframe = commands.add_parser("sframe", help="read SFrame sections")
+    sframe = commands.add_parser(
+        "sframe", help="read SFrame sections",
+        **with_example("sfbt sframe dump ./program", "print a program's .sframe section"))
     sframe_commands = sframe.add_subparsers(dest="sframe_command",
                                             metavar="SUBCOMMAND", required=True)
     dump = sframe_commands.add_parser(
-        "dump", help="print a .sframe section as objdump --sframe does")
+        "dump", help="print a .sframe section as objdump --sframe does",
+        **with_example("sfbt sframe dump --synth /bin/ls",
+                       "the rows synthesized from /bin/ls's .eh_frame"))
     _add_input_arguments(dump)
     _add_synth_arguments(dump)
     dump.set_defaults(run=_run_dump)
 
     lookup = sframe_commands.add_parser(
-        "lookup", help="print the CFA, FP and RA rules in force at addresses")
+        "lookup", help="print the CFA, FP and RA rules in force at addresses",
+        **with_example("sfbt sframe lookup ./program 0x1139 0x1140",
+                       "the rules at two addresses of a program"))
     _add_input_arguments(lookup)
     _add_synth_arguments(lookup)
     lookup.add_argument("addresses", metavar="ADDR", nargs="+", type=_address)
@@ -286,7 +295,9 @@ def build_parser():
 
     synth_parser = sframe_commands.add_parser(
         "synth", help="write SFrame v3 rows synthesized from an ELF file's "
-        ".eh_frame / .debug_frame (cached per file they come from)")
+        ".eh_frame / .debug_frame (cached per file they come from)",
+        **with_example("sfbt sframe synth /bin/ls -o ls.sframe",
+                       "write rows for /bin/ls; read them with --raw"))
     synth_parser.add_argument("file", metavar="FILE", help="an ELF file")
     synth_parser.add_argument("-o", "--output", required=True, metavar="OUT",
                               help="where to write the section's bytes (read "
@@ -298,17 +309,24 @@ def build_parser():
                               help="also list the address ranges left out")
     synth_parser.set_defaults(run=_run_synth)
 
-    cbf_parser = commands.add_parser("cbf", help="Compact Backtrace Format")
+    cbf_parser = commands.add_parser(
+        "cbf", help="Compact Backtrace Format",
+        **with_example("sfbt cbf decode crash.sfbt --exe ./program",
+                       "print saved backtraces, named from the program"))
     cbf_commands = cbf_parser.add_subparsers(dest="cbf_command",
                                              metavar="SUBCOMMAND", required=True)
     encode = cbf_commands.add_parser(
         "encode", help="frames as text on stdin (pc/ra/async ADDR, omit N, "
-        "truncated) to CBF bytes on stdout")
+        "truncated) to CBF bytes on stdout",
+        **with_example("printf 'pc 0x401136\\nra 0x401189\\n' | sfbt cbf encode > trace.cbf",
+                       "two frames as a bare .cbf file"))
     encode.add_argument("--word-size", type=int, choices=(16, 32, 64), default=64)
     encode.set_defaults(run=_run_cbf_encode)
     decode = cbf_commands.add_parser(
         "decode", help="print a bare .cbf file's frames as text, or the "
-        "backtraces of any form cbf-save writes, symbolized")
+        "backtraces of any form cbf-save writes, symbolized",
+        **with_example("sfbt cbf decode crash.sfbt --exe ./program",
+                       "print saved backtraces, named from the program"))
     decode.add_argument("file", metavar="FILE",
                         help="an archive, a .cbf, JSON or lws file (as cbf-save "
                         "writes them), or -")
@@ -316,27 +334,38 @@ def build_parser():
     decode.set_defaults(run=_run_cbf_decode)
 
     fold = commands.add_parser(
-        "fold", help="folded stacks (main;f;g COUNT) for flamegraph.pl and speedscope")
+        "fold", help="folded stacks (main;f;g COUNT) for flamegraph.pl and speedscope",
+        **with_example("sfbt fold profile.sfbt | flamegraph.pl > profile.svg",
+                       "a recording drawn by flamegraph.pl"))
     fold.add_argument("file", metavar="FILE",
                       help="an archive, a .cbf or JSON file, or a log with ~m# lines")
     _add_symbol_arguments(fold)
     fold.set_defaults(run=_run_fold)
 
-    lws_parser = commands.add_parser("lws", help="libwebsockets ~m# backtraces")
+    lws_parser = commands.add_parser(
+        "lws", help="libwebsockets ~m# backtraces",
+        **with_example("sfbt lws decode < server.log",
+                       "a log's ~m# blobs as ~b#size: lines"))
     lws_commands = lws_parser.add_subparsers(dest="lws_command",
                                              metavar="SUBCOMMAND", required=True)
     lws_decode = lws_commands.add_parser(
-        "decode", help="stdin to stdout: ~m# blobs to ~b#size: N, 0x... lines")
+        "decode", help="stdin to stdout: ~m# blobs to ~b#size: N, 0x... lines",
+        **with_example("sfbt lws decode < server.log",
+                       "a log's ~m# blobs as ~b#size: lines"))
     lws_decode.set_defaults(run=_run_lws_filter)
     lws_encode = lws_commands.add_parser(
-        "encode", help="stdin to stdout: ~b#size: lines to ~m# blobs")
+        "encode", help="stdin to stdout: ~b#size: lines to ~m# blobs",
+        **with_example("sfbt lws encode < decoded.log > server.log",
+                       "~b#size: lines back into ~m# blobs"))
     lws_encode.add_argument("--legacy", action="store_true",
                             help="encode as libwebsockets' 2022 release did")
     lws_encode.set_defaults(run=_run_lws_filter)
 
     heapmap = commands.add_parser(
         "heapmap", help="group a log's ~m# allocation records by call site, "
-        "largest total first")
+        "largest total first",
+        **with_example("sfbt heapmap server.log --exe ./server",
+                       "a log's allocations by call site, named from the server"))
     heapmap.add_argument("log", metavar="LOG")
     _add_symbol_arguments(heapmap)
     heapmap.set_defaults(run=_run_heapmap)

@@ -49,13 +49,16 @@ def saved_form(data: bytes) -> str:
 class SavedFile:
     """A file in any form cbf-save writes, read a backtrace at a time:
     ``traces()`` yields SavedTraces; afterwards ``error`` is the
-    ArchiveError that ended an archive early (naming the file), or None.
+    ArchiveError that ended an archive early (naming the file), or None,
+    and ``recording`` an archive's sfbt.archive.recording.Recording (None
+    for the other forms).
     Other malformed input raises an SfbtError that names the place in the
     data, not the file.  ``path`` "-" is standard input."""
 
     def __init__(self, path):
         self.path = path
         self.error = None
+        self.recording = None
         if path == "-":
             import sys
             data = sys.stdin.buffer.read(MAX_ARCHIVE_BYTES + 1)
@@ -110,6 +113,7 @@ class SavedFile:
                                  decoded.frames, decoded.truncated, maps[index], count)
         finally:
             self.error = reader.error
+            self.recording = reader.recording
 
 
 def _json_trace(data):

@@ -19,6 +19,7 @@ from ..errors import LocatedError
 from ..files import locked_for_update, open_regular, replace_file
 from . import cbf
 from .imagemap import ImageMapError, decode_image_map, encode_image_map
+from .recording import Recording
 
 MAGIC = b"SFBTARC\x01"
 KIND_IMAGE_MAP = 1
@@ -269,7 +270,7 @@ class ArchiveReader:
     is exhausted, which also stops at the frame budget: a few bytes of
     ``rep`` can ask for millions of frames, so an archive may expand to
     FRAMES_PER_BYTE frames per byte of the file (at least a whole trace's
-    worth, cbf.DEFAULT_LIMIT)."""
+    worth, cbf.DEFAULT_LIMIT).  ``recording`` sums up every event read."""
 
     def __init__(self, stream, path, size):
         self.stream = stream
@@ -281,6 +282,7 @@ class ArchiveReader:
         self._trace_lengths = array("L")
         self._counts = array("L")
         self._first_events = []  # each trace's first event record (payload), or None
+        self.recording = Recording()
         start = stream.read(len(MAGIC))
         self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)
         if not is_archive(start):
@@ -310,6 +312,7 @@ class ArchiveReader:
         elif kind == KIND_EVENT:
             event = _check_event(payload, offset, len(self._trace_offsets),
                                  len(self._map_places))
+            self.recording.add(event)
             index = event.trace_id - 1
             self._counts[index] += 1
             if self._first_events[index] is None:  # kept as bytes: a third of the memory

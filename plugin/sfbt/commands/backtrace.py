@@ -8,7 +8,7 @@ from .session import CommandError, Session, Thread
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
 OPTIONS = ("-v", "-full")
-HELP = """\
+_HELP = """\
 Print a backtrace unwound with SFrame data.
 
 Usage: sframe-bt [N | -N] [-v] [-full]
@@ -21,14 +21,30 @@ Usage: sframe-bt [N | -N] [-v] [-full]
          to find this one
   -full  also print each frame's recovered SP, FP and CFA
 
-Frames are printed as GDB's `bt` prints them with `set print
-frame-arguments none`, with the address always shown:
+{layout}, with the address always shown:
   #3  0x00007ffff7e591f5 in start_thread at ./nptl/pthread_create.c:442
-The walk ends at main (in GDB unless `set backtrace past-main on`), after
-N + 1 frames, or at the backtrace limit.  Where a module has no SFrame
-data, the frame-pointer chain is followed (`set sframe fallback fp|none`).
-Whatever stops the walk, the frames found are printed, then `Backtrace
-stopped: REASON`."""
+{ends}
+Where a module has no SFrame data, the frame-pointer chain is followed
+({fallback}).
+Whatever stops the walk, the frames found are printed, then
+`Backtrace stopped: REASON`."""
+
+#: sframe-bt's help in each debugger's words: its settings as that
+#: debugger's front end exposes them.
+HELP = {
+    "gdb": _HELP.format(
+        layout="Frames are printed as GDB's `bt` prints them with `set print\n"
+               "frame-arguments none`",
+        ends="The walk ends at main (unless `set backtrace past-main on`), after\n"
+             "N + 1 frames, or at the backtrace limit (`set sframe backtrace-limit`,\n"
+             "GDB's own `set backtrace limit`).",
+        fallback="`set sframe fallback fp|none`"),
+    "lldb": _HELP.format(
+        layout="Frames are printed in GDB's `bt` layout",
+        ends="The walk ends at main, after N + 1 frames, or at the backtrace\n"
+             "limit (`sframe-settings set backtrace-limit N`).",
+        fallback="`sframe-settings set fallback fp|none`"),
+}
 
 
 def parse_arguments(words) -> Tuple[Optional[int], bool, bool]:

@@ -1,6 +1,7 @@
 """cbf-save: the current backtrace(s) in the Compact Backtrace Format."""
 
 import base64
+import itertools
 import json
 import os
 import shutil
@@ -75,6 +76,36 @@ def parse_arguments(words) -> SaveOptions:
     if result.append and result.fmt in ("cbf", "json"):
         raise CommandError("cbf-save: --append needs --format archive or lws")
     return result
+
+
+def complete(words, typed: str) -> List[str]:
+    """What completes ``typed`` after ``words``: the formats after
+    --format, the options not given yet for a word starting with "-", none
+    after --label, else file names."""
+    previous = words[-1] if words else ""
+    if previous == "--format":
+        return [fmt for fmt in FORMATS if fmt.startswith(typed)]
+    if previous == "--label":
+        return []
+    if typed.startswith("-"):
+        return [option for option in OPTIONS
+                if option.startswith(typed) and option not in words]
+    return file_names(typed)
+
+
+def file_names(typed: str, most: int = 1000) -> List[str]:
+    """The paths that complete ``typed`` (at most ``most``, sorted),
+    directories with a "/"; hidden ones only when ``typed`` names them."""
+    directory, start = os.path.split(typed)
+    try:
+        with os.scandir(os.path.expanduser(directory) or ".") as entries:
+            matches = (os.path.join(directory, entry.name) + ("/" if entry.is_dir() else "")
+                       for entry in entries
+                       if entry.name.startswith(start)
+                       and (start.startswith(".") or not entry.name.startswith(".")))
+            return sorted(itertools.islice(matches, most))
+    except OSError:
+        return []
 
 
 @dataclass

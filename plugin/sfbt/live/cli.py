@@ -5,6 +5,8 @@ import sys
 from ..errors import SfbtError
 
 FORMATS = ("text", "archive", "cbf", "json", "lws")
+#: the saved forms that hold one backtrace (a bare CBF, Swift's JSON)
+ONE_BACKTRACE = ("cbf", "json")
 
 
 def _pid(text):
@@ -62,11 +64,13 @@ def _run_stack(args, error_type):
     from .stack import capture, save, stop_reason, thread_lines
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
-    if args.format in ("cbf", "json") and args.thread is None:
-        raise error_type(f"--format {args.format} holds one backtrace: add --thread TID, "
-                         "or use --format archive")
     try:
         walker, numbered = (_core_threads if args.core else _live_threads)(args, error_type)
+        if args.format in ONE_BACKTRACE and len(numbered) > 1:
+            raise error_type(f"--format {args.format} holds one backtrace and "
+                             f"{args.core or 'process ' + args.target} has "
+                             f"{len(numbered)} threads: add --thread TID, or use "
+                             "--format archive")
         walks = [(number, state, *walker.walk(state)) for number, state in numbered]
         if args.format == "text":
             lines = []
@@ -137,25 +141,37 @@ def _run_record(args, error_type):
 def _run_flame(args, error_type):
     from ..archive.saved import SavedFile
     from ..files import FileProblem, write_atomically
-    from .flame import flame_svg, folded_stacks, speedscope
     try:
         with SavedFile(args.file) as saved:
-            stacks = folded_stacks(saved.traces())
+            if args.format == "pprof":
+                from .pprof import PprofProfile
+                profile = PprofProfile()
+                for trace in saved.traces():
+                    profile.add(trace)
+                data = profile.encode(saved.recording)
+                total, distinct = profile.stacks, profile.distinct
+            else:
+                from .flame import flame_svg, folded_stacks, speedscope
+                stacks = folded_stacks(saved.traces())
+                total, distinct = sum(weight for _, weight in stacks), len(stacks)
+                title = args.title or f"sfbt: {args.file}"
+                details = saved.recording.describe() if saved.recording else \
+                    f"{total} stack{'s' if total != 1 else ''}"
+                text = speedscope(stacks, title) if args.format == "speedscope" \
+                    else flame_svg(stacks, title, details)
+                data = text.encode()
             damage = saved.error
     except FileProblem as problem:
         raise error_type(str(problem)) from None
     except (SfbtError, OSError) as error:
         raise error_type(f"{args.file}: {getattr(error, 'strerror', None) or error}") from None
-    if damage is not None and not stacks:
+    if damage is not None and not distinct:
         raise error_type(str(damage))
-    title = args.title or f"sfbt: {args.file}"
-    text = speedscope(stacks, title) if args.format == "speedscope" else flame_svg(stacks, title)
     try:
-        write_atomically(args.output, text.encode())
+        write_atomically(args.output, data)
     except OSError as error:
         raise error_type(f"{args.output}: {error.strerror or error}") from None
-    total = sum(weight for _, weight in stacks)
-    print(f"{args.output}: {args.format} of {total} stacks ({len(stacks)} distinct)")
+    print(f"{args.output}: {args.format} of {total} stacks ({distinct} distinct)")
     if damage is not None:
         raise error_type(f"{damage} (the stacks before it were drawn)")
 
@@ -163,9 +179,11 @@ def _run_flame(args, error_type):
 def add_commands(commands, error_type):
     """Add `stack`, `record` and `flame` to the command line's subparsers;
     their errors are raised as ``error_type`` (printed as one line)."""
+    from ..usage import with_example  # argparse: not for sfbt --version
     stack = commands.add_parser(
         "stack", help="every thread's backtrace of a running process or a "
-        "core file, unwound with SFrame data, without a debugger")
+        "core file, unwound with SFrame data, without a debugger",
+        **with_example("sfbt stack 4242", "every thread's backtrace of process 4242"))
     stack.add_argument("target", nargs="?", metavar="PID | EXE",
                        help="the process id; with --core, the core's executable "
                        "(optional: checked against the core)")
@@ -173,15 +191,18 @@ def add_commands(commands, error_type):
     stack.add_argument("--thread", type=int, metavar="TID",
                        help="only this thread (its LWP id)")
     stack.add_argument("--format", choices=FORMATS, default="text",
-                       help="text (default), or save as cbf-save --all-threads "
-                       "does: archive, cbf, json or lws (with -o)")
+                       help="text (default), or saved with -o as cbf-save saves: "
+                       "archive or lws hold every thread, cbf or json one "
+                       "backtrace (with --thread TID, unless there is one thread)")
     stack.add_argument("-o", "--output", metavar="FILE",
                        help="where to write (the text too, instead of stdout)")
     stack.set_defaults(run=lambda args: _run_stack(args, error_type))
 
     record = commands.add_parser(
         "record", help="sample every thread's stack of a running process at a "
-        "fixed rate into one archive (each distinct stack once, with a count)")
+        "fixed rate into one archive (each distinct stack once, with a count)",
+        **with_example("sfbt record -p 4242 --duration 10 -o profile.sfbt",
+                       "sample process 4242 at 99 Hz for 10 seconds"))
     record.add_argument("-p", "--pid", type=_pid, required=True, metavar="PID")
     record.add_argument("--hz", type=float, default=99.0,
                         help="samples a second (default 99)")
@@ -195,10 +216,14 @@ def add_commands(commands, error_type):
 
     flame = commands.add_parser(
         "flame", help="draw saved stacks (sfbt record, cbf-save) as an interactive "
-        "SVG flame graph, or write speedscope's JSON")
+        "SVG flame graph, or write speedscope's JSON or a pprof profile",
+        **with_example("sfbt flame profile.sfbt -o profile.svg",
+                       "a recording as a flame graph to open in a browser"))
     flame.add_argument("file", metavar="FILE",
                        help="an archive, a .cbf, JSON or lws file")
     flame.add_argument("-o", "--output", required=True, metavar="OUT")
-    flame.add_argument("--format", choices=("svg", "speedscope"), default="svg")
+    flame.add_argument("--format", choices=("svg", "speedscope", "pprof"), default="svg",
+                       help="svg (default), speedscope (JSON) or pprof (gzipped "
+                       "profile.proto, for go tool pprof, Pyroscope, Parca, Grafana)")
     flame.add_argument("--title", help="the graph's title (default: the file name)")
     flame.set_defaults(run=lambda args: _run_flame(args, error_type))

@@ -1,6 +1,7 @@
-"""Flame graphs of saved stacks: an interactive SVG (tooltips, click to
-zoom, Escape to reset: its script is inside the file) and speedscope's
-JSON (https://www.speedscope.app/file-format-schema.json).
+"""Flame graphs of saved stacks: an interactive SVG (tooltips, zoom,
+search, a width that follows the window: its script, flame.js, is inside
+the file) and speedscope's JSON
+(https://www.speedscope.app/file-format-schema.json).
 
 Names come from each archived image's symbols (its separate debug file
 under /usr/lib/debug/.build-id when there is one), found by build id or
@@ -21,7 +22,8 @@ WIDTH = 1200
 ROW = 16
 FONT = 12
 MARGIN = 10
-TOP = 34  # title and hint above the graph
+TOP = 64  # title, what was sampled, and the buttons above the graph
+BOTTOM = 24  # the status line below it
 
 
 class ImageNamer:
@@ -52,8 +54,21 @@ class ImageNamer:
             self._symbols[key] = ModuleSymbols(module) if module else None
         return self._symbols[key]
 
+    @staticmethod
+    def image_of(address, images):
+        """The image whose text holds a run-time address, or None."""
+        return next((i for i in images if i.base <= address < i.end_of_text), None)
+
+    def has_symbols(self, image):
+        return self._module(image) is not None
+
+    def line(self, address, image):
+        """(file, line) of a run-time address in image, or None."""
+        symbols = self._module(image)
+        return symbols.line(address - symbols.module.load_bias) if symbols else None
+
     def name(self, address, images):
-        image = next((i for i in images if i.base <= address < i.end_of_text), None)
+        image = self.image_of(address, images)
         if image is None:
             return f"{address:#x}"
         symbols = self._module(image)
@@ -98,40 +113,10 @@ def _color(name):
             f"{(value >> 16) % 55})")
 
 
-_SCRIPT = """
-var svg = document.documentElement, frames = svg.querySelectorAll("g.f");
-var full = %(width)d, margin = %(margin)d;
-function fit(g, x, w) {
-  var r = g.querySelector("rect"), t = g.querySelector("text");
-  r.setAttribute("x", x); r.setAttribute("width", Math.max(w, 0));
-  t.setAttribute("x", x + 3);
-  var name = g.getAttribute("data-name"), room = Math.floor((w - 6) / 7);
-  t.textContent = room < 3 ? "" : (name.length <= room ? name
-                                   : name.substring(0, room - 2) + "..");
-  g.style.display = w < 0.5 ? "none" : "";
-}
-function zoom(target) {
-  var x0 = +target.getAttribute("data-x"), w0 = +target.getAttribute("data-w");
-  var d0 = +target.getAttribute("data-d"), scale = (full - 2 * margin) / w0;
-  frames.forEach(function (g) {
-    var x = +g.getAttribute("data-x"), w = +g.getAttribute("data-w");
-    var d = +g.getAttribute("data-d");
-    var inside = x >= x0 - 1e-9 && x + w <= x0 + w0 + 1e-9;
-    var below = d < d0 && x <= x0 + 1e-9 && x + w >= x0 + w0 - 1e-9;
-    if (inside && d >= d0) fit(g, margin + (x - x0) * scale, w * scale);
-    else if (below) fit(g, margin, full - 2 * margin);
-    else g.style.display = "none";
-    g.style.opacity = below ? 0.6 : 1;
-  });
-}
-frames.forEach(function (g) {
-  g.addEventListener("click", function () { zoom(g); });
-});
-document.addEventListener("keydown", function (e) {
-  if (e.key === "Escape") zoom(frames[0]);
-});
-zoom(frames[0]);
-"""
+def _script():
+    """flame.js, the script inside every SVG."""
+    with open(os.path.join(os.path.dirname(__file__), "flame.js"), encoding="utf-8") as stream:
+        return stream.read()
 
 
 def _fitted(name, width):
@@ -142,47 +127,60 @@ def _fitted(name, width):
     return name if len(name) <= room else name[:room - 2] + ".."
 
 
-def flame_svg(stacks, title="Flame graph"):
-    """An SVG flame graph: the root at the bottom, callers below callees."""
+def flame_svg(stacks, title="Flame graph", details=""):
+    """An SVG flame graph: the root at the bottom, callers below callees;
+    ``details`` is the line under the title (what was sampled).  Frames
+    are placed in percentages of the graph's width: the script makes the
+    width follow the window, and the file is drawn right without it."""
     root = _tree(stacks)
     total = root.value or 1
-    unit = (WIDTH - 2 * MARGIN) / total
-    depth = _depth(root)
-    height = TOP + (depth + 1) * ROW + MARGIN
+    inner = WIDTH - 2 * MARGIN
+    graph = (_depth(root) + 1) * ROW
+    height = TOP + graph + BOTTOM
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{WIDTH}" '
-        f'height="{height}" viewBox="0 0 {WIDTH} {height}" '
+        f'height="{height}" data-total="{root.value}" data-margin="{MARGIN}" '
         f'font-family="Verdana, sans-serif" font-size="{FONT}">',
         f"<title>{html.escape(title)}</title>",
         '<style>g.f:hover rect { stroke: #000; stroke-width: 0.5 } '
-        "g.f { cursor: pointer }</style>",
-        f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#fff8ee"/>',
-        f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="16">'
-        f"{html.escape(title)}</text>",
-        f'<text x="{MARGIN}" y="30" font-size="10" fill="#555">click a frame to zoom, '
-        "Escape to reset; hover for counts</text>",
+        "g.f, .button { cursor: pointer } .button { fill: #136 }</style>",
+        '<rect x="0" y="0" width="100%" height="100%" fill="#fff8ee"/>',
+        f'<text x="50%" y="20" text-anchor="middle" font-size="16">{html.escape(title)}</text>',
+        f'<text id="details" x="50%" y="38" text-anchor="middle" font-size="11" '
+        f'fill="#444">{html.escape(details)}</text>',
+        f'<svg class="band" x="{MARGIN}" y="44" width="{inner}" height="{ROW}">'
+        '<text id="unzoom" class="button" x="0" y="12" style="display: none">Reset zoom</text>'
+        '<text id="search" class="button" x="100%" y="12" text-anchor="end">Search</text></svg>',
+        f'<svg id="frames" class="band" x="{MARGIN}" y="{TOP}" width="{inner}" '
+        f'height="{graph}">',
     ]
-    todo = [(root, 0.0, 0)]
+    todo = [(root, 0, 0)]
     while todo:
-        node, x, level = todo.pop()
-        width = node.value * unit
-        y = height - MARGIN - (level + 1) * ROW
-        share = 100.0 * node.value / total
+        node, first, level = todo.pop()
+        x, width = 100.0 * first / total, 100.0 * node.value / total
+        y = graph - (level + 1) * ROW
         samples = "sample" if node.value == 1 else "samples"
         label = html.escape(node.name, quote=True)
         parts.append(
-            f'<g class="f" data-name="{label}" data-x="{x:.3f}" data-w="{width:.3f}" '
-            f'data-d="{level}"><title>{label} ({node.value} {samples}, {share:.2f}%)'
-            f'</title><rect x="{MARGIN + x:.2f}" y="{y}" width="{width:.2f}" '
+            f'<g class="f" data-name="{label}" data-s="{first}" data-v="{node.value}" '
+            f'data-d="{level}"><title>{label} ({node.value} {samples}, {width:.2f}%)'
+            f'</title><rect x="{x:.4f}%" y="{y}" width="{width:.4f}%" '
             f'height="{ROW - 1}" rx="2" fill="{_color(node.name)}"/>'
-            f'<text x="{MARGIN + x + 3:.2f}" y="{y + ROW - 4}">'
-            f'{html.escape(_fitted(node.name, width))}</text></g>')
-        child_x = x
+            f'<text x="{x:.4f}%" dx="3" y="{y + ROW - 4}">'
+            f'{html.escape(_fitted(node.name, width * inner / 100))}</text></g>')
+        child_first = first
         for child in sorted(node.children.values(), key=lambda n: n.name):
-            todo.append((child, child_x, level + 1))
-            child_x += child.value * unit
-    parts.append(f"<script><![CDATA[{_SCRIPT % {'width': WIDTH, 'margin': MARGIN}}]]>"
-                 "</script></svg>\n")
+            todo.append((child, child_first, level + 1))
+            child_first += child.value
+    parts += [
+        "</svg>",
+        f'<svg class="band" x="{MARGIN}" y="{height - BOTTOM + 4}" width="{inner}" '
+        f'height="{ROW}" font-size="10">'
+        '<text id="status" x="0" y="12" fill="#555">click a frame to zoom, Ctrl-F to '
+        "search, Escape to reset; hover for counts</text>"
+        '<text id="matched" x="100%" y="12" text-anchor="end" fill="#555"></text></svg>',
+        f"<script><![CDATA[\n{_script()}]]></script></svg>\n",
+    ]
     return "\n".join(parts)
 
 

@@ -42,7 +42,10 @@ class Recorder:
     def __init__(self, pid, hz=99.0, label=""):
         self.process = Process(pid)
         self.hz = hz
-        self.label = label or f"sfbt record {hz:g} Hz"
+        if not label:
+            name = dict(self.process.threads()).get(pid, "")
+            label = f"sfbt record of process {pid}{f' ({name})' if name else ''} at {hz:g} Hz"
+        self.label = label
         self.archive = Archive()
         self.stats = RecordStats()
         self._previous = {}  # tid -> (registers, stack, cbf bytes)

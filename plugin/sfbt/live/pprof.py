@@ -1,0 +1,174 @@
+"""`sfbt flame --format pprof`: saved stacks as a gzipped profile.proto
+profile (github.com/google/pprof, proto/profile.proto), the form that
+`go tool pprof`, Pyroscope, Parca and Grafana read.
+
+It is written by the small encoder of protobuf's wire format below, not
+with the protobuf package and messages generated from profile.proto: the
+profile needs seven messages made of varints, strings and packed varints,
+which take forty lines to write, where the package would be a dependency
+(with its license and its native parts) for one export.  Go's own reader
+(`go tool pprof`) checks the result in the tests.
+
+Each distinct saved trace is one Sample: its location ids leaf first, and
+as its one value how often it was captured (sample type samples/count).
+A Location is one address in one image: the address looked up (a return
+address less one, as sfbt names frames), its Mapping (the image's path,
+text range and build id) and one Line (function, source line).  Names and
+lines are those of `sfbt flame`'s SVG (sfbt.live.flame.ImageNamer); an
+address outside every image, or in one whose file is not found, gets a
+function named as the flame graph names it."""
+
+import gzip
+
+from ..archive import cbf
+from .flame import ImageNamer
+
+# Field numbers of proto/profile.proto
+PROFILE_SAMPLE_TYPE, PROFILE_SAMPLE, PROFILE_MAPPING, PROFILE_LOCATION = 1, 2, 3, 4
+PROFILE_FUNCTION, PROFILE_STRING_TABLE, PROFILE_TIME_NANOS = 5, 6, 9
+PROFILE_DURATION_NANOS, PROFILE_PERIOD_TYPE, PROFILE_PERIOD, PROFILE_COMMENT = 10, 11, 12, 13
+VALUE_TYPE_TYPE, VALUE_TYPE_UNIT = 1, 2
+SAMPLE_LOCATION_ID, SAMPLE_VALUE = 1, 2
+MAPPING_ID, MAPPING_MEMORY_START, MAPPING_MEMORY_LIMIT, MAPPING_FILENAME = 1, 2, 3, 5
+MAPPING_BUILD_ID, MAPPING_HAS_FUNCTIONS, MAPPING_HAS_FILENAMES = 6, 7, 8
+MAPPING_HAS_LINE_NUMBERS = 9
+LOCATION_ID, LOCATION_MAPPING_ID, LOCATION_ADDRESS, LOCATION_LINE = 1, 2, 3, 4
+LINE_FUNCTION_ID, LINE_LINE = 1, 2
+FUNCTION_ID, FUNCTION_NAME, FUNCTION_SYSTEM_NAME, FUNCTION_FILENAME = 1, 2, 3, 4
+
+WIRE_VARINT, WIRE_LENGTH = 0, 2
+
+
+def _varint(value):
+    value &= (1 << 64) - 1  # an int64 below zero is written as its two's complement
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _number(field, value):
+    """A varint field (integers, booleans); zero is left out, as proto3 does."""
+    return _varint(field << 3 | WIRE_VARINT) + _varint(int(value)) if value else b""
+
+
+def _bytes(field, data):
+    """A length-delimited field: a string, a message, packed varints."""
+    return _varint(field << 3 | WIRE_LENGTH) + _varint(len(data)) + data
+
+
+def _packed(field, values):
+    return _bytes(field, b"".join(map(_varint, values))) if values else b""
+
+
+class PprofProfile:
+    """A profile built a saved trace at a time (``add``), then written
+    (``encode``)."""
+
+    def __init__(self):
+        self.namer = ImageNamer()
+        self.stacks = 0
+        self._strings = {"": 0}  # string_table[0] must be ""
+        self._samples = []
+        self._mappings = {}  # image key -> (id, Mapping bytes, place in its image map)
+        self._locations = {}  # (address, image key) -> (id, Location bytes)
+        self._functions = {}  # (name, file) -> (id, Function bytes)
+
+    def _string(self, text):
+        return self._strings.setdefault(text, len(self._strings))
+
+    def add(self, trace):
+        """One SavedTrace (sfbt.archive.saved) as one Sample."""
+        ids = [self._location(frame.address if frame.kind == "pc" else frame.address - 1,
+                              trace.images)
+               for frame in trace.frames if not isinstance(frame, cbf.Omitted)]
+        self._samples.append(_packed(SAMPLE_LOCATION_ID, ids)
+                             + _packed(SAMPLE_VALUE, [trace.weight]))
+        self.stacks += trace.weight
+
+    def _mapping(self, image, images):
+        key = (image.path, image.base, image.end_of_text, image.build_id)
+        found = self._mappings.get(key)
+        if found is None:
+            number = len(self._mappings) + 1
+            symbols = self.namer.has_symbols(image)
+            found = self._mappings[key] = (number, b"".join((
+                _number(MAPPING_ID, number),
+                _number(MAPPING_MEMORY_START, image.base),
+                _number(MAPPING_MEMORY_LIMIT, image.end_of_text),
+                _number(MAPPING_FILENAME, self._string(image.path)),
+                _number(MAPPING_BUILD_ID, self._string(
+                    image.build_id.hex() if image.build_id else "")),
+                _number(MAPPING_HAS_FUNCTIONS, symbols),
+                _number(MAPPING_HAS_FILENAMES, symbols),
+                _number(MAPPING_HAS_LINE_NUMBERS, symbols))), images.index(image))
+        return found[0]
+
+    def _location(self, address, images):
+        image = self.namer.image_of(address, images)
+        mapping = self._mapping(image, images) if image is not None else 0
+        key = (address, mapping)
+        found = self._locations.get(key)
+        if found is None:
+            name = self.namer.name(address, images)
+            place = self.namer.line(address, image) if image is not None else None
+            function = self._function(name, place[0] if place else "")
+            line = _number(LINE_FUNCTION_ID, function) + _number(LINE_LINE,
+                                                                   place[1] if place else 0)
+            number = len(self._locations) + 1
+            found = self._locations[key] = (number, b"".join((
+                _number(LOCATION_ID, number),
+                _number(LOCATION_MAPPING_ID, mapping),
+                _number(LOCATION_ADDRESS, address),
+                _bytes(LOCATION_LINE, line))))
+        return found[0]
+
+    def _function(self, name, file):
+        found = self._functions.get((name, file))
+        if found is None:
+            number = len(self._functions) + 1
+            name_index = self._string(name)
+            found = self._functions[(name, file)] = (number, b"".join((
+                _number(FUNCTION_ID, number),
+                _number(FUNCTION_NAME, name_index),
+                _number(FUNCTION_SYSTEM_NAME, name_index),
+                _number(FUNCTION_FILENAME, self._string(file)))))
+        return found[0]
+
+    def _value_type(self, kind, unit):
+        return (_number(VALUE_TYPE_TYPE, self._string(kind))
+                + _number(VALUE_TYPE_UNIT, self._string(unit)))
+
+    def encode(self, recording=None):
+        """The gzipped profile; ``recording`` (sfbt.archive.recording),
+        when the file had events, gives its start, duration, sampling
+        period (wall-clock nanoseconds: every thread is sampled, running
+        or not) and a comment (the events' label)."""
+        parts = [_bytes(PROFILE_SAMPLE_TYPE, self._value_type("samples", "count"))]
+        parts += [_bytes(PROFILE_SAMPLE, sample) for sample in self._samples]
+        # the main program first (pprof takes the first mapping for it): in
+        # the order of the image maps, which list it first
+        mappings = sorted(self._mappings.values(), key=lambda m: (m[2], m[0]))
+        parts += [_bytes(PROFILE_MAPPING, message) for _, message, _ in mappings]
+        for table, field in ((self._locations, PROFILE_LOCATION),
+                             (self._functions, PROFILE_FUNCTION)):
+            parts += [_bytes(field, message) for _, message in table.values()]
+        if recording is not None:
+            parts.append(_number(PROFILE_TIME_NANOS, recording.first_ns or 0))
+            parts.append(_number(PROFILE_DURATION_NANOS, recording.duration_ns))
+            if recording.rate:
+                parts.append(_bytes(PROFILE_PERIOD_TYPE,
+                                    self._value_type("wall", "nanoseconds")))
+                parts.append(_number(PROFILE_PERIOD, round(1e9 / recording.rate)))
+            if recording.label:
+                parts.append(_packed(PROFILE_COMMENT, [self._string(recording.label)]))
+        # the string table last: every other part has added its strings
+        parts += [_bytes(PROFILE_STRING_TABLE, text.encode("utf-8", "replace"))
+                  for text in self._strings]
+        return gzip.compress(b"".join(parts), mtime=0)
+
+    @property
+    def distinct(self):
+        return len(self._samples)

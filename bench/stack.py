@@ -12,10 +12,17 @@ first run.  Goal: sfbt / gdb <= 0.2, each thread stopped <= 10 ms.
 Then where sfbt's time goes, in one process: the interpreter's start,
 imports, reading the process, the snapshots, the walks, symbolizing.
 
-Run: python3 bench/stack.py [--rounds N] [--gdb PATH]
+Then `sfbt stack PID` against `eu-stack -s -p PID` (names and source
+lines, as sfbt prints) on Debian's /usr/bin/python3 running 5 threads (no
+`.sframe`: every row comes from `.eh_frame`), with sfbt's cache filled and
+with an empty one each run (goals <= 2 and <= 4); and `sfbt --version`
+against `/usr/bin/python3 -c pass` (goal <= 2).
+
+Run: python3 bench/stack.py [--rounds N] [--gdb PATH] [--parts workers,python,version]
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -77,20 +84,90 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--gdb", default="gdb")
+    parser.add_argument("--parts", default="workers,python,version",
+                        help="what to measure, comma-separated")
     args = parser.parse_args()
+    parts = args.parts.split(",")
     work = Path(tempfile.mkdtemp(prefix="sfbt-bench-stack-"))
     try:
-        program = compile_program(work, "workers", "O2", True, ["workers.c"])
         env = environment(str(work / "pycache"))
-        target = subprocess.Popen([str(program)], stdout=subprocess.PIPE, text=True)
-        try:
-            assert target.stdout.readline().strip() == "ready"
-            measure(args, str(target.pid), env)
-        finally:
-            target.kill()
-            target.wait()
+        if "workers" in parts:
+            program = compile_program(work, "workers", "O2", True, ["workers.c"])
+            with running([str(program)]) as pid:
+                measure(args, pid, env)
+        if "python" in parts:
+            with running([PYTHON, "-c", PYTHON_THREADS]) as pid:
+                against_eu_stack(args, pid, env, work)
+        if "version" in parts:
+            version(args, env)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+#: Debian's own interpreter, as the issue measured it
+PYTHON = "/usr/bin/python3"
+PYTHON_THREADS = ("import threading, time\n"
+                  "for _ in range(4):\n"
+                  "    threading.Thread(target=time.sleep, args=(1e6,), daemon=True).start()\n"
+                  "print('ready', flush=True)\n"
+                  "time.sleep(1e6)\n")
+
+
+@contextlib.contextmanager
+def running(command):
+    """The pid (text) of a process that has printed "ready"."""
+    target = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        yield str(target.pid)
+    finally:
+        target.kill()
+        target.wait()
+
+
+def against_eu_stack(args, pid, env, work):
+    eu_stack = shutil.which("eu-stack")
+    if not eu_stack:
+        print("eu-stack: not installed (apt-get install elfutils)")
+        return
+    env = dict(env, DEBUGINFOD_URLS="")
+    filled = dict(env, XDG_CACHE_HOME=str(work / "filled"))
+    sfbt = [sys.executable, "-m", "sfbt", "stack", pid]
+    eu = [eu_stack, "-s", "-p", pid]
+    _, text = timed(sfbt, filled)
+    threads = text.count("\nThread ") + text.startswith("Thread ")
+    print(f"target: {PYTHON}, {threads} threads, pid {pid}")
+    timed(eu, env)
+
+    def eus():
+        return timed(eu, env)[0]
+
+    def empty():
+        with tempfile.TemporaryDirectory(dir=work) as cache:
+            return timed(sfbt, dict(env, XDG_CACHE_HOME=cache))[0]
+
+    print(paired_ratios(args.rounds, lambda: timed(sfbt, filled)[0], eus).line(
+        "sfbt stack (cache filled) / eu-stack -s -p", goal=2))
+    print(paired_ratios(args.rounds, empty, eus).line(
+        "sfbt stack (empty cache) / eu-stack -s -p", goal=4))
+
+
+def version(args, env):
+    """sfbt --version as its console script runs it (``from sfbt.cli import
+    main``), against the same interpreter's ``-c pass`` and against
+    Debian's python3's, the issue's anchor (both run sfbt too: Debian's
+    interpreter with this tree on its path)."""
+    entry = ["-c", "import sys; from sfbt.cli import main; sys.exit(main())", "--version"]
+    for python in (sys.executable, PYTHON):
+        ours = [python, *entry]
+        timed(ours, env)
+        print(paired_ratios(args.rounds, lambda: timed(ours, env)[0],
+                            lambda: timed([PYTHON, "-c", "pass"])[0]).line(
+            f"sfbt --version ({python}) / {PYTHON} -c pass", goal=2))
+    same = [sys.executable, *entry]
+    print(paired_ratios(args.rounds, lambda: timed(same, env)[0],
+                        lambda: timed([sys.executable, "-c", "pass"], env)[0]).line(
+        f"sfbt --version / {sys.executable} -c pass"))
 
 
 def measure(args, pid, env):

@@ -9,7 +9,8 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from gdb_support import PROGRAMS
-from sfbt.dwarf.coverage import CfiCoverage, _EhFrameTable, _SortedRanges
+from sfbt.dwarf.coverage import CfiCoverage
+from sfbt.dwarf.fdes import EhFrameHdrTable, ParsedFdes
 
 
 def build(directory, name, *flags):
@@ -44,7 +45,7 @@ def code_addresses(path):
 
 def assert_agrees(path, lookup_type):
     coverage = CfiCoverage.of_file(str(path))
-    assert [type(lookup) for lookup in coverage._lookups] == [lookup_type]
+    assert [type(lookup) for lookup in coverage.index.lookups] == [lookup_type]
     ranges = pyelftools_ranges(path)
     assert ranges
     covered = 0
@@ -57,14 +58,14 @@ def assert_agrees(path, lookup_type):
 
 
 def test_eh_frame_through_its_header_table(tmp_path):
-    assert_agrees(build(tmp_path, "with-hdr"), _EhFrameTable)
+    assert_agrees(build(tmp_path, "with-hdr"), EhFrameHdrTable)
 
 
 def test_eh_frame_without_a_header_table(tmp_path):
     program = build(tmp_path, "no-hdr")
     subprocess.run(["objcopy", "--remove-section", ".eh_frame_hdr", str(program)],
                    check=True, capture_output=True)
-    assert_agrees(program, _SortedRanges)
+    assert_agrees(program, ParsedFdes)
 
 
 def test_debug_frame_only(tmp_path):
@@ -72,7 +73,7 @@ def test_debug_frame_only(tmp_path):
                     "-fno-unwind-tables")
     subprocess.run(["objcopy", "--remove-section", ".eh_frame", "--remove-section",
                     ".eh_frame_hdr", str(program)], check=True, capture_output=True)
-    assert_agrees(program, _SortedRanges)
+    assert_agrees(program, ParsedFdes)
 
 
 @pytest.mark.parametrize("flags", [(), ("-fno-asynchronous-unwind-tables",

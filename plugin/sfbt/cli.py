@@ -1,20 +1,16 @@
-"""The ``sfbt`` command line."""
+"""The ``sfbt`` command line.
 
-import argparse
+Each command imports what it uses when it runs: `sfbt --version` or
+`sfbt stack` do not pay for the SFrame dumper, the archive codecs or the
+symbolizer of `cbf decode`.
+"""
+
 import sys
 
 from . import __version__
-from .archive import cbf, lws
-from .archive.report import folded_line, frame_lines, trace_names
-from .archive.saved import SavedFile, saved_trace_lines
 from .errors import SfbtError
-from .files import FileProblem, open_regular, read_regular, write_atomically
 from .live.cli import add_commands as add_live_commands
 from .printable import printable
-from .sframe import dump_text, lookup_text, open_section
-from .sframe.dump import libsframe_2_40_text
-from .sframe.elf import read_elf_sframe
-from .usage import with_example
 
 
 class CommandError(SfbtError):
@@ -26,6 +22,7 @@ MAX_SECTION_BYTES = 1 << 30
 
 
 def _address(text):
+    import argparse
     try:
         return int(text, 0)
     except ValueError:
@@ -50,6 +47,9 @@ def _synthesized(path, use_cache=True):
 
 def _load(args):
     """The SFrame section named by the command line, and the dump preamble."""
+    from .files import read_regular
+    from .sframe import open_section
+    from .sframe.elf import read_elf_sframe
     path = args.file
     if getattr(args, "synth", False):
         if args.raw:
@@ -72,6 +72,7 @@ def _load(args):
 
 
 def _run_dump(args):
+    from .sframe import dump_text
     section, preamble = _load(args)
     try:
         text = dump_text(section)
@@ -81,6 +82,8 @@ def _run_dump(args):
 
 
 def _run_lookup(args):
+    from .sframe import lookup_text
+    from .sframe.dump import libsframe_2_40_text
     section, _ = _load(args)
     lines = []
     for address in args.addresses:
@@ -100,8 +103,9 @@ def _run_lookup(args):
 
 
 def _run_synth(args):
-    result = _synthesized(args.file, not args.no_cache)
+    from .files import write_atomically
     from .sframe import write_section
+    result = _synthesized(args.file, not args.no_cache)
     data = write_section(result.section)
     try:
         write_atomically(args.output, data)
@@ -139,6 +143,7 @@ def _describer(symbolizer, images):
 
 
 def _run_cbf_encode(args):
+    from .archive import cbf
     try:
         frames, truncated = cbf.parse_frames(sys.stdin.read())
         data = cbf.encode(frames, args.word_size, truncated)
@@ -152,6 +157,8 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
     ``write_trace(trace)`` for each; a bare CBF file goes to ``bare_cbf(data)``
     instead when given.  Errors become one line naming the file, after
     the traces read before an archive's damage."""
+    from .archive.saved import SavedFile
+    from .files import FileProblem
     try:
         with SavedFile(path) as saved:
             if bare_cbf is not None and saved.form == "cbf":
@@ -179,6 +186,8 @@ def _function_name(describe):
 
 
 def _run_cbf_decode(args):
+    from .archive import cbf
+    from .archive.saved import saved_trace_lines
     symbolizer = _symbolizer(args)
 
     def write_trace(trace):
@@ -193,6 +202,7 @@ def _run_cbf_decode(args):
 
 
 def _run_fold(args):
+    from .archive.report import folded_line, trace_names
     symbolizer = _symbolizer(args)
 
     def write_trace(trace):
@@ -203,6 +213,7 @@ def _run_fold(args):
 
 
 def _run_lws_filter(args):
+    from .archive import lws
     convert = (lws.filter_decode if args.lws_command == "decode"
                else lambda lines: lws.filter_encode(lines, legacy=args.legacy))
     try:
@@ -213,6 +224,9 @@ def _run_lws_filter(args):
 
 
 def _run_heapmap(args):
+    from .archive import cbf, lws
+    from .archive.report import frame_lines
+    from .files import open_regular
     try:
         with open_regular(args.log) as stream:
             groups = lws.group_allocations(lws.log_lines(stream))
@@ -246,6 +260,9 @@ def _add_input_arguments(parser):
 
 
 def build_parser():
+    import argparse
+
+    from .usage import with_example
     parser = argparse.ArgumentParser(
         prog="sfbt", description="SFrame-driven stack traces: tools that "
         "work outside the debugger.",
@@ -359,7 +376,11 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else argv
+    if arguments == ["--version"]:  # without importing argparse or building the parser
+        print(f"sfbt {__version__}")
+        return 0
+    args = build_parser().parse_args(arguments)
     # Names are escaped before they are printed (sfbt.printable); a byte
     # that is not UTF-8 and was missed is printed as it is, not a traceback.
     sys.stdout.reconfigure(errors="surrogateescape")

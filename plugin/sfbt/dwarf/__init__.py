@@ -1,19 +1,35 @@
 """DWARF call-frame information and SFrame synthesized from it.
 
 - ``cfi``: parsing .eh_frame / .debug_frame into CIEs and FDEs;
+- ``fdes``: finding the FDE that covers an address (.eh_frame_hdr's table);
 - ``cfa``: running an FDE's CFA program into rows of rules;
 - ``expressions``: the few DWARF expressions SFrame can say;
 - ``convert``: one row's rules as SFrame rules and data words;
 - ``synthesize``: a whole SFrame v3 section from an ELF image's CFI;
-- ``store``: synthesized sections cached per file they were made from;
+- ``ondemand``: the rows of one function at a time, as walks reach them;
+- ``store``: whole synthesized sections cached per file they were made from;
 - ``coverage``: which addresses an object's CFI covers.
+
+The names below are imported from their modules when first asked for: a
+walk does not import the store and its cache.
 """
 
-from .convert import Inexpressible
-from .store import SynthesisStore, file_cache_key
-from .synthesize import (SynthError, SynthResult, SynthStats, synthesize_cfi,
-                         synthesize_elf, synthesize_image)
+import importlib
 
-__all__ = ["Inexpressible", "SynthError", "SynthResult", "SynthStats", "SynthesisStore",
-           "file_cache_key", "synthesize_cfi", "synthesize_elf",
-           "synthesize_image"]
+_MODULE_OF = {
+    "Inexpressible": "convert",
+    "SynthesisStore": "store", "file_cache_key": "store",
+    "SynthError": "synthesize", "SynthResult": "synthesize", "SynthStats": "synthesize",
+    "synthesize_cfi": "synthesize", "synthesize_elf": "synthesize",
+    "synthesize_image": "synthesize",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -25,21 +25,17 @@ import collections
 from bisect import bisect_right
 
 from ..arch import Arch
-import struct
-
-from ..elf import PT_GNU_EH_FRAME, PT_LOAD, SHT_NOBITS, ElfError, ElfImage, open_elf
+from ..elf import ElfError, ElfImage, open_elf
 from ..errors import SfbtError
 from ..sframe import constants as C
 from ..sframe.model import FrameRowEntry, FunctionEntry, SFrameSection, minimal_word_size
 from .cfa import run_fde
-from .cfi import parse_cfi
-from .encoding import CFIError, FieldReader, read_encoded_pointer
 from .convert import ClassifiedRow, classify
 from .expressions import LazyPltCfa
+from .fdes import CfiUnavailable, FdeIndex, image_arch
 
 DEFAULT, FLEX, SIGNAL, PLT, LEFT_OUT = "default", "flex", "signal", "plt", "left out"
 _MAX_ROWS = 0xFFFF  # a v3 function's row count is 16 bits
-_MAX_MEMORY_EH_FRAME = 1 << 24  # read at most this much .eh_frame from memory
 
 
 class SynthError(SfbtError):
@@ -177,7 +173,7 @@ def _runs(converted):
     return runs
 
 
-def _convert_fde(fde, arch, stats, functions, left_out, memo):
+def convert_fde(fde, arch, stats, functions, left_out, memo):
     program = run_fde(fde, arch.sp, arch.fp, arch.ra)
     end = fde.end
     converted = []  # [(address, ClassifiedRow)], rows past the end dropped
@@ -239,20 +235,12 @@ def synthesize_cfi(arch: Arch, fde_lists, sources=(), relocatable=False) -> Synt
         chosen.append(fde)
     functions, left_out, memo = [], [], {}
     for fde in chosen:
-        _convert_fde(fde, arch, stats, functions, left_out, memo)
+        convert_fde(fde, arch, stats, functions, left_out, memo)
     functions.sort(key=lambda f: f.start)
     section = SFrameSection(C.VERSION_3, arch.sframe_abi, functions,
                             flags=C.F_FDE_SORTED, address=0)
     left_out.sort()
     return SynthResult(section, stats, left_out)
-
-
-def _image_arch(image):
-    arch = image.arch
-    if arch is None:
-        raise SynthError(f"unsupported architecture (ELF machine {image.header.machine}, "
-                         f"{'big' if image.header.big_endian else 'little'}-endian)")
-    return arch
 
 
 def image_cfi(image: ElfImage):
@@ -261,69 +249,27 @@ def image_cfi(image: ElfImage):
     first in relocatable objects), or for an image in target memory, which
     has no section headers, the .eh_frame its PT_GNU_EH_FRAME names.
     Raises SynthError."""
-    arch = _image_arch(image)
-    if image.in_memory:
-        fdes, errors = _memory_eh_frame(image, arch)
-        return ([fdes] if fdes else []), ([".eh_frame"] if fdes else []), errors
-    fde_lists, sources, errors = [], [], 0
-    for name, eh_frame in ((".eh_frame", True), (".debug_frame", False)):
-        section = image.section(name)
-        if section is None or section.type == SHT_NOBITS:
-            continue
-        try:
-            data = image.relocated_data(section)
-        except ElfError as error:
-            raise SynthError(f"{name}: {error}") from None
-        fdes, bad = parse_cfi(data, section.addr, eh_frame=eh_frame,
-                              big_endian=arch.big_endian)
-        errors += bad
-        if fdes:
-            fde_lists.append(fdes)
-            sources.append(name)
-    return fde_lists, sources, errors
-
-
-def _memory_eh_frame(image, arch):
-    """(FDEs, unparsable entries) of the .eh_frame of an image in target
-    memory (``image.base`` is its ELF header; the FDEs' addresses are the
-    file's): found through .eh_frame_hdr, read up to the end of the
-    loaded segment that holds it."""
-    segments = image.segments()
-    loads = [s for s in segments if s.type == PT_LOAD]
-    header = next((s for s in segments if s.type == PT_GNU_EH_FRAME), None)
-    if header is None or not loads:
-        raise SynthError("no .eh_frame_hdr (PT_GNU_EH_FRAME) in the image in memory")
-    first = min(loads, key=lambda s: s.vaddr)
-    bias = image.base - (first.vaddr - first.offset)
-    hdr = image.read(bias + header.vaddr, 4 + arch.pointer_size)
-    if hdr[0] != 1:
-        raise SynthError(f".eh_frame_hdr version {hdr[0]} (expected 1)")
     try:
-        eh_frame, _ = read_encoded_pointer(FieldReader(arch.big_endian), hdr, 4, hdr[1],
-                                           header.vaddr, arch.pointer_size)
-    except (CFIError, struct.error) as error:
-        raise SynthError(f".eh_frame_hdr: {error}") from None
-    segment = next((s for s in loads if s.vaddr <= eh_frame < s.vaddr + s.filesz), None)
-    if segment is None:
-        raise SynthError(f".eh_frame at {eh_frame:#x} is outside the loaded segments")
-    size = min(segment.vaddr + segment.filesz - eh_frame, _MAX_MEMORY_EH_FRAME)
-    data = image.read(bias + eh_frame, size)
-    return parse_cfi(data, eh_frame, eh_frame=True, big_endian=arch.big_endian,
-                     address_size=arch.pointer_size)
+        image_arch(image)
+        index = FdeIndex.of_image(image)
+    except CfiUnavailable as error:
+        raise SynthError(str(error)) from None
+    fde_lists, errors = index.fde_lists()
+    kept = [(fdes, name) for fdes, name in zip(fde_lists, index.sources) if fdes]
+    return [fdes for fdes, _ in kept], [name for _, name in kept], errors
 
 
 def synthesize_image(image: ElfImage) -> SynthResult:
     """SynthResult for an ELF image (a file's, or one in target memory:
     ``image.in_memory``), from its call-frame information.  Raises
     SynthError."""
-    arch = _image_arch(image)
     try:
         fde_lists, sources, errors = image_cfi(image)
     except ElfError as error:
         raise SynthError(str(error)) from None
     if not fde_lists:
         raise SynthError("no call-frame information (.eh_frame or .debug_frame)")
-    result = synthesize_cfi(arch, fde_lists, sources, image.relocatable)
+    result = synthesize_cfi(image.arch, fde_lists, sources, image.relocatable)
     if errors:
         result.stats.skipped_fdes["unparsable entry"] += errors
     return result

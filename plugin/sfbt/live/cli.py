@@ -4,7 +4,6 @@ import sys
 
 from ..errors import SfbtError
 from ..printable import printable
-from ..usage import with_example
 
 FORMATS = ("text", "archive", "cbf", "json", "lws")
 #: the saved forms that hold one backtrace (a bare CBF, Swift's JSON)
@@ -178,6 +177,7 @@ def _run_flame(args, error_type):
 def add_commands(commands, error_type):
     """Add `stack`, `record` and `flame` to the command line's subparsers;
     their errors are raised as ``error_type`` (printed as one line)."""
+    from ..usage import with_example  # argparse: not for sfbt --version
     stack = commands.add_parser(
         "stack", help="every thread's backtrace of a running process or a "
         "core file, unwound with SFrame data, without a debugger",

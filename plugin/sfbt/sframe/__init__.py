@@ -1,14 +1,27 @@
-"""SFrame (.sframe) sections: one model, read and written in v1, v2 and v3."""
+"""SFrame (.sframe) sections: one model, read and written in v1, v2 and v3.
 
-from .dump import dump_text, lookup_text
-from .errors import SFrameEncodeError, SFrameError
-from .model import FrameRowEntry, FunctionEntry, SFrameSection
-from .reader import check_section, open_section, read_section
-from .rules import FrameRow, Location
-from .writer import write_section
+The names below are imported from their modules when first asked for, so
+that a walk, which reads sections, does not import the dumper or the
+writer.
+"""
 
-__all__ = [
-    "FrameRow", "FrameRowEntry", "FunctionEntry", "Location", "SFrameEncodeError",
-    "SFrameError", "SFrameSection", "check_section", "dump_text", "lookup_text",
-    "open_section", "read_section", "write_section",
-]
+import importlib
+
+_MODULE_OF = {
+    "dump_text": "dump", "lookup_text": "dump",
+    "SFrameEncodeError": "errors", "SFrameError": "errors",
+    "FrameRowEntry": "model", "FunctionEntry": "model", "SFrameSection": "model",
+    "check_section": "reader", "open_section": "reader", "read_section": "reader",
+    "FrameRow": "rules", "Location": "rules",
+    "write_section": "writer",
+}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value

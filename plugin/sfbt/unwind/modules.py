@@ -2,7 +2,8 @@
 
 A module's SFrame data is its own ``.sframe`` (from its file, else from
 the target's memory through PT_GNU_SFRAME) or, when it has none, rows
-synthesized from its DWARF call-frame information.  ``SFrameSources`` loads
+synthesized from its DWARF call-frame information one function at a time,
+as walks reach them (sfbt.dwarf.ondemand).  ``SFrameSources`` loads
 each once per file (device, inode, size and change time: never per build id
 alone, which a copy with other contents may carry) or per image a module
 carries, and keeps it: a debugger adapter holds one for its whole session,
@@ -15,9 +16,8 @@ import os
 from bisect import bisect_right
 from typing import Optional
 
-from ..dwarf import SynthError, SynthesisStore, synthesize_image
-from ..dwarf.cfa import rules_at
-from ..dwarf.synthesize import image_cfi
+from ..dwarf.fdes import CfiUnavailable
+from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
 from ..errors import SfbtError
 from ..sframe import SFrameError, open_section
@@ -29,48 +29,30 @@ from .walk import FLEX, SFRAME, SYNTH
 class SFrameSource:
     """Where a module's SFrame data came from, for `info sframe`."""
 
-    def __init__(self, section, origin, error=None, synthesized=None, read_cfi=None,
-                 made_from=None):
+    def __init__(self, section, origin, error=None, rows=None, made_from=None):
         self.section = section
         self.origin = origin  # "file", "memory", "synth" or "none"
         #: ("file", device, inode, size, change time) of the file it was
         #: read from, when it was read from one
         self.made_from = made_from
         self.error = error
-        #: the dwarf.SynthResult when origin is "synth"
-        self.synthesized = synthesized
-        #: for synthesized rows: () -> the FDE lists they came from, read
-        #: again when a walk needs a register rule SFrame does not keep
-        self._read_cfi = read_cfi
-        self._fdes = None
+        #: the dwarf.ondemand.FunctionRows the section's rows are made by,
+        #: when origin is "synth"
+        self.rows = rows
 
     def register_rules(self, pc, registers):
         """{register: dwarf Rule or None (unchanged)} of the DWARF CFI at
         ``pc`` (the module's own addresses), or None where there is none."""
-        if self._read_cfi is None:
+        if self.rows is None:
             return None
-        if self._fdes is None:
-            try:
-                fdes = sorted((fde for fdes in self._read_cfi() for fde in fdes),
-                              key=lambda fde: fde.start)
-            except (SfbtError, OSError):  # the rows stand without these rules
-                fdes = []
-            self._fdes = ([fde.start for fde in fdes], fdes)
-        starts, fdes = self._fdes
-        i = bisect_right(starts, pc) - 1
-        if i < 0 or pc >= fdes[i].end:
-            return None
-        return rules_at(fdes[i], pc, registers)
+        return self.rows.register_rules(pc, registers)
 
     def describe(self) -> str:
         if self.section is None:
             return f"none ({self.error})" if self.error else "none"
         if self.origin == "synth":
-            stats = self.synthesized.stats
-            left_out = stats.rows["left out"]
-            return (f"synthesized from {'+'.join(stats.sources)}, "
-                    f"{self.section.num_functions} FDEs"
-                    + (f", {left_out} rows left out" if left_out else ""))
+            return (f"synthesized from {'+'.join(self.rows.index.sources)}, "
+                    f"{self.rows.num_fdes} FDEs")
         return (f"SFrame v{self.section.version}, "
                 f"{self.section.num_functions} FDEs, from {self.origin}")
 
@@ -105,12 +87,11 @@ class SFrameSources:
     """Each module's SFrame data, loaded on first use and kept.
 
     ``synthesize``: whether modules without SFrame data get rows
-    synthesized from their DWARF CFI (`set sframe synthesize`); ``store``
-    keeps synthesized sections (on disk, per file they were made from).
+    synthesized from their DWARF CFI (`set sframe synthesize`), per
+    function as walks reach them (sfbt.dwarf.ondemand).
     """
 
-    def __init__(self, store: Optional[SynthesisStore] = None, synthesize: bool = True):
-        self.store = store if store is not None else SynthesisStore()
+    def __init__(self, synthesize: bool = True):
         self.synthesize = synthesize
         self._own = {}  # cache key -> SFrameSource
         self._synthesized = {}  # cache key -> SFrameSource
@@ -118,7 +99,6 @@ class SFrameSources:
     def clear(self):
         self._own.clear()
         self._synthesized.clear()
-        self.store.clear()
 
     def for_module(self, module: Module, target=None) -> SFrameSource:
         """The module's own SFrame data, else (when synthesis is on) rows
@@ -169,21 +149,13 @@ class SFrameSources:
         """Rows from the module's file, else (the vDSO, a deleted library)
         from its .eh_frame in the target's memory."""
         if module.image is not None:
-            return _synthesized_from_image(module)
+            return _guarded(module.path, lambda: _rows_of_image(_image_of(module)))
         if not os.path.exists(module.path):
             if target is None:
                 return NONE
-            return _synthesize_from_memory(module, target)
-        try:
-            result = self.store.synthesize(module.path)
-            return SFrameSource(result.section, "synth", synthesized=result,
-                                read_cfi=lambda: _file_cfi(module.path),
-                                made_from=("file", *result.made_from[-4:]))
-        except (SynthError, SfbtError, OSError) as error:
-            return SFrameSource(None, "none", f"{module.path}: {error}")
-        except Exception as error:  # a synthesizer bug must not end the walk
-            return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
-                                f"{type(error).__name__}: {error}")
+            return _guarded(f"{module.path} (memory)",
+                            lambda: _rows_of_memory(module, target))
+        return _guarded(module.path, lambda: _rows_of_file(module.path))
 
 
 def _own_of_file(path):
@@ -216,48 +188,38 @@ def _own_of_image(module):
     return SFrameSource(section, "memory")
 
 
-def _synthesized_from_image(module):
-    """Rows synthesized from the image a module carries."""
+def _guarded(where, make):
+    """make()'s SFrameSource of synthesized rows, or one saying why there
+    are none."""
     try:
-        result = synthesize_image(_image_of(module))
-    except SfbtError as error:
-        return SFrameSource(None, "none", f"{module.path}: {error}")
-    except Exception as error:  # a synthesizer bug must not end the walk
-        return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
-                            f"{type(error).__name__}: {error}")
-    return SFrameSource(result.section, "synth", synthesized=result,
-                        read_cfi=lambda: image_cfi(_image_of(module))[0])
-
-
-def _file_cfi(path):
-    stream, image = open_elf(path)
-    with stream:
-        return image_cfi(image)[0]
-
-
-def _memory_cfi(module, target):
-    image = memory_image(target, module.image_base, module.path)
-    if image is None:
-        raise SynthError(f"no ELF header at {module.image_base:#x}")
-    return image_cfi(image)[0]
-
-
-def _synthesize_from_memory(module, target):
-    """Rows synthesized from the .eh_frame of the module's image in memory."""
-    where = f"{module.path} (memory)"
-    try:
-        image = memory_image(target, module.image_base, module.path)
-        if image is None:
-            return SFrameSource(None, "none", f"{where}: no ELF header at "
-                                f"{module.image_base:#x}")
-        result = synthesize_image(image)
-    except SfbtError as error:  # unreadable memory, no or bad CFI
+        return make()
+    except (SfbtError, OSError) as error:  # unreadable file or memory, no CFI
         return SFrameSource(None, "none", f"{where}: {error}")
     except Exception as error:  # a synthesizer bug must not end the walk
         return SFrameSource(None, "none", f"{where}: synthesis failed: "
                             f"{type(error).__name__}: {error}")
-    return SFrameSource(result.section, "synth", synthesized=result,
-                        read_cfi=lambda: _memory_cfi(module, target))
+
+
+def _rows_of_image(image, made_from=None):
+    section, rows = function_rows_section(image)
+    return SFrameSource(section, "synth", rows=rows, made_from=made_from)
+
+
+def _rows_of_file(path):
+    """Rows made per function from the ELF file at path (its CFI is read
+    through one descriptor, now)."""
+    stream, image = open_elf(path)
+    with stream:
+        return _rows_of_image(image, _file_key(os.fstat(stream.fileno())))
+
+
+def _rows_of_memory(module, target):
+    """Rows made per function from the .eh_frame of the module's image in
+    memory."""
+    image = memory_image(target, module.image_base, module.path)
+    if image is None:
+        raise CfiUnavailable(f"no ELF header at {module.image_base:#x}")
+    return _rows_of_image(image)
 
 
 def _sframe_from_memory(module, target):

@@ -6,6 +6,7 @@ import os
 import struct
 from bisect import bisect_right
 
+from ..debuginfo import DebugFiles
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 
@@ -196,14 +197,16 @@ def _line_rows(program):
 
 class Symbolizer:
     """Finds the ELF file for each archived image (by build id among the
-    files given with --exe and in --debug-dir, else the image's own path)
-    and symbolizes run-time addresses against it."""
+    files given with --exe and in --debug-dir, else the image's own path),
+    and its separate debug file (``debug_files``), and symbolizes run-time
+    addresses against them."""
 
-    def __init__(self, executables=(), debug_dirs=()):
+    def __init__(self, executables=(), debug_dirs=(), debug_files=None):
         self._candidates = list(executables)
         for directory in debug_dirs:
             for root, _, names in os.walk(directory):
                 self._candidates += [os.path.join(root, n) for n in sorted(names)]
+        self._debug_files = debug_files or DebugFiles()
         self._by_path = {}
         self._by_build_id = None
         self._for_image = {}  # (path, build id) -> ElfSymbolizer or None
@@ -235,6 +238,9 @@ class Symbolizer:
 
     def _find_for_image(self, image):
         build_id = image.build_id.hex() if image.build_id else None
+        return self._with_debug_file(self._find_file(image, build_id), build_id, image.path)
+
+    def _find_file(self, image, build_id):
         if build_id:
             found = self._index_build_ids().get(build_id)
             if found is not None:
@@ -246,12 +252,22 @@ class Symbolizer:
             return self._open(self._candidates[0])
         return None
 
+    def _with_debug_file(self, found, build_id, what):
+        """The symbolizer of the separate debug file of ``found`` (an
+        ElfSymbolizer or None: only the build id is known), else found."""
+        debug = self._debug_files.find(found.path if found else None,
+                                       build_id or (found.build_id if found else None),
+                                       what)
+        return (self._open(debug) if debug else None) or found
+
     def describe_file_address(self, address):
         """(function, location suffix) for an address of the --exe file
         itself (a non-PIE program's run-time addresses are its file's)."""
         if not self._candidates:
             return "??", " ()"
         symbolizer = self._open(self._candidates[0])
+        symbolizer = self._with_debug_file(symbolizer, None, self._candidates[0]) \
+            if symbolizer is not None else None
         if symbolizer is None:
             return "??", " ()"
         name = symbolizer.function(address) or "??"

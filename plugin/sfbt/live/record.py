@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..archive import cbf
 from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive, Event, save_archive
+from ..debuginfo import DebugFiles
 from .process import Process, ProcessError
 from .stack import Walker, cbf_frames, image_map
 
@@ -49,13 +50,17 @@ class Recorder:
         self.archive = Archive()
         self.stats = RecordStats()
         self._previous = {}  # tid -> (registers, stack, cbf bytes)
+        # the walk names frames (to stop at main): from files on this
+        # machine only, never a download between two samples
+        self._debug_files = DebugFiles(download=False)
         self._new_walker()
 
     def _new_walker(self):
         process = self.process
         sources = getattr(self, "walker", None) and self.walker.sources
         self.walker = Walker(process.arch, process.modules(), process.read,
-                             process.executable, sources=sources)
+                             process.executable, sources=sources,
+                             debug_files=self._debug_files)
         self._image_map = self.archive.add_image_map(
             encode_image_map(image_map(process.arch, self.walker.modules)))
         self._maps_read = time.monotonic()

@@ -21,14 +21,14 @@ class Walker:
     and one SFrame cache."""
 
     def __init__(self, arch, modules, read, executable=None, sources=None,
-                 past_main=False):
+                 past_main=False, debug_files=None):
         self.arch = arch
         self.modules = modules
         self.read = read
         self.sources = sources if sources is not None else SFrameSources()
         memory = ThreadTarget(arch, ThreadState(0, "", {}), read, modules)
         self.module_map = ModuleMap(modules, memory, self.sources)
-        self.describe = Describer(self.module_map, executable)
+        self.describe = Describer(self.module_map, executable, debug_files)
         self.past_main = past_main
 
     def walk(self, state):

@@ -1,7 +1,7 @@
 """Names and source lines of run-time addresses, for `sfbt stack`.
 
 Function names come from the module's symbol table (that of its separate
-debug file under /usr/lib/debug/.build-id when there is one), read with
+debug file when there is one: sfbt.debuginfo), read with
 sfbt's own ELF reader.  Source lines come from DWARF through pyelftools,
 but only for the compilation unit that holds the address (found through
 .debug_aranges).  The function table, the address ranges and each unit's
@@ -15,11 +15,11 @@ import zlib
 from bisect import bisect_right
 
 from ..archive.symbolize import function_at
+from ..debuginfo import DebugFiles
 from ..elf import ElfError, open_elf
 from ..files import write_atomically
 from .mappings import display_path
 
-DEBUG_ROOT = "/usr/lib/debug/.build-id"
 STT_FUNC = 2
 SHF_COMPRESSED = 0x800
 ELFCOMPRESS_ZLIB = 1
@@ -34,14 +34,6 @@ def cache_directory():
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser("~"), ".cache")
     return os.path.join(base, "sfbt", "symbols")
-
-
-def debug_file(build_id):
-    """The separate debug file of a build id, or None."""
-    if not build_id or len(build_id) < 3:
-        return None
-    path = os.path.join(DEBUG_ROOT, build_id[:2], build_id[2:] + ".debug")
-    return path if os.path.exists(path) else None
 
 
 def _function_symbols(path):
@@ -149,9 +141,11 @@ def _address_ranges(path):
 class ModuleSymbols:
     """The names and lines of one module's file addresses."""
 
-    def __init__(self, module):
+    def __init__(self, module, debug_files=None):
         self.module = module
-        self.path = debug_file(module.build_id) or module.path
+        debug_files = debug_files or DebugFiles()
+        self.path = debug_files.find(module.path, module.build_id,
+                                     display_path(module)) or module.path
         self._functions = None
         self._dwarf = None  # pyelftools DWARFInfo, False when there is none
         self._aranges = None
@@ -259,17 +253,19 @@ class ModuleSymbols:
 
 class Describer:
     """describe(module map, lookup pc) -> (name, where) in sframe-bt's
-    words, with names and lines from each module's files."""
+    words, with names and lines from each module's files (and their debug
+    files, found through ``debug_files``)."""
 
-    def __init__(self, module_map, executable=None):
+    def __init__(self, module_map, executable=None, debug_files=None):
         self.module_map = module_map
         self.executable = executable
+        self.debug_files = debug_files or DebugFiles()
         self._symbols = {}
 
     def symbols(self, module):
         found = self._symbols.get(module)
         if found is None:
-            found = self._symbols[module] = ModuleSymbols(module)
+            found = self._symbols[module] = ModuleSymbols(module, self.debug_files)
         return found
 
     def name(self, pc):

@@ -1,0 +1,228 @@
+"""Debug files from the debuginfod servers that ``DEBUGINFOD_URLS`` names
+(elfutils' protocol: ``GET URL/buildid/ID/debuginfo``), as GDB and
+eu-stack ask them.
+
+A download is bounded in size (``DEBUGINFOD_MAXSIZE``, default 1 GiB) and
+time (``DEBUGINFOD_TIMEOUT`` seconds without progress, default 5;
+``DEBUGINFOD_MAXTIME`` seconds in all, default 300), kept under the
+private cache (downloads.py), and used only when its build id is the one
+asked for.  A build id no server had is not asked for again for ten
+minutes (elfutils' default too).  A server that fails says so in one line,
+once a run; one that cannot be reached is not asked again that run."""
+
+import http.client
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from .. import __version__
+from ..elf import read_build_id
+from . import downloads
+
+DEFAULT_TIMEOUT = 5
+DEFAULT_MAX_SIZE = 1 << 30
+DEFAULT_MAX_TIME = 300
+#: seconds a build id that no server had is not asked for again
+MISS_SECONDS = 600
+CHUNK = 1 << 16
+
+
+def say(message):
+    """One line on standard error, as the command line's errors are."""
+    print(f"sfbt: {message}", file=sys.stderr, flush=True)
+
+
+def printable(text):
+    """``text`` with what is not printable (control characters, bytes
+    that are not UTF-8) as Python escapes."""
+    if isinstance(text, str):
+        text = os.fsencode(text)
+    text = text.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class DownloadFailed(Exception):
+    """What went wrong with one server, in words (``{file}`` stands for the
+    file asked about); ``unreachable`` when the server is not to be asked
+    again this run."""
+
+    def __init__(self, message, unreachable=False):
+        super().__init__(message)
+        self.unreachable = unreachable
+
+    def line(self, server, what, build_id):
+        text = str(self).replace("{file}", f"{printable(what)} (build id {build_id})")
+        return (f"debuginfod {printable(server)}: {text}"
+                + ("; not asked again this run" if self.unreachable else ""))
+
+
+def _setting(environ, name, default):
+    """A positive whole number from the environment, else the default (a
+    value that is not one is said once)."""
+    text = environ.get(name)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        say(f"{name}={printable(text)} is not a positive whole number; using {default}")
+        return default
+    return value
+
+
+def _opener():
+    """urllib's HTTP and HTTPS handling (proxies and redirects included),
+    and no other scheme."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
+                    urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
+                    urllib.request.HTTPDefaultErrorHandler(),
+                    urllib.request.HTTPRedirectHandler(),
+                    urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
+
+
+class Debuginfod:
+    """The servers of DEBUGINFOD_URLS, asked in turn for one build id's
+    debug file."""
+
+    def __init__(self, servers, timeout=DEFAULT_TIMEOUT, max_size=DEFAULT_MAX_SIZE,
+                 max_time=DEFAULT_MAX_TIME):
+        self.servers = list(servers)
+        self.timeout = timeout
+        self.max_size = max_size
+        self.max_time = max_time
+        self._opener = _opener()
+        self._unreachable = set()
+        self._told = set()  # servers that said something this run
+        self._cache_failed = False
+
+    @classmethod
+    def from_environment(cls, environ=os.environ):
+        """The servers the environment names, or None when it names none."""
+        servers = []
+        for url in environ.get("DEBUGINFOD_URLS", "").split():
+            if url.startswith(("http://", "https://")):
+                servers.append(url.rstrip("/"))
+            else:
+                say(f"DEBUGINFOD_URLS: {printable(url)} is not an http:// or https:// "
+                    "URL; left out")
+        if not servers:
+            return None
+        return cls(servers, _setting(environ, "DEBUGINFOD_TIMEOUT", DEFAULT_TIMEOUT),
+                   _setting(environ, "DEBUGINFOD_MAXSIZE", DEFAULT_MAX_SIZE),
+                   _setting(environ, "DEBUGINFOD_MAXTIME", DEFAULT_MAX_TIME))
+
+    def debug_file(self, build_id, what):
+        """The path of the debug file of ``build_id`` (lower-case hex),
+        downloaded now or before, or None.  ``what`` names the file it is
+        for in messages."""
+        name = f"{build_id}.debug"
+        if self._cache_failed:
+            return None
+        try:
+            path = downloads.kept(name)
+        except OSError as error:
+            self._cache_failed = True
+            say(f"debuginfod: cannot keep downloads in {printable(downloads.directory())}"
+                f" ({error.strerror or error}); not downloading")
+            return None
+        if path is not None:
+            if read_build_id(path) == build_id:
+                return path
+            downloads.discard(name)  # damaged or foreign: fetched again
+        if downloads.recent_miss(name, MISS_SECONDS):
+            return None
+        for server in self.servers:
+            if server in self._unreachable:
+                continue
+            try:
+                return self._fetch(server, build_id, name)
+            except DownloadFailed as failure:
+                if failure.unreachable:
+                    self._unreachable.add(server)
+                if server not in self._told:
+                    self._told.add(server)
+                    say(failure.line(server, what, build_id))
+            except OSError as error:  # the cache, not the server
+                self._cache_failed = True
+                say(f"debuginfod: cannot keep downloads: {error}; not downloading")
+                return None
+        downloads.remember_miss(name)
+        return None
+
+    def _fetch(self, server, build_id, name):
+        """The path of the file ``server`` sends for ``build_id``, kept as
+        ``name``.  Raises DownloadFailed, or OSError for the cache."""
+        request = urllib.request.Request(
+            f"{server}/buildid/{build_id}/debuginfo",
+            headers={"User-Agent": f"sfbt/{__version__}",
+                     "X-DEBUGINFOD-MAXSIZE": str(self.max_size)})
+        deadline = time.monotonic() + self.max_time
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                length = response.headers.get("Content-Length", "")
+                if length.isdigit() and int(length) > self.max_size:
+                    raise self._too_large()
+                path = downloads.store(name, lambda stream: self._copy(response, stream,
+                                                                         deadline))
+        except urllib.error.HTTPError as error:
+            error.close()
+            if error.code == 404:
+                raise DownloadFailed("no debug info for {file}") from None
+            if error.code == 406:  # larger than X-DEBUGINFOD-MAXSIZE, as elfutils reads it
+                raise self._too_large() from None
+            phrase = http.client.responses.get(error.code)
+            raise DownloadFailed(f"HTTP {error.code}" + (f" ({phrase})" if phrase else "")
+                                 + " for {file}") from None
+        except urllib.error.URLError as error:
+            raise DownloadFailed(_reason(error.reason, self.timeout), True) from None
+        except (http.client.HTTPException, ConnectionError, TimeoutError) as error:
+            raise DownloadFailed(_reason(error, self.timeout), True) from None
+        found = read_build_id(path)
+        if found != build_id:
+            downloads.discard(name)
+            raise DownloadFailed(f"sent a file whose build id is {found} for {{file}}; "
+                                 "not used" if found else "sent a file that is not ELF "
+                                 "with a build id for {file}; not used")
+        return path
+
+    def _copy(self, response, stream, deadline):
+        """Copy the response's body to ``stream``, within the size and time
+        bounds.  Raises DownloadFailed (never an OSError: those are the
+        cache's)."""
+        size = 0
+        while True:
+            try:
+                chunk = response.read(CHUNK)
+            except (OSError, http.client.HTTPException) as error:
+                raise DownloadFailed(_reason(error, self.timeout), True) from None
+            if not chunk:
+                return
+            size += len(chunk)
+            if size > self.max_size:
+                raise self._too_large()
+            if time.monotonic() > deadline:
+                raise DownloadFailed("the download of {file} took longer than "
+                                     f"{self.max_time} s (DEBUGINFOD_MAXTIME); not used")
+            stream.write(chunk)
+
+    def _too_large(self):
+        return DownloadFailed("the debug file of {file} is larger than "
+                              f"{self.max_size} bytes (DEBUGINFOD_MAXSIZE); not used")
+
+
+def _reason(error, timeout):
+    """Why a server could not be read, in a few words."""
+    if isinstance(error, TimeoutError):
+        return f"no answer in {timeout} s (DEBUGINFOD_TIMEOUT)"
+    if isinstance(error, OSError) and error.strerror:
+        return printable(error.strerror)
+    if isinstance(error, http.client.HTTPException):
+        return f"broken HTTP answer ({type(error).__name__})"
+    return printable(str(error) or type(error).__name__)

@@ -500,3 +500,44 @@ def test_a_file_larger_than_allowed_is_not_kept(stripped, server, monkeypatch):
     finally:
         stop_serving(regardless)
         stop_serving(unsized)
+
+
+def test_no_usable_cache_no_download(stripped, server, monkeypatch, tmp_path):
+    """Where downloads cannot be kept privately (the cache's place is a
+    file; a link planted as the cache directory), nothing is downloaded:
+    one line says why, and the command goes on."""
+    program, _, _ = stripped
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setenv("DEBUGINFOD_URLS", server.url)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    with Running(program) as running:
+        result = run_sfbt("stack", running.pid)
+    one_failure(result, rf"sfbt: debuginfod: cannot keep downloads in "
+                rf"{re.escape(str(blocked))}/sfbt/debuginfod \(Not a directory\); "
+                r"not downloading")
+    planted = tmp_path / "planted"
+    (planted / "sfbt").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (planted / "sfbt" / "debuginfod").symlink_to(elsewhere)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(planted))
+    with Running(program) as running:
+        result = run_sfbt("stack", running.pid)
+    one_failure(result, r"sfbt: debuginfod: cannot keep downloads in "
+                rf"{re.escape(str(planted))}/sfbt/debuginfod \(Not a directory\); "
+                r"not downloading")  # O_DIRECTORY | O_NOFOLLOW on a link
+    assert os.listdir(elsewhere) == []
+
+
+def test_urls_that_are_not_http_are_left_out(stripped, server, monkeypatch):
+    program, _, _ = stripped
+    monkeypatch.setenv("DEBUGINFOD_URLS", f"file:///srv/debug {server.url}")
+    monkeypatch.setenv("DEBUGINFOD_TIMEOUT", "soon")
+    with Running(program) as running:
+        result = run_sfbt("stack", running.pid)
+    assert result.returncode == 0 and named_ours(result.stdout), result.stdout
+    assert other_lines(result.stderr, program, server.url) == [
+        "sfbt: DEBUGINFOD_URLS: file:///srv/debug is not an http:// or https:// URL; "
+        "left out",
+        "sfbt: DEBUGINFOD_TIMEOUT=soon is not a positive whole number; using 5"]

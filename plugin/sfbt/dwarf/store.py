@@ -61,12 +61,9 @@ class CacheDirectory:
         base, synth = os.path.split(path)
         base, sfbt = os.path.split(base)
         descriptor = os.open(base or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            for name in (sfbt, synth):
-                descriptor = _private_subdirectory(descriptor, name)
-        except BaseException:
-            os.close(descriptor)
-            raise
+        for name in (sfbt, synth):
+            # closes the parent, and its own descriptor when it fails
+            descriptor = _private_subdirectory(descriptor, name)
         self.descriptor = descriptor
 
     def close(self):

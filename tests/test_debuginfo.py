@@ -22,12 +22,12 @@ import pytest
 
 from conftest import require, run_sfbt
 from gdb_support import PROGRAMS
-from test_stack import Running
+from test_stack import Running, workers  # noqa: F401
 
 from sfbt.debuginfo import DebugFiles
 from sfbt.debuginfo import downloads
 from sfbt.debuginfo.search import build_id_path, file_facts
-from sfbt.elf import read_build_id
+from sfbt.elf import SHF_COMPRESSED, open_elf, read_build_id
 
 _FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ in (\S+)( at \S+:\d+| from \S+| \(\))?$", re.M)
 #: sleeper.c's functions, innermost first
@@ -48,14 +48,16 @@ def named_ours(text):
 
 def split(directory, name, *flags):
     """sleeper.c built with -g (and ``flags``), then split as distributions
-    do: (the stripped program, its debug file)."""
+    do: (the stripped program, its debug file, whose DWARF sections are
+    zlib-compressed as Debian's are)."""
     directory.mkdir(parents=True, exist_ok=True)
     full = directory / f"{name}.full"
     subprocess.run(["gcc", "-g", "-O0", "-Wa,--gsframe", "-fPIE", "-pie", *flags,
                     "-o", str(full), str(PROGRAMS / "sleeper.c")], check=True)
     debug = directory / f"{name}.debug"
     program = directory / name
-    subprocess.run(["objcopy", "--only-keep-debug", str(full), str(debug)], check=True)
+    subprocess.run(["objcopy", "--only-keep-debug", "--compress-debug-sections=zlib",
+                    str(full), str(debug)], check=True)
     subprocess.run(["strip", "-o", str(program), str(full)], check=True)
     return program, debug
 
@@ -77,6 +79,9 @@ def stripped(tmp_path_factory):
     debug = debug.rename(served / debug.name)
     build_id = read_build_id(str(program))
     assert build_id and read_build_id(str(debug)) == build_id
+    stream, image = open_elf(str(debug))
+    with stream:
+        assert image.section(".debug_info").flags & SHF_COMPRESSED
     return program, debug, build_id
 
 
@@ -196,6 +201,30 @@ def test_every_command_finds_a_debuglink_file(stripped, tmp_path):
     shutil.rmtree(directory / ".debug")
     assert not any(name in OURS for name, _ in frames(run_sfbt("cbf", "decode",
                                                                archive).stdout))
+
+
+def test_fold_names_the_c_library_from_its_installed_debug_file(workers,  # noqa: F811
+                                                                 tmp_path):
+    """The C library keeps clone3 and start_thread out of its dynamic
+    symbols: sfbt fold and cbf decode name them from libc6-dbg's file under
+    /usr/lib/debug/.build-id, without --debug-dir, as sfbt stack does."""
+    archive = tmp_path / "workers.sfbt"
+    with Running(workers) as running:
+        with open(f"/proc/{running.pid}/maps") as maps:
+            (libc,) = {line.split()[-1] for line in maps if "/libc.so" in line}
+        require(os.path.exists(build_id_path("/usr/lib/debug", read_build_id(libc))),
+                "libc6-dbg is not installed (./install.sh --test-debuggers)")
+        stack = run_sfbt("stack", running.pid)
+        saved = run_sfbt("stack", running.pid, "--format", "archive", "-o", archive)
+    assert saved.returncode == 0, saved.stderr
+    clone3 = re.compile(r"^#\d+\s+0x[0-9a-f]+ in (__)?clone3 at \S*clone3\.S:\d+$", re.M)
+    assert len(clone3.findall(stack.stdout)) == 8, stack.stdout
+    decoded = run_sfbt("cbf", "decode", archive)  # each distinct stack once
+    assert clone3.search(decoded.stdout) and " in ?? " not in decoded.stdout, decoded.stdout
+    folded = run_sfbt("fold", archive).stdout.splitlines()
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in folded
+               if re.match(r"(__)?clone3;start_thread;worker;", line)) == 8, folded
+    assert not any(re.search(r"(^|;)0x", line) for line in folded), folded
 
 
 # -- debuginfod ---------------------------------------------------------------

@@ -11,18 +11,15 @@ costs one unit's parse, later runs read the cache."""
 import marshal
 import os
 import struct
-import zlib
 from bisect import bisect_right
 
-from ..archive.symbolize import function_at
+from ..archive.symbolize import address_ranges, function_at, unit_rows
 from ..debuginfo import DebugFiles
 from ..elf import ElfError, open_elf
 from ..files import write_atomically
 from .mappings import display_path
 
 STT_FUNC = 2
-SHF_COMPRESSED = 0x800
-ELFCOMPRESS_ZLIB = 1
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 STB_GLOBAL = 1
@@ -84,60 +81,6 @@ def _with_ends(symbols):
     return ends
 
 
-def _section_bytes(image, section):
-    """A section's bytes, inflated when SHF_COMPRESSED with zlib; None for
-    another compression."""
-    data = image.section_data(section)
-    if section.flags & SHF_COMPRESSED:
-        (kind,) = struct.unpack_from(image.header.endian + "I", data)
-        if kind != ELFCOMPRESS_ZLIB:
-            return None
-        return zlib.decompress(data[24:])
-    return data
-
-
-def _address_ranges(path):
-    """Sorted [(start, end, unit offset)] of a file's .debug_aranges."""
-    try:
-        stream, image = open_elf(path)
-    except (OSError, ElfError):
-        return []
-    ranges = []
-    with stream:
-        try:
-            section = image.section(".debug_aranges")
-            data = _section_bytes(image, section) if section is not None else None
-            if not data:
-                return []
-            endian = image.header.endian
-            at = 0
-            while at + 4 <= len(data):
-                (length,) = struct.unpack_from(endian + "I", data, at)
-                offset_size, head = 4, at + 4
-                if length == 0xFFFFFFFF:
-                    (length,) = struct.unpack_from(endian + "Q", data, head)
-                    offset_size, head = 8, head + 8
-                end = head + length
-                unit = struct.unpack_from(endian + ("I" if offset_size == 4 else "Q"),
-                                          data, head + 2)[0]
-                address_size = data[head + 2 + offset_size]
-                if address_size != 8:
-                    at = end
-                    continue
-                pairs = head + 2 + offset_size + 2
-                pairs += -(pairs - at) % 16
-                for start, size in struct.iter_unpack(endian + "QQ", data[pairs:end - (end - pairs) % 16]):
-                    if start == 0 and size == 0:
-                        break
-                    if size:
-                        ranges.append((start, start + size, unit))
-                at = end
-        except (OSError, ElfError, struct.error, zlib.error, IndexError):
-            pass
-    ranges.sort()
-    return ranges
-
-
 class ModuleSymbols:
     """The names and lines of one module's file addresses."""
 
@@ -184,7 +127,7 @@ class ModuleSymbols:
         """The offset in .debug_info of the unit whose .debug_aranges
         ranges hold the address, or None."""
         if self._aranges is None:
-            self._aranges = self._cached("aranges", lambda: _address_ranges(self.path))
+            self._aranges = self._cached("aranges", lambda: address_ranges(self.path))
             self._arange_starts = [start for start, _, _ in self._aranges]
         i = bisect_right(self._arange_starts, address) - 1
         if i >= 0 and address < self._aranges[i][1]:
@@ -224,20 +167,10 @@ class ModuleSymbols:
         return rows
 
     def _parse_unit(self, unit):
-        from ..archive.symbolize import _line_rows
         try:
-            dwarf = self._dwarf_info()
-            program = dwarf.line_program_for_CU(dwarf.get_CU_at(unit))
-            if program is None:
-                return []
-            rows = sorted(_line_rows(program), key=lambda row: row[0])
+            return unit_rows(self._dwarf_info(), unit)
         except Exception:  # pyelftools on damaged DWARF: no lines
             return None
-        chosen = {}
-        for row in rows:
-            if row[3] or not chosen.get(row[0], (0, 0, 0, False))[3]:
-                chosen[row[0]] = row
-        return [chosen[address] for address in sorted(chosen)]
 
     def line(self, address):
         """(file, line) of a file address, or None."""

@@ -401,6 +401,19 @@ def test_cbf_load_in_gdb_asks_debuginfod(gdb, stripped, server, monkeypatch, tmp
     assert "Traceback" not in out
 
 
+def test_cbf_load_in_lldb_asks_debuginfod(lldb, stripped, server, tmp_path):
+    program, _, _ = stripped
+    archive = tmp_path / "stack.sfbt"
+    with Running(program) as running:
+        saved = run_sfbt("stack", running.pid, "--format", "archive", "-o", archive)
+    assert saved.returncode == 0, saved.stderr
+    other, _ = split(tmp_path / "other", "other", "-O1")
+    out = lldb.run([other], [f"cbf-load {archive}"],
+                   environment={"DEBUGINFOD_URLS": server.url})
+    assert named_ours(out), out
+    assert "Traceback" not in out
+
+
 #: how a line names the file it was about: FILE (build id ID)
 ABOUT = r"(?P<file>/\S+) \(build id (?P<id>[0-9a-f]+)\)"
 

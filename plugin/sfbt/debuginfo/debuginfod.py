@@ -76,14 +76,17 @@ def _setting(environ, name, default):
 
 def _opener():
     """urllib's HTTP and HTTPS handling (proxies and redirects included),
-    and no other scheme."""
+    and no other scheme.  A Python without ssl (as some debuggers embed)
+    has no HTTPS: an https:// server then fails in one line."""
     opener = urllib.request.OpenerDirector()
+    https = getattr(urllib.request, "HTTPSHandler", None)
     for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(),
-                    urllib.request.HTTPHandler(), urllib.request.HTTPSHandler(),
+                    urllib.request.HTTPHandler(), https and https(),
                     urllib.request.HTTPDefaultErrorHandler(),
                     urllib.request.HTTPRedirectHandler(),
                     urllib.request.HTTPErrorProcessor()):
-        opener.add_handler(handler)
+        if handler is not None:
+            opener.add_handler(handler)
     return opener
 
 

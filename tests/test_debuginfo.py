@@ -88,8 +88,9 @@ def stripped(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def no_downloads_yet(monkeypatch):
     """Every test starts with no download kept and no miss remembered, and
-    without servers or proxies from the environment."""
-    for name in ("DEBUGINFOD_URLS", "DEBUGINFOD_TIMEOUT", "DEBUGINFOD_MAXSIZE",
+    without debuginfod's bounds or proxies from the environment (conftest
+    leaves out its servers)."""
+    for name in ("DEBUGINFOD_TIMEOUT", "DEBUGINFOD_MAXSIZE", "DEBUGINFOD_MAXTIME",
                  "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
         monkeypatch.delenv(name, raising=False)
     shutil.rmtree(downloads.directory(), ignore_errors=True)

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from .. import __version__
@@ -90,6 +91,17 @@ def _opener():
     return opener
 
 
+def _usable(url):
+    """Whether url is an http:// or https:// URL with a host (and a port
+    that is a port)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a bad one)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 class Debuginfod:
     """The servers of DEBUGINFOD_URLS, asked in turn for one build id's
     debug file."""
@@ -110,7 +122,7 @@ class Debuginfod:
         """The servers the environment names, or None when it names none."""
         servers = []
         for url in environ.get("DEBUGINFOD_URLS", "").split():
-            if url.startswith(("http://", "https://")):
+            if _usable(url):
                 servers.append(url.rstrip("/"))
             else:
                 say(f"DEBUGINFOD_URLS: {printable(url)} is not an http:// or https:// "
@@ -185,6 +197,9 @@ class Debuginfod:
                                  + " for {file}") from None
         except urllib.error.URLError as error:
             raise DownloadFailed(_reason(error.reason, self.timeout), True) from None
+        except (ValueError, http.client.InvalidURL) as error:  # a redirect's Location
+            raise DownloadFailed(f"sent a URL sfbt cannot use ({printable(str(error))})",
+                                 True) from None
         except (http.client.HTTPException, ConnectionError, TimeoutError) as error:
             raise DownloadFailed(_reason(error, self.timeout), True) from None
         found = read_build_id(path)

@@ -575,12 +575,26 @@ def test_no_usable_cache_no_download(stripped, server, monkeypatch, tmp_path):
 
 def test_urls_that_are_not_http_are_left_out(stripped, server, monkeypatch):
     program, _, _ = stripped
-    monkeypatch.setenv("DEBUGINFOD_URLS", f"file:///srv/debug {server.url}")
+    monkeypatch.setenv("DEBUGINFOD_URLS", f"file:///srv/debug http:// {server.url} "
+                       "http://[::1")
     monkeypatch.setenv("DEBUGINFOD_TIMEOUT", "soon")
     with Running(program) as running:
         result = run_sfbt("stack", running.pid)
     assert result.returncode == 0 and named_ours(result.stdout), result.stdout
     assert other_lines(result.stderr, program, server.url) == [
-        "sfbt: DEBUGINFOD_URLS: file:///srv/debug is not an http:// or https:// URL; "
-        "left out",
+        f"sfbt: DEBUGINFOD_URLS: {url} is not an http:// or https:// URL; left out"
+        for url in ("file:///srv/debug", "http://", "http://[::1")] + [
         "sfbt: DEBUGINFOD_TIMEOUT=soon is not a positive whole number; using 5"]
+
+
+def test_a_cache_directory_is_made_where_there_is_none(stripped, server, monkeypatch,
+                                                       tmp_path):
+    program, _, build_id = stripped
+    fresh = tmp_path / "fresh" / "cache"
+    monkeypatch.setenv("DEBUGINFOD_URLS", server.url)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(fresh))
+    with Running(program) as running:
+        result = run_sfbt("stack", running.pid)
+    assert result.returncode == 0 and named_ours(result.stdout), result.stdout
+    assert read_build_id(str(fresh / "sfbt" / "debuginfod" / f"{build_id}.debug")) == build_id
+    assert stat.S_IMODE(os.stat(fresh / "sfbt" / "debuginfod").st_mode) == 0o700

@@ -25,7 +25,8 @@ def _private_directory():
     """directory(), created and checked (and the user's cache directory
     made, as XDG says, where there is none yet).  Raises OSError."""
     path = directory()
-    os.makedirs(os.path.dirname(os.path.dirname(path)), 0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # a file there: said by CacheDirectory
+        os.makedirs(os.path.dirname(os.path.dirname(path)), 0o700, exist_ok=True)
     CacheDirectory(path).close()
     return path
 

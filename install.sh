@@ -46,7 +46,7 @@ TEST_APT_PACKAGES=(
   golang-go  # go tool pprof reads sfbt flame --format pprof: tests/test_flame.py
   nodejs  # runs the flame graph's script: tests/test_flame.py
   debuginfod  # a real debuginfod server: tests/test_debuginfo.py
-  libc6-dbg   # the C library's debug file under /usr/lib/debug: the same
+  libc6-dbg  # the C library's debug file under /usr/lib/debug: the same
 )
 
 VENV="${XDG_DATA_HOME:-$HOME/.local/share}/sfbt/venv"

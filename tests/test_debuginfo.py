@@ -297,7 +297,7 @@ class Debuginfod:
 def start_debuginfod(folder, tmp_path, preload):
     require(shutil.which("debuginfod"),
             "debuginfod is not installed (./install.sh --test-debuggers)")
-    return Debuginfod(folder, tmp_path / "debuginfod.sqlite", preload)
+    return Debuginfod(folder, tmp_path / f"{folder.name}.sqlite", preload)
 
 
 @pytest.fixture
@@ -325,12 +325,13 @@ def listens_on_loopback_only(port):
     return found == ["0100007F"]
 
 
-def other_lines(stderr, program, url):
-    """stderr's lines, less debuginfod's word that it has no debug info
+def other_lines(stderr, program, *urls):
+    """stderr's lines, less the servers' word that they have no debug info
     for another file (the C library, where no debug file of it is
     installed)."""
     return [line for line in stderr.splitlines()
-            if not (line.startswith(f"sfbt: debuginfod {url}: no debug info for ")
+            if not (any(line.startswith(f"sfbt: debuginfod {url}: no debug info for ")
+                        for url in urls)
                     and str(program) not in line)]
 
 
@@ -490,6 +491,27 @@ def serving(body, length=True):
 def stop_serving(server):
     server.shutdown()
     server.server_close()
+
+
+def test_servers_are_asked_in_turn(stripped, server, loopback_only, monkeypatch, tmp_path):
+    """One that cannot be reached says so; one without the file says
+    nothing when a later one has it."""
+    program, _, build_id = stripped
+    dead = f"http://127.0.0.1:{free_port()}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    without = start_debuginfod(empty, tmp_path, loopback_only)
+    try:
+        assert answer(f"{without.url}/buildid/{build_id}/debuginfo") == 404
+        monkeypatch.setenv("DEBUGINFOD_URLS", f"{dead} {without.url} {server.url}")
+        with Running(program) as running:
+            result = run_sfbt("stack", running.pid)
+    finally:
+        without.stop()
+    assert result.returncode == 0 and named_ours(result.stdout), result.stdout
+    assert other_lines(result.stderr, program, without.url, server.url) == [
+        f"sfbt: debuginfod {dead}: Connection refused; not asked again this run"]
+    assert read_build_id(os.path.join(downloads.directory(), f"{build_id}.debug")) == build_id
 
 
 def test_a_file_of_another_build_is_not_used(stripped, monkeypatch, tmp_path):

@@ -96,10 +96,11 @@ def _usable(url):
     that is a port)."""
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 (raises ValueError for a bad one)
+        # .port raises ValueError for a port that is not one
+        return parts.scheme in ("http", "https") and bool(parts.hostname) \
+            and parts.port != 0
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 class Debuginfod:
@@ -153,6 +154,7 @@ class Debuginfod:
             downloads.discard(name)  # damaged or foreign: fetched again
         if downloads.recent_miss(name, MISS_SECONDS):
             return None
+        failures = []  # said only when no server has the file
         for server in self.servers:
             if server in self._unreachable:
                 continue
@@ -161,15 +163,23 @@ class Debuginfod:
             except DownloadFailed as failure:
                 if failure.unreachable:
                     self._unreachable.add(server)
-                if server not in self._told:
-                    self._told.add(server)
-                    say(failure.line(server, what, build_id))
+                    self._tell(server, failure.line(server, what, build_id))
+                else:
+                    failures.append((server, failure))
             except OSError as error:  # the cache, not the server
                 self._cache_failed = True
                 say(f"debuginfod: cannot keep downloads: {error}; not downloading")
                 return None
+        for server, failure in failures:
+            self._tell(server, failure.line(server, what, build_id))
         downloads.remember_miss(name)
         return None
+
+    def _tell(self, server, line):
+        """Say line, when the server has not said anything yet this run."""
+        if server not in self._told:
+            self._told.add(server)
+            say(line)
 
     def _fetch(self, server, build_id, name):
         """The path of the file ``server`` sends for ``build_id``, kept as

@@ -12,6 +12,7 @@ import socket
 import stat
 import struct
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -20,7 +21,7 @@ import zlib
 
 import pytest
 
-from conftest import require, run_sfbt
+from conftest import PLUGIN, require, run_sfbt
 from gdb_support import PROGRAMS
 from test_stack import Running, workers  # noqa: F401
 
@@ -226,6 +227,27 @@ def test_fold_names_the_c_library_from_its_installed_debug_file(workers,  # noqa
     assert sum(int(line.rsplit(" ", 1)[1]) for line in folded
                if re.match(r"(__)?clone3;start_thread;worker;", line)) == 8, folded
     assert not any(re.search(r"(^|;)0x", line) for line in folded), folded
+
+
+def test_exe_given_for_a_bare_cbf_is_read_with_its_debug_file(tmp_path):
+    """A bare .cbf has no image map: its addresses are the --exe file's
+    (a program that is not PIE), named from that file's debug file."""
+    program, debug = split(tmp_path, "fixed", "-no-pie", "-fno-pie")
+    with_debuglink(program, debug)
+    symbols = subprocess.run(["nm", str(program.with_suffix(".full"))], check=True,
+                             capture_output=True, text=True).stdout
+    (middle,) = [int(line.split()[0], 16) for line in symbols.splitlines()
+                 if line.endswith(" middle")]
+    bare = tmp_path / "one.cbf"
+    encoded = subprocess.run(
+        [sys.executable, "-m", "sfbt", "cbf", "encode"], input=f"pc {middle + 4:#x}\n".encode(),
+        capture_output=True, check=True, env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+    bare.write_bytes(encoded.stdout)
+    decoded = run_sfbt("cbf", "decode", "--exe", program, bare)
+    assert decoded.returncode == 0, decoded.stderr
+    assert re.search(r" in middle at \S*sleeper\.c:\d+$", decoded.stdout, re.M), decoded.stdout
+    debug.unlink()
+    assert " in ?? " in run_sfbt("cbf", "decode", "--exe", program, bare).stdout
 
 
 # -- debuginfod ---------------------------------------------------------------

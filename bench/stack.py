@@ -6,7 +6,7 @@ figure beside them when elfutils is installed.
 
 sfbt runs as installed: from bytecode (compiled once into a cache of this
 run's own), with its on-disk caches (synthesized SFrame rows, DWARF line
-rows per build id) filled by a first run, as they are after a user's
+rows per file) filled by a first run, as they are after a user's
 first run.  Goal: sfbt / gdb <= 0.2, each thread stopped <= 10 ms.
 
 Then where sfbt's time goes, in one process: the interpreter's start,

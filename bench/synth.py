@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugin"))
 
 from sfbt import dwarf  # noqa: E402
+from sfbt.cache import Cache  # noqa: E402
 
 FIRST_GOAL = 2.0
 CACHED_GOAL = 0.020
@@ -54,11 +55,12 @@ def main():
                 seconds, again = timed(lambda: dwarf.SynthesisStore().synthesize(str(path)))
                 assert again.origin == "cache"
                 cached.append(seconds)
-        entry = os.path.join(dwarf.cache_directory(), dwarf.cache_key(str(path)) + ".sframe")
+        cache = Cache("synth")
+        entry = os.path.join(cache.path, cache.entry_name(dwarf.file_cache_key(path)))
         size = os.path.getsize(entry)
     first, from_cache = min(firsts), statistics.median(cached)
     print(f"{path}: {result.stats.summary()}")
-    print(f"section: {size} bytes, {len(result.section.functions)} FDEs, "
+    print(f"cache entry: {size} bytes, {len(result.section.functions)} FDEs, "
           f"{result.section.num_rows} FREs")
     print(f"first time:  {first * 1000:8.1f} ms (best of {len(firsts)}; "
           f"goal {FIRST_GOAL * 1000:.0f} ms, ratio {first / FIRST_GOAL:.2f})")

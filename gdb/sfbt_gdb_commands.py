@@ -8,6 +8,7 @@ from sfbt.commands import SETTINGS
 from sfbt.commands import backtrace, info, load, save
 from sfbt.commands.settings import BOOLEAN, ENUM, UINTEGER
 from sfbt.errors import SfbtError
+from sfbt.printable import printable
 
 from sfbt_gdb_session import GdbSession, state
 from sfbt_gdb_unwinder import frame_unwinder
@@ -24,11 +25,11 @@ def run(command, argument, name):
     try:
         return command(GdbSession(), gdb.string_to_argv(argument))
     except SfbtError as error:
-        raise SfbtGdbError(str(error)) from None
+        raise SfbtGdbError(printable(str(error))) from None
     except gdb.GdbError:
         raise
     except Exception as error:  # one line, never a traceback
-        raise SfbtGdbError(f"{name}: {type(error).__name__}: {error}") from None
+        raise SfbtGdbError(printable(f"{name}: {type(error).__name__}: {error}")) from None
     finally:
         if selected is not None and selected.is_valid() and selected != gdb.selected_thread():
             selected.switch()
@@ -81,7 +82,7 @@ class CbfLoad(gdb.Command):
         text, error = run(load.cbf_load, argument, "cbf-load")
         gdb.write(text + "\n")
         if error is not None:
-            raise SfbtGdbError(error)
+            raise SfbtGdbError(printable(error))
 
 
 class InfoSFrame(gdb.Command):

@@ -64,6 +64,23 @@ def virtual_address_bits(arch, frame):
     return arch.virtual_address_bits(mask)
 
 
+# -- text from GDB ------------------------------------------------------------
+
+def decoded(read):
+    """``read()``, a string from GDB; one that is not UTF-8 (a symbol or a
+    file name a process chose: GDB will not decode it) as its bytes,
+    surrogate-escaped as the file system's names are."""
+    try:
+        return read()
+    except UnicodeDecodeError as error:
+        return bytes(error.object).decode("utf-8", "surrogateescape")
+
+
+def command_output(command):
+    """What a GDB command prints (decoded())."""
+    return decoded(lambda: gdb.execute(command, to_string=True))
+
+
 # -- modules ------------------------------------------------------------------
 
 _SECTION_LINE = re.compile(
@@ -113,7 +130,7 @@ def loaded_modules(target=None):
     build_ids = {o.filename: o.build_id for o in gdb.objfiles()
                  if o.is_valid() and o.filename}
     modules = []
-    text = gdb.execute("info files", to_string=True)
+    text = command_output("info files")
     for path, sections in parse_info_files(text).items():
         file_sections, first_load = file_layout(path)
         start = min(s for s, _ in sections.values())
@@ -232,7 +249,7 @@ state = State()
 
 def minimal_symbol(pc):
     try:
-        text = gdb.execute(f"info symbol {pc:#x}", to_string=True)
+        text = command_output(f"info symbol {pc:#x}")
     except gdb.error:
         return None
     if text.startswith("No symbol matches"):
@@ -250,7 +267,7 @@ def function_name(pc):
     while block is not None and block.function is None:
         block = block.superblock
     if block is not None:
-        return block.function.print_name
+        return decoded(lambda: block.function.print_name)
     return minimal_symbol(pc)
 
 
@@ -264,7 +281,7 @@ def outer_function_name(pc):
     name = None
     while block is not None:
         if block.function is not None:
-            name = block.function.print_name
+            name = decoded(lambda: block.function.print_name)
         block = block.superblock
     return name or minimal_symbol(pc)
 
@@ -351,7 +368,7 @@ class GdbSession(Session):
         name = function_name(lookup_pc) or "??"
         sal = gdb.find_pc_line(lookup_pc)
         if sal.symtab is not None and sal.line:
-            return name, f" at {sal.symtab.filename}:{sal.line}"
+            return name, f" at {decoded(lambda: sal.symtab.filename)}:{sal.line}"
         if module is None:
             module = self.module_map().module_for(lookup_pc)
         if module is not None and module.path != gdb.current_progspace().filename:

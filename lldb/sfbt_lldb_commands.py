@@ -9,6 +9,7 @@ import lldb
 from sfbt.commands import CommandError
 from sfbt.commands import backtrace, info, load, save
 from sfbt.errors import SfbtError
+from sfbt.printable import printable
 
 from sfbt_lldb_session import LldbSession, lldb_version, state
 
@@ -47,9 +48,9 @@ class _Command:
             else:
                 result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
         except SfbtError as error:
-            result.SetError(str(error))
+            result.SetError(printable(str(error)))
         except Exception as error:  # one line, never a traceback
-            result.SetError(f"{type(error).__name__}: {error}")
+            result.SetError(printable(f"{type(error).__name__}: {error}"))
 
 
 class SFrameBacktraceCommand(_Command):
@@ -129,7 +130,11 @@ class CbfLoadCommand(_Command):
     registration = "-C disk-file"
 
     def run(self, debugger, words, exe_ctx):
-        return load.cbf_load(LldbSession(debugger, exe_ctx), words)
+        try:
+            session = LldbSession(debugger, exe_ctx)
+        except CommandError:  # no target: the archive's images name the frames
+            session = None
+        return load.cbf_load(session, words)
 
 
 class SFrameInfoCommand(_Command):

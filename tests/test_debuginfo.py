@@ -347,6 +347,11 @@ def listens_on_loopback_only(port):
     return found == ["0100007F"]
 
 
+def kept(build_id):
+    """(path, build id it holds) of the download kept for build_id."""
+    return downloads.kept(build_id, 1 << 30)
+
+
 def other_lines(stderr, program, *urls):
     """stderr's lines, less the servers' word that they have no debug info
     for another file (the C library, where no debug file of it is
@@ -370,10 +375,10 @@ def test_a_stripped_program_named_from_debuginfod(stripped, server, monkeypatch,
     assert stack.returncode == 0, stack.stderr
     assert named_ours(stack.stdout), stack.stdout
     assert other_lines(stack.stderr, program, server.url) == []
-    kept = os.path.join(downloads.directory(), f"{build_id}.debug")
-    assert read_build_id(kept) == build_id
+    path, found = kept(build_id)
+    assert found == build_id and read_build_id(path) == build_id
     assert stat.S_IMODE(os.stat(downloads.directory()).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     # later commands read the kept file: the server is gone
     server.stop()
     assert saved.returncode == 0, saved.stderr
@@ -393,7 +398,7 @@ def test_record_never_downloads_and_the_other_commands_do(stripped, server, monk
         recorded = run_sfbt("record", "-p", running.pid, "--hz", "20", "--duration", "0.3",
                             "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
-    assert not os.path.exists(os.path.join(downloads.directory(), f"{build_id}.debug"))
+    assert kept(build_id) == (None, None)
     assert "debuginfod" not in recorded.stderr
     folded = run_sfbt("fold", archive)
     assert folded.returncode == 0 and ";".join(reversed(OURS)) in folded.stdout, \
@@ -469,7 +474,7 @@ def test_a_port_where_nothing_listens(stripped, monkeypatch):
                 r"not asked again this run")
     # the failure is remembered: the next run neither asks nor says it again
     assert again.returncode == 0 and again.stderr == "", again.stderr
-    assert downloads.recent_miss(f"{build_id}.debug", 60)
+    assert downloads.recent_miss(build_id, 60)
 
 
 def test_a_server_without_the_file_says_404(stripped, loopback_only, monkeypatch, tmp_path):
@@ -533,7 +538,7 @@ def test_servers_are_asked_in_turn(stripped, server, loopback_only, monkeypatch,
     assert result.returncode == 0 and named_ours(result.stdout), result.stdout
     assert other_lines(result.stderr, program, without.url, server.url) == [
         f"sfbt: debuginfod {dead}: Connection refused; not asked again this run"]
-    assert read_build_id(os.path.join(downloads.directory(), f"{build_id}.debug")) == build_id
+    assert kept(build_id)[1] == build_id
 
 
 def test_a_file_of_another_build_is_not_used(stripped, monkeypatch, tmp_path):
@@ -549,7 +554,7 @@ def test_a_file_of_another_build_is_not_used(stripped, monkeypatch, tmp_path):
         stop_serving(wrong)
     one_failure(result, rf"sfbt: debuginfod {url}: sent a file whose build id is {other} "
                 rf"for {ABOUT}; not used")
-    assert not os.path.exists(os.path.join(downloads.directory(), f"{build_id}.debug"))
+    assert kept(build_id)[1] is None  # emptied
 
 
 def test_a_server_that_never_answers_times_out(stripped, monkeypatch):
@@ -582,7 +587,10 @@ def test_a_file_larger_than_allowed_is_not_kept(stripped, server, monkeypatch):
             one_failure(result, rf"sfbt: debuginfod {where}: the debug file of {ABOUT} is "
                         r"larger than 4096 bytes \(DEBUGINFOD_MAXSIZE\); not used")
             # nothing kept, not even half a file: only the miss remembered
-            assert os.listdir(downloads.directory()) == [f"{build_id}.debug.miss"]
+            assert kept(build_id) == (None, None)
+            assert not [name for name in os.listdir(downloads.directory())
+                        if name.startswith(".")]  # no temporary file left
+            assert downloads.recent_miss(build_id, 60)
             shutil.rmtree(downloads.directory())
     finally:
         stop_serving(regardless)
@@ -591,8 +599,8 @@ def test_a_file_larger_than_allowed_is_not_kept(stripped, server, monkeypatch):
 
 def test_no_usable_cache_no_download(stripped, server, monkeypatch, tmp_path):
     """Where downloads cannot be kept privately (the cache's place is a
-    file; a link planted as the cache directory), nothing is downloaded:
-    one line says why, and the command goes on."""
+    file; a link planted as the cache directory, which the cache warns of),
+    nothing is downloaded: one line says so, and the command goes on."""
     program, _, _ = stripped
     blocked = tmp_path / "not-a-directory"
     blocked.write_text("")
@@ -601,8 +609,7 @@ def test_no_usable_cache_no_download(stripped, server, monkeypatch, tmp_path):
     with Running(program) as running:
         result = run_sfbt("stack", running.pid)
     one_failure(result, rf"sfbt: debuginfod: cannot keep downloads in "
-                rf"{re.escape(str(blocked))}/sfbt/debuginfod \(Not a directory\); "
-                r"not downloading")
+                rf"{re.escape(str(blocked))}/sfbt/debuginfod; not downloading")
     planted = tmp_path / "planted"
     (planted / "sfbt").mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere"
@@ -611,9 +618,12 @@ def test_no_usable_cache_no_download(stripped, server, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(planted))
     with Running(program) as running:
         result = run_sfbt("stack", running.pid)
-    one_failure(result, r"sfbt: debuginfod: cannot keep downloads in "
-                rf"{re.escape(str(planted))}/sfbt/debuginfod \(Not a directory\); "
-                r"not downloading")  # O_DIRECTORY | O_NOFOLLOW on a link
+    assert result.returncode == 0 and not named_ours(result.stdout), result.stdout
+    assert result.stderr.splitlines() == [
+        f"sfbt: warning: cache directory {planted}/sfbt/debuginfod is a link or not a "
+        "directory: not used",
+        f"sfbt: debuginfod: cannot keep downloads in {planted}/sfbt/debuginfod; "
+        "not downloading"]
     assert os.listdir(elsewhere) == []
 
 
@@ -640,5 +650,5 @@ def test_a_cache_directory_is_made_where_there_is_none(stripped, server, monkeyp
     with Running(program) as running:
         result = run_sfbt("stack", running.pid)
     assert result.returncode == 0 and named_ours(result.stdout), result.stdout
-    assert read_build_id(str(fresh / "sfbt" / "debuginfod" / f"{build_id}.debug")) == build_id
+    assert kept(build_id)[1] == build_id
     assert stat.S_IMODE(os.stat(fresh / "sfbt" / "debuginfod").st_mode) == 0o700

@@ -2,10 +2,18 @@
 then drawing it."""
 
 import json
+import os
 import re
+import resource
+import signal
+import subprocess
+import sys
+import time
 import xml.dom.minidom
 
-from conftest import run_sfbt
+import pytest
+
+from conftest import PLUGIN, run_sfbt
 from test_stack import Running, _one_line_error, sfbt_stacks, workers  # noqa: F401
 
 _FRAME = re.compile(r"^#\d+\s+(0x[0-9a-f]+) in (\S+)", re.M)
@@ -109,3 +117,108 @@ def test_record_until_the_process_exits(workers, tmp_path):  # noqa: F811
     assert recorded.returncode == 0, recorded.stderr
     assert "(the process exited)" in recorded.stdout
     assert run_sfbt("cbf", "decode", archive).returncode == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "1e-320", "20000"])
+def test_rates_and_durations_that_are_not_finite_positive_numbers(workers, tmp_path,  # noqa: F811
+                                                                  value):
+    with Running(workers) as running:
+        _one_line_error(run_sfbt("record", "-p", running.pid, "--hz", value, "-o",
+                                 tmp_path / "x"),
+                        r"sfbt: --hz \S+: a rate from 1e-06 to 10000 samples a second")
+        if value not in ("1e-320", "20000"):
+            _one_line_error(run_sfbt("record", "-p", running.pid, "--duration", value, "-o",
+                                     tmp_path / "x"),
+                            r"sfbt: --duration \S+: a finite number of seconds above 0")
+    assert not (tmp_path / "x").exists()
+
+
+def _record_until(process, archive):
+    """(exit status, stdout, stderr, stacks in the archive it left) of the
+    `sfbt record` that ``process`` runs."""
+    out, err = process.communicate(timeout=60)
+    decoded = run_sfbt("cbf", "decode", archive)
+    assert decoded.returncode == 0, decoded.stderr
+    counts = [1 if c == "once" else int(c.split()[0])
+              for c in re.findall(r"captured (once|\d+ times)", decoded.stdout)]
+    return process.returncode, out, err, sum(counts)
+
+
+@pytest.mark.parametrize("ending, said", [(signal.SIGTERM, "ended by SIGTERM"),
+                                          (signal.SIGHUP, "ended by SIGHUP"),
+                                          (signal.SIGINT, "interrupted")],
+                         ids=lambda value: getattr(value, "name", ""))
+def test_a_signal_ends_the_recording_and_keeps_it(workers, tmp_path, ending,  # noqa: F811
+                                                 said):
+    """`timeout 60 sfbt record ...` sends SIGTERM, a closed terminal SIGHUP,
+    Ctrl-C SIGINT: each ends the recording, which is saved whole."""
+    archive = tmp_path / "ended.sfbt"
+    with Running(workers) as running:
+        process = _sfbt_process("record", "-p", running.pid, "-o", archive)
+        assert process.stderr.readline().startswith("Recording process ")
+        time.sleep(1.0)
+        process.send_signal(ending)
+        code, out, err, stacks = _record_until(process, archive)
+    assert code == 0, err
+    match = re.search(rf"Recorded (\d+) stacks .*\({said}\): \d+ distinct, "
+                      rf"saved to {re.escape(str(archive))}\.", out)
+    assert match, out
+    assert stacks == int(match[1]) >= 9 * 10
+
+
+def _sfbt_process(*args, preexec_fn=None):
+    return subprocess.Popen([sys.executable, "-m", "sfbt", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(PLUGIN)),
+                            preexec_fn=preexec_fn)
+
+
+def _small_tmpfs(directory):
+    """A command prefix that runs a command in a mount namespace of its own,
+    where it may mount a 32 KiB tmpfs on ``directory``; None where it may
+    not (no CAP_SYS_ADMIN).  (A user namespace would mount one, but sfbt in
+    it could not trace a process outside it.)"""
+    prefix = ["unshare", "--mount"]
+    try:
+        probe = subprocess.run(prefix + ["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs",
+                                         str(directory)], capture_output=True)
+    except OSError:  # no unshare(1)
+        return None
+    return prefix if probe.returncode == 0 else None
+
+
+def test_a_full_disk_keeps_the_samples_written_before(workers, tmp_path):  # noqa: F811
+    """The archive is written as it grows: when the disk is full (a 32 KiB
+    tmpfs; where none can be mounted, a file size limit, which fails the
+    same writes with EFBIG) the stacks written before are kept."""
+    full = tmp_path / "full"
+    full.mkdir()
+    kept = tmp_path / "kept.sfbt"
+    prefix = _small_tmpfs(full)
+    with Running(workers) as running:
+        if prefix is not None:
+            script = (f'mount -t tmpfs -o size=32k tmpfs "$1" && "$2" -m sfbt record -p "$3" '
+                      f'--hz 200 --duration 30 -o "$1/out.sfbt"; code=$?; '
+                      f'cp "$1/out.sfbt" "$4"; exit $code')
+            process = subprocess.Popen(
+                prefix + ["sh", "-c", script, "sh", str(full), sys.executable,
+                          str(running.pid), str(kept)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+            problem = "No space left on device"
+        else:
+            def limit():
+                resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
+            process = _sfbt_process("record", "-p", running.pid, "--hz", "200",
+                                    "--duration", "30", "-o", kept, preexec_fn=limit)
+            problem = "File too large"
+        code, out, err, stacks = _record_until(process, kept)
+    assert code == 1
+    started, line = err.splitlines()
+    assert started.startswith("Recording process ")
+    match = re.fullmatch(rf"sfbt: \S+: {problem}: the recording stopped; the (\d+) stacks "
+                         r"written before are kept", line)
+    assert match, err
+    assert stacks == int(match[1]) > 100
+    assert f"the first {stacks} saved to " in out
+    assert kept.stat().st_size <= 32 << 10

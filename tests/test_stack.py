@@ -8,6 +8,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -313,39 +314,44 @@ def test_threads_run_on_after_their_snapshot(workers):
 
 def test_the_vdso_is_a_module_with_rows(workers):
     """The vDSO has no file: its image, read from memory, gets rows
-    synthesized from its .eh_frame and names from its symbols."""
-    from sfbt.live.mappings import VDSO, VDSO_NAME, display_path
+    synthesized from its .eh_frame and names from its symbols, and
+    nothing is written to the cache for it."""
+    from sfbt.live.mappings import VDSO, VDSO_NAME
     from sfbt.live.process import Process
     from sfbt.live.symbols import ModuleSymbols
     from sfbt.unwind.modules import SFrameSources
     with Running(workers) as running:
         process = Process(running.pid)
         (mapping,) = [m for m in process.mappings if m.path == VDSO]
-        (vdso,) = [m for m in process.modules() if display_path(m) == VDSO_NAME]
+        (vdso,) = [m for m in process.modules() if m.path == VDSO_NAME]
     assert (vdso.start, vdso.end) == (mapping.start, mapping.end)
     source = SFrameSources().for_module(vdso)
     assert source.origin == "synth" and source.section.functions
     symbols = ModuleSymbols(vdso)
     names = {symbols.function(f.start) for f in source.section.functions}
     assert names & {"__vdso_clock_gettime", "clock_gettime"}, names
+    assert not os.path.exists(os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "vdso"))
 
 
-def test_names_and_lines_are_cached_per_build_id(workers):
+def test_names_and_lines_are_cached_per_file(workers):
     """The second run reads function tables, address ranges and line rows
-    from the cache; a damaged entry is rebuilt, never believed."""
-    from sfbt.elf import read_build_id
+    from the private cache, keyed by the file they came from; a damaged
+    entry is rebuilt, never believed."""
+    from sfbt.cache import Cache, identity
     from sfbt.live.symbols import CACHE_FORMAT
-    cache = os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "symbols")
-    build_id = read_build_id(str(workers))
+    cache = Cache("symbols")
+    with open(workers, "rb") as stream:
+        named = {cache.entry_name(identity(stream.fileno(), CACHE_FORMAT, kind))
+                 for kind in ("functions", "aranges")}
     with Running(workers) as running:
         first = run_sfbt("stack", running.pid)
-        entries = sorted(name for name in os.listdir(cache) if name.startswith(build_id))
-        kinds = {name.split(".", 2)[2] for name in entries}
-        assert {f"aranges.s{CACHE_FORMAT}", f"functions.s{CACHE_FORMAT}"} <= kinds, entries
-        assert any(kind.endswith(f".lines.s{CACHE_FORMAT}") for kind in kinds), entries
+        entries = set(os.listdir(cache.path))
+        assert named < entries, (named, entries)
+        assert stat.S_IMODE(os.stat(cache.path).st_mode) == 0o700
         for name in entries:
-            with open(os.path.join(cache, name), "wb") as stream:
-                stream.write(b"\xff not marshal")
+            assert stat.S_IMODE(os.stat(os.path.join(cache.path, name)).st_mode) == 0o600
+            with open(os.path.join(cache.path, name), "wb") as stream:
+                stream.write(b"\xff not an entry")
         second = run_sfbt("stack", running.pid)
     assert first.returncode == 0 and second.stdout == first.stdout
     assert re.search(r" in work_at at \S*workers.c:\d+$", first.stdout, re.M)

@@ -12,6 +12,7 @@ from elftools.elf.elffile import ELFFile
 from conftest import FIXTURES, ROOT, require, run_sfbt
 from synth_support import compare_with_gas, fixture_files, system_libc
 from sfbt import dwarf
+from sfbt.cache import Cache
 from sfbt.arch import S390X, X86_64
 from sfbt.dwarf import cfa, cfi, convert
 from sfbt.dwarf.cfa import Cfa, Rule, RowState
@@ -323,23 +324,22 @@ def test_debug_frame_only(tmp_path):
 
 # -- the cache ---------------------------------------------------------------------------------
 
-def _cache_files(path):
-    directory = dwarf.cache_directory()
-    key = dwarf.cache_key(str(path))
-    return (os.path.join(directory, key + ".sframe"),
-            os.path.join(directory, key + ".json"))
+def _cache_entry(path):
+    cache = Cache("synth")
+    return os.path.join(cache.path, cache.entry_name(dwarf.file_cache_key(path)))
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "json", "no-json", "empty"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "head", "missing", "empty"])
 def test_cache_is_read_back_and_a_corrupt_entry_rebuilt(damage, store):
     path = FIXTURES / "v3" / "x86_64" / "manyfuncs"
     first = store.synthesize(str(path))
     assert first.origin == "built"
-    data_file, meta_file = _cache_files(path)
-    assert data_file.startswith(os.environ["XDG_CACHE_HOME"])
-    with open(data_file, "rb") as stream:
+    entry = _cache_entry(path)
+    assert entry.startswith(os.environ["XDG_CACHE_HOME"])
+    with open(entry, "rb") as stream:
         data = stream.read()
-    assert read_section(data, 0) == first.section  # a real SFrame v3 section
+    section = data.split(b"\n", 4)[4]  # after the head, the key, the digest and the stats
+    assert read_section(section, 0) == first.section  # a real SFrame v3 section
     store.clear()
     second = store.synthesize(str(path))
     assert second.origin == "cache" and second.section == first.section
@@ -347,19 +347,19 @@ def test_cache_is_read_back_and_a_corrupt_entry_rebuilt(damage, store):
     if damage == "flip":
         damaged = bytearray(data)
         damaged[len(damaged) // 2] ^= 0xFF
-        _write(data_file, bytes(damaged))
+        _write(entry, bytes(damaged))
     elif damage == "truncate":
-        _write(data_file, data[:100])
-    elif damage == "json":
-        _write(meta_file, b"{not json")
-    elif damage == "no-json":
-        os.unlink(meta_file)
+        _write(entry, data[:100])
+    elif damage == "head":
+        _write(entry, data.replace(b"sfbt-cache 1", b"sfbt-cache 2", 1))
+    elif damage == "missing":
+        os.unlink(entry)
     else:
-        _write(data_file, b"")
+        _write(entry, b"")
     store.clear()
     third = store.synthesize(str(path))
     assert third.origin == "built" and third.section == first.section
-    with open(data_file, "rb") as stream:
+    with open(entry, "rb") as stream:
         assert stream.read() == data  # repaired
     store.clear()
     assert store.synthesize(str(path)).origin == "cache"
@@ -371,7 +371,7 @@ def _write(path, data):
 
 
 def test_cache_keys(tmp_path):
-    """By build id when the file has one, else by path, size and time."""
+    """By build id and what the file is: device, inode, size, change time."""
     program = tmp_path / "with-id"
     subprocess.run(["gcc", "-Wl,--build-id", "-o", str(program),
                     str(FIXTURES / "src" / "callchain.c")], check=True, capture_output=True)
@@ -379,8 +379,10 @@ def test_cache_keys(tmp_path):
                             text=True).stdout
     build_id = output.split("Build ID: ")[1].split()[0]
     assert read_build_id(str(program)) == build_id
-    assert dwarf.cache_key(str(program)).startswith(build_id)
-    assert dwarf.cache_key(str(FIXTURES / "v3" / "x86_64" / "drap")).startswith("file-")
+    status = os.stat(program)
+    assert dwarf.file_cache_key(program)[2:] == (build_id, status.st_dev, status.st_ino,
+                                                 status.st_size, status.st_ctime_ns)
+    assert dwarf.file_cache_key(FIXTURES / "v3" / "x86_64" / "drap")[2] == ""
 
 
 def test_an_unwritable_cache_only_costs_time(tmp_path, monkeypatch, store):

@@ -226,7 +226,7 @@ def test_rows_synthesized_from_the_eh_frame_in_memory(tmp_path):
     target, end = _loaded(path, bias)
     module = Module("system-supplied DSO at 0x7f0000000000", bias, bias, bias + end,
                     build_id="in-memory-1")
-    sources = SFrameSources(SynthesisStore(tmp_path, use_disk=False))
+    sources = SFrameSources(SynthesisStore(use_disk=False))
     module_map = ModuleMap([module], target, sources)
     source = module_map.source_for(module)
     assert source.origin == "synth", source.describe()

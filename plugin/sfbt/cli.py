@@ -10,6 +10,7 @@ from .archive.saved import SavedFile, saved_trace_lines
 from .errors import SfbtError
 from .files import FileProblem, open_regular, read_regular, write_atomically
 from .live.cli import add_commands as add_live_commands
+from .printable import printable
 from .sframe import dump_text, lookup_text, open_section
 from .sframe.dump import libsframe_2_40_text
 from .sframe.elf import read_elf_sframe
@@ -58,7 +59,7 @@ def _load(args):
             _, fmt = read_elf_sframe(path)
         except (SfbtError, OSError):
             fmt = "elf64"
-        return args.synth_result.section, f"\n{path}:     file format {fmt}\n\n"
+        return args.synth_result.section, f"\n{printable(path)}:     file format {fmt}\n\n"
     try:
         if args.raw:
             return open_section(read_regular(path, MAX_SECTION_BYTES), args.address), ""
@@ -67,7 +68,7 @@ def _load(args):
         raise _failure(path, error) from None
     if section is None:
         raise CommandError(f"{path}: no SFrame section (.sframe or PT_GNU_SFRAME)")
-    return section, f"\n{path}:     file format {fmt}\n\n"
+    return section, f"\n{printable(path)}:     file format {fmt}\n\n"
 
 
 def _run_dump(args):
@@ -106,7 +107,7 @@ def _run_synth(args):
         write_atomically(args.output, data)
     except OSError as error:
         raise CommandError(f"{args.output}: {error.strerror or error}") from None
-    sys.stdout.write(f"{args.output}: SFrame v3, {len(data)} bytes, "
+    sys.stdout.write(f"{printable(args.output)}: SFrame v3, {len(data)} bytes, "
                      f"{len(result.section.functions)} FDEs, "
                      f"{result.section.num_rows} FREs (from {result.origin})\n"
                      f"{result.stats.summary()}\n")
@@ -278,7 +279,7 @@ def build_parser():
 
     synth_parser = sframe_commands.add_parser(
         "synth", help="write SFrame v3 rows synthesized from an ELF file's "
-        ".eh_frame / .debug_frame (cached per build id)",
+        ".eh_frame / .debug_frame (cached per file they come from)",
         **with_example("sfbt sframe synth /bin/ls -o ls.sframe",
                        "write rows for /bin/ls; read them with --raw"))
     synth_parser.add_argument("file", metavar="FILE", help="an ELF file")
@@ -359,12 +360,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    # Paths from image maps and ELF files are bytes: print them as they are.
+    # Names are escaped before they are printed (sfbt.printable); a byte
+    # that is not UTF-8 and was missed is printed as it is, not a traceback.
     sys.stdout.reconfigure(errors="surrogateescape")
     try:
         args.run(args)
     except SfbtError as error:  # CommandError, or any other one-line failure
-        print(f"sfbt: {error}", file=sys.stderr)
+        print(f"sfbt: {printable(str(error))}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         sys.stderr.close()

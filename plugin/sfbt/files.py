@@ -8,6 +8,7 @@ import errno
 import fcntl
 import os
 import stat
+import time
 
 from .errors import SfbtError
 
@@ -98,20 +99,106 @@ def read_regular(path, limit):
     return data
 
 
-def write_target(path):
-    """The file a write to path replaces: symbolic links are followed to
-    their target; an existing target that is not a regular file is
-    refused.  Raises FileProblem."""
-    target = os.path.realpath(path)
-    try:
-        status = os.stat(target)
-    except FileNotFoundError:
-        return target
-    except OSError as error:
-        raise _named(path, error) from None
-    if not stat.S_ISREG(status.st_mode):
-        raise _not_regular(path, status.st_mode)
-    return target
+#: symbolic links followed in one path before giving up, as the kernel does
+MAX_LINKS = 40
+_DIRECTORY = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class WritePlace:
+    """Where a write to a path lands: ``name`` in the directory open as
+    ``directory``.  Symbolic links are followed only where the kernel's
+    protected_symlinks rule would follow them: a link in a sticky
+    directory anyone may write to (/tmp) is followed only when it belongs
+    to us or to the directory's owner.  sfbt resolves each component
+    itself, through directory descriptors, so that no link is followed
+    that was not checked (root's writes would otherwise follow a link
+    another user planted in /tmp).  An existing target that is not a
+    regular file is refused.  Raises FileProblem naming path; use as a
+    context manager (it closes the directory)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.directory = None
+        try:
+            self._resolve(os.fspath(path))
+            status = self.status()
+            if status is not None and not stat.S_ISREG(status.st_mode):
+                raise _not_regular(path, status.st_mode)
+        except BaseException as error:
+            self.close()
+            if isinstance(error, OSError):
+                raise _named(path, error) from None
+            raise
+
+    def _resolve(self, text):
+        pending = [part for part in reversed(text.split("/")) if part not in ("", ".")]
+        self._enter("/" if text.startswith("/") else ".")
+        links = 0
+        while pending:
+            name = pending.pop()
+            if name == "..":
+                self._enter("..")
+                continue
+            try:
+                status = os.stat(name, dir_fd=self.directory, follow_symlinks=False)
+            except FileNotFoundError:
+                if pending:
+                    raise
+                break
+            if stat.S_ISLNK(status.st_mode):
+                links += 1
+                if links > MAX_LINKS:
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+                self._check_link(name, status)
+                target = os.readlink(name, dir_fd=self.directory)
+                if target.startswith("/"):
+                    self._enter("/")
+                pending += [part for part in reversed(target.split("/"))
+                            if part not in ("", ".")]
+                continue
+            if not pending:
+                break
+            self._enter(name, os.O_NOFOLLOW)
+        else:
+            raise FileProblem(self.path, "not a regular file (a directory)", errno.EISDIR)
+        self.name = name
+
+    def _enter(self, name, flags=0):
+        directory = os.open(name, _DIRECTORY | flags, dir_fd=self.directory)
+        self.close()
+        self.directory = directory
+
+    def _check_link(self, name, status):
+        here = os.fstat(self.directory)
+        if (here.st_mode & stat.S_ISVTX and here.st_mode & stat.S_IWOTH
+                and status.st_uid not in (os.geteuid(), here.st_uid)):
+            try:
+                where = os.readlink(f"/proc/self/fd/{self.directory}")
+            except OSError:
+                where = "a sticky directory"
+            raise FileProblem(self.path, f"not following the link {name} that user "
+                              f"{status.st_uid} owns in {where} (sticky, writable by "
+                              "all), as the kernel's protected_symlinks would not",
+                              errno.EACCES)
+
+    def status(self):
+        """The target's status (not following a link), or None if there
+        is none."""
+        try:
+            return os.stat(self.name, dir_fd=self.directory, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def close(self):
+        if self.directory is not None:
+            os.close(self.directory)
+            self.directory = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
 
 
 def _new_file_mode():
@@ -120,22 +207,23 @@ def _new_file_mode():
     return 0o666 & ~mask
 
 
-def _temporary(directory, name):
+def _temporary(place):
     """(descriptor, temporary name or None): an unnamed O_TMPFILE file
     where the system has them (nothing is left behind if the process is
     killed), else a named one created exclusively."""
     if _linkat() is not None:
         try:
-            return os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600), None
+            return os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600,
+                           dir_fd=place.directory), None
         except OSError as error:
             if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL,
                                    errno.ENOENT):
                 raise
     for _ in range(100):
-        temporary = os.path.join(directory, f".{name}.sfbt-{os.urandom(6).hex()}")
+        temporary = f".{place.name}.sfbt-{os.urandom(6).hex()}"
         try:
-            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                           | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600), temporary
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+                           | os.O_NOFOLLOW, 0o600, dir_fd=place.directory), temporary
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no unused temporary file name")
@@ -161,23 +249,23 @@ _AT_FDCWD = -100
 _AT_SYMLINK_FOLLOW = 0x400
 
 
-def _publish(descriptor, temporary, target):
-    """Rename the finished temporary file over target."""
+def _publish(descriptor, temporary, place):
+    """Rename the finished temporary file over the target."""
     if temporary is None:  # O_TMPFILE: give it a name first
-        directory, name = os.path.split(target)
         for _ in range(100):
-            temporary = os.path.join(directory, f".{name}.sfbt-{os.urandom(6).hex()}")
-            if _linkat()(_AT_FDCWD, f"/proc/self/fd/{descriptor}".encode(), _AT_FDCWD,
+            temporary = f".{place.name}.sfbt-{os.urandom(6).hex()}"
+            if _linkat()(_AT_FDCWD, f"/proc/self/fd/{descriptor}".encode(), place.directory,
                          os.fsencode(temporary), _AT_SYMLINK_FOLLOW) == 0:
                 break
             code = ctypes.get_errno()
             if code != errno.EEXIST:
                 raise OSError(code, os.strerror(code))
     try:
-        os.replace(temporary, target)
+        os.replace(temporary, place.name, src_dir_fd=place.directory,
+                   dst_dir_fd=place.directory)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=place.directory)
         raise
 
 
@@ -185,39 +273,36 @@ def replace_file(path, write, mode=None):
     """Write a whole file: ``write(stream)`` fills a temporary file in the
     target's directory, which is flushed and renamed over the target, so
     readers see the old file or the new one.  The target is what path
-    names after symbolic links; an existing one keeps its permissions
-    and (as far as we may set them) its owner and group; a new one gets
-    ``mode`` (default 0666 less the umask).  Every failure removes the
-    temporary file and raises FileProblem naming path."""
-    target = write_target(path)
-    directory, name = os.path.split(target)
-    temporary = None
-    try:
+    names after the symbolic links WritePlace follows; an existing one
+    keeps its permissions and (as far as we may set them) its owner and
+    group; a new one gets ``mode`` (default 0666 less the umask).  Every
+    failure removes the temporary file and raises FileProblem naming
+    path."""
+    with WritePlace(path) as place:
+        temporary = None
         try:
-            existing = os.stat(target)
-        except FileNotFoundError:
-            existing = None
-        descriptor, temporary = _temporary(directory, name)
-        try:
-            if existing is not None:
-                os.fchmod(descriptor, stat.S_IMODE(existing.st_mode))
-                _keep_owner(descriptor, existing)
-            else:
-                os.fchmod(descriptor, _new_file_mode() if mode is None else mode)
-            with os.fdopen(descriptor, "wb", closefd=False) as stream:
-                write(stream)
-                stream.flush()
-                os.fsync(descriptor)
-            _publish(descriptor, temporary, target)
-            temporary = None
+            existing = place.status()
+            descriptor, temporary = _temporary(place)
+            try:
+                if existing is not None:
+                    os.fchmod(descriptor, stat.S_IMODE(existing.st_mode))
+                    _keep_owner(descriptor, existing)
+                else:
+                    os.fchmod(descriptor, _new_file_mode() if mode is None else mode)
+                with os.fdopen(descriptor, "wb", closefd=False) as stream:
+                    write(stream)
+                    stream.flush()
+                    os.fsync(descriptor)
+                _publish(descriptor, temporary, place)
+                temporary = None
+            finally:
+                os.close(descriptor)
+        except OSError as error:
+            raise _named(path, error) from None
         finally:
-            os.close(descriptor)
-    except OSError as error:
-        raise _named(path, error) from None
-    finally:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=place.directory)
 
 
 def _keep_owner(descriptor, existing):
@@ -235,8 +320,12 @@ def write_atomically(path, data):
     replace_file(path, lambda stream: stream.write(data))
 
 
+#: seconds an append waits for another process's lock on its file
+LOCK_WAIT = 10.0
+
+
 @contextlib.contextmanager
-def locked_for_update(path):
+def locked_for_update(path, wait=None):
     """Hold an exclusive advisory lock (flock) on the file at path for a
     read-modify-replace; yields a binary stream of its current bytes, or
     None when there is no file yet.
@@ -245,46 +334,62 @@ def locked_for_update(path):
     new file over it, so after taking the lock we check that path still
     names the locked file and start again if not.  A missing file is
     created empty to have something to lock (an empty file is read as no
-    file)."""
-    target = write_target(path)
+    file).  Anyone who may read the file may lock it, so the lock is
+    waited for ``wait`` seconds (LOCK_WAIT) at most: then FileProblem."""
+    deadline = time.monotonic() + (LOCK_WAIT if wait is None else wait)
+    with WritePlace(path) as place:
+        while True:
+            try:
+                descriptor = os.open(place.name, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK
+                                     | os.O_CLOEXEC | os.O_NOFOLLOW, _new_file_mode(),
+                                     dir_fd=place.directory)
+            except OSError as error:
+                raise _named(path, error) from None
+            try:
+                status = _regular_status(descriptor, path)
+                _lock(descriptor, path, deadline)
+                current = place.status()
+                if current is None or (current.st_dev, current.st_ino) != (
+                        status.st_dev, status.st_ino):
+                    os.close(descriptor)
+                    continue
+                _make_blocking(descriptor)
+            except OSError as error:
+                os.close(descriptor)
+                raise _named(path, error) from None
+            except BaseException:
+                os.close(descriptor)
+                raise
+            break
+        with os.fdopen(descriptor, "rb") as stream:
+            empty = os.fstat(descriptor).st_size == 0
+            try:
+                yield None if empty else stream
+            except BaseException:
+                if empty:  # the file we created to lock: leave nothing behind
+                    _remove_if_still(place, os.fstat(descriptor))
+                raise
+
+
+def _lock(descriptor, path, deadline):
+    """flock(LOCK_EX) on descriptor, giving up at the deadline."""
+    pause = 0.001
     while True:
         try:
-            descriptor = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK
-                                 | os.O_CLOEXEC | os.O_NOFOLLOW, _new_file_mode())
-        except OSError as error:
-            raise _named(path, error) from None
-        try:
-            status = _regular_status(descriptor, path)
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-            try:
-                current = os.stat(target)
-            except FileNotFoundError:
-                current = None
-            if current is None or (current.st_dev, current.st_ino) != (
-                    status.st_dev, status.st_ino):
-                os.close(descriptor)
-                continue
-            _make_blocking(descriptor)
-        except OSError as error:
-            os.close(descriptor)
-            raise _named(path, error) from None
-        except BaseException:
-            os.close(descriptor)
-            raise
-        break
-    with os.fdopen(descriptor, "rb") as stream:
-        empty = os.fstat(descriptor).st_size == 0
-        try:
-            yield None if empty else stream
-        except BaseException:
-            if empty:  # the file we created to lock: leave nothing behind
-                _remove_if_still(target, os.fstat(descriptor))
-            raise
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise FileProblem(path, "another process holds a lock on it; nothing "
+                                  "was written", errno.EWOULDBLOCK) from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
 
 
-def _remove_if_still(path, status):
+def _remove_if_still(place, status):
     with contextlib.suppress(OSError):
-        current = os.stat(path)
-        if (current.st_dev, current.st_ino) == (status.st_dev, status.st_ino) \
-                and current.st_size == 0:
-            os.unlink(path)
+        current = place.status()
+        if current is not None and (current.st_dev, current.st_ino) == (
+                status.st_dev, status.st_ino) and current.st_size == 0:
+            os.unlink(place.name, dir_fd=place.directory)

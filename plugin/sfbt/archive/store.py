@@ -128,15 +128,20 @@ class Archive:
     def image_map(self, index):
         return decode_image_map(self.image_maps[index])
 
+    def pending_records(self):
+        """[(kind, record bytes)] of the records not yet written."""
+        return [(kind, _record(kind, payload)) for kind, payload in self._pending]
+
     def pending_bytes(self):
-        return b"".join(_record(kind, payload) for kind, payload in self._pending)
+        return b"".join(record for _, record in self.pending_records())
 
     def mark_written(self):
         self._pending = []
 
 
 def _pack_string(text):
-    data = text.encode("utf-8")
+    # surrogate escapes: the bytes of a thread name that is not UTF-8
+    data = text.encode("utf-8", "surrogateescape")
     if len(data) > 0xFFFF:
         data = data[:0xFFFF]
     return struct.pack("<H", len(data)) + data
@@ -151,7 +156,7 @@ def _unpack_strings(payload, at, count, offset):
         at += 2
         if at + size > len(payload):
             raise ArchiveError("event record ends inside a string", offset + at)
-        strings.append(payload[at:at + size].decode("utf-8", "replace"))
+        strings.append(payload[at:at + size].decode("utf-8", "surrogateescape"))
         at += size
     return strings
 

@@ -8,9 +8,9 @@ import zlib
 from bisect import bisect_right
 
 from ..debuginfo import DebugFiles
-from ..elf import (SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage,
-                   open_elf)
+from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
+from ..printable import printable
 
 
 def _reason(error):
@@ -74,47 +74,42 @@ def _section_bytes(image, section):
     return zlib.decompressobj().decompress(data[24:], size) if size else b""
 
 
-def address_ranges(path):
-    """Sorted [(start, end, unit offset)] of a file's .debug_aranges: which
-    compilation unit holds an address, so that only its line program is
-    read.  Empty when it has none or it cannot be read."""
-    try:
-        stream, image = open_elf(path)
-    except (OSError, ElfError):
-        return []
+def address_ranges(image):
+    """Sorted [(start, end, unit offset)] of an ElfImage's .debug_aranges:
+    which compilation unit holds an address, so that only its line program
+    is read.  Empty when it has none or it cannot be read."""
     ranges = []
-    with stream:
-        try:
-            section = image.section(".debug_aranges")
-            data = _section_bytes(image, section) if section is not None else None
-            if not data:
-                return []
-            endian = image.header.endian
-            at = 0
-            while at + 4 <= len(data):
-                (length,) = struct.unpack_from(endian + "I", data, at)
-                offset_size, head = 4, at + 4
-                if length == 0xFFFFFFFF:
-                    (length,) = struct.unpack_from(endian + "Q", data, head)
-                    offset_size, head = 8, head + 8
-                end = head + length
-                unit = struct.unpack_from(endian + ("I" if offset_size == 4 else "Q"),
-                                          data, head + 2)[0]
-                address_size = data[head + 2 + offset_size]
-                if address_size != 8:
-                    at = end
-                    continue
-                pairs = head + 2 + offset_size + 2
-                pairs += -(pairs - at) % 16
-                for start, size in struct.iter_unpack(endian + "QQ",
-                                                      data[pairs:end - (end - pairs) % 16]):
-                    if start == 0 and size == 0:
-                        break
-                    if size:
-                        ranges.append((start, start + size, unit))
+    try:
+        section = image.section(".debug_aranges")
+        data = _section_bytes(image, section) if section is not None else None
+        if not data:
+            return []
+        endian = image.header.endian
+        at = 0
+        while at + 4 <= len(data):
+            (length,) = struct.unpack_from(endian + "I", data, at)
+            offset_size, head = 4, at + 4
+            if length == 0xFFFFFFFF:
+                (length,) = struct.unpack_from(endian + "Q", data, head)
+                offset_size, head = 8, head + 8
+            end = head + length
+            unit = struct.unpack_from(endian + ("I" if offset_size == 4 else "Q"),
+                                      data, head + 2)[0]
+            address_size = data[head + 2 + offset_size]
+            if address_size != 8:
                 at = end
-        except (OSError, ElfError, struct.error, zlib.error, IndexError):
-            pass
+                continue
+            pairs = head + 2 + offset_size + 2
+            pairs += -(pairs - at) % 16
+            for start, size in struct.iter_unpack(endian + "QQ",
+                                                  data[pairs:end - (end - pairs) % 16]):
+                if start == 0 and size == 0:
+                    break
+                if size:
+                    ranges.append((start, start + size, unit))
+            at = end
+    except (OSError, ElfError, struct.error, zlib.error, IndexError):
+        pass
     ranges.sort()
     return ranges
 
@@ -220,7 +215,7 @@ class ElfSymbolizer:
         """(rows, starts) of the unit whose .debug_aranges hold the address
         (none when no unit does), or of every unit without them."""
         if self._ranges is None:
-            ranges = address_ranges(self.path)
+            ranges = address_ranges(ElfImage.from_file(self._stream, self.path))
             self._ranges = (ranges, [start for start, _, _ in ranges])
         ranges, starts = self._ranges
         if not ranges:
@@ -357,7 +352,8 @@ class Symbolizer:
 
     def describe_file_address(self, address):
         """(function, location suffix) for an address of the --exe file
-        itself (a non-PIE program's run-time addresses are its file's)."""
+        itself (a non-PIE program's run-time addresses are its file's),
+        escaped (sfbt.printable)."""
         if not self._candidates:
             return "??", " ()"
         symbolizer = self._open(self._candidates[0])
@@ -365,9 +361,9 @@ class Symbolizer:
             if symbolizer is not None else None
         if symbolizer is None:
             return "??", " ()"
-        name = symbolizer.function(address) or "??"
+        name = printable(symbolizer.function(address) or "??")
         line = symbolizer.line(address)
-        return name, f" at {line[0]}:{line[1]}" if line else " ()"
+        return name, f" at {printable(line[0])}:{line[1]}" if line else " ()"
 
     def describer(self, images):
         """describe(address) for the images of one image map, remembering
@@ -396,7 +392,8 @@ class Symbolizer:
         return describe
 
     def describe(self, address, images):
-        """(function, location suffix) in sframe-bt's words."""
+        """(function, location suffix) in sframe-bt's words, escaped
+        (sfbt.printable)."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         return self._describe_in(address, image)
 
@@ -405,13 +402,13 @@ class Symbolizer:
             return "??", " ()"
         where = self._from.get(image.path)
         if where is None:
-            where = self._from[image.path] = f" from {image.path}"
+            where = self._from[image.path] = f" from {printable(image.path)}"
         symbolizer = self.for_image(image)
         if symbolizer is None:
             return "??", where
         file_address = address - image.base + symbolizer.base_address
-        name = symbolizer.function(file_address) or "??"
+        name = printable(symbolizer.function(file_address) or "??")
         line = symbolizer.line(file_address)
         if line is not None:
-            return name, f" at {line[0]}:{line[1]}"
+            return name, f" at {printable(line[0])}:{line[1]}"
         return name, where

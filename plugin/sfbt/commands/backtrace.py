@@ -3,6 +3,7 @@
 from typing import List, Optional, Tuple
 
 from ..archive.report import frame_line
+from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
 from .session import CommandError, Session, Thread
 
@@ -101,7 +102,7 @@ def how_found(frame: Frame) -> str:
     if frame.level == 0:
         return "innermost"
     if frame.data_module is not None:
-        return f"{frame.how}, {frame.data_module.name}"
+        return f"{frame.how}, {printable(frame.data_module.name)}"
     return frame.how
 
 
@@ -116,7 +117,8 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[str]:
-    """sframe-bt's output.  ``describe(frame)`` gives (name, where)."""
+    """sframe-bt's output.  ``describe(frame)`` gives (name, where), which
+    are escaped here (sfbt.printable)."""
     shown, more = frames, False
     if count is not None and count >= 0:
         shown, more = frames[:count], len(frames) > count
@@ -131,7 +133,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[
                 name, where = describe(frame)
             except Exception:  # a frame the debugger cannot name is still shown
                 name, where = "??", " ()"
-            line = frame_line(frame.level, frame.pc, name, where)
+            line = frame_line(frame.level, frame.pc, printable(name), printable(where))
         if verbose:
             line += f"  [{how_found(frame)}]"
         lines.append(line)

@@ -1,5 +1,6 @@
 """info sframe (GDB) / sframe-info (LLDB): each module's SFrame data."""
 
+from ..printable import printable
 from .session import CommandError, Session
 
 HELP = """\
@@ -21,5 +22,5 @@ def info_sframe(session: Session, words, name: str = "info sframe") -> str:
     for module in module_map.modules:
         source = module_map.source_for(module)
         lines.append(f"{module.start:#018x}  {module.end:#018x}  "
-                     f"{source.describe():<40}  {module.path}")
+                     f"{printable(source.describe()):<40}  {printable(module.path)}")
     return "\n".join(lines)

@@ -1,11 +1,13 @@
 """cbf-load: saved backtraces, symbolized against the program loaded now."""
 
 import os
+from typing import Optional
 
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import SfbtError
 from ..files import FileProblem
+from ..printable import printable
 from .session import CommandError, Session
 
 HELP = """\
@@ -17,7 +19,11 @@ libwebsockets ~m# lines.  Each backtrace is printed in sframe-bt's layout;
 return addresses are looked up at address - 1.  Addresses in images that
 are loaded now are moved to where those images are now (images are matched
 by build id, else by path); frames in images the debugger has not loaded
-are symbolized from the image's file named in the image map."""
+are symbolized from the image's file named in the image map.  With no
+program loaded, every frame is symbolized from its image's file."""
+
+#: Addresses a debugger takes (an image moved past this one is no place).
+ADDRESS_END = 1 << 64
 
 
 class ImageTranslator:
@@ -43,13 +49,26 @@ class ImageTranslator:
         return address - image.base + module.image_base, module, None
 
 
-def cbf_load(session: Session, words):
+def modules_now(session: Optional[Session]):
+    """The modules the debugger has loaded; none without a session (LLDB
+    with no target) or without a program, when the debugger's architecture
+    is its default (GDB's i386) rather than the archive's: the archive's
+    own images then say where each frame is."""
+    if session is None:
+        return []
+    try:
+        return session.module_map().modules
+    except CommandError:
+        return []
+
+
+def cbf_load(session: Optional[Session], words):
     """(text, error or None): the backtraces read, and what ended a damaged
     archive early."""
     if len(words) != 1:
         raise CommandError("cbf-load: usage: cbf-load FILE")
     path = os.path.expanduser(words[0])
-    modules = session.module_map().modules
+    modules = modules_now(session)
     translator = ImageTranslator(modules)
     offline = Symbolizer()
 
@@ -58,9 +77,10 @@ def cbf_load(session: Session, words):
             now, module, unloaded = translator.translate(address, images)
             if unloaded is not None:
                 return offline.describe(now, [unloaded])
-            if not modules:
+            if not modules or now >= ADDRESS_END:
                 return "??", " ()"
-            return session.describe(now, module)
+            name, where = session.describe(now, module)
+            return printable(name), printable(where)
         return describe
 
     lines = []
@@ -73,6 +93,4 @@ def cbf_load(session: Session, words):
         raise CommandError(f"cbf-load: {failure}") from None
     except (OSError, SfbtError) as failure:
         raise CommandError(f"cbf-load: {path}: {failure}") from None
-    # Paths in image maps are bytes (surrogate-escaped): escape what is not UTF-8.
-    text = "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
-    return text, (f"cbf-load: {error}" if error is not None else None)
+    return "\n".join(lines), (f"cbf-load: {error}" if error is not None else None)

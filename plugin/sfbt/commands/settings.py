@@ -64,7 +64,7 @@ SETTINGS = (
             choices=("fp", "none")),
     Setting("synthesize", BOOLEAN, True,
             "Set whether sframe-bt synthesizes SFrame rows from .eh_frame / "
-            ".debug_frame for objects without .sframe (cached per build id under "
+            ".debug_frame for objects without .sframe (cached per file under "
             "$XDG_CACHE_HOME/sfbt).",
             "Show whether SFrame rows are synthesized from DWARF CFI.",
             "Synthesizing SFrame rows from .eh_frame/.debug_frame for objects "

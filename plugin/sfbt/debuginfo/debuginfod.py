@@ -19,7 +19,7 @@ import urllib.parse
 import urllib.request
 
 from .. import __version__
-from ..elf import read_build_id
+from ..printable import printable
 from . import downloads
 
 DEFAULT_TIMEOUT = 5
@@ -33,15 +33,6 @@ CHUNK = 1 << 16
 def say(message):
     """One line on standard error, as the command line's errors are."""
     print(f"sfbt: {message}", file=sys.stderr, flush=True)
-
-
-def printable(text):
-    """``text`` with what is not printable (control characters, bytes
-    that are not UTF-8) as Python escapes."""
-    if isinstance(text, str):
-        text = os.fsencode(text)
-    text = text.decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class DownloadFailed(Exception):
@@ -138,41 +129,34 @@ class Debuginfod:
         """The path of the debug file of ``build_id`` (lower-case hex),
         downloaded now or before, or None.  ``what`` names the file it is
         for in messages."""
-        name = f"{build_id}.debug"
         if self._cache_failed:
             return None
-        try:
-            path = downloads.kept(name)
-        except OSError as error:
-            self._cache_failed = True
-            say(f"debuginfod: cannot keep downloads in {printable(downloads.directory())}"
-                f" ({error.strerror or error}); not downloading")
-            return None
-        if path is not None:
-            if read_build_id(path) == build_id:
-                return path
-            downloads.discard(name)  # damaged or foreign: fetched again
-        if downloads.recent_miss(name, MISS_SECONDS):
+        path, found = downloads.kept(build_id, self.max_size)
+        if found == build_id:
+            return path
+        if downloads.recent_miss(build_id, MISS_SECONDS):
             return None
         failures = []  # said only when no server has the file
         for server in self.servers:
             if server in self._unreachable:
                 continue
             try:
-                return self._fetch(server, build_id, name)
+                path = self._fetch(server, build_id)
             except DownloadFailed as failure:
                 if failure.unreachable:
                     self._unreachable.add(server)
                     self._tell(server, failure.line(server, what, build_id))
                 else:
                     failures.append((server, failure))
-            except OSError as error:  # the cache, not the server
+                continue
+            if path is None:  # the cache, not the server
                 self._cache_failed = True
-                say(f"debuginfod: cannot keep downloads: {error}; not downloading")
-                return None
+                say(f"debuginfod: cannot keep downloads in "
+                    f"{printable(downloads.directory())}; not downloading")
+            return path
         for server, failure in failures:
             self._tell(server, failure.line(server, what, build_id))
-        downloads.remember_miss(name)
+        downloads.remember_miss(build_id)
         return None
 
     def _tell(self, server, line):
@@ -181,9 +165,10 @@ class Debuginfod:
             self._told.add(server)
             say(line)
 
-    def _fetch(self, server, build_id, name):
-        """The path of the file ``server`` sends for ``build_id``, kept as
-        ``name``.  Raises DownloadFailed, or OSError for the cache."""
+    def _fetch(self, server, build_id):
+        """The path of the file ``server`` sends for ``build_id``, kept in
+        the cache; None when the cache cannot keep it.  Raises
+        DownloadFailed."""
         request = urllib.request.Request(
             f"{server}/buildid/{build_id}/debuginfo",
             headers={"User-Agent": f"sfbt/{__version__}",
@@ -193,15 +178,16 @@ class Debuginfod:
             with self._opener.open(request, timeout=self.timeout) as response:
                 length = response.headers.get("Content-Length", "")
                 if length.isdigit() and int(length) > self.max_size:
-                    raise self._too_large()
-                path = downloads.store(name, lambda stream: self._copy(response, stream,
-                                                                         deadline))
+                    raise self.too_large()
+                if not downloads.store(build_id, _Bounded(self, response, deadline),
+                                       self.max_size):
+                    return None
         except urllib.error.HTTPError as error:
             error.close()
             if error.code == 404:
                 raise DownloadFailed("no debug info for {file}") from None
             if error.code == 406:  # larger than X-DEBUGINFOD-MAXSIZE, as elfutils reads it
-                raise self._too_large() from None
+                raise self.too_large() from None
             phrase = http.client.responses.get(error.code)
             raise DownloadFailed(f"HTTP {error.code}" + (f" ({phrase})" if phrase else "")
                                  + " for {file}") from None
@@ -212,37 +198,43 @@ class Debuginfod:
                                  True) from None
         except (http.client.HTTPException, ConnectionError, TimeoutError) as error:
             raise DownloadFailed(_reason(error, self.timeout), True) from None
-        found = read_build_id(path)
+        path, found = downloads.kept(build_id, self.max_size)
         if found != build_id:
-            downloads.discard(name)
+            downloads.discard(build_id)
             raise DownloadFailed(f"sent a file whose build id is {found} for {{file}}; "
                                  "not used" if found else "sent a file that is not ELF "
                                  "with a build id for {file}; not used")
         return path
 
-    def _copy(self, response, stream, deadline):
-        """Copy the response's body to ``stream``, within the size and time
-        bounds.  Raises DownloadFailed (never an OSError: those are the
-        cache's)."""
-        size = 0
-        while True:
-            try:
-                chunk = response.read(CHUNK)
-            except (OSError, http.client.HTTPException) as error:
-                raise DownloadFailed(_reason(error, self.timeout), True) from None
-            if not chunk:
-                return
-            size += len(chunk)
-            if size > self.max_size:
-                raise self._too_large()
-            if time.monotonic() > deadline:
-                raise DownloadFailed("the download of {file} took longer than "
-                                     f"{self.max_time} s (DEBUGINFOD_MAXTIME); not used")
-            stream.write(chunk)
-
-    def _too_large(self):
+    def too_large(self):
         return DownloadFailed("the debug file of {file} is larger than "
                               f"{self.max_size} bytes (DEBUGINFOD_MAXSIZE); not used")
+
+
+class _Bounded:
+    """The body of a server's answer, read within the size and time
+    bounds; what goes wrong raises DownloadFailed (never an OSError: the
+    cache takes those for its own)."""
+
+    def __init__(self, client, response, deadline):
+        self.client = client
+        self.response = response
+        self.deadline = deadline
+        self.size = 0
+
+    def read(self, size):
+        client = self.client
+        try:
+            chunk = self.response.read(min(size, CHUNK))
+        except (OSError, http.client.HTTPException) as error:
+            raise DownloadFailed(_reason(error, client.timeout), True) from None
+        self.size += len(chunk)
+        if self.size > client.max_size:
+            raise client.too_large()
+        if time.monotonic() > self.deadline:
+            raise DownloadFailed("the download of {file} took longer than "
+                                 f"{client.max_time} s (DEBUGINFOD_MAXTIME); not used")
+        return chunk
 
 
 def _reason(error, timeout):

@@ -1,73 +1,64 @@
-"""Downloaded debug files, kept under ``$XDG_CACHE_HOME/sfbt/debuginfod/``.
+"""Downloaded debug files, kept in the ``debuginfod`` part of sfbt's one
+private cache (sfbt.cache: a 0700 directory of this user's, entries
+written 0600 without following links, opened only when they are regular
+files of ours).  This is the one place that says how they are kept.  A
+kept file is handed out only when its build id is the one asked for."""
 
-This is the one place that says where and how they are kept.  The
-directory is made and checked as the synthesized sections' cache is
-(dwarf/store.py: created 0700, owned by this user, not a link), files are
-written whole through files.replace_file, and a kept file is only handed
-out when it is a regular file of this user's.  Whoever uses one still
-checks that its build id is the one asked for."""
-
-import contextlib
+import io
 import os
-import stat
+import struct
 import time
 
-from ..dwarf.store import CacheDirectory
-from ..dwarf.store import cache_directory as synth_directory
-from ..files import replace_file
+from ..cache import Cache
+from ..elf import ElfError, ElfImage
+
+CACHE = Cache("debuginfod")
+
+
+def _key(build_id):
+    return ("debuginfo", build_id)
+
+
+def store(build_id, source, limit):
+    """Keep the bytes read from the stream ``source`` (at most ``limit``;
+    an exception its read raises leaves nothing behind) as the debug file
+    of ``build_id``.  False when the cache cannot be used."""
+    return CACHE.put_file(_key(build_id), source, ".debug", limit)
+
+
+def kept(build_id, limit):
+    """(path, the build id it holds: None when it is not ELF with one) of
+    the file kept for ``build_id``; (None, None) when there is none (or it
+    is not ours, or larger than ``limit``)."""
+    stream = CACHE.open_file(_key(build_id), ".debug", limit)
+    if stream is None:
+        return None, None
+    with stream:
+        try:
+            found = ElfImage.from_file(stream, "download").build_id()
+        except (OSError, ElfError, struct.error):
+            found = None
+    return os.path.join(CACHE.path, CACHE.entry_name(_key(build_id), ".debug")), found
+
+
+def discard(build_id):
+    """Empty the file kept for ``build_id`` (it holds another build's)."""
+    CACHE.put_file(_key(build_id), io.BytesIO(), ".debug")
+
+
+def remember_miss(build_id):
+    """Note that ``build_id`` could not be downloaded now."""
+    CACHE.put(("miss", build_id), str(time.time()).encode())
+
+
+def recent_miss(build_id, seconds):
+    """Whether remember_miss(build_id) was called in the last ``seconds``."""
+    data = CACHE.get(("miss", build_id), 64)
+    try:
+        return data is not None and 0 <= time.time() - float(data) < seconds
+    except ValueError:
+        return False
 
 
 def directory():
-    return os.path.join(os.path.dirname(synth_directory()), "debuginfod")
-
-
-def _private_directory():
-    """directory(), created and checked (and the user's cache directory
-    made, as XDG says, where there is none yet).  Raises OSError."""
-    path = directory()
-    with contextlib.suppress(FileExistsError):  # a file there: said by CacheDirectory
-        os.makedirs(os.path.dirname(os.path.dirname(path)), 0o700, exist_ok=True)
-    CacheDirectory(path).close()
-    return path
-
-
-def store(name, write):
-    """Keep a downloaded file as ``name``: ``write(stream)`` fills it (an
-    exception it raises leaves nothing behind).  Returns its path; raises
-    OSError (a FileProblem naming it) when it cannot be kept."""
-    path = os.path.join(_private_directory(), name)
-    replace_file(path, write, mode=0o600)
-    return path
-
-
-def kept(name):
-    """The path of the file kept as ``name``, or None.  Raises OSError when
-    the directory cannot be used."""
-    path = os.path.join(_private_directory(), name)
-    try:
-        status = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid():
-        return None
-    return path
-
-
-def discard(name):
-    with contextlib.suppress(OSError):
-        os.unlink(os.path.join(directory(), name))
-
-
-def remember_miss(name):
-    """Note that ``name`` could not be downloaded now."""
-    with contextlib.suppress(OSError):
-        store(name + ".miss", lambda stream: None)
-
-
-def recent_miss(name, seconds):
-    """Whether remember_miss(name) was called in the last ``seconds``."""
-    try:
-        path = kept(name + ".miss")
-        return path is not None and 0 <= time.time() - os.lstat(path).st_mtime < seconds
-    except OSError:
-        return False
+    return CACHE.path

@@ -5,15 +5,15 @@
 - ``expressions``: the few DWARF expressions SFrame can say;
 - ``convert``: one row's rules as SFrame rules and data words;
 - ``synthesize``: a whole SFrame v3 section from an ELF image's CFI;
-- ``store``: synthesized sections cached per build id;
+- ``store``: synthesized sections cached per file they were made from;
 - ``coverage``: which addresses an object's CFI covers.
 """
 
 from .convert import Inexpressible
-from .store import SynthesisStore, cache_directory, cache_key
+from .store import SynthesisStore, file_cache_key
 from .synthesize import (SynthError, SynthResult, SynthStats, synthesize_cfi,
                          synthesize_elf, synthesize_image)
 
 __all__ = ["Inexpressible", "SynthError", "SynthResult", "SynthStats", "SynthesisStore",
-           "cache_directory", "cache_key", "synthesize_cfi", "synthesize_elf",
+           "file_cache_key", "synthesize_cfi", "synthesize_elf",
            "synthesize_image"]

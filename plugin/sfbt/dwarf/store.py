@@ -1,224 +1,125 @@
-"""Synthesized sections kept between runs: on disk per build id under
-``$XDG_CACHE_HOME/sfbt/synth`` (``~/.cache/sfbt/synth``), each a section
-file with a JSON sidecar holding its checksum, statistics and the build id
-and size of the file it was made from, and in this process's memory.  The
-directory is private to its user; a missing, stale, corrupt or foreign
-entry is rebuilt."""
+"""Synthesized sections kept between runs, in the ``synth`` part of sfbt's
+private cache (see sfbt.cache), and in this process's memory.  An entry is
+keyed by the file it was made from (its build id, device, inode, size and
+change time, taken from the descriptor the rows were read through) and
+holds the section with a JSON line of its statistics; a missing, stale,
+corrupt or foreign entry is rebuilt."""
 
-import errno
-import hashlib
 import json
-import os
-import stat
 import struct
 
-from ..elf import read_build_id
+from ..cache import Cache, identity
+from ..elf import ElfError, open_elf
 from ..errors import SfbtError
 from ..sframe import constants as C
 from ..sframe.reader import open_section
 from ..sframe.writer import write_section
 from ..sframe.errors import SFrameEncodeError
-from .synthesize import SynthError, SynthResult, SynthStats, synthesize_elf
+from .synthesize import SynthError, SynthResult, SynthStats, synthesize_image
 
 #: Bumped whenever the synthesized bytes for the same input change, so old
 #: cache entries are not used.
-FORMAT = 2
-
-#: The largest cache entries read (a section, its JSON sidecar).
-MAX_ENTRY_BYTES = 1 << 28
-MAX_META_BYTES = 1 << 26
+FORMAT = 3
 
 
-def cache_directory():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "sfbt", "synth")
+def cache_key(stream, build_id):
+    """The entry's key: what the file open as ``stream`` is."""
+    return identity(stream.fileno(), "synth", FORMAT, build_id or "")
 
 
-def cache_key(path, build_id=None):
-    """The entry's name: the build id, else a digest of the file's path,
-    size and modification time."""
-    if build_id is None:
-        build_id = read_build_id(path)
-    if build_id:
-        return f"{build_id}.f{FORMAT}"
-    stat = os.stat(path)
-    digest = hashlib.sha256(
-        f"{os.path.realpath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()
-    return f"file-{digest[:40]}.f{FORMAT}"
-
-
-class CacheDirectory:
-    """The cache directory, opened so that it is private to this user: each
-    of ``sfbt`` and ``synth`` is created 0700 if missing, opened without
-    following a symbolic link, and must be a directory owned by this user
-    (group and other permissions are removed).  Entries are read and
-    written relative to it, without following links, and an entry not
-    owned by this user or not a regular file is ignored.  Raises OSError
-    when the directory cannot be used so."""
-
-    def __init__(self, path):
-        base, synth = os.path.split(path)
-        base, sfbt = os.path.split(base)
-        descriptor = os.open(base or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        for name in (sfbt, synth):
-            # closes the parent, and its own descriptor when it fails
-            descriptor = _private_subdirectory(descriptor, name)
-        self.descriptor = descriptor
-
-    def close(self):
-        os.close(self.descriptor)
-
-    def read(self, name, limit=MAX_ENTRY_BYTES):
-        """The entry's bytes, or None if it is missing or not ours."""
-        try:
-            descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
-                                 | os.O_CLOEXEC, dir_fd=self.descriptor)
-        except OSError:
-            return None
-        with os.fdopen(descriptor, "rb") as stream:
-            status = os.fstat(descriptor)
-            if (not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid()
-                    or status.st_size > limit):
-                return None
-            return stream.read(limit)
-
-    def write(self, name, data):
-        """Replace the entry through a temporary file and a rename."""
-        temporary = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                             | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=self.descriptor)
-        try:
-            with os.fdopen(descriptor, "wb") as stream:
-                stream.write(data)
-            os.replace(temporary, name, src_dir_fd=self.descriptor,
-                       dst_dir_fd=self.descriptor)
-        except BaseException:
-            try:
-                os.unlink(temporary, dir_fd=self.descriptor)
-            except OSError:
-                pass
-            raise
-
-
-def _private_subdirectory(parent, name):
-    """Open (creating 0700) the directory ``name`` under the directory
-    open as ``parent``, which is closed; refuse a link, or a directory
-    of another user."""
-    try:
-        try:
-            os.mkdir(name, 0o700, dir_fd=parent)
-        except FileExistsError:
-            pass
-        descriptor = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, dir_fd=parent)
-    finally:
-        os.close(parent)
-    status = os.fstat(descriptor)
-    if status.st_uid != os.geteuid():
-        os.close(descriptor)
-        raise PermissionError(errno.EPERM, f"cache directory {name} belongs to "
-                              f"user {status.st_uid}")
-    if stat.S_IMODE(status.st_mode) & 0o077:
-        os.fchmod(descriptor, 0o700)
-    return descriptor
+def file_cache_key(path):
+    """The key of the file at path (for tests and benchmarks)."""
+    stream, image = open_elf(str(path))
+    with stream:
+        return cache_key(stream, image.build_id())
 
 
 class SynthesisStore:
-    """SynthResults by cache key: this process's memory, then the disk
-    cache (``directory``, the user's cache by default), then built."""
+    """SynthResults by what they were made from: this process's memory,
+    then the disk cache (``cache``, the user's by default), then built."""
 
-    def __init__(self, directory=None, use_disk=True):
-        self._directory = directory
+    def __init__(self, cache=None, use_disk=True):
+        self.cache = cache or Cache("synth")
         self.use_disk = use_disk
         self._memory = {}
-
-    @property
-    def directory(self):
-        return self._directory or cache_directory()
 
     def clear(self):
         self._memory.clear()
 
-    def synthesize(self, path, build_id=None):
+    def synthesize(self, path):
         """The SynthResult for the ELF file at path.  Raises SynthError."""
         try:
-            if build_id is None:
-                build_id = read_build_id(path)
-            key = cache_key(path, build_id or "")
-            size = os.stat(path).st_size
+            stream, image = open_elf(str(path))
+        except ElfError as error:
+            raise SynthError(str(error)) from None
         except OSError as error:
             raise SynthError(f"{error.strerror or error}") from None
-        if key in self._memory:
-            return self._memory[key]
-        cache = None
-        if self.use_disk:
+        with stream:
             try:
-                cache = CacheDirectory(self.directory)
-            except OSError:
-                pass  # an unusable cache only costs time
-        try:
-            identity = {"build_id": build_id or "", "size": size}
-            result = self._load(cache, key, identity) if cache else None
+                key = cache_key(stream, image.build_id())
+            except (OSError, ElfError, struct.error) as error:
+                raise SynthError(f"not a readable ELF file: {error}") from None
+            result = self._memory.get(key)
+            if result is None and self.use_disk:
+                result = _load(self.cache.get(key))
             if result is None:
-                result = build(path)
-                if cache:
-                    try:
-                        self._store(cache, key, identity, result)
-                    except OSError:
-                        pass  # an unwritable cache only costs time
-        finally:
-            if cache:
-                cache.close()
-        self._memory[key] = result
-        return result
+                result = _built(image)
+                if self.use_disk and cache_key(stream, image.build_id()) == key:
+                    self.cache.put(key, _entry(result))
+            result.made_from = key
+            self._memory[key] = result
+            return result
 
-    @staticmethod
-    def _load(cache, key, identity):
-        """The cached SynthResult, or None when missing, stale, corrupt or
-        made for another file (build id and size must match)."""
-        meta_bytes = cache.read(key + ".json", MAX_META_BYTES)
-        data = cache.read(key + ".sframe")
-        if meta_bytes is None or data is None:
+
+def _entry(result):
+    data = write_section(result.section)
+    meta = {"functions": len(result.section.functions),
+            "stats": result.stats.to_json(),
+            "left_out": [list(item) for item in result.left_out]}
+    return json.dumps(meta, sort_keys=True).encode() + b"\n" + data
+
+
+def _load(entry):
+    """The SynthResult an entry holds, or None when there is none or it
+    does not read back as what _entry writes."""
+    if entry is None:
+        return None
+    meta_bytes, _, data = entry.partition(b"\n")
+    try:
+        meta = json.loads(meta_bytes)
+        section = open_section(data, 0)
+        if section.version != C.VERSION_3 or section.num_functions != meta["functions"]:
             return None
-        try:
-            meta = json.loads(meta_bytes)
-            if (not isinstance(meta, dict) or meta.get("format") != FORMAT
-                    or meta.get("file") != identity
-                    or meta.get("sha256") != hashlib.sha256(data).hexdigest()):
-                return None
-            section = open_section(data, 0)
-            if section.version != C.VERSION_3 or section.num_functions != meta["functions"]:
-                return None
-            left_out = [(int(start), int(end), str(reason))
-                        for start, end, reason in meta["left_out"]]
-            return SynthResult(section, SynthStats.from_json(meta["stats"]), left_out,
-                               origin="cache")
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError,
-                RecursionError, SfbtError, struct.error):
-            return None
-
-    @staticmethod
-    def _store(cache, key, identity, result):
-        data = write_section(result.section)
-        meta = {"format": FORMAT, "file": identity,
-                "sha256": hashlib.sha256(data).hexdigest(),
-                "functions": len(result.section.functions),
-                "stats": result.stats.to_json(),
-                "left_out": [list(item) for item in result.left_out]}
-        # The section first: a sidecar never names bytes that are not there.
-        cache.write(key + ".sframe", data)
-        cache.write(key + ".json", json.dumps(meta, sort_keys=True).encode())
+        left_out = [(int(start), int(end), str(reason))
+                    for start, end, reason in meta["left_out"]]
+        return SynthResult(section, SynthStats.from_json(meta["stats"]), left_out,
+                           origin="cache")
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError,
+            RecursionError, SfbtError, struct.error):
+        return None
 
 
-def build(path):
+def _built(image):
     """A SynthResult built afresh, its section read back from the bytes a
     cache would hold (so that a result from the cache is the same)."""
-    result = synthesize_elf(path)
+    try:
+        result = synthesize_image(image)
+    except ElfError as error:
+        raise SynthError(f"not a readable ELF file: {error}") from None
     try:
         data = write_section(result.section)
     except SFrameEncodeError as error:
         raise SynthError(f"cannot write the synthesized section: {error}") from None
     result.section = open_section(data, 0)
     return result
+
+
+def build(path):
+    """A SynthResult built afresh from the ELF file at path, without the
+    cache.  Raises SynthError or OSError."""
+    try:
+        stream, image = open_elf(str(path))
+    except ElfError as error:
+        raise SynthError(str(error)) from None
+    with stream:
+        return _built(image)

@@ -105,6 +105,8 @@ class SynthResult:
         #: [(start, end, reason)] sorted: ranges whose rows were left out
         self.left_out = left_out
         self.origin = origin  # "built" or "cache"
+        #: the cache key of the file it was made from (set by the store)
+        self.made_from = None
         self._starts = [start for start, _, _ in left_out]
 
     def left_out_reason(self, pc):

@@ -3,6 +3,7 @@
 import sys
 
 from ..errors import SfbtError
+from ..printable import printable
 from ..usage import with_example
 
 FORMATS = ("text", "archive", "cbf", "json", "lws")
@@ -87,7 +88,8 @@ def _run_stack(args, error_type):
             return
         captures = [capture(state, frames, stop, number)
                     for number, state, frames, stop in walks]
-        print(save(args.output, args.format, walker, captures, stop_reason(numbered[0][1])))
+        print(printable(save(args.output, args.format, walker, captures,
+                             stop_reason(numbered[0][1]))))
     except SfbtError as error:
         if isinstance(error, error_type):
             raise
@@ -108,33 +110,49 @@ def _pid_or_error(text, error_type):
 
 
 def _run_record(args, error_type):
-    from .record import Recorder, summary
-    if args.hz <= 0 or args.hz > 10000:
-        raise error_type(f"--hz {args.hz:g}: a rate from above 0 to 10000 samples a second")
-    if args.duration is not None and args.duration <= 0:
-        raise error_type(f"--duration {args.duration:g}: a number of seconds above 0")
+    import math
+    from .record import MAX_HZ, MIN_HZ, Recorder, summary
+    # comparisons that NaN fails
+    if not MIN_HZ <= args.hz <= MAX_HZ:
+        raise error_type(f"--hz {args.hz:g}: a rate from {MIN_HZ:g} to {MAX_HZ:g} "
+                         "samples a second")
+    if args.duration is not None and not 0 < args.duration < math.inf:
+        raise error_type(f"--duration {args.duration:g}: a finite number of seconds above 0")
     import errno
     import os
-    directory = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        # said before recording, not after
-        code = errno.ENOENT if not os.path.isdir(directory) else errno.EACCES
-        raise error_type(f"{args.output}: {os.strerror(code)}")
-    try:
-        recorder = Recorder(args.pid, args.hz)
+    from ..files import FileProblem, WritePlace
+    try:  # said before recording, not after
+        with WritePlace(args.output) as place:
+            if not os.access(".", os.W_OK, dir_fd=place.directory):
+                raise FileProblem(args.output, os.strerror(errno.EACCES), errno.EACCES)
+    except FileProblem as problem:
+        raise error_type(str(problem)) from None
+    output = printable(args.output)
+
+    def started():
         print(f"Recording process {args.pid} at {args.hz:g} Hz "
               f"({'for %g s' % args.duration if args.duration else 'until it exits'}"
               "; Ctrl-C stops).", file=sys.stderr, flush=True)
+    try:
+        recorder = Recorder(args.pid, args.hz)
         try:
-            recorder.run(args.duration)
+            failure = recorder.record(args.output, args.duration, started)
         finally:
             recorder.close()
-        recorder.save(args.output)
     except SfbtError as error:
         raise error_type(str(error)) from None
     except OSError as error:
-        raise error_type(f"{args.output}: {error.strerror or error}") from None
-    print(summary(recorder, args.output))
+        raise error_type(f"{output}: {error.strerror or error}") from None
+    except KeyboardInterrupt:  # before the recording began
+        raise error_type("interrupted") from None
+    try:
+        print(summary(recorder, output), flush=True)
+    except OSError:  # standard output gone (SIGHUP: the terminal closed)
+        pass
+    if failure is not None:
+        raise error_type(f"{output}: {failure.strerror or failure}: the recording "
+                         f"stopped; the {recorder.stats.kept} stacks written before "
+                         "are kept")
 
 
 def _run_flame(args, error_type):
@@ -170,7 +188,7 @@ def _run_flame(args, error_type):
         write_atomically(args.output, data)
     except OSError as error:
         raise error_type(f"{args.output}: {error.strerror or error}") from None
-    print(f"{args.output}: {args.format} of {total} stacks ({distinct} distinct)")
+    print(f"{printable(args.output)}: {args.format} of {total} stacks ({distinct} distinct)")
     if damage is not None:
         raise error_type(f"{damage} (the stacks before it were drawn)")
 

@@ -15,6 +15,7 @@ import zlib
 from ..archive.report import trace_names
 from ..debuginfo import DebugFiles
 from ..elf import ElfError, open_elf
+from ..printable import printable
 from ..unwind.target import Module
 from .mappings import VDSO_NAME
 from .symbols import ModuleSymbols
@@ -64,12 +65,13 @@ class ImageNamer:
         return symbols.line(address - symbols.module.load_bias) if symbols else None
 
     def name(self, address, images):
+        """The name, escaped (sfbt.printable)."""
         image = self.image_of(address, images)
         if image is None:
             return f"{address:#x}"
         symbols = self._module(image)
         name = symbols.function(address - symbols.module.load_bias) if symbols else None
-        return name or f"{os.path.basename(image.path)}+{address - image.base:#x}"
+        return printable(name or f"{os.path.basename(image.path)}+{address - image.base:#x}")
 
 
 def _first_load_address(path, build_id):
@@ -86,7 +88,8 @@ def _first_load_address(path, build_id):
 
 
 def folded_stacks(traces):
-    """[(names root first, weight)] of saved traces (sfbt.archive.saved)."""
+    """[(names root first, weight)] of saved traces (sfbt.archive.saved);
+    the names are escaped (ImageNamer)."""
     namer = ImageNamer()
     stacks = []
     for trace in traces:
@@ -140,7 +143,11 @@ def flame_svg(stacks, title="Flame graph", details=""):
     """An SVG flame graph: the root at the bottom, callers below callees;
     ``details`` is the line under the title (what was sampled).  Frames
     are placed in percentages of the graph's width: the script makes the
-    width follow the window, and the file is drawn right without it."""
+    width follow the window, and the file is drawn right without it.
+    Names come from folded_stacks, escaped (sfbt.printable), and the title
+    and details are escaped here: XML allows no control characters, not
+    even as character references."""
+    title, details = printable(title), printable(details)
     root = _tree(stacks)
     total = root.value or 1
     inner = WIDTH - 2 * MARGIN
@@ -205,6 +212,7 @@ def _depth(root):
 def speedscope(stacks, name="sfbt"):
     """speedscope's file format: one sampled profile, weights in samples."""
     from .. import __version__
+    name = printable(name)
     frames, index = [], {}
     samples, weights = [], []
     for names, weight in stacks:

@@ -1,11 +1,11 @@
 """A process's mappings (/proc/PID/maps, a core's NT_FILE note) and the
 modules they hold: each ELF file mapped from offset 0 is one Module, its
-load bias from its program headers.  The vDSO has no file: its image is
-read from memory and kept in the cache under its build id, so that its
-rows can be synthesized and its symbols read like any file's."""
+load bias from its program headers.  The vDSO has no file: its Module
+carries the image read from memory, from which its rows are synthesized
+and its symbols read (never from a file another process could have
+written)."""
 
 import io
-import os
 import struct
 from dataclasses import dataclass
 from typing import Optional
@@ -112,15 +112,8 @@ def file_modules(mappings):
     return modules
 
 
-def vdso_cache_directory():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "sfbt", "vdso")
-
-
 def vdso_module(data, start) -> Optional[Module]:
-    """The Module of the vDSO image ``data`` mapped at ``start``, its file
-    written to the cache (once per build id)."""
+    """The Module of the vDSO image ``data`` mapped at ``start``."""
     try:
         image = ElfImage.from_file(io.BytesIO(data), VDSO)
         build_id = image.build_id()
@@ -129,25 +122,4 @@ def vdso_module(data, start) -> Optional[Module]:
         return None
     if bias is None:
         return None
-    if build_id:
-        name = f"{build_id}.so"
-    else:
-        import hashlib
-        name = f"{hashlib.sha256(data).hexdigest()[:40]}.so"
-    path = os.path.join(vdso_cache_directory(), name)
-    if not os.path.exists(path):
-        try:
-            from ..files import write_atomically
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_atomically(path, data)
-        except OSError:
-            return None
-    return Module(path, bias, start, start + len(data), build_id, start)
-
-
-def is_vdso(module):
-    return os.path.dirname(module.path) == vdso_cache_directory()
-
-
-def display_path(module):
-    return VDSO_NAME if is_vdso(module) else module.path
+    return Module(VDSO_NAME, bias, start, start + len(data), build_id, start, image=data)

@@ -19,7 +19,8 @@ class ProcessError(SfbtError):
 
 def _read_text(path, default=""):
     try:
-        with open(path) as stream:
+        # a thread's name is any bytes its process chose
+        with open(path, encoding="utf-8", errors="surrogateescape") as stream:
             return stream.read()
     except OSError:
         return default

@@ -8,20 +8,71 @@ runs on.  A thread that has not run since its previous sample (blocked in
 a system call: its run time and run count in /proc/.../schedstat have not
 moved) is not stopped again: its previous stack is counted again.  A
 thread whose registers and stack are byte for byte those of its previous
-sample is not walked again."""
+sample is not walked again.
 
+The archive is written as it grows (archive.stream), into a temporary file
+renamed over the output when the recording ends: by the process exiting,
+--duration, Ctrl-C, SIGTERM or SIGHUP (each ends the recording, not sfbt),
+or a write that fails (a full disk: the samples written before it are
+kept)."""
+
+import os
+import select
+import signal
 import time
 from dataclasses import dataclass, field
 
 from ..archive import cbf
 from ..archive.imagemap import encode_image_map
-from ..archive.store import Archive, Event, save_archive
+from ..archive.store import Archive, Event
+from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
+from ..files import replace_file
 from .process import Process, ProcessError
 from .stack import Walker, cbf_frames, image_map
 
 #: how often the mappings are read again (new libraries, new thread stacks)
 MAPS_INTERVAL = 1.0
+#: how often the samples taken are written out (and the longest sleep)
+FLUSH_INTERVAL = 0.5
+#: the rates `--hz` takes
+MIN_HZ, MAX_HZ = 1e-6, 10000.0
+
+
+class EndingSignals:
+    """While entered, SIGINT, SIGTERM and SIGHUP end the recording rather
+    than the program: each notes its name in ``caught`` and wakes
+    ``sleep``; the loop then stops between two samples, never inside one."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.caught = None
+        self._wake = None
+        self._kept = {}
+        self._kept_wakeup = None
+
+    def __enter__(self):
+        self._wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._kept_wakeup = signal.set_wakeup_fd(self._wake[1], warn_on_full_buffer=False)
+        for number in self.SIGNALS:
+            self._kept[number] = signal.signal(number, self._caught)
+        return self
+
+    def __exit__(self, *exception):
+        for number, handler in self._kept.items():
+            signal.signal(number, handler)
+        signal.set_wakeup_fd(self._kept_wakeup)
+        for descriptor in self._wake:
+            os.close(descriptor)
+
+    def _caught(self, number, frame):
+        if self.caught is None:
+            self.caught = signal.Signals(number).name
+
+    def sleep(self, seconds):
+        """Sleep, until a signal at the latest."""
+        select.select([self._wake[0]], [], [], seconds)
 
 
 @dataclass
@@ -33,6 +84,7 @@ class RecordStats:
     stops: list = field(default_factory=list)  # seconds each thread was stopped
     elapsed: float = 0.0
     ended: str = ""
+    kept: int = 0  # samples written to the file
 
     @property
     def rate(self):
@@ -114,39 +166,61 @@ class Recorder:
                                      "sample", self.label))
         self.stats.samples += 1
 
-    def run(self, duration=None, should_stop=lambda: False):
-        """Sample at self.hz until ``duration`` seconds passed, the process
-        exited or ``should_stop()``; a tick that comes late is skipped."""
+    def run(self, duration, signals, flush):
+        """Sample at self.hz until ``duration`` seconds (None: no limit)
+        passed, the process exited, ``signals`` (EndingSignals) caught one,
+        or ``flush()`` (called every FLUSH_INTERVAL) says the samples can no
+        longer be written; a tick that comes late is skipped."""
         interval = 1.0 / self.hz
-        start = time.monotonic()
+        start = flushed = time.monotonic()
         tick = 0
-        try:
-            while not should_stop():
-                now = time.monotonic()
-                if duration is not None and now - start >= duration:
+        while signals.caught is None:
+            now = time.monotonic()
+            if duration is not None and now - start >= duration:
+                break
+            if now - flushed >= FLUSH_INTERVAL:
+                flushed = now
+                if not flush():
                     break
-                due = start + tick * interval
-                if now < due:
-                    time.sleep(due - now)
-                    continue
-                missed = int((now - due) / interval)
-                self.stats.missed += missed
-                tick += missed + 1
-                try:
-                    self.sample()
-                except ProcessError:
-                    self.stats.ended = "the process exited"
-                    break
-                self.stats.ticks += 1
-        except KeyboardInterrupt:
-            self.stats.ended = "interrupted"
+            due = start + tick * interval
+            if now < due:
+                signals.sleep(min(due - now, FLUSH_INTERVAL))
+                continue
+            missed = int((now - due) / interval)
+            self.stats.missed += missed
+            tick += missed + 1
+            try:
+                self.sample()
+            except ProcessError:
+                self.stats.ended = "the process exited"
+                break
+            self.stats.ticks += 1
+        if signals.caught is not None:
+            self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
+                                else f"ended by {signals.caught}")
         self.stats.elapsed = time.monotonic() - start
 
     def close(self):
         self.process.close()
 
-    def save(self, path):
-        save_archive(path, self.archive)
+    def record(self, path, duration=None, started=lambda: None):
+        """Record into the archive file at path (replaced when the
+        recording ends, see files.replace_file); ``started()`` is called
+        once the file is open.  Returns the OSError that stopped the
+        writing early (the samples before it are in the file), or None."""
+        def write(stream):
+            out = ArchiveStream(self.archive, stream.fileno())
+            started()
+            self.run(duration, signals, out.flush)
+            out.flush()
+            self.stats.kept = out.events
+            failure[0] = out.failure
+        failure = [None]
+        # held until the file is in place: a signal while it is written
+        # out does not lose it
+        with EndingSignals() as signals:
+            replace_file(path, write)
+        return failure[0]
 
 
 def summary(recorder, path):
@@ -155,8 +229,10 @@ def summary(recorder, path):
     median = stops[len(stops) // 2]
     distinct = len(recorder.archive.traces)
     ended = f" ({stats.ended})" if stats.ended else ""
+    saved = (f"saved to {path}" if stats.kept == stats.samples
+             else f"the first {stats.kept} saved to {path}")
     return (f"Recorded {stats.samples} stacks in {stats.ticks} samples over "
             f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {recorder.hz:g}){ended}: "
-            f"{distinct} distinct, saved to {path}.\n"
+            f"{distinct} distinct, {saved}.\n"
             f"Each thread was stopped for {median * 1e3:.3f} ms per sample "
             f"(median; at most {stops[-1] * 1e3:.3f} ms).")

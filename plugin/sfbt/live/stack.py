@@ -7,6 +7,7 @@ import time
 
 from ..archive import cbf
 from ..commands.backtrace import backtrace_lines
+from ..printable import printable
 from ..unwind.modules import ModuleMap, SFrameSources
 from ..unwind.walk import STOP_LIMIT, Unwinder
 from .memory import ThreadState, ThreadTarget
@@ -44,7 +45,7 @@ class Walker:
 
 
 def thread_heading(number, state):
-    name = f' "{state.name}"' if state.name else ""
+    name = f' "{printable(state.name)}"' if state.name else ""
     return f"Thread {number} (LWP {state.tid}{name}):"
 
 
@@ -76,8 +77,7 @@ def capture(state, frames, stop, number):
 
 def image_map(arch, modules):
     from ..archive.imagemap import Image, ImageMap
-    from .mappings import display_path
-    images = [Image(display_path(m), m.image_base, m.end,
+    images = [Image(m.path, m.image_base, m.end,
                     bytes.fromhex(m.build_id) if m.build_id else b"")
               for m in modules]
     return ImageMap(f"linux-{arch.name}", images, 8 * arch.pointer_size)

@@ -5,70 +5,67 @@ debug file when there is one: sfbt.debuginfo), read with
 sfbt's own ELF reader.  Source lines come from DWARF through pyelftools,
 but only for the compilation unit that holds the address (found through
 .debug_aranges).  The function table, the address ranges and each unit's
-rows are kept on disk per build id: the first look-up in a large library
-costs one unit's parse, later runs read the cache."""
+rows are kept in the ``symbols`` part of sfbt's private cache (sfbt.cache),
+keyed by the file they were read from: the first look-up in a large
+library costs one unit's parse, later runs read the cache.  The vDSO's
+names come from the image its Module carries."""
 
-import marshal
+import io
+import json
 import os
 import struct
 from bisect import bisect_right
 
 from ..archive.symbolize import address_ranges, function_at, unit_rows
+from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
-from ..elf import ElfError, open_elf
-from ..files import write_atomically
-from .mappings import display_path
+from ..elf import ElfError, ElfImage, open_elf
+from ..files import open_regular
 
 STT_FUNC = 2
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 STB_GLOBAL = 1
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+CACHE = Cache("symbols")
+#: what each kind of entry holds: rows of these types
+ROW_TYPES = {"functions": (int, int, str), "aranges": (int, int, int),
+             "lines": (int, (str, type(None)), int, bool)}
 
 
-def cache_directory():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "sfbt", "symbols")
-
-
-def _function_symbols(path):
-    """Sorted [(start, end, name)] of the file's function symbols
+def _function_symbols(image):
+    """Sorted [(start, end, name)] of the image's function symbols
     (.symtab, else .dynsym); of several names at one address, a global
     one is kept.  A symbol without a size ends where the next one starts."""
     try:
-        stream, image = open_elf(path)
-    except (OSError, ElfError):
-        return []
-    with stream:
-        try:
-            sections = image.sections()
-            for wanted in (".symtab", ".dynsym"):
-                table = image.section(wanted)
-                if table is None or table.link >= len(sections):
+        sections = image.sections()
+        for wanted in (".symtab", ".dynsym"):
+            table = image.section(wanted)
+            if table is None or table.link >= len(sections):
+                continue
+            strings = image.section_data(sections[table.link])
+            data = image.section_data(table)
+            found = {}
+            unpack = struct.Struct(image.header.endian + "IBBHQQ").iter_unpack
+            for name_at, info, _, shndx, value, size in unpack(data[:len(data) // 24 * 24]):
+                kind, binding = info & 0xF, info >> 4
+                if kind not in (STT_FUNC, STT_GNU_IFUNC) or not value or not shndx:
                     continue
-                strings = image.section_data(sections[table.link])
-                data = image.section_data(table)
-                found = {}
-                unpack = struct.Struct(image.header.endian + "IBBHQQ").iter_unpack
-                for name_at, info, _, shndx, value, size in unpack(data[:len(data) // 24 * 24]):
-                    kind, binding = info & 0xF, info >> 4
-                    if kind not in (STT_FUNC, STT_GNU_IFUNC) or not value or not shndx:
-                        continue
-                    end = strings.find(b"\0", name_at)
-                    name = strings[name_at:end].decode("utf-8", "replace")
-                    # a global name, else a weak one, else a local one;
-                    # versioned names (clock_nanosleep@GLIBC_2.2.5) last
-                    rank = (binding == STB_LOCAL) + (binding not in (STB_GLOBAL, STB_LOCAL)) \
-                        + 3 * ("@" in name)
-                    old = found.get(value)
-                    if old is None or rank < old[0]:
-                        found[value] = (rank, size, name)
-                if found:
-                    return _with_ends(sorted((a, s, n) for a, (_, s, n) in found.items()))
-        except (OSError, ElfError, struct.error):
-            return []
+                end = strings.find(b"\0", name_at)
+                # bytes that are not UTF-8 kept, to be printed escaped
+                name = strings[name_at:end].decode("utf-8", "surrogateescape")
+                # a global name, else a weak one, else a local one;
+                # versioned names (clock_nanosleep@GLIBC_2.2.5) last
+                rank = (binding == STB_LOCAL) + (binding not in (STB_GLOBAL, STB_LOCAL)) \
+                    + 3 * ("@" in name)
+                old = found.get(value)
+                if old is None or rank < old[0]:
+                    found[value] = (rank, size, name)
+            if found:
+                return _with_ends(sorted((a, s, n) for a, (_, s, n) in found.items()))
+    except (OSError, ElfError, struct.error):
+        return []
     return []
 
 
@@ -86,10 +83,12 @@ class ModuleSymbols:
 
     def __init__(self, module, debug_files=None):
         self.module = module
-        debug_files = debug_files or DebugFiles()
-        self.path = debug_files.find(module.path, module.build_id,
-                                     display_path(module)) or module.path
+        #: the file names and lines come from; None for a module without one
+        self.path = None if module.image is not None else (
+            (debug_files or DebugFiles()).find(module.path, module.build_id)
+            or module.path)
         self._functions = None
+        self._line_stream = None  # the file DWARF lines come from, False if none
         self._dwarf = None  # pyelftools DWARFInfo, False when there is none
         self._aranges = None
         self._arange_starts = None
@@ -97,28 +96,53 @@ class ModuleSymbols:
 
     def function(self, address):
         if self._functions is None:
-            symbols = self._cached("functions", self._function_symbols)
+            symbols = self._kept(self.path, "functions", _function_symbols)
+            if not symbols and self.path not in (None, self.module.path):
+                symbols = self._kept(self.module.path, "functions", _function_symbols)
             self._functions = (symbols, [s[0] for s in symbols])
         return function_at(self._functions, address)
 
-    def _function_symbols(self):
-        symbols = _function_symbols(self.path)
-        if not symbols and self.path != self.module.path:
-            symbols = _function_symbols(self.module.path)
-        return symbols
+    def _kept(self, path, kind, build):
+        """build(ElfImage) of the ELF file at path (of the module's image
+        when path is None), kept in the cache under what the file is;
+        [] when it cannot be read."""
+        if path is None:
+            try:
+                return build(ElfImage.from_file(io.BytesIO(self.module.image),
+                                                self.module.path))
+            except ElfError:
+                return []
+        try:
+            stream, image = open_elf(path)
+        except (OSError, ElfError):
+            return []
+        with stream:
+            key = identity(stream.fileno(), CACHE_FORMAT, kind)
+            value = _decoded(CACHE.get(key), kind)
+            if value is None:
+                value = build(image)
+                _keep(key, stream, value)
+        return value
+
+    def _lines_file(self):
+        """The open file DWARF lines come from, or None."""
+        if self._line_stream is None:
+            self._line_stream = False
+            if self.path is not None:
+                try:
+                    self._line_stream = open_regular(self.path)
+                except OSError:
+                    pass
+        return self._line_stream or None
 
     def _dwarf_info(self):
         if self._dwarf is None:
             self._dwarf = False
             try:
                 from elftools.elf.elffile import ELFFile
-                stream = open(self.path, "rb")
-                elf = ELFFile(stream)
+                elf = ELFFile(self._lines_file())
                 if elf.has_dwarf_info():
                     self._dwarf = elf.get_dwarf_info()
-                    self._stream = stream
-                else:
-                    stream.close()
             except Exception:  # pyelftools on a damaged file: no lines
                 self._dwarf = False
         return self._dwarf
@@ -127,44 +151,33 @@ class ModuleSymbols:
         """The offset in .debug_info of the unit whose .debug_aranges
         ranges hold the address, or None."""
         if self._aranges is None:
-            self._aranges = self._cached("aranges", lambda: address_ranges(self.path))
+            self._aranges = self._kept(self.path, "aranges", address_ranges)
             self._arange_starts = [start for start, _, _ in self._aranges]
         i = bisect_right(self._arange_starts, address) - 1
         if i >= 0 and address < self._aranges[i][1]:
             return self._aranges[i][2]
         return None
 
-    def _cached(self, name, build):
-        """build(), kept on disk as ``BUILD-ID.NAME`` (marshal) when the
-        module has a build id; None from build() is not kept."""
-        build_id = self.module.build_id
-        # what a separate debug file gives is kept apart from what the
-        # module's own file gives (the debug file may come later)
-        origin = "debug" if self.path != self.module.path else "file"
-        path = (os.path.join(cache_directory(),
-                             f"{build_id}.{origin}.{name}.s{CACHE_FORMAT}")
-                if build_id else None)
-        if path is not None:
-            try:
-                with open(path, "rb") as stream:
-                    return marshal.load(stream)
-            except (OSError, EOFError, ValueError, TypeError):
-                pass
-        value = build()
-        if path is not None and value is not None:
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                write_atomically(path, marshal.dumps(value))
-            except OSError:
-                pass  # an unwritable cache only costs time
-        return value
-
     def _unit_rows(self, unit):
         rows = self._units.get(unit)
         if rows is None:
-            table = self._cached(f"{unit:x}.lines", lambda: self._parse_unit(unit)) or []
+            table = self._unit_table(unit) or []
             rows = self._units[unit] = (table, [row[0] for row in table])
         return rows
+
+    def _unit_table(self, unit):
+        """The unit's line rows, from the cache or parsed (None when its
+        DWARF cannot be read)."""
+        stream = self._lines_file()
+        if stream is None:
+            return None
+        key = identity(stream.fileno(), CACHE_FORMAT, "lines", unit)
+        table = _decoded(CACHE.get(key), "lines")
+        if table is None:
+            table = self._parse_unit(unit)
+            if table is not None:
+                _keep(key, stream, table)
+        return table
 
     def _parse_unit(self, unit):
         try:
@@ -174,6 +187,8 @@ class ModuleSymbols:
 
     def line(self, address):
         """(file, line) of a file address, or None."""
+        if self.path is None:
+            return None
         unit = self._unit_offset(address)
         if unit is None:
             return None
@@ -182,6 +197,31 @@ class ModuleSymbols:
         if i < 0 or rows[i][1] is None:
             return None
         return rows[i][1], rows[i][2]
+
+
+def _keep(key, stream, rows):
+    """Put rows read from the open stream under key, unless the file
+    changed while they were read (the key would not say what they are)."""
+    if identity(stream.fileno(), *key[:-4]) == key:
+        CACHE.put(key, json.dumps(rows, separators=(",", ":")).encode())
+
+
+def _decoded(data, kind):
+    """The rows an entry holds, or None unless it is a list of rows of
+    ROW_TYPES[kind]."""
+    if data is None:
+        return None
+    try:
+        rows = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    types = ROW_TYPES[kind]
+    if not isinstance(rows, list) or not all(
+            isinstance(row, list) and len(row) == len(types)
+            and all(isinstance(value, wanted) for value, wanted in zip(row, types))
+            for row in rows):
+        return None
+    return rows
 
 
 class Describer:
@@ -219,4 +259,4 @@ class Describer:
         if self.executable is not None and os.path.realpath(module.path) == os.path.realpath(
                 self.executable):
             return name, " ()"
-        return name, f" from {display_path(module)}"
+        return name, f" from {module.path}"

@@ -3,11 +3,14 @@
 A module's SFrame data is its own ``.sframe`` (from its file, else from
 the target's memory through PT_GNU_SFRAME) or, when it has none, rows
 synthesized from its DWARF call-frame information.  ``SFrameSources`` loads
-each once per build id (or per file when there is none) and keeps it: a
-debugger adapter holds one for its whole session, so a new stop or a new
-thread costs a dictionary look-up.
+each once per file (device, inode, size and change time: never per build id
+alone, which a copy with other contents may carry) or per image a module
+carries, and keeps it: a debugger adapter holds one for its whole session,
+so a new stop or a new thread costs a dictionary look-up.
 """
 
+import hashlib
+import io
 import os
 from bisect import bisect_right
 from typing import Optional
@@ -15,10 +18,10 @@ from typing import Optional
 from ..dwarf import SynthError, SynthesisStore, synthesize_image
 from ..dwarf.cfa import rules_at
 from ..dwarf.synthesize import image_cfi
-from ..elf import PT_GNU_SFRAME, ElfError, memory_image, open_elf
+from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
 from ..errors import SfbtError
 from ..sframe import SFrameError, open_section
-from ..sframe.elf import read_elf_sframe
+from ..sframe.elf import find_sframe
 from .target import Module, TargetMemoryError
 from .walk import FLEX, SFRAME, SYNTH
 
@@ -26,9 +29,13 @@ from .walk import FLEX, SFRAME, SYNTH
 class SFrameSource:
     """Where a module's SFrame data came from, for `info sframe`."""
 
-    def __init__(self, section, origin, error=None, synthesized=None, read_cfi=None):
+    def __init__(self, section, origin, error=None, synthesized=None, read_cfi=None,
+                 made_from=None):
         self.section = section
         self.origin = origin  # "file", "memory", "synth" or "none"
+        #: ("file", device, inode, size, change time) of the file it was
+        #: read from, when it was read from one
+        self.made_from = made_from
         self.error = error
         #: the dwarf.SynthResult when origin is "synth"
         self.synthesized = synthesized
@@ -72,13 +79,26 @@ NONE = SFrameSource(None, "none")
 
 
 def _cache_key(module):
-    if module.build_id:
-        return ("build-id", module.build_id)
+    """What the module's data is read from: the image it carries, else its
+    file as it is now."""
+    if module.image is not None:
+        return ("image", hashlib.sha256(module.image).hexdigest())
     try:
-        stat = os.stat(module.path)
+        return _file_key(os.stat(module.path))
     except OSError:
-        return ("path", module.path)
-    return ("file", module.path, stat.st_mtime_ns, stat.st_size)
+        return ("path", module.path, module.image_base)
+
+
+def _file_key(status):
+    return ("file", status.st_dev, status.st_ino, status.st_size, status.st_ctime_ns)
+
+
+def _kept(sources, key, source):
+    """Keep source under key unless it was read from another file than
+    the one key names (the path was changed in between)."""
+    if source.made_from is None or source.made_from[1:] == key[1:]:
+        sources[key] = source
+    return source
 
 
 class SFrameSources:
@@ -86,7 +106,7 @@ class SFrameSources:
 
     ``synthesize``: whether modules without SFrame data get rows
     synthesized from their DWARF CFI (`set sframe synthesize`); ``store``
-    keeps synthesized sections (on disk, per build id).
+    keeps synthesized sections (on disk, per file they were made from).
     """
 
     def __init__(self, store: Optional[SynthesisStore] = None, synthesize: bool = True):
@@ -116,22 +136,23 @@ class SFrameSources:
         key = _cache_key(module)
         source = self._own.get(key)
         if source is None:
-            source = self._own[key] = self._load_own(module, target)
+            source = _kept(self._own, key, self._load_own(module, target))
         return source
 
     def synthesized(self, module: Module, target=None) -> SFrameSource:
         key = _cache_key(module)
         source = self._synthesized.get(key)
         if source is None:
-            source = self._synthesized[key] = self._synthesize(module, target)
+            source = _kept(self._synthesized, key, self._synthesize(module, target))
         return source
 
     def _load_own(self, module, target):
+        if module.image is not None:
+            return _own_of_image(module)
         source = None
         if os.path.exists(module.path):
             try:
-                section, _ = read_elf_sframe(module.path)
-                source = SFrameSource(section, "file")
+                source = _own_of_file(module.path)
             except (SfbtError, OSError) as error:
                 source = SFrameSource(None, "none", f"{module.path}: {error}")
         if (source is None or source.section is None) and target is not None:
@@ -147,19 +168,65 @@ class SFrameSources:
     def _synthesize(self, module, target):
         """Rows from the module's file, else (the vDSO, a deleted library)
         from its .eh_frame in the target's memory."""
+        if module.image is not None:
+            return _synthesized_from_image(module)
         if not os.path.exists(module.path):
             if target is None:
                 return NONE
             return _synthesize_from_memory(module, target)
         try:
-            result = self.store.synthesize(module.path, build_id=module.build_id)
+            result = self.store.synthesize(module.path)
             return SFrameSource(result.section, "synth", synthesized=result,
-                                read_cfi=lambda: _file_cfi(module.path))
+                                read_cfi=lambda: _file_cfi(module.path),
+                                made_from=("file", *result.made_from[-4:]))
         except (SynthError, SfbtError, OSError) as error:
             return SFrameSource(None, "none", f"{module.path}: {error}")
         except Exception as error:  # a synthesizer bug must not end the walk
             return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
                                 f"{type(error).__name__}: {error}")
+
+
+def _own_of_file(path):
+    """The .sframe of the ELF file at path, read through one descriptor.
+    Raises SfbtError or OSError."""
+    stream, image = open_elf(path)
+    with stream:
+        made_from = _file_key(os.fstat(stream.fileno()))
+        found = find_sframe(image)
+    section = open_section(*found) if found is not None else None
+    return SFrameSource(section, "file", made_from=made_from)
+
+
+def _image_of(module):
+    return ElfImage.from_file(io.BytesIO(module.image), module.path)
+
+
+def _own_of_image(module):
+    """The .sframe of the image a module carries."""
+    try:
+        found = find_sframe(_image_of(module))
+        if found is None:
+            return NONE
+        data, address, name = found
+        section = open_section(data, address, name)
+    except SfbtError as error:
+        return SFrameSource(None, "none", f"{module.path}: {error}")
+    if section.is_empty:
+        return SFrameSource(None, "none", "empty .sframe section")
+    return SFrameSource(section, "memory")
+
+
+def _synthesized_from_image(module):
+    """Rows synthesized from the image a module carries."""
+    try:
+        result = synthesize_image(_image_of(module))
+    except SfbtError as error:
+        return SFrameSource(None, "none", f"{module.path}: {error}")
+    except Exception as error:  # a synthesizer bug must not end the walk
+        return SFrameSource(None, "none", f"{module.path}: synthesis failed: "
+                            f"{type(error).__name__}: {error}")
+    return SFrameSource(result.section, "synth", synthesized=result,
+                        read_cfi=lambda: image_cfi(_image_of(module))[0])
 
 
 def _file_cfi(path):

@@ -4,7 +4,7 @@ An adapter (gdb/, lldb/), a process or core reader, or a test implements
 Target; the unwinder needs nothing else.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import SfbtError
@@ -26,7 +26,8 @@ class Module:
     ``load_bias`` is added to the file's addresses to get run-time ones;
     [start, end) is the run-time range of its loaded segments; ``base`` is
     where its first loadable segment (the ELF header) is mapped, the "base"
-    of an image map.
+    of an image map.  ``image``: the bytes of an object that has no file
+    (the vDSO, read from memory), its ``path`` then only a name to show.
     """
 
     path: str
@@ -35,6 +36,7 @@ class Module:
     end: int
     build_id: Optional[str] = None
     base: Optional[int] = None
+    image: Optional[bytes] = field(default=None, compare=False, repr=False)
 
     @property
     def image_base(self) -> int:

@@ -1,0 +1,386 @@
+"""sfbt run as root on what other users made: the private cache is neither
+written through a link nor believed for a file it was not made from, an
+output path follows a link only where the kernel's protected_symlinks
+would, and an append does not wait for ever on another user's lock.
+The other user is ``nobody`` (setpriv)."""
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from conftest import FIXTURES, PLUGIN, require, run_sfbt
+from sfbt.cache import Cache, identity
+from sfbt.live.symbols import CACHE_FORMAT
+
+NOBODY = 65534
+LIBRARY = r"""
+#include <unistd.h>
+__attribute__((noinline)) void victim_wait(void) { for (;;) pause(); }
+"""
+MAIN = r"""
+#include <stdio.h>
+void victim_wait(void);
+int main(void) { puts("ready"); fflush(stdout); victim_wait(); return 0; }
+"""
+
+
+def as_nobody(*argv):
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+
+
+@pytest.fixture
+def shared():
+    """A directory under /tmp that nobody may read and enter."""
+    require(os.geteuid() == 0, "acting as another user needs root")
+    require(shutil.which("setpriv") is not None, "setpriv (util-linux) is not installed")
+    directory = tempfile.mkdtemp(prefix="sfbt-root-safety-")
+    os.chmod(directory, 0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def victim_program(shared):
+    """(program, directory of the real library, directory of a copy of it
+    with the same build id and ``lib_PWN_wai`` for ``victim_wait``)."""
+    real, evil = os.path.join(shared, "real"), os.path.join(shared, "evil")
+    os.mkdir(real)
+    os.mkdir(evil)
+    for name, text in (("victim.c", LIBRARY), ("main.c", MAIN)):
+        with open(os.path.join(shared, name), "w") as stream:
+            stream.write(text)
+    library = os.path.join(real, "libvictim.so")
+    subprocess.run(["gcc", "-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id", "-o", library,
+                    os.path.join(shared, "victim.c")], check=True)
+    program = os.path.join(shared, "main")
+    subprocess.run(["gcc", "-O2", "-o", program, os.path.join(shared, "main.c"),
+                    f"-L{real}", "-lvictim"], check=True)
+    data = open(library, "rb").read()
+    at = data.rindex(b"victim_wait\0")  # in .symtab's strings, after .dynstr's
+    assert data.index(b"victim_wait\0") < at
+    with open(os.path.join(evil, "libvictim.so"), "wb") as stream:
+        stream.write(data[:at] + b"lib_PWN_wai" + data[at + 11:])
+    for path in (library, os.path.join(evil, "libvictim.so"), program):
+        os.chmod(path, 0o755)
+    return program, real, evil
+
+
+class Started:
+    """A program started (as nobody when ``user`` says so) and killed after."""
+
+    def __init__(self, argv, library_path, nobody=False):
+        env = dict(os.environ, LD_LIBRARY_PATH=library_path)
+        self.process = subprocess.Popen(as_nobody(*argv) if nobody else argv, env=env,
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "ready"
+        self.pid = self.process.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.process.kill()
+        self.process.wait()
+
+
+def stack(pid, *options, timeout=120):
+    return subprocess.run(["timeout", str(timeout), sys.executable, "-m", "sfbt", "stack",
+                           str(pid), *options], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+
+
+# -- the cache ---------------------------------------------------------------------------------
+
+def test_a_copy_with_the_same_build_id_does_not_poison_later_stacks(victim_program):
+    """nobody maps a copy of a library with the same build id and another
+    name for its function; root stacks it, then a process mapping the real
+    library: that one gets the real names (and rows of its own)."""
+    program, real, evil = victim_program
+    with Started([program], evil, nobody=True) as poisoner:
+        first = stack(poisoner.pid)
+    assert first.returncode == 0, first.stderr
+    assert " in lib_PWN_wai " in first.stdout  # it did read the copy
+    with Started([program], real) as honest:
+        second = stack(honest.pid)
+    assert second.returncode == 0 and second.stderr == "", second.stderr
+    assert " in victim_wait " in second.stdout and "PWN" not in second.stdout
+    assert " in main " in second.stdout  # the library's rows took the walk on
+
+
+def _planted_names(program):
+    cache = Cache("symbols")
+    with open(program, "rb") as stream:
+        return [cache.entry_name(identity(stream.fileno(), CACHE_FORMAT, kind))
+                for kind in ("functions", "aranges")]
+
+
+def test_planted_entries_are_neither_written_through_nor_believed(victim_program, tmp_path):
+    """Links to a file to keep and to a place to create, a FIFO, a link
+    to /dev/urandom and a short entry, at the names root's stack uses:
+    the stack is the same as with a clean cache, in bounded time, and
+    nothing outside the cache is written."""
+    program, real, _ = victim_program
+    with Started([program], real) as running:
+        clean = stack(running.pid)
+        assert clean.returncode == 0 and " in victim_wait " in clean.stdout
+        cache = Cache("symbols")
+        shutil.rmtree(cache.path)
+        os.makedirs(cache.path, 0o700)
+        keep = tmp_path / "keep"
+        keep.write_text("precious\n")
+        created = tmp_path / "created"
+        functions, aranges = _planted_names(program)
+        os.symlink(keep, os.path.join(cache.path, functions))
+        os.symlink(created, os.path.join(cache.path, aranges))
+        os.symlink(keep, os.path.join(Cache("synth").path, "x"))
+        os.makedirs(os.path.join(os.path.dirname(cache.path), "vdso"), exist_ok=True)
+        os.symlink(created, os.path.join(os.path.dirname(cache.path), "vdso", "y.so"))
+        planted = stack(running.pid, timeout=60)
+        assert planted.stdout == clean.stdout and planted.stderr == ""
+        assert keep.read_text() == "precious\n" and not created.exists()
+        for name in (functions, aranges):
+            status = os.lstat(os.path.join(cache.path, name))
+            assert stat.S_ISREG(status.st_mode) and stat.S_IMODE(status.st_mode) == 0o600
+        for plant in (lambda path: os.mkfifo(path), lambda path: os.symlink("/dev/urandom", path),
+                      lambda path: open(path, "wb").write(b"\xdb\xff\xff\xff\x7f")):
+            for name in (functions, aranges):
+                os.unlink(os.path.join(cache.path, name))
+                plant(os.path.join(cache.path, name))
+            began = time.monotonic()
+            again = stack(running.pid, timeout=60)
+            assert again.stdout == clean.stdout and again.stderr == ""
+            assert time.monotonic() - began < 30
+
+
+def test_a_cache_of_another_user_is_not_used(victim_program, shared):
+    """$XDG_CACHE_HOME kept from a user's environment (sudo -E): the sfbt
+    directories there are nobody's, with links planted in them."""
+    program, real, _ = victim_program
+    home = os.path.join(shared, "home")
+    os.mkdir(home)
+    os.chown(home, NOBODY, NOBODY)
+    subprocess.run(as_nobody("mkdir", "-p", f"{home}/sfbt/symbols", f"{home}/sfbt/synth"),
+                   check=True)
+    keep = os.path.join(shared, "keep")
+    with open(keep, "w") as stream:
+        stream.write("precious\n")
+    old_home = os.environ["XDG_CACHE_HOME"]
+    try:
+        os.environ["XDG_CACHE_HOME"] = home
+        for name in _planted_names(program):
+            subprocess.run(as_nobody("ln", "-s", keep, f"{home}/sfbt/symbols/{name}"), check=True)
+        with Started([program], real) as running:
+            result = stack(running.pid)
+    finally:
+        os.environ["XDG_CACHE_HOME"] = old_home
+    assert result.returncode == 0 and " in victim_wait " in result.stdout
+    assert result.stderr.splitlines() == [
+        f"sfbt: warning: cache directory {home}/sfbt belongs to user {NOBODY}: not used"]
+    assert open(keep).read() == "precious\n"
+    assert all(os.lstat(os.path.join(root, name)).st_uid == NOBODY
+               for root, _, names in os.walk(home) for name in names)
+
+
+def test_the_cache_is_private(victim_program):
+    program, real, _ = victim_program
+    shutil.rmtree(os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt"), ignore_errors=True)
+    with Started([program], real) as running:
+        assert stack(running.pid).returncode == 0
+    root = os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt")
+    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+    parts = sorted(os.listdir(root))
+    assert parts == ["symbols", "synth"]  # the vDSO is never written
+    for part in parts:
+        assert stat.S_IMODE(os.stat(os.path.join(root, part)).st_mode) == 0o700
+        for name in os.listdir(os.path.join(root, part)):
+            assert stat.S_IMODE(os.stat(os.path.join(root, part, name)).st_mode) == 0o600
+
+
+def _own_vdso():
+    with open("/proc/self/maps") as maps:
+        line = next(line for line in maps if line.rstrip().endswith("[vdso]"))
+    start, end = (int(value, 16) for value in line.split()[0].split("-"))
+    with open("/proc/self/mem", "rb") as memory:
+        memory.seek(start)
+        return start, memory.read(end - start)
+
+
+def test_a_rewritten_vdso_names_only_itself():
+    """A process may rewrite its vDSO in memory: its names stay its own."""
+    from sfbt.live.mappings import vdso_module
+    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.unwind.modules import SFrameSources
+    start, data = _own_vdso()
+    require(b"__vdso_clock_gettime\0" in data, "this vDSO has no __vdso_clock_gettime")
+    honest = vdso_module(data, start)
+    rewritten = vdso_module(data.replace(b"__vdso_clock_gettime\0",
+                                         b"__vdso_PWNED_gettime\0"), start)
+    assert honest.build_id == rewritten.build_id
+    sources = SFrameSources()
+    for module, name in ((rewritten, "__vdso_PWNED_gettime"),
+                         (honest, "__vdso_clock_gettime")):
+        source = sources.for_module(module)
+        names = {ModuleSymbols(module).function(f.start) for f in source.section.functions}
+        assert name in names and not ({"__vdso_PWNED_gettime", "__vdso_clock_gettime"}
+                                      - {name}) & names, names
+    assert not os.path.exists(os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "vdso"))
+
+
+# -- output paths ------------------------------------------------------------------------------
+
+@pytest.fixture
+def sticky(shared):
+    """A sticky directory anyone may write to (as /tmp), and a file that
+    must not change."""
+    directory = os.path.join(shared, "sticky")
+    os.mkdir(directory)
+    os.chmod(directory, 0o1777)
+    keep = os.path.join(shared, "important")
+    with open(keep, "w") as stream:
+        stream.write("precious\n")
+    return directory, keep
+
+
+def planted(directory, name, target):
+    path = os.path.join(directory, name)
+    subprocess.run(as_nobody("ln", "-s", target, path), check=True)
+    return path
+
+
+def refused(result, path, name):
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines() == [
+        f"sfbt: {path}: not following the link {name} that user {NOBODY} owns in "
+        f"{os.path.dirname(path.rstrip('/'))} (sticky, writable by all), as the kernel's "
+        "protected_symlinks would not"], result.stderr
+
+
+def test_command_outputs_do_not_follow_a_link_planted_in_tmp(victim_program, sticky):
+    program, real, _ = victim_program
+    directory, keep = sticky
+    out = planted(directory, "out.txt", keep)
+    archive = os.path.join(directory, "a.sfbt")
+    with Started([program], real) as running:
+        refused(stack(running.pid, "-o", out), out, "out.txt")
+        refused(run_sfbt("record", "-p", running.pid, "--duration", "0.2", "-o", out),
+                out, "out.txt")
+        assert stack(running.pid, "--format", "archive", "-o", archive).returncode == 0
+    refused(run_sfbt("flame", archive, "-o", out), out, "out.txt")
+    refused(run_sfbt("sframe", "synth", FIXTURES / "v3" / "x86_64" / "cfi.o", "-o", out),
+            out, "out.txt")
+    assert open(keep).read() == "precious\n"
+    assert sorted(os.listdir(directory)) == ["a.sfbt", "out.txt"]
+
+
+def test_cbf_save_does_not_follow_a_link_planted_in_tmp(sticky, shared):
+    from sfbt.archive import cbf
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.commands.save import Capture, SaveOptions, save_captures
+    from sfbt.files import FileProblem
+    directory, keep = sticky
+    os.mkdir(os.path.join(shared, "elsewhere"))
+    out = planted(directory, "out.sfbt", keep)
+    through = os.path.join(planted(directory, "dir", os.path.join(shared, "elsewhere")), "out")
+    images = ImageMap("linux-x86_64", [Image("/p", 0x400000, 0x401000, b"\xaa")])
+    capture = Capture("1", [cbf.Frame("pc", 0x400100)], False)
+    for path, name in ((out, "out.sfbt"), (through, "dir")):
+        for fmt in ("archive", "cbf", "json", "lws"):
+            for append in ((False, True) if fmt in ("archive", "lws") else (False,)):
+                with pytest.raises(FileProblem) as caught:
+                    save_captures(SaveOptions(path, fmt, append), [capture], images,
+                                  "x86_64", 64, "SIGTRAP", 1)
+                assert str(caught.value) == (
+                    f"{path}: not following the link {name} that user {NOBODY} owns in "
+                    f"{directory} (sticky, writable by all), as the kernel's "
+                    "protected_symlinks would not")
+    assert open(keep).read() == "precious\n"
+    assert os.listdir(os.path.join(shared, "elsewhere")) == []
+
+
+def test_links_the_kernel_would_follow_are_followed(sticky, shared):
+    """In a sticky directory: a link of our own, or of the directory's
+    owner; anywhere else: any link."""
+    from sfbt.files import write_atomically
+    directory, keep = sticky
+    mine = os.path.join(directory, "mine")
+    os.symlink(os.path.join(shared, "a"), mine)
+    write_atomically(mine, b"a")
+    assert open(os.path.join(shared, "a"), "rb").read() == b"a"
+    os.chown(directory, NOBODY, NOBODY)
+    theirs = planted(directory, "theirs", os.path.join(shared, "b"))
+    write_atomically(theirs, b"b")
+    assert open(os.path.join(shared, "b"), "rb").read() == b"b"
+    plain = os.path.join(shared, "plain")
+    os.mkdir(plain)
+    os.chmod(plain, 0o777)  # writable by all, but not sticky
+    link = planted(plain, "link", os.path.join(shared, "c"))
+    write_atomically(link, b"c")
+    assert open(os.path.join(shared, "c"), "rb").read() == b"c"
+    assert os.path.islink(mine) and os.path.islink(theirs) and os.path.islink(link)
+    assert open(keep).read() == "precious\n"
+
+
+# -- the append lock ---------------------------------------------------------------------------
+
+def test_an_append_waits_for_a_readers_lock_a_bounded_time(shared, monkeypatch):
+    """Anyone who may read an archive may hold `flock -s` on it."""
+    from sfbt.archive import cbf
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.commands.save import Capture, SaveOptions, save_captures
+    from sfbt import files
+    path = os.path.join(shared, "a.sfbt")
+    images = ImageMap("linux-x86_64", [Image("/p", 0x400000, 0x401000, b"\xaa")])
+    capture = Capture("1", [cbf.Frame("pc", 0x400100)], False)
+
+    def append():
+        save_captures(SaveOptions(path, "archive", True), [capture], images,
+                      "x86_64", 64, "SIGTRAP", 1)
+    append()
+    os.chmod(path, 0o644)
+    before = open(path, "rb").read()
+    holder = subprocess.Popen(as_nobody("flock", "-s", path, "-c", "echo locked; exec sleep 60"),
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        monkeypatch.setattr(files, "LOCK_WAIT", 0.5)
+        began = time.monotonic()
+        with pytest.raises(files.FileProblem) as caught:
+            append()
+        assert 0.5 <= time.monotonic() - began < 5
+        assert str(caught.value) == (f"{path}: another process holds a lock on it; "
+                                     "nothing was written")
+        assert open(path, "rb").read() == before
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)  # flock and the sleep holding its lock
+        holder.wait()
+    append()
+    assert len(open(path, "rb").read()) > len(before)
+
+
+def test_sources_in_memory_are_kept_per_file_not_per_build_id(victim_program):
+    """A record or debugger session keeps each module's rows: a copy with
+    the same build id gets its own, and rows read from another file than
+    the one the path named when looked up are not kept under it."""
+    from sfbt.unwind.modules import SFrameSources
+    from sfbt.unwind.target import Module
+    _, real, evil = victim_program
+    sources = SFrameSources()
+    modules = [Module(os.path.join(where, "libvictim.so"), 0, 0, 0x10000, build_id="same")
+               for where in (real, evil)]
+    first, second = (sources.for_module(module) for module in modules)
+    assert first.origin == second.origin == "synth"
+    assert first is not second and first.made_from != second.made_from
+    assert sources.for_module(modules[0]) is first
+    from sfbt.unwind import modules as module_map
+    kept = {}
+    module_map._kept(kept, ("file", 1, 2, 3, 4), second)  # looked up for another file
+    assert kept == {}
+    module_map._kept(kept, second.made_from, second)
+    assert kept == {second.made_from: second}

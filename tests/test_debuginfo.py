@@ -111,8 +111,11 @@ def test_build_id_path_under_a_debug_root(stripped, tmp_path):
     os.makedirs(os.path.dirname(target))
     shutil.copy(debug, target)
     assert DebugFiles(roots=[str(root)], download=False).find(str(program)) == target
-    # only the build id is known (an archive from another machine)
+    # only the build id is known (an archive from another machine, or one
+    # naming a file no file system has)
     assert DebugFiles(roots=[str(root)], download=False).find(None, build_id) == target
+    assert DebugFiles(roots=[str(root)], download=False).find(f"{program}\0",
+                                                              build_id) == target
     # a file of another build at that path is not believed
     other, _ = split(tmp_path / "other", "other", "-O1")
     shutil.copy(other.with_suffix(".full"), target)

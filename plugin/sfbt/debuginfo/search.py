@@ -149,6 +149,8 @@ class DebugFiles:
         is ``build_id`` (hex; None: the file's own), or None when the file
         has DWARF of its own or none is found.  ``what`` names the file in
         messages (default: path)."""
+        if path is not None and "\0" in path:  # no file has that name (a hostile archive's)
+            path = None
         key = (path, build_id)
         if key not in self._found:
             self._found[key] = self._search(path, build_id, what or path or "an image")

@@ -83,7 +83,7 @@ def _first_load_address(path, build_id):
             if build_id and elf.build_id() not in (None, build_id):
                 return None
             return elf.first_load_address() or 0
-    except (OSError, ElfError):
+    except (OSError, ElfError, ValueError):  # ValueError: a NUL in an archive's path
         return None
 
 

@@ -7,8 +7,9 @@
 #   ./install.sh --test-debuggers  also set up what the test suite needs:
 #                                  its Python packages in python3 on PATH,
 #                                  qemu-user, gdb-multiarch and the cross C
-#                                  libraries, and GDB 18.1 and LLDB 23.1 from
-#                                  PyPI in venvs under
+#                                  libraries, the other tools its tests run
+#                                  (TEST_APT_PACKAGES), and GDB 18.1 and
+#                                  LLDB 23.1 from PyPI in venvs under
 #                                  $XDG_CACHE_HOME/sfbt/debuggers
 #   ./install.sh --uninstall       remove the init lines, the `sfbt` link
 #                                  and its venv again
@@ -44,6 +45,8 @@ TEST_APT_PACKAGES=(
   elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
   golang-go  # go tool pprof reads sfbt flame --format pprof: tests/test_flame.py
   nodejs  # runs the flame graph's script: tests/test_flame.py
+  debuginfod  # a real debuginfod server: tests/test_debuginfo.py
+  libc6-dbg  # the C library's debug file under /usr/lib/debug: the same
 )
 
 VENV="${XDG_DATA_HOME:-$HOME/.local/share}/sfbt/venv"

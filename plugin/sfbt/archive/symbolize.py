@@ -4,8 +4,10 @@ backtraces read outside the debugger."""
 
 import os
 import struct
+import zlib
 from bisect import bisect_right
 
+from ..debuginfo import DebugFiles
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from ..printable import printable
@@ -34,6 +36,7 @@ def function_at(table, address):
 
 #: A compressed debug section may expand to this many times the file's size.
 MAX_EXPANSION = 64
+ELFCOMPRESS_ZLIB = 1
 
 
 def _check_sections(image):
@@ -58,6 +61,59 @@ def _check_sections(image):
                            f"{section.entsize} bytes, not 24")
 
 
+def _section_bytes(image, section):
+    """A section's bytes, inflated when SHF_COMPRESSED with zlib (to at
+    most the size its header gives, itself bounded by MAX_EXPANSION);
+    None for another compression or a size beyond reason."""
+    data = image.section_data(section)
+    if not section.flags & SHF_COMPRESSED:
+        return data
+    kind, _, size = struct.unpack_from(image.header.endian + "IIQ", data)
+    if kind != ELFCOMPRESS_ZLIB or size > MAX_EXPANSION * len(data) + (1 << 20):
+        return None
+    return zlib.decompressobj().decompress(data[24:], size) if size else b""
+
+
+def address_ranges(image):
+    """Sorted [(start, end, unit offset)] of an ElfImage's .debug_aranges:
+    which compilation unit holds an address, so that only its line program
+    is read.  Empty when it has none or it cannot be read."""
+    ranges = []
+    try:
+        section = image.section(".debug_aranges")
+        data = _section_bytes(image, section) if section is not None else None
+        if not data:
+            return []
+        endian = image.header.endian
+        at = 0
+        while at + 4 <= len(data):
+            (length,) = struct.unpack_from(endian + "I", data, at)
+            offset_size, head = 4, at + 4
+            if length == 0xFFFFFFFF:
+                (length,) = struct.unpack_from(endian + "Q", data, head)
+                offset_size, head = 8, head + 8
+            end = head + length
+            unit = struct.unpack_from(endian + ("I" if offset_size == 4 else "Q"),
+                                      data, head + 2)[0]
+            address_size = data[head + 2 + offset_size]
+            if address_size != 8:
+                at = end
+                continue
+            pairs = head + 2 + offset_size + 2
+            pairs += -(pairs - at) % 16
+            for start, size in struct.iter_unpack(endian + "QQ",
+                                                  data[pairs:end - (end - pairs) % 16]):
+                if start == 0 and size == 0:
+                    break
+                if size:
+                    ranges.append((start, start + size, unit))
+            at = end
+    except (OSError, ElfError, struct.error, zlib.error, IndexError):
+        pass
+    ranges.sort()
+    return ranges
+
+
 class ElfSymbolizer:
     """Names and lines for the file addresses of one ELF file; tables are
     built on first use."""
@@ -79,6 +135,8 @@ class ElfSymbolizer:
             raise ElfError(f"{path}: not a readable ELF file: {_reason(error)}") from None
         self._functions = None
         self._lines = None
+        self._ranges = None  # (address_ranges, their starts)
+        self._units = {}  # unit offset -> (rows, starts)
 
     def close(self):
         self._stream.close()
@@ -138,6 +196,7 @@ class ElfSymbolizer:
         return function_at(self._function_table(), address)
 
     def _line_table(self):
+        """(rows, starts) of every unit: for a file without .debug_aranges."""
         if self._lines is None:
             self._lines = self._table("DWARF line table", self._read_lines)
         return self._lines
@@ -148,26 +207,57 @@ class ElfSymbolizer:
             dwarf = self._elf.get_dwarf_info()
             for unit in dwarf.iter_CUs():
                 program = dwarf.line_program_for_CU(unit)
-                if program is None:
-                    continue
-                rows += _line_rows(program)
-        rows.sort(key=lambda row: row[0])
-        # Several rows at one address: like GDB, prefer a statement row.
-        chosen = {}
-        for row in rows:
-            address, _, _, is_stmt = row
-            if is_stmt or not chosen.get(address, (0, 0, 0, False))[3]:
-                chosen[address] = row
-        rows = [chosen[address] for address in sorted(chosen)]
-        return rows, [row[0] for row in rows]
+                if program is not None:
+                    rows += _line_rows(program)
+        return _indexed(preferred_rows(rows))
+
+    def _rows_at(self, address):
+        """(rows, starts) of the unit whose .debug_aranges hold the address
+        (none when no unit does), or of every unit without them."""
+        if self._ranges is None:
+            ranges = address_ranges(ElfImage.from_file(self._stream, self.path))
+            self._ranges = (ranges, [start for start, _, _ in ranges])
+        ranges, starts = self._ranges
+        if not ranges:
+            return self._line_table()
+        i = bisect_right(starts, address) - 1
+        if i < 0 or address >= ranges[i][1]:
+            return [], []
+        unit = ranges[i][2]
+        if unit not in self._units:
+            self._units[unit] = self._table(
+                "DWARF line table",
+                lambda: _indexed(unit_rows(self._elf.get_dwarf_info(), unit)))
+        return self._units[unit]
 
     def line(self, address):
         """(file, line) for an address, or None."""
-        rows, starts = self._line_table()
+        rows, starts = self._rows_at(address)
         i = bisect_right(starts, address) - 1
         if i < 0 or rows[i][1] is None:
             return None
         return rows[i][1], rows[i][2]
+
+
+def _indexed(rows):
+    return rows, [row[0] for row in rows]
+
+
+def preferred_rows(rows):
+    """Line rows sorted by address, one per address: like GDB, a statement
+    row where there are several."""
+    chosen = {}
+    for row in sorted(rows, key=lambda row: row[0]):
+        if row[3] or not chosen.get(row[0], (0, 0, 0, False))[3]:
+            chosen[row[0]] = row
+    return [chosen[address] for address in sorted(chosen)]
+
+
+def unit_rows(dwarf, offset):
+    """preferred_rows of the compilation unit at ``offset`` in .debug_info
+    (pyelftools' DWARFInfo ``dwarf``)."""
+    program = dwarf.line_program_for_CU(dwarf.get_CU_at(offset))
+    return preferred_rows(_line_rows(program)) if program is not None else []
 
 
 def _line_rows(program):
@@ -197,14 +287,16 @@ def _line_rows(program):
 
 class Symbolizer:
     """Finds the ELF file for each archived image (by build id among the
-    files given with --exe and in --debug-dir, else the image's own path)
-    and symbolizes run-time addresses against it."""
+    files given with --exe and in --debug-dir, else the image's own path),
+    and its separate debug file (``debug_files``), and symbolizes run-time
+    addresses against them."""
 
-    def __init__(self, executables=(), debug_dirs=()):
+    def __init__(self, executables=(), debug_dirs=(), debug_files=None):
         self._candidates = list(executables)
         for directory in debug_dirs:
             for root, _, names in os.walk(directory):
                 self._candidates += [os.path.join(root, n) for n in sorted(names)]
+        self._debug_files = debug_files or DebugFiles()
         self._by_path = {}
         self._by_build_id = None
         self._for_image = {}  # (path, build id) -> ElfSymbolizer or None
@@ -236,6 +328,9 @@ class Symbolizer:
 
     def _find_for_image(self, image):
         build_id = image.build_id.hex() if image.build_id else None
+        return self._with_debug_file(self._find_file(image, build_id), build_id, image.path)
+
+    def _find_file(self, image, build_id):
         if build_id:
             found = self._index_build_ids().get(build_id)
             if found is not None:
@@ -247,6 +342,14 @@ class Symbolizer:
             return self._open(self._candidates[0])
         return None
 
+    def _with_debug_file(self, found, build_id, what):
+        """The symbolizer of the separate debug file of ``found`` (an
+        ElfSymbolizer or None: only the build id is known), else found."""
+        debug = self._debug_files.find(found.path if found else None,
+                                       build_id or (found.build_id if found else None),
+                                       what)
+        return (self._open(debug) if debug else None) or found
+
     def describe_file_address(self, address):
         """(function, location suffix) for an address of the --exe file
         itself (a non-PIE program's run-time addresses are its file's),
@@ -254,6 +357,8 @@ class Symbolizer:
         if not self._candidates:
             return "??", " ()"
         symbolizer = self._open(self._candidates[0])
+        symbolizer = self._with_debug_file(symbolizer, None, self._candidates[0]) \
+            if symbolizer is not None else None
         if symbolizer is None:
             return "??", " ()"
         name = printable(symbolizer.function(address) or "??")

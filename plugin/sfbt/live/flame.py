@@ -3,9 +3,9 @@ search, a width that follows the window: its script, flame.js, is inside
 the file) and speedscope's JSON
 (https://www.speedscope.app/file-format-schema.json).
 
-Names come from each archived image's symbols (its separate debug file
-under /usr/lib/debug/.build-id when there is one), found by build id or
-path, as `sfbt stack` names frames."""
+Names come from each archived image's symbols (those of its separate
+debug file when there is one: sfbt.debuginfo), found by build id or path,
+as `sfbt stack` names frames."""
 
 import html
 import json
@@ -13,6 +13,7 @@ import os
 import zlib
 
 from ..archive.report import trace_names
+from ..debuginfo import DebugFiles
 from ..elf import ElfError, open_elf
 from ..printable import printable
 from ..unwind.target import Module
@@ -32,27 +33,22 @@ class ImageNamer:
 
     def __init__(self):
         self._symbols = {}
+        self._debug_files = DebugFiles()
 
     def _module(self, image):
         key = (image.path, image.base, image.build_id)
         if key not in self._symbols:
-            module = None
             build_id = image.build_id.hex() if image.build_id else None
             path = image.path if image.path != VDSO_NAME else None
-            first = None
-            if path and os.path.exists(path):
-                try:
-                    stream, elf = open_elf(path)
-                    with stream:
-                        first = elf.first_load_address() or 0
-                        if build_id and elf.build_id() not in (None, build_id):
-                            first = None  # another build: its symbols would lie
-                except (OSError, ElfError):
-                    first = None
+            first = _first_load_address(path, build_id) if path else None
+            if first is None:  # no file of this build here: a debug file by build id
+                path = self._debug_files.find(None, build_id, image.path)
+                first = _first_load_address(path, build_id) if path else None
+            module = None
             if first is not None:
                 module = Module(path, image.base - first, image.base, image.end_of_text,
                                 build_id, image.base)
-            self._symbols[key] = ModuleSymbols(module) if module else None
+            self._symbols[key] = ModuleSymbols(module, self._debug_files) if module else None
         return self._symbols[key]
 
     @staticmethod
@@ -76,6 +72,19 @@ class ImageNamer:
         symbols = self._module(image)
         name = symbols.function(address - symbols.module.load_bias) if symbols else None
         return printable(name or f"{os.path.basename(image.path)}+{address - image.base:#x}")
+
+
+def _first_load_address(path, build_id):
+    """The first PT_LOAD address of the ELF file at path, or None when it
+    is missing, not ELF or another build (its symbols would lie)."""
+    try:
+        stream, elf = open_elf(path)
+        with stream:
+            if build_id and elf.build_id() not in (None, build_id):
+                return None
+            return elf.first_load_address() or 0
+    except (OSError, ElfError, ValueError):  # ValueError: a NUL in an archive's path
+        return None
 
 
 def folded_stacks(traces):

@@ -26,6 +26,7 @@ from ..archive import cbf
 from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive, Event
 from ..archive.stream import ArchiveStream
+from ..debuginfo import DebugFiles
 from ..files import replace_file
 from .process import Process, ProcessError, ProcessExited
 from .stack import Walker, cbf_frames, image_map
@@ -106,13 +107,17 @@ class Recorder:
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
         self._numbers = {}
+        # the walk names frames (to stop at main): from files on this
+        # machine only, never a download between two samples
+        self._debug_files = DebugFiles(download=False)
         self._new_walker()
 
     def _new_walker(self):
         process = self.process
         sources = getattr(self, "walker", None) and self.walker.sources
         self.walker = Walker(process.arch, process.modules(), process.read,
-                             process.executable, sources=sources, mappings=process.mappings)
+                             process.executable, sources=sources, mappings=process.mappings,
+                             debug_files=self._debug_files)
         self._image_map = self.archive.add_image_map(
             encode_image_map(image_map(process.arch, self.walker.modules)))
         self._maps_read = time.monotonic()

@@ -23,7 +23,7 @@ class Walker:
     and one SFrame cache."""
 
     def __init__(self, arch, modules, read, executable=None, sources=None,
-                 past_main=False, mappings=None):
+                 past_main=False, mappings=None, debug_files=None):
         self.arch = arch
         #: a live process's mappings: a walk that ends at a PC in none of
         #: them says so
@@ -32,7 +32,7 @@ class Walker:
         self.sources = sources if sources is not None else SFrameSources()
         memory = ThreadTarget(arch, ThreadState(0, "", {}), read, modules)
         self.module_map = ModuleMap(modules, memory, self.sources)
-        self.describe = Describer(self.module_map, executable)
+        self.describe = Describer(self.module_map, executable, debug_files)
         self.past_main = past_main
         self.mappings = mappings
 

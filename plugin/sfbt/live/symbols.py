@@ -1,7 +1,7 @@
 """Names and source lines of run-time addresses, for `sfbt stack`.
 
 Function names come from the module's symbol table (that of its separate
-debug file under /usr/lib/debug/.build-id when there is one), read with
+debug file when there is one: sfbt.debuginfo), read with
 sfbt's own ELF reader.  Source lines come from DWARF through pyelftools,
 but only for the compilation unit that holds the address (found through
 .debug_aranges).  The function table, the address ranges and each unit's
@@ -14,19 +14,16 @@ import io
 import json
 import os
 import struct
-import zlib
 from bisect import bisect_right
 
-from ..archive.symbolize import function_at
+from ..archive.symbolize import address_ranges, function_at, unit_rows
 from ..cache import Cache, identity
+from ..debuginfo import DebugFiles
 from ..elf import ElfError, ElfImage, open_elf
 from ..files import open_regular
 from .mappings import display_path
 
-DEBUG_ROOT = "/usr/lib/debug/.build-id"
 STT_FUNC = 2
-SHF_COMPRESSED = 0x800
-ELFCOMPRESS_ZLIB = 1
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 STB_GLOBAL = 1
@@ -36,14 +33,6 @@ CACHE = Cache("symbols")
 #: what each kind of entry holds: rows of these types
 ROW_TYPES = {"functions": (int, int, str), "aranges": (int, int, int),
              "lines": (int, (str, type(None)), int, bool)}
-
-
-def debug_file(build_id):
-    """The separate debug file of a build id, or None."""
-    if not build_id or len(build_id) < 3:
-        return None
-    path = os.path.join(DEBUG_ROOT, build_id[:2], build_id[2:] + ".debug")
-    return path if os.path.exists(path) else None
 
 
 def _function_symbols(image):
@@ -90,63 +79,15 @@ def _with_ends(symbols):
     return ends
 
 
-def _section_bytes(image, section):
-    """A section's bytes, inflated when SHF_COMPRESSED with zlib; None for
-    another compression."""
-    data = image.section_data(section)
-    if section.flags & SHF_COMPRESSED:
-        (kind,) = struct.unpack_from(image.header.endian + "I", data)
-        if kind != ELFCOMPRESS_ZLIB:
-            return None
-        return zlib.decompress(data[24:])
-    return data
-
-
-def _address_ranges(image):
-    """Sorted [(start, end, unit offset)] of an image's .debug_aranges."""
-    ranges = []
-    try:
-        section = image.section(".debug_aranges")
-        data = _section_bytes(image, section) if section is not None else None
-        if not data:
-            return []
-        endian = image.header.endian
-        at = 0
-        while at + 4 <= len(data):
-            (length,) = struct.unpack_from(endian + "I", data, at)
-            offset_size, head = 4, at + 4
-            if length == 0xFFFFFFFF:
-                (length,) = struct.unpack_from(endian + "Q", data, head)
-                offset_size, head = 8, head + 8
-            end = head + length
-            unit = struct.unpack_from(endian + ("I" if offset_size == 4 else "Q"),
-                                      data, head + 2)[0]
-            address_size = data[head + 2 + offset_size]
-            if address_size != 8:
-                at = end
-                continue
-            pairs = head + 2 + offset_size + 2
-            pairs += -(pairs - at) % 16
-            for start, size in struct.iter_unpack(endian + "QQ", data[pairs:end - (end - pairs) % 16]):
-                if start == 0 and size == 0:
-                    break
-                if size:
-                    ranges.append((start, start + size, unit))
-            at = end
-    except (OSError, ElfError, struct.error, zlib.error, IndexError):
-        pass
-    ranges.sort()
-    return ranges
-
-
 class ModuleSymbols:
     """The names and lines of one module's file addresses."""
 
-    def __init__(self, module):
+    def __init__(self, module, debug_files=None):
         self.module = module
         #: the file names and lines come from; None for a module without one
         self.path = None if module.image is not None else (
-            debug_file(module.build_id) or module.path)
+            (debug_files or DebugFiles()).find(module.path, module.build_id)
+            or module.path)
         self._functions = None
         self._line_stream = None  # the file DWARF lines come from, False if none
         self._dwarf = None  # pyelftools DWARFInfo, False when there is none
@@ -211,7 +152,7 @@ class ModuleSymbols:
         """The offset in .debug_info of the unit whose .debug_aranges
         ranges hold the address, or None."""
         if self._aranges is None:
-            self._aranges = self._kept(self.path, "aranges", _address_ranges)
+            self._aranges = self._kept(self.path, "aranges", address_ranges)
             self._arange_starts = [start for start, _, _ in self._aranges]
         i = bisect_right(self._arange_starts, address) - 1
         if i >= 0 and address < self._aranges[i][1]:
@@ -240,20 +181,10 @@ class ModuleSymbols:
         return table
 
     def _parse_unit(self, unit):
-        from ..archive.symbolize import _line_rows
         try:
-            dwarf = self._dwarf_info()
-            program = dwarf.line_program_for_CU(dwarf.get_CU_at(unit))
-            if program is None:
-                return []
-            rows = sorted(_line_rows(program), key=lambda row: row[0])
+            return unit_rows(self._dwarf_info(), unit)
         except Exception:  # pyelftools on damaged DWARF: no lines
             return None
-        chosen = {}
-        for row in rows:
-            if row[3] or not chosen.get(row[0], (0, 0, 0, False))[3]:
-                chosen[row[0]] = row
-        return [chosen[address] for address in sorted(chosen)]
 
     def line(self, address):
         """(file, line) of a file address, or None."""
@@ -296,17 +227,19 @@ def _decoded(data, kind):
 
 class Describer:
     """describe(module map, lookup pc) -> (name, where) in sframe-bt's
-    words, with names and lines from each module's files."""
+    words, with names and lines from each module's files (and their debug
+    files, found through ``debug_files``)."""
 
-    def __init__(self, module_map, executable=None):
+    def __init__(self, module_map, executable=None, debug_files=None):
         self.module_map = module_map
         self.executable = executable
+        self.debug_files = debug_files or DebugFiles()
         self._symbols = {}
 
     def symbols(self, module):
         found = self._symbols.get(module)
         if found is None:
-            found = self._symbols[module] = ModuleSymbols(module)
+            found = self._symbols[module] = ModuleSymbols(module, self.debug_files)
         return found
 
     def name(self, pc):

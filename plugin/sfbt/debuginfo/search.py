@@ -1,0 +1,181 @@
+"""Where a file's separate debug file is, looked for as GDB looks by
+default: by build id under the debug root, then by the name and CRC its
+``.gnu_debuglink`` section gives, beside the file, in ``.debug/`` beside
+it and under the debug root in the file's own directory, then (when
+``DEBUGINFOD_URLS`` names servers and downloads are allowed) from
+debuginfod.  As GDB, only for a file without DWARF of its own."""
+
+import os
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Optional
+
+from ..elf import SHT_NOBITS, ElfError, open_elf
+from ..files import open_regular
+
+#: GDB's default debug-file-directory
+DEFAULT_ROOTS = ("/usr/lib/debug",)
+#: the longest .gnu_debuglink name followed (NAME_MAX)
+MAX_LINK_NAME = 255
+_HEX = re.compile(r"[0-9a-f]{4,}")
+
+
+@dataclass
+class FileFacts:
+    """What the search needs to know of a file."""
+
+    build_id: Optional[str]
+    has_dwarf: bool
+    debuglink: Optional[tuple]  # (name, CRC32), or None
+
+
+def file_facts(path):
+    """The FileFacts of the ELF file at path, or None when it cannot be read."""
+    try:
+        stream, image = open_elf(path)
+    except (OSError, ElfError):
+        return None
+    with stream:
+        try:
+            sections = image.sections()
+            has_dwarf = any(s.name in (".debug_info", ".zdebug_info") and s.size
+                            and s.type != SHT_NOBITS for s in sections)
+            link = image.section(".gnu_debuglink")
+            return FileFacts(image.build_id(), has_dwarf,
+                             _debuglink(image.section_data(link), image.header.endian)
+                             if link is not None else None)
+        except (OSError, ElfError, struct.error):
+            return None
+
+
+def _debuglink(data, endian):
+    """(name, CRC32) of a .gnu_debuglink section's bytes: a file name (no
+    directory), NUL, padding to 4 bytes, the CRC; None when it is not one."""
+    end = data.find(b"\0", 0, MAX_LINK_NAME + 1)
+    if end <= 0:
+        return None
+    name = data[:end]
+    crc_at = (end + 4) & ~3
+    if b"/" in name or name in (b".", b"..") or crc_at + 4 > len(data):
+        return None
+    (crc,) = struct.unpack_from(endian + "I", data, crc_at)
+    return os.fsdecode(name), crc
+
+
+def build_id_path(root, build_id):
+    """``ROOT/.build-id/xx/yyyy.debug``, as GDB and elfutils name it."""
+    return os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug")
+
+
+def _crc32(path):
+    crc = 0
+    with open_regular(path) as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _is_debug_file(candidate, original, build_id, crc=None):
+    """Whether ``candidate`` is a debug file of the original: another file,
+    ELF, with the build id asked for, or (when neither has one) the CRC the
+    debuglink gives."""
+    try:
+        if original is not None and os.path.samefile(candidate, original):
+            return False
+    except OSError:
+        return False
+    facts = file_facts(candidate)
+    if facts is None:
+        return False
+    if build_id is not None:
+        return facts.build_id == build_id
+    try:
+        return facts.build_id is None and crc is not None and _crc32(candidate) == crc
+    except OSError:
+        return False
+
+
+def _link_candidates(path, name, roots):
+    """Where GDB looks for a debuglink ``name`` of the file at path: beside
+    it, in .debug/ beside it, and under each root in its directory (as
+    named and with links resolved)."""
+    directories = [os.path.dirname(os.path.abspath(path))]
+    real = os.path.dirname(os.path.realpath(path))
+    if real not in directories:
+        directories.append(real)
+    yield os.path.join(directories[0], name)
+    yield os.path.join(directories[0], ".debug", name)
+    for root in roots:
+        for directory in directories:
+            yield os.path.join(root, directory.lstrip("/"), name)
+
+
+def local_debug_file(path, build_id, roots=DEFAULT_ROOTS, facts=None):
+    """The separate debug file on this machine for the file at ``path``
+    (None: not at hand) with ``build_id`` (hex, None when unknown), or None."""
+    if build_id is not None:
+        for root in roots:
+            candidate = build_id_path(root, build_id)
+            if os.path.isfile(candidate) and _is_debug_file(candidate, path, build_id):
+                return candidate
+    if path is None:
+        return None
+    facts = facts or file_facts(path)
+    if facts is None or facts.debuglink is None:
+        return None
+    name, crc = facts.debuglink
+    for candidate in _link_candidates(path, name, roots):
+        if os.path.isfile(candidate) and _is_debug_file(candidate, path, build_id, crc):
+            return candidate
+    return None
+
+
+class DebugFiles:
+    """The separate debug file of each file asked about, looked for once:
+    on this machine, then (``download``) from debuginfod.  One per
+    command; sfbt record's sampling loop uses one with download=False."""
+
+    def __init__(self, roots=DEFAULT_ROOTS, download=True):
+        self.roots = tuple(roots)
+        self.download = download
+        self._debuginfod = False  # read from the environment on first use
+        self._found = {}
+
+    def find(self, path, build_id=None, what=None):
+        """The path of the separate debug file for the ELF file at ``path``
+        (None or a missing file: only the build id is known) whose build id
+        is ``build_id`` (hex; None: the file's own), or None when the file
+        has DWARF of its own or none is found.  ``what`` names the file in
+        messages (default: path)."""
+        if path is not None and "\0" in path:  # no file has that name (a hostile archive's)
+            path = None
+        key = (path, build_id)
+        if key not in self._found:
+            self._found[key] = self._search(path, build_id, what or path or "an image")
+        return self._found[key]
+
+    def _search(self, path, build_id, what):
+        facts = file_facts(path) if path else None
+        if facts is not None:
+            if build_id is None:
+                build_id = facts.build_id
+            elif facts.build_id not in (None, build_id):
+                facts = None  # another build of the file: nothing of it applies
+        if facts is not None and facts.has_dwarf:
+            return None
+        if build_id is not None and not _HEX.fullmatch(build_id):
+            build_id = None
+        found = local_debug_file(path if facts else None, build_id, self.roots, facts)
+        if found is None and build_id is not None and self._servers() is not None:
+            found = self._debuginfod.debug_file(build_id, what)
+        return found
+
+    def _servers(self):
+        if self._debuginfod is False:
+            self._debuginfod = None
+            if self.download and os.environ.get("DEBUGINFOD_URLS", "").strip():
+                from .debuginfod import Debuginfod  # urllib: only when needed
+                self._debuginfod = Debuginfod.from_environment()
+        return self._debuginfod

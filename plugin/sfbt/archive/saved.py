@@ -101,16 +101,11 @@ class SavedFile:
 
     def _archive_traces(self):
         reader = ArchiveReader(self.stream, self.path, self.size)
-        maps = {}  # index -> images, a few decoded at a time
         try:
             for number, event, count, decoded in reader.traces():
-                index = event.image_map_index
-                if index not in maps:
-                    if len(maps) >= 64:
-                        maps.clear()
-                    maps[index] = reader.image_map(index).images
+                images = reader.image_map(event.image_map_index).images
                 yield SavedTrace(trace_heading(number, event, count),
-                                 decoded.frames, decoded.truncated, maps[index], count)
+                                 decoded.frames, decoded.truncated, images, count)
         finally:
             self.error = reader.error
             self.recording = reader.recording

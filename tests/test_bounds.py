@@ -1,0 +1,101 @@
+"""Every read bounded: image maps that expand a few kilobytes into
+gigabytes, standard input without an end, cores that lie or change.  Each
+command runs under a 300 MB address-space limit and a time limit, and ends
+in its output or one line naming the file and offset."""
+
+import os
+import resource
+import subprocess
+import sys
+
+from conftest import PLUGIN
+from crafted import archive_of_maps, doubling_image_map, record_offsets
+from sfbt.archive.imagemap import (DecodeBudget, Image, ImageMapError, PerImageMap,
+                                   decode_image_map, image_finder)
+from sfbt.archive.store import MAX_ARCHIVE_DECODED_BYTES, parse_archive
+
+MEMORY = 300 << 20
+
+
+def _limited():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def run_bounded(*args, input=None, stdin=None, seconds=60):
+    """python3 -m sfbt ARGS under the memory limit, killed after seconds."""
+    return subprocess.run([sys.executable, "-m", "sfbt", *map(str, args)],
+                          capture_output=True, input=input, stdin=stdin,
+                          env=dict(os.environ, PYTHONPATH=str(PLUGIN)),
+                          preexec_fn=_limited, timeout=seconds)
+
+
+def one_line(result, *words):
+    """The one error line of a result (bytes), which holds each of words."""
+    lines = result.stderr.decode("utf-8", "replace").splitlines()
+    assert result.returncode == 1, result.stderr
+    assert len(lines) == 1 and "Traceback" not in lines[0], result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+# -- image maps ----------------------------------------------------------------
+
+def test_a_doubling_map_alone_fits_the_limit_of_one_map():
+    decoded = decode_image_map(doubling_image_map())
+    assert len(doubling_image_map()) < 4000
+    assert sum(len(image.path) for image in decoded.images) > 16_000_000
+
+
+def test_the_limit_is_on_all_of_an_archives_maps(tmp_path):
+    """64 maps of 3.5 KB, each decoding to 16 MB: the archive as a whole
+    may decode to 64 MiB, so the fifth map ends it, at its offset, after
+    the traces before it are printed."""
+    data = archive_of_maps([doubling_image_map(n) for n in range(64)], traces_first=2)
+    fifth = record_offsets(data)[5 + 4] + 5  # its payload
+    path = tmp_path / "maps.sfbt"
+    path.write_bytes(data)
+    for command in (["cbf", "decode"], ["fold"], ["flame", "-o", tmp_path / "f.svg"]):
+        result = run_bounded(*command, path)
+        one_line(result, f"{path}+{fifth:#x}: image map: ",
+                 f"the archive's image maps expand to more than {MAX_ARCHIVE_DECODED_BYTES}")
+        if command == ["fold"]:
+            assert result.stdout == b"0x400000 1\n0x400001 1\n"
+    assert (tmp_path / "f.svg").exists()  # the stacks before the damage are drawn
+    archive, error = parse_archive(data, "maps.sfbt")
+    assert len(archive.image_maps) == 5 and error.offset == fifth
+
+
+def test_a_shared_budget_stops_the_second_map():
+    budget = DecodeBudget(20 << 20, "all maps")
+    decode_image_map(doubling_image_map(0), budget)
+    try:
+        decode_image_map(doubling_image_map(1), budget)
+        raised = None
+    except ImageMapError as error:
+        raised = str(error)
+    assert raised is not None and "all maps expand to more than 20971520 bytes" in raised
+
+
+def test_image_finder_answers_as_a_scan_of_the_images_in_order():
+    import random
+    rng = random.Random(21)
+    for _ in range(3000):
+        images = []
+        for _ in range(rng.randrange(9)):
+            base = rng.randrange(60)
+            images.append(Image("", base, base + rng.randrange(-3, 20)))
+        find = image_finder(images)
+        for address in range(-2, 90):
+            expected = next((i for i in images if i.base <= address < i.end_of_text), None)
+            assert find(address) is expected
+
+
+def test_per_image_map_makes_each_once_while_they_fit():
+    made = []
+    kept = PerImageMap(lambda images: made.append(images) or len(made))
+    maps = [[Image("", n, n + 1)] * 1000 for n in range(200)]
+    for _ in range(3):
+        for images in maps:
+            kept(images)
+    assert len(made) == 200  # traces taking turns among 200 maps: each made once

@@ -99,3 +99,53 @@ def test_per_image_map_makes_each_once_while_they_fit():
         for images in maps:
             kept(images)
     assert len(made) == 200  # traces taking turns among 200 maps: each made once
+
+
+# -- standard input ----------------------------------------------------------------
+
+def _zeros():
+    return open("/dev/zero", "rb")
+
+
+def test_filters_read_standard_input_a_bounded_line_at_a_time(tmp_path):
+    for command in (["lws", "decode"], ["lws", "encode"], ["cbf", "encode"],
+                    ["cbf", "decode", "-"], ["fold", "-"],
+                    ["flame", "-", "-o", tmp_path / "f.svg"]):
+        with _zeros() as zeros:
+            result = run_bounded(*command, stdin=zeros)
+        one_line(result, "sfbt: <stdin>: line 1 is longer than 1048576 bytes")
+    assert not (tmp_path / "f.svg").exists()
+
+
+def test_lws_filters_pass_lines_through_as_bytes():
+    line = b"x\xff\r ~b#size: 16, 0x401000 0x7f0000001000 \n"
+    encoded = run_bounded("lws", "encode", input=line)
+    assert encoded.returncode == 0, encoded.stderr
+    assert encoded.stdout.startswith(b"x\xff\r ~m#") and encoded.stdout.endswith(b"\n")
+    decoded = run_bounded("lws", "decode", input=encoded.stdout)
+    assert decoded.stdout == line
+
+
+def test_cbf_encode_stops_at_the_frames_a_trace_decodes_to():
+    from sfbt.archive.cbf import DEFAULT_LIMIT, decode
+    text = b"pc 0x401000\n" + b"".join(b"ra %#x\n" % (0x400000 + n) for n in range(DEFAULT_LIMIT))
+    result = run_bounded("cbf", "encode", input=text)
+    one_line(result, f"<stdin>: line {DEFAULT_LIMIT + 1}: more than {DEFAULT_LIMIT} frames")
+    assert result.stdout == b""
+    fits = run_bounded("cbf", "encode", input=text[text.index(b"\n") + 1:] + b"truncated\n")
+    assert fits.returncode == 0, fits.stderr
+    trace = decode(fits.stdout)
+    assert len(trace.frames) == DEFAULT_LIMIT and trace.truncated
+
+
+def test_an_archive_on_standard_input_is_copied_a_record_at_a_time(tmp_path):
+    from sfbt.archive.store import MAGIC
+    data = archive_of_maps([], traces_first=3)
+    path = tmp_path / "a.sfbt"
+    path.write_bytes(data)
+    assert run_bounded("fold", "-", input=data).stdout == run_bounded("fold", path).stdout
+    damaged = run_bounded("fold", "-", input=data + b"\x07" * 100)
+    assert damaged.stdout == b"0x400000 1\n0x400001 1\n0x400002 1\n"
+    one_line(damaged, f"sfbt: <stdin>+{len(data):#x}: ")
+    garbage = run_bounded("cbf", "decode", "-", input=MAGIC + bytes(1 << 20))
+    one_line(garbage, "sfbt: <stdin>+0x8: ")

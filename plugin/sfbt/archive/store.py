@@ -133,7 +133,7 @@ class Archive:
 
     def pending_records(self):
         """[(kind, record bytes)] of the records not yet written."""
-        return [(kind, _record(kind, payload)) for kind, payload in self._pending]
+        return [(kind, record_bytes(kind, payload)) for kind, payload in self._pending]
 
     def pending_bytes(self):
         return b"".join(record for _, record in self.pending_records())
@@ -376,7 +376,7 @@ def read_archive(path):
         return parse_archive(stream.read(), path)
 
 
-def _record(kind, payload):
+def record_bytes(kind, payload):
     head = _RECORD_HEAD.pack(kind, len(payload))
     return head + payload + _CRC.pack(zlib.crc32(head + payload))
 
@@ -439,7 +439,7 @@ class _StoredRecords:
             if index is None:
                 index = self.image_maps[digest] = self.image_map_count
                 self.image_map_count += 1
-                out.append(_record(KIND_IMAGE_MAP, map_bytes))
+                out.append(record_bytes(KIND_IMAGE_MAP, map_bytes))
             data = archive.traces[event.trace_id].data
             digest = trace_hash(data)
             bucket = self.buckets.setdefault(digest, [])
@@ -450,10 +450,10 @@ class _StoredRecords:
                 trace_id = self.trace_count
                 self.new_traces[trace_id] = data
                 bucket.append((trace_id, 0, len(data)))
-                out.append(_record(KIND_TRACE, _TRACE_HEAD.pack(trace_id, digest) + data))
+                out.append(record_bytes(KIND_TRACE, _TRACE_HEAD.pack(trace_id, digest) + data))
             strings = b"".join(_pack_string(s) for s in (
                 event.architecture, event.thread, event.reason, event.label))
-            out.append(_record(KIND_EVENT, _EVENT_HEAD.pack(
+            out.append(record_bytes(KIND_EVENT, _EVENT_HEAD.pack(
                 trace_id, index, event.time_ns) + strings))
         return b"".join(out)
 

@@ -137,7 +137,7 @@ def _run_record(args, error_type):
 
 
 def _run_flame(args, error_type):
-    from ..archive.saved import SavedFile
+    from ..archive.saved import SavedFile, input_name
     from ..files import FileProblem, write_atomically
     try:
         with SavedFile(args.file) as saved:
@@ -162,7 +162,8 @@ def _run_flame(args, error_type):
     except FileProblem as problem:
         raise error_type(str(problem)) from None
     except (SfbtError, OSError) as error:
-        raise error_type(f"{args.file}: {getattr(error, 'strerror', None) or error}") from None
+        raise error_type(f"{input_name(args.file)}: "
+                         f"{getattr(error, 'strerror', None) or error}") from None
     if damage is not None and not distinct:
         raise error_type(str(damage))
     try:

@@ -55,3 +55,79 @@ def record_offsets(data):
         offsets.append(at)
         at += 5 + struct.unpack_from("<I", data, at + 1)[0] + 4
     return offsets
+
+
+# -- cores -----------------------------------------------------------------------
+
+EM_X86_64 = 62
+EM_AARCH64 = 183
+X86_64_PRSTATUS = 336  # struct elf_prstatus on x86-64
+PAGE = 0x1000
+
+
+def _note(kind, desc, name=b"CORE"):
+    import struct
+    padded = (name + b"\0").ljust((len(name) + 4) & ~3, b"\0")
+    return struct.pack("<III", len(name) + 1, len(desc), kind) + padded \
+        + desc.ljust((len(desc) + 3) & ~3, b"\0")
+
+
+def x86_64_prstatus(tid, pc, sp, fp=0, signal=11, size=X86_64_PRSTATUS):
+    """An NT_PRSTATUS note's bytes: pr_cursig, pr_pid, and pr_reg with
+    rip, rsp and rbp set; cut or padded to ``size``."""
+    import struct
+    desc = bytearray(max(size, X86_64_PRSTATUS))
+    struct.pack_into("<H", desc, 12, signal)
+    struct.pack_into("<i", desc, 32, tid)
+    registers = [0] * 27
+    registers[16], registers[19], registers[4] = pc, sp, fp
+    struct.pack_into("<27Q", desc, 112, *registers)
+    return bytes(desc[:size])
+
+
+def nt_file(mappings):
+    """An NT_FILE note's bytes for [(start, end, file offset, path)]."""
+    import struct
+    body = struct.pack("<QQ", len(mappings), PAGE)
+    body += b"".join(struct.pack("<QQQ", start, end, offset // PAGE)
+                     for start, end, offset, _ in mappings)
+    return body + b"".join(path.encode() + b"\0" for _, _, _, path in mappings)
+
+
+def core_file(notes, loads=(), machine=EM_X86_64):
+    """An ELF core's bytes: one PT_NOTE of ``notes`` [(kind, desc)], then a
+    PT_LOAD for each (address, bytes) of ``loads``."""
+    import struct
+    note_bytes = b"".join(_note(kind, desc) for kind, desc in notes)
+    count = 1 + len(loads)
+    offset = 64 + 56 * count
+    headers = [struct.pack("<IIQQQQQQ", 4, 4, offset, 0, 0, len(note_bytes), 0, 4)]
+    body = note_bytes
+    for address, data in loads:
+        body = body.ljust((offset + len(body) + PAGE - 1) // PAGE * PAGE - offset, b"\0")
+        headers.append(struct.pack("<IIQQQQQQ", 1, 6, offset + len(body), address, 0,
+                                   len(data), len(data), PAGE))
+        body += data
+    ident = b"\x7fELF\x02\x01\x01" + bytes(9)
+    header = ident + struct.pack("<HHIQQQIHHHHHH", 4, machine, 1, 0, 64, 0, 0, 64, 56,
+                                 count, 64, 0, 0)
+    return header + b"".join(headers) + body
+
+
+STACK = 0x7FF000000000
+
+
+def stack_core(mappings=(), machine=EM_X86_64, prstatus_size=X86_64_PRSTATUS,
+               dump_stack=True):
+    """A core of one thread (tid 4242) stopped at 0x401000, its stack a
+    page at STACK of frame pointers leading nowhere (dumped, or not), the
+    files ``mappings`` (see nt_file) mapped and not dumped."""
+    import struct
+    stack = STACK
+    frames = struct.pack("<QQ", 0, 0x401234)  # saved rbp 0, a return address
+    notes = [(1, x86_64_prstatus(4242, 0x401000, stack + 0x100, stack + 0x100,
+                                 size=prstatus_size))]
+    if mappings:
+        notes.append((0x46494C45, nt_file(mappings)))
+    page = bytes(0x100) + frames + bytes(PAGE - 0x110)
+    return core_file(notes, [(stack, page)] if dump_stack else [], machine)

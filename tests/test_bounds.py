@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 from conftest import PLUGIN
-from crafted import archive_of_maps, doubling_image_map, record_offsets
+from crafted import (EM_AARCH64, PAGE, STACK, archive_of_maps, core_file, doubling_image_map,
+                     nt_file, record_offsets, stack_core, x86_64_prstatus)
 from sfbt.archive.imagemap import (DecodeBudget, Image, ImageMapError, PerImageMap,
                                    decode_image_map, image_finder)
 from sfbt.archive.store import MAX_ARCHIVE_DECODED_BYTES, parse_archive
@@ -149,3 +150,77 @@ def test_an_archive_on_standard_input_is_copied_a_record_at_a_time(tmp_path):
     one_line(damaged, f"sfbt: <stdin>+{len(data):#x}: ")
     garbage = run_bounded("cbf", "decode", "-", input=MAGIC + bytes(1 << 20))
     one_line(garbage, "sfbt: <stdin>+0x8: ")
+
+
+# -- cores ---------------------------------------------------------------------------
+
+def test_a_crafted_core_walks(tmp_path):
+    """The crafted core of the tests below, whole: its two frames."""
+    core = tmp_path / "c.core"
+    core.write_bytes(stack_core())
+    result = run_bounded("stack", "--core", core)
+    assert result.returncode == 0, result.stderr
+    assert b"#1  0x0000000000401234 in ?? ()" in result.stdout
+
+
+def test_a_fifo_as_core_is_refused(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    one_line(run_bounded("stack", "--core", fifo, seconds=30),
+             f"sfbt: {fifo}: not a regular file (a FIFO)")
+
+
+def test_a_fifo_named_by_nt_file_is_not_read(tmp_path):
+    """The stack is not dumped: its memory is in a mapped file, a FIFO."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    core = tmp_path / "c.core"
+    core.write_bytes(stack_core([(STACK, STACK + PAGE, 0, str(fifo))], dump_stack=False))
+    result = run_bounded("stack", "--core", core, seconds=30)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(b"Backtrace stopped: Cannot access memory at "
+                                  b"address 0x7ff000000108\n")
+
+
+def test_registers_of_another_machine_are_refused(tmp_path):
+    core = tmp_path / "c.core"
+    core.write_bytes(stack_core(machine=EM_AARCH64))  # x86-64 notes
+    one_line(run_bounded("stack", "--core", core),
+             f"sfbt: {core}: an NT_PRSTATUS note of 336 bytes, not the 392 of aarch64")
+    short = tmp_path / "short.core"
+    short.write_bytes(stack_core(prstatus_size=200))
+    one_line(run_bounded("stack", "--core", short), "NT_PRSTATUS note of 200 bytes")
+
+
+def test_short_notes_are_refused(tmp_path):
+    prstatus = (1, x86_64_prstatus(1, 0x401000, STACK))
+    lying = nt_file([(0x400000, 0x401000, 0, "/bin/true")])[:20]  # one mapping, cut
+    cases = {"file": [prstatus, (0x46494C45, lying)], "psinfo": [prstatus, (3, b"x" * 20)]}
+    for name, notes in cases.items():
+        core = tmp_path / f"{name}.core"
+        core.write_bytes(core_file(notes))
+        one_line(run_bounded("stack", "--core", core), f"sfbt: {core}: an NT_")
+
+
+TRUNCATE_WHILE_WALKING = """
+import os, sys
+from sfbt import cli
+from sfbt.live import stack
+path = sys.argv[1]
+walk = stack.Walker.walk
+def truncating_walk(self, *args):
+    os.truncate(path, 0x1000)  # the dumped stack page is gone
+    return walk(self, *args)
+stack.Walker.walk = truncating_walk
+sys.exit(cli.main(["stack", "--core", path]))
+"""
+
+
+def test_a_core_truncated_while_it_is_read(tmp_path):
+    core = tmp_path / "c.core"
+    core.write_bytes(stack_core())
+    result = subprocess.run([sys.executable, "-c", TRUNCATE_WHILE_WALKING, str(core)],
+                            capture_output=True, env=dict(os.environ, PYTHONPATH=str(PLUGIN)),
+                            timeout=60)
+    one_line(result, f"sfbt: {core}: the core file changed while it was read")
+    assert result.stdout == b""

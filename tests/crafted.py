@@ -1,5 +1,6 @@
 """Hostile inputs built on purpose (tests and bench/fuzz.py): image maps
-that expand a few bytes into megabytes, archives of many of them."""
+that expand a few bytes into megabytes, archives of many of them, and
+core files that lie."""
 
 import sys
 from pathlib import Path
@@ -32,16 +33,27 @@ def doubling_image_map(salt=0, images=500, doublings=14):
     return bytes(body)
 
 
-def archive_of_maps(maps, traces_first=1):
+def wide_image_map(salt=0, images=5000):
+    """An image map of ``images`` images with no path or build id, one
+    byte apart, 5 bytes each."""
+    body = bytearray([0x02, 0x02, salt & 0xFF, salt >> 8 & 0xFF])
+    body += bytes([0x80 | images >> 14 & 0x7F, 0x80 | images >> 7 & 0x7F, images & 0x7F])
+    for _ in range(images):
+        body += bytes([0x80, 0x01, 0x00, 0x00, 0x00])  # base + 1, size 0, none, no path
+    return bytes(body)
+
+
+def archive_of_maps(maps, traces_first=1, rounds=1):
     """Archive bytes: ``traces_first`` one-frame traces using a plain map,
-    then the maps given (bytes, not checked), then one trace using each."""
+    then the maps given (bytes, not checked), then ``rounds`` times one
+    trace using each map in turn."""
     archive = Archive()
     plain = archive.add_image_map(bytes([0x02, 0x00, 0x00]))  # no images
     for number in range(traces_first):
         trace = archive.add_trace(cbf.encode([cbf.Frame("pc", 0x400000 + number)]))
         archive.add_event(Event(trace, plain, thread="1", reason="SIGTRAP"))
     indexes = [archive.add_image_map(data) for data in maps]
-    for number, index in enumerate(indexes):
+    for number, index in enumerate(indexes * rounds):
         trace = archive.add_trace(cbf.encode([cbf.Frame("pc", 0x500000 + number)]))
         archive.add_event(Event(trace, index, thread="1", reason="SIGTRAP"))
     return MAGIC + archive.pending_bytes()

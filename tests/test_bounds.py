@@ -224,3 +224,20 @@ def test_a_core_truncated_while_it_is_read(tmp_path):
                             timeout=60)
     one_line(result, f"sfbt: {core}: the core file changed while it was read")
     assert result.stdout == b""
+
+
+def test_cbf_load_in_gdb_stops_at_the_archive_limit(gdb, tmp_path):
+    """cbf-load reads archives as the command line does: the maps that
+    needed 1 GB stop at the limit, and GDB stays small."""
+    from conftest import FIXTURES
+    from gdb_support import run_gdb
+    path = tmp_path / "maps.sfbt"
+    path.write_bytes(archive_of_maps([doubling_image_map(n) for n in range(64)]))
+    out = run_gdb(gdb, [FIXTURES / "v3" / "x86_64" / "callchain-O2"], [
+        f"cbf-load {path}", "python import resource; print('MAXRSS', "
+        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"], timeout=120)
+    assert "Backtrace 1, captured once" in out
+    assert "the archive's image maps expand to more than 67108864 bytes" in out
+    assert "Traceback" not in out and "Python Exception" not in out
+    peak = int(out.split("MAXRSS ")[1].split()[0])  # KiB
+    assert peak < MEMORY >> 10, out

@@ -5,6 +5,7 @@ and for standard input without an end.
   maps64     64 image maps of 3.5 KB each decoding to 16 MB (cbf decode)
   maps1000   1,000 of them (fold)
   turns      66 maps of 5,200 images, 30,000 traces taking turns (fold)
+  maps50k    50,000 maps of one image, each used by a trace (fold)
   zeros-*    /dev/zero on standard input
   encode-1M  `cbf encode` of 2^20 frame lines
 
@@ -55,11 +56,13 @@ def cases(directory):
         [crafted.doubling_image_map(n % 256, doublings=14 - n // 256) for n in range(1000)]))
     turns = written("turns.sfbt", crafted.archive_of_maps(
         [crafted.wide_image_map(n, 5200) for n in range(66)], 0, 455))
+    maps50k = written("maps50k.sfbt", crafted.archive_of_maps(crafted.one_image_maps(50_000)))
     frames = written("frames.txt", b"".join(b"ra %#x\n" % (0x400000 + n)
                                             for n in range(1 << 20)))
     return [("maps64", ["cbf", "decode", maps64], None),
             ("maps1000", ["fold", maps1000], None),
             ("turns", ["fold", turns], None),
+            ("maps50k", ["fold", maps50k], None),
             ("zeros-lws-decode", ["lws", "decode"], "/dev/zero"),
             ("zeros-cbf-encode", ["cbf", "encode"], "/dev/zero"),
             ("zeros-fold", ["fold", "-"], "/dev/zero"),

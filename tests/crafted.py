@@ -43,6 +43,13 @@ def wide_image_map(salt=0, images=5000):
     return bytes(body)
 
 
+def one_image_maps(count):
+    """``count`` distinct image maps of 11 bytes, one image each."""
+    return [bytes([0x02, 0x03]) + salt.to_bytes(3, "big") + bytes([0x01, 0x00, 0x05, 0x01,
+                                                                    0x00, 0x00])
+            for salt in range(count)]
+
+
 def archive_of_maps(maps, traces_first=1, rounds=1):
     """Archive bytes: ``traces_first`` one-frame traces using a plain map,
     then the maps given (bytes, not checked), then ``rounds`` times one

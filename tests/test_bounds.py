@@ -10,7 +10,7 @@ import sys
 
 from conftest import PLUGIN
 from crafted import (EM_AARCH64, PAGE, STACK, archive_of_maps, core_file, doubling_image_map,
-                     nt_file, record_offsets, stack_core, x86_64_prstatus)
+                     nt_file, one_image_maps, record_offsets, stack_core, x86_64_prstatus)
 from sfbt.archive.imagemap import (DecodeBudget, Image, ImageMapError, PerImageMap,
                                    decode_image_map, image_finder)
 from sfbt.archive.store import MAX_ARCHIVE_DECODED_BYTES, parse_archive
@@ -65,6 +65,19 @@ def test_the_limit_is_on_all_of_an_archives_maps(tmp_path):
     assert (tmp_path / "f.svg").exists()  # the stacks before the damage are drawn
     archive, error = parse_archive(data, "maps.sfbt")
     assert len(archive.image_maps) == 5 and error.offset == fifth
+
+
+def test_each_map_counts_against_the_limit(tmp_path):
+    """Maps of 11 bytes cost their objects and lookup tables: 60,000 of
+    them pass the limit (50,000 would not, and fold in about 115 MB)."""
+    data = archive_of_maps(one_image_maps(60_000), traces_first=1)
+    path = tmp_path / "many.sfbt"
+    path.write_bytes(data)
+    result = run_bounded("fold", path)
+    line = one_line(result, "the archive's image maps expand to more than")
+    assert result.stdout == b"0x400000 1\n"
+    offset = int(line.split("+")[1].split(":")[0], 16) - 5
+    assert 50_000 < record_offsets(data).index(offset) - 3 < 60_000
 
 
 def test_a_shared_budget_stops_the_second_map():

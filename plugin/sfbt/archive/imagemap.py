@@ -75,10 +75,12 @@ _FRAMEWORK_MIDDLE = b".framework/Versions/"
 # Not in the format: bounds on one decoded path and on all the bytes maps
 # decode to, because a few expand bytes can each repeat a long prefix.
 # What decoding spends: each path, build id and defined prefix, and
-# IMAGE_COST more per image for the objects that hold them.
+# IMAGE_COST more per image and MAP_COST per map for the objects that
+# hold them and the lookup tables made for them.
 MAX_PATH_BYTES = 1 << 15
 MAX_DECODED_BYTES = 1 << 24
 IMAGE_COST = 192
+MAP_COST = 1024
 
 
 class ImageMapError(LocatedError):
@@ -364,6 +366,7 @@ class _Reader:
                 return value
 
     def read(self):
+        self.budget.spend(MAP_COST, 0)
         info = self.byte("the info byte")
         if info & 3 == 3:
             raise ImageMapError(f"info byte {info:#04x} has the reserved word "

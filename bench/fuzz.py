@@ -8,10 +8,10 @@ lines, bytes that are not UTF-8 and markup, in archives given to cbf decode
 process given to sfbt stack; and with inputs crafted to cost
 (tests/crafted.py), mutated or not: archives of image maps that expand a
 few bytes into megabytes, maps of thousands of images that traces take
-turns among, overlapping images (cbf decode, fold, flame), and cores that
-lie: registers of another machine, notes cut short, NT_FILE naming a
-FIFO, a device, a directory or nothing, the stack dumped or not (stack
---core).
+turns among, tens of thousands of maps, overlapping images (cbf decode,
+fold, flame), and cores that lie: registers of another machine, notes cut
+short, NT_FILE naming a FIFO, a device, a directory or nothing, the stack
+dumped or not (stack --core).
 
 Each case runs in a forked child (the modules are loaded once) under a
 memory limit (RLIMIT_AS) and a time limit (RLIMIT_CPU and a wall-clock
@@ -122,8 +122,9 @@ def seeds():
 
 def crafted_maps(rng):
     """An archive of image maps built to cost: doubling prefixes, many
-    images that traces take turns among, or overlapping images."""
-    shape = rng.randrange(3)
+    images that traces take turns among, overlapping images, or many
+    maps."""
+    shape = rng.randrange(4)
     if shape == 0:
         doublings = rng.randrange(1, 15)
         maps = [crafted.doubling_image_map(salt, rng.choice((2, 50, 500)), doublings)
@@ -133,6 +134,8 @@ def crafted_maps(rng):
         maps = [crafted.wide_image_map(salt, rng.choice((10, 1000, 5000)))
                 for salt in range(rng.choice((2, 65, 70)))]
         rounds = rng.choice((1, 20))
+    elif shape == 2:
+        maps, rounds = crafted.one_image_maps(rng.choice((100, 20_000, 60_000))), 1
     else:
         images = []
         for _ in range(rng.randrange(1, 400)):

@@ -69,7 +69,7 @@ def test_the_limit_is_on_all_of_an_archives_maps(tmp_path):
 
 def test_each_map_counts_against_the_limit(tmp_path):
     """Maps of 11 bytes cost their objects and lookup tables: 60,000 of
-    them pass the limit (50,000 would not, and fold in about 115 MB)."""
+    them pass the limit (50,000 would not, and fold in about 111 MB)."""
     data = archive_of_maps(one_image_maps(60_000), traces_first=1)
     path = tmp_path / "many.sfbt"
     path.write_bytes(data)

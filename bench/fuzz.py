@@ -5,7 +5,13 @@ hostile names (--names): thread names, stop reasons, labels, image paths
 and ELF symbols made of control characters, newlines that start forged
 lines, bytes that are not UTF-8 and markup, in archives given to cbf decode
 (--exe), fold and flame (SVG, speedscope), and thread names of a live
-process given to sfbt stack.
+process given to sfbt stack; and with inputs crafted to cost
+(tests/crafted.py), mutated or not: archives of image maps that expand a
+few bytes into megabytes, maps of thousands of images that traces take
+turns among, tens of thousands of maps, overlapping images (cbf decode,
+fold, flame), and cores that lie: registers of another machine, notes cut
+short, NT_FILE naming a FIFO, a device, a directory or nothing, the stack
+dumped or not (stack --core).
 
 Each case runs in a forked child (the modules are loaded once) under a
 memory limit (RLIMIT_AS) and a time limit (RLIMIT_CPU and a wall-clock
@@ -15,12 +21,14 @@ alarm), and is counted as one of:
   error     exit 1 with one line "sfbt: ..." on stderr
   traceback an exception escaped, or more than one line of error
   hang      the time limit killed it
-  blowup    the memory limit was hit (MemoryError), or it died of a signal
+  blowup    the memory limit (300 MB) was hit (MemoryError), or it died of
+            a signal
   acted     (names) a name acted: a control character or a byte that is
             not UTF-8 on the output, a line that is not the command's
             layout, SVG that is not XML or JSON that does not parse
 
 Run: python3 bench/fuzz.py [--cases N] [--seed S] [--jobs J] [--names]
+     [--kinds maps,core]
 Failing inputs are kept under --keep DIR.  tests/test_fuzz.py runs a few
 hundred seeded cases of the same engine.
 
@@ -56,14 +64,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugin"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from sfbt import cli  # noqa: E402
 from sfbt.archive import cbf, lws  # noqa: E402
 from sfbt.archive.imagemap import Image, ImageMap, encode_image_map  # noqa: E402
 from sfbt.archive.store import Archive, MAGIC  # noqa: E402
+import crafted  # noqa: E402
 
 OUTCOMES = ("clean", "error", "traceback", "hang", "blowup", "acted")
-MEMORY_LIMIT = 1 << 30
+MEMORY_LIMIT = 300 << 20
 SECONDS = 10
 FIXTURES = ROOT / "tests" / "fixtures"
 INTERESTING = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
@@ -110,8 +120,62 @@ def seeds():
             "json": [document], "lws": [log]}
 
 
+def crafted_maps(rng):
+    """An archive of image maps built to cost: doubling prefixes, many
+    images that traces take turns among, overlapping images, or many
+    maps."""
+    shape = rng.randrange(4)
+    if shape == 0:
+        doublings = rng.randrange(1, 15)
+        maps = [crafted.doubling_image_map(salt, rng.choice((2, 50, 500)), doublings)
+                for salt in range(rng.choice((1, 4, 5, 64)))]
+        rounds = 1
+    elif shape == 1:
+        maps = [crafted.wide_image_map(salt, rng.choice((10, 1000, 5000)))
+                for salt in range(rng.choice((2, 65, 70)))]
+        rounds = rng.choice((1, 20))
+    elif shape == 2:
+        maps, rounds = crafted.one_image_maps(rng.choice((100, 20_000, 60_000))), 1
+    else:
+        images = []
+        for _ in range(rng.randrange(1, 400)):
+            base = rng.randrange(0x500000, 0x500000 + 0x1000)
+            images.append(Image(f"/x/{rng.randrange(9)}", base, base + rng.randrange(0x2000)))
+        maps = [encode_image_map(ImageMap("linux-x86_64", images))]
+        rounds = rng.choice((1, 100))
+    return crafted.archive_of_maps(maps, rng.randrange(3), rounds)
+
+
+def crafted_core(rng, directory):
+    """A core file built to lie (see crafted.stack_core), in directory
+    with a FIFO its NT_FILE may name."""
+    fifo = os.path.join(directory, "fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    stack = crafted.STACK
+    named = rng.choice((fifo, "/dev/zero", directory, os.path.join(directory, "missing"),
+                        "/bin/true", sys.executable))
+    mappings = rng.choice(((), [(stack, stack + crafted.PAGE, 0, named)],
+                           [(0x400000, 0x500000, 0, named)]))
+    machine = rng.choice((crafted.EM_X86_64,) * 3 + (crafted.EM_AARCH64, 3, 0xFFFF))
+    size = rng.choice((crafted.X86_64_PRSTATUS,) * 3 + (0, 100, 328, 392, 4096))
+    return crafted.stack_core(mappings, machine, size, dump_stack=rng.random() < 0.5)
+
+
+def crafted_input(kind, rng, directory):
+    return crafted_maps(rng) if kind == "maps" else crafted_core(rng, directory)
+
+
+CRAFTED = ("maps", "core")
+
+
 def commands(kind, path, helper):
     """The command lines a mutated input of this kind is given to."""
+    if kind == "maps":
+        out = os.path.join(os.path.dirname(path), "out.svg")
+        return [["cbf", "decode", path], ["fold", path], ["flame", path, "-o", out]]
+    if kind == "core":
+        return [["stack", "--core", path]]
     if kind == "elf":
         return [["sframe", "dump", path], ["sframe", "dump", "--synth", "--no-cache", path],
                 ["sframe", "lookup", path, "0x401000", "0x1130"],
@@ -225,12 +289,15 @@ def _outcome(status, stderr):
     return "traceback"
 
 
-def fuzz(cases, seed, directory, keep=None, report=None):
-    """Run cases; returns {outcome: count} and the failing cases
-    [(outcome, argv, input bytes, stderr)]."""
+def fuzz(cases, seed, directory, keep=None, report=None, only=None):
+    """Run cases (of the kinds in ``only``, default all); returns
+    {outcome: count} and the failing cases [(outcome, argv, input bytes,
+    stderr)]."""
     rng = random.Random(seed)
     corpus = seeds()
-    kinds = [kind for kind in corpus if corpus[kind]]
+    kinds = [kind for kind in corpus if corpus[kind]] + list(CRAFTED)
+    if only:
+        kinds = [kind for kind in kinds if kind in only]
     helper = os.path.join(directory, "helper.cbf")
     with open(helper, "wb") as stream:
         stream.write(cbf.encode([cbf.Frame("pc", 0x401000), cbf.Frame("ra", 0x1130)]))
@@ -239,8 +306,13 @@ def fuzz(cases, seed, directory, keep=None, report=None):
     path = os.path.join(directory, "input")
     for number in range(cases):
         kind = kinds[number % len(kinds)] if number < len(kinds) else rng.choice(
-            kinds + ["elf", "archive"])  # ELF files and archives twice as often
-        data = mutate(rng.choice(corpus[kind]), rng)
+            kinds + [k for k in ("elf", "archive") if k in kinds])  # twice as often
+        if kind in CRAFTED:
+            data = crafted_input(kind, rng, directory)
+            if rng.random() < 0.5:
+                data = mutate(data, rng)
+        else:
+            data = mutate(rng.choice(corpus[kind]), rng)
         with open(path, "wb") as stream:
             stream.write(data)
         argv = rng.choice(commands(kind, path, helper))
@@ -641,6 +713,8 @@ def main():
                         "(as root: some plants belong to another user)")
     parser.add_argument("--names", action="store_true",
                         help="hostile names instead of mutated inputs")
+    parser.add_argument("--kinds", metavar="K,K", help="only these kinds of input: "
+                        "elf, archive, cbf, json, lws, maps, core (default all)")
     args = parser.parse_args()
     began = time.time()
     if args.planted:
@@ -666,7 +740,8 @@ def main():
                                                   directory, build_hostile_names(directory))
                 else:
                     counts, failures = fuzz(args.cases // args.jobs, args.seed + job,
-                                            directory, args.keep, report=1000)
+                                            directory, args.keep, report=1000,
+                                            only=args.kinds and args.kinds.split(","))
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
             print(f"job {job}: {json.dumps(counts)}", flush=True)

@@ -85,3 +85,13 @@ def test_the_names_check_sees_a_name_act():
     assert fuzz.names_acted("fold", "main;f 1\nfake 2\n", traces=1)
     assert fuzz.names_acted("svg", "<svg><text>\x01</text></svg>")
     assert fuzz.names_acted("decode", r"#0  0x0000000000401000 in f\033[2J\n#9 fake ()") is None
+
+
+def test_crafted_maps_and_cores_end_cleanly_or_in_one_line(tmp_path):
+    """Image maps built to expand and cores built to lie, mutated or not,
+    each under the 300 MB limit."""
+    fuzz = _fuzz_module()
+    counts, failures = fuzz.fuzz(40, 2026, str(tmp_path), only=("maps", "core"))
+    assert sum(counts.values()) == 40 and counts["error"] > 0 and counts["clean"] > 0
+    assert failures == [], "\n".join(f"{outcome}: {' '.join(argv)}\n{stderr}"
+                                     for outcome, argv, _, stderr in failures[:5])

@@ -142,11 +142,21 @@ def _describer(symbolizer, images):
     return symbolizer.describer(images)
 
 
+#: The most text `sfbt cbf encode` reads: a million frame lines and room
+#: to spare.
+MAX_FRAME_TEXT_BYTES = 64 << 20
+
+
 def _run_cbf_encode(args):
     from .archive import cbf
+    from .lines import bounded_lines
     try:
-        frames, truncated = cbf.parse_frames(sys.stdin.read())
-        data = cbf.encode(frames, args.word_size, truncated)
+        parsed = cbf.FrameText(bounded_lines(sys.stdin.buffer, max_bytes=MAX_FRAME_TEXT_BYTES),
+                               cbf.DEFAULT_LIMIT)
+        encoder = cbf.Encoder(args.word_size)
+        for entry in parsed:
+            encoder.add(entry)
+        data = encoder.finish(parsed.truncated)
     except SfbtError as error:
         raise CommandError(f"<stdin>: {error}") from None
     sys.stdout.buffer.write(data)
@@ -157,7 +167,7 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
     ``write_trace(trace)`` for each; a bare CBF file goes to ``bare_cbf(data)``
     instead when given.  Errors become one line naming the file, after
     the traces read before an archive's damage."""
-    from .archive.saved import SavedFile
+    from .archive.saved import SavedFile, input_name
     from .files import FileProblem
     try:
         with SavedFile(path) as saved:
@@ -172,7 +182,7 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
     except BrokenPipeError:
         raise  # standard output closed (`| head`): not the file's fault
     except (SfbtError, OSError) as problem:
-        raise _failure(path, problem) from None
+        raise _failure(input_name(path), problem) from None
     if error is not None:
         raise CommandError(str(error))
 
@@ -214,12 +224,14 @@ def _run_fold(args):
 
 def _run_lws_filter(args):
     from .archive import lws
+    from .lines import bounded_lines
     convert = (lws.filter_decode if args.lws_command == "decode"
                else lambda lines: lws.filter_encode(lines, legacy=args.legacy))
     try:
-        for line in convert(sys.stdin):
+        # Bytes that are not UTF-8 pass through as they are.
+        for line in convert(bounded_lines(sys.stdin.buffer, "surrogateescape")):
             sys.stdout.write(line)
-    except lws.LwsFormatError as error:
+    except SfbtError as error:
         raise CommandError(f"<stdin>: {error}") from None
 
 
@@ -227,12 +239,13 @@ def _run_heapmap(args):
     from .archive import cbf, lws
     from .archive.report import frame_lines
     from .files import open_regular
+    from .lines import bounded_lines
     try:
         with open_regular(args.log) as stream:
-            groups = lws.group_allocations(lws.log_lines(stream))
+            groups = lws.group_allocations(bounded_lines(stream))
     except OSError as error:
         raise CommandError(f"{args.log}: {error.strerror or error}") from None
-    except lws.LwsFormatError as error:
+    except SfbtError as error:
         raise CommandError(f"{args.log}: {error}") from None
     symbolizer = _symbolizer(args)
     lines = []

@@ -146,27 +146,51 @@ def _word_size_code(word_size):
 
 def encode(frames, word_size=64, truncated=False):
     """The smallest CBF bytes for ``frames`` (Frame and Omitted entries)."""
-    info = VERSION << 2 | _word_size_code(word_size)
-    out = bytearray([info])
-    frames = list(frames)
-    last_address = None  # None until the first address is written
-    index = 0
-    while index < len(frames):
-        entry = frames[index]
-        run_end = index + 1
-        while run_end < len(frames) and frames[run_end] == entry:
-            run_end += 1
+    encoder = Encoder(word_size)
+    for entry in frames:
+        encoder.add(entry)
+    return encoder.finish(truncated)
+
+
+class Encoder:
+    """encode() an entry at a time, for entries read as they come: each
+    is written when it differs from the one before, a run of equal ones
+    as one ``rep`` when the run ends."""
+
+    def __init__(self, word_size=64):
+        self.word_size = word_size
+        self._out = bytearray([VERSION << 2 | _word_size_code(word_size)])
+        self._last_address = None  # None until the first address is written
+        self._entry = None  # the entry of the run being counted
+        self._run = 0  # its length
+        self._count = 0  # entries added
+
+    def add(self, entry):
+        if self._run and entry == self._entry:
+            self._run += 1
+            return
+        self._end_run()
         if isinstance(entry, Frame):
-            last_address = _write_frame(out, entry, last_address, word_size)
+            self._last_address = _write_frame(self._out, entry, self._last_address,
+                                              self.word_size)
         elif isinstance(entry, Omitted):
-            _write_omit(out, entry.count, word_size)
+            _write_omit(self._out, entry.count, self.word_size)
         else:
-            raise TypeError(f"frame {index} is a {type(entry).__name__}, "
+            raise TypeError(f"frame {self._count} is a {type(entry).__name__}, "
                             "not a Frame or Omitted")
-        _write_repeats(out, run_end - index - 1, word_size)
-        index = run_end
-    out.append(OP_TRUNC if truncated else OP_END)
-    return bytes(out)
+        self._count += 1
+        self._entry, self._run = entry, 1
+
+    def _end_run(self):
+        if self._run:
+            self._count += self._run - 1
+            _write_repeats(self._out, self._run - 1, self.word_size)
+        self._run = 0
+
+    def finish(self, truncated=False):
+        """The bytes of the entries added, then ``trunc`` or ``end``."""
+        self._end_run()
+        return bytes(self._out) + bytes([OP_TRUNC if truncated else OP_END])
 
 
 def _write_frame(out, frame, last_address, bits):
@@ -365,24 +389,44 @@ def parse_frames(text):
     """(frames, truncated) from format_frames' text; blank lines are ignored.
 
     Numbers may be hex (0x...) or decimal.  Errors name the line."""
-    frames = []
-    truncated = False
-    for number, line in enumerate(text.splitlines(), 1):
-        words = line.split()
-        if not words:
-            continue
-        if truncated:
-            raise FrameTextError(f"line {number}: {line.strip()!r} after 'truncated'")
-        if words == ["truncated"]:
-            truncated = True
-            continue
-        if len(words) != 2 or words[0] not in KINDS + ("omit",):
-            raise FrameTextError(f"line {number}: expected 'pc|ra|async ADDRESS', "
-                             f"'omit COUNT' or 'truncated', not {line.strip()!r}")
-        kind, value_text = words
-        try:
-            value = int(value_text, 0)
-            frames.append(Omitted(value) if kind == "omit" else Frame(kind, value))
-        except ValueError as error:
-            raise FrameTextError(f"line {number}: {error}") from None
-    return frames, truncated
+    parsed = FrameText(text.splitlines())
+    frames = list(parsed)
+    return frames, parsed.truncated
+
+
+class FrameText:
+    """The entries of format_frames' text, read a line at a time from
+    ``lines``: iterating gives the Frame and Omitted entries, and then
+    ``truncated`` says whether the text ended with ``truncated``.  More
+    than ``limit`` entries (what decode() reads back) is an error."""
+
+    def __init__(self, lines, limit=None):
+        self.lines = lines
+        self.limit = limit
+        self.truncated = False
+
+    def __iter__(self):
+        count = 0
+        for number, line in enumerate(self.lines, 1):
+            words = line.split()
+            if not words:
+                continue
+            if self.truncated:
+                raise FrameTextError(f"line {number}: {line.strip()!r} after 'truncated'")
+            if words == ["truncated"]:
+                self.truncated = True
+                continue
+            if len(words) != 2 or words[0] not in KINDS + ("omit",):
+                raise FrameTextError(f"line {number}: expected 'pc|ra|async ADDRESS', "
+                                     f"'omit COUNT' or 'truncated', not {line.strip()!r}")
+            count += 1
+            if self.limit is not None and count > self.limit:
+                raise FrameTextError(f"line {number}: more than {self.limit} frames "
+                                     "(as many as a trace is decoded with)")
+            kind, value_text = words
+            try:
+                value = int(value_text, 0)
+                entry = Omitted(value) if kind == "omit" else Frame(kind, value)
+            except ValueError as error:
+                raise FrameTextError(f"line {number}: {error}") from None
+            yield entry

@@ -42,6 +42,8 @@ multi-byte negative fields wrong there).  The document's example shows an
 have none.
 """
 
+import heapq
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from ..errors import EncodeError, LocatedError
@@ -70,17 +72,37 @@ FIXED_PREFIXES = (
 _SEPARATORS = b"/\\"
 _FRAMEWORK_MIDDLE = b".framework/Versions/"
 
-# Not in the format: bounds on one decoded path and on all the bytes a map
-# decodes to (paths and the prefixes they define), because a few expand
-# bytes can each repeat a long prefix.
+# Not in the format: bounds on one decoded path and on all the bytes maps
+# decode to, because a few expand bytes can each repeat a long prefix.
+# What decoding spends: each path, build id and defined prefix, and
+# IMAGE_COST more per image and MAP_COST per map for the objects that
+# hold them and the lookup tables made for them.
 MAX_PATH_BYTES = 1 << 15
 MAX_DECODED_BYTES = 1 << 24
+IMAGE_COST = 192
+MAP_COST = 1024
 
 
 class ImageMapError(LocatedError):
     """Malformed image map data, located by byte offset: ``CIF+0x3: ...``."""
 
     default_where = "CIF"
+
+
+class DecodeBudget:
+    """The bytes image maps may still decode to.  One budget may be
+    shared by many maps (every map of an archive), so that the limit is
+    on them all, not on each."""
+
+    def __init__(self, limit=MAX_DECODED_BYTES, what="paths and prefixes"):
+        self.limit = limit
+        self.left = limit
+        self.what = what
+
+    def spend(self, count, at):
+        self.left -= count
+        if self.left < 0:
+            raise ImageMapError(f"{self.what} expand to more than {self.limit} bytes", at)
 
 
 @dataclass(frozen=True)
@@ -104,6 +126,61 @@ class ImageMap:
 
     def __post_init__(self):
         object.__setattr__(self, "images", tuple(self.images))
+
+
+def image_finder(images):
+    """find(address): the first of images (in their order) whose text holds
+    the address, or None, in logarithmic time however the images overlap.
+    The boundaries of all images cut the addresses into pieces; a sweep
+    over them notes each piece's first image."""
+    edges = sorted({edge for image in images if image.base < image.end_of_text
+                    for edge in (image.base, image.end_of_text)})
+    starting = {}
+    for index, image in enumerate(images):
+        if image.base < image.end_of_text:
+            starting.setdefault(image.base, []).append(index)
+    owners = []  # owners[k]: the image holding edges[k]..edges[k + 1], or None
+    active = []  # heap of (index, end) of images that began
+    for edge in edges:
+        for index in starting.get(edge, ()):
+            heapq.heappush(active, (index, images[index].end_of_text))
+        while active and active[0][1] <= edge:  # ended before this piece
+            heapq.heappop(active)
+        owners.append(images[active[0][0]] if active else None)
+
+    def find(address):
+        at = bisect_right(edges, address) - 1
+        return owners[at] if at >= 0 else None
+    return find
+
+
+#: Images the lists PerImageMap keeps may hold in all (an archive's maps
+#: hold at most its store.MAX_ARCHIVE_DECODED_BYTES / IMAGE_COST, about
+#: 350,000).
+MAX_KEPT_IMAGES = 1 << 20
+
+
+class PerImageMap:
+    """``make(images)`` of each list of images, made once and kept while
+    the lists kept hold at most MAX_KEPT_IMAGES images: traces that take
+    turns among many image maps must not make it again for each."""
+
+    def __init__(self, make):
+        self._make = make
+        self._kept = {}  # id(images) -> (images, made)
+        self._images = 0
+
+    def __call__(self, images):
+        kept = self._kept.get(id(images))
+        if kept is not None and kept[0] is images:
+            return kept[1]
+        if self._images + len(images) > MAX_KEPT_IMAGES:
+            self._kept.clear()
+            self._images = 0
+        self._images += len(images)
+        made = self._make(images)
+        self._kept[id(images)] = (images, made)
+        return made
 
 
 def _to_bytes(text):
@@ -255,22 +332,18 @@ def _write_path(out, path, prefixes):
 # Reading
 
 
-def decode_image_map(data):
-    """An ImageMap from its bytes; malformed data raises ImageMapError."""
-    return _Reader(bytes(data)).read()
+def decode_image_map(data, budget=None):
+    """An ImageMap from its bytes; malformed data, or more decoded bytes
+    than the DecodeBudget ``budget`` has left (default: a budget of
+    MAX_DECODED_BYTES for this map alone), raises ImageMapError."""
+    return _Reader(bytes(data), budget or DecodeBudget()).read()
 
 
 class _Reader:
-    def __init__(self, data):
+    def __init__(self, data, budget):
         self.data = data
         self.position = 0
-        self.decoded = 0  # bytes of paths and prefixes so far
-
-    def spend(self, count, at):
-        self.decoded += count
-        if self.decoded > MAX_DECODED_BYTES:
-            raise ImageMapError(f"paths and prefixes expand to more than "
-                                f"{MAX_DECODED_BYTES} bytes", at)
+        self.budget = budget
 
     def take(self, count, what):
         end = self.position + count
@@ -293,6 +366,7 @@ class _Reader:
                 return value
 
     def read(self):
+        self.budget.spend(MAP_COST, 0)
         info = self.byte("the info byte")
         if info & 3 == 3:
             raise ImageMapError(f"info byte {info:#04x} has the reserved word "
@@ -321,6 +395,7 @@ class _Reader:
             build_id = self.take(self.count(f"image {index}'s build id length"),
                                  f"image {index}'s build id")
             path = self.path(prefixes, index)
+            self.budget.spend(IMAGE_COST + len(build_id) + len(path), header_at)
             images.append(Image(_to_text(path), base, (base + size) & mask, build_id))
         if self.position < len(self.data):
             raise ImageMapError(f"{len(self.data) - self.position} bytes after "
@@ -347,7 +422,7 @@ class _Reader:
                     text_start = len(result)
                 for byte in self.take(opcode, what):
                     if byte in _SEPARATORS and len(result) > text_start:
-                        self.spend(len(result) - text_start, at)
+                        self.budget.spend(len(result) - text_start, at)
                         prefixes.define(bytes(result[text_start:]))
                     result.append(byte)
             elif opcode < PATH_EXPAND:
@@ -363,7 +438,6 @@ class _Reader:
                 if prefix is None:
                     raise ImageMapError(f"{what} expands unknown prefix code "
                                         f"{code}", at)
-                self.spend(len(prefix), at)
                 result += prefix
             if len(result) > MAX_PATH_BYTES:
                 raise ImageMapError(f"{what} is longer than {MAX_PATH_BYTES} "

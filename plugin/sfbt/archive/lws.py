@@ -161,24 +161,6 @@ def decode_blob(text_or_bytes):
     return frames, reader.read(width, "the size")
 
 
-#: The longest log line read; a longer one is not a log of ~m# records.
-MAX_LINE_BYTES = 1 << 20
-
-
-def log_lines(stream):
-    """The lines of a binary log stream as text, one at a time; a line of
-    more than MAX_LINE_BYTES raises LwsFormatError naming it."""
-    number = 0
-    while True:
-        line = stream.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        number += 1
-        if len(line) > MAX_LINE_BYTES:
-            raise LwsFormatError(f"line {number} is longer than {MAX_LINE_BYTES} bytes")
-        yield line.decode("utf-8", "replace")
-
-
 def find_blobs(line):
     """Each ``~m#`` blob embedded in a line of log text, lead-in included."""
     return (match.group(0) for match in _BLOB.finditer(line))

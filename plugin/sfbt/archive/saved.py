@@ -5,15 +5,18 @@ import base64
 import io
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SfbtError
 from ..files import FileProblem, open_regular
+from ..lines import bounded_lines
 from . import cbf, lws
 from .imagemap import decode_image_map
 from .report import frame_lines, trace_heading
-from .store import MAX_ARCHIVE_BYTES, ArchiveReader, is_archive
+from .store import (MAGIC, ArchiveError, ArchiveReader, is_archive, iter_records,
+                    record_bytes)
 
 
 class SavedFormError(SfbtError):
@@ -46,6 +49,11 @@ def saved_form(data: bytes) -> str:
     return "cbf"
 
 
+def input_name(path):
+    """How errors name the input: ``path``, or <stdin> for "-"."""
+    return "<stdin>" if path == "-" else path
+
+
 class SavedFile:
     """A file in any form cbf-save writes, read a backtrace at a time:
     ``traces()`` yields SavedTraces; afterwards ``error`` is the
@@ -59,19 +67,25 @@ class SavedFile:
         self.path = path
         self.error = None
         self.recording = None
+        self._copy_error = None  # what ended an archive copied from standard input
+        self.size = None
         if path == "-":
             import sys
-            data = sys.stdin.buffer.read(MAX_ARCHIVE_BYTES + 1)
-            if len(data) > MAX_ARCHIVE_BYTES:
-                raise FileProblem("<stdin>", f"more than {MAX_ARCHIVE_BYTES} bytes")
-            self.stream, self.size = io.BytesIO(data), len(data)
+            self.path = input_name(path)
+            head = sys.stdin.buffer.read(MAX_WHOLE_BYTES + 1)
+            self.stream = io.BufferedReader(_Prefixed(head, sys.stdin.buffer))
         else:
             self.stream = open_regular(path)
-            self.size = os.fstat(self.stream.fileno()).st_size
         try:
-            head = self.stream.read(MAX_WHOLE_BYTES + 1)
-            self.stream.seek(0)
+            if path != "-":
+                head = self.stream.read(MAX_WHOLE_BYTES + 1)
+                self.stream.seek(0)
             self.form = saved_form(head)
+            if self.form == "archive":
+                if path == "-":
+                    self.stream, self._copy_error = _copied_archive(self.stream,
+                                                                    self.path)
+                self.size = os.fstat(self.stream.fileno()).st_size
             if len(head) > MAX_WHOLE_BYTES and self.form != "archive":
                 if self.form == "json":
                     raise SavedFormError(f"a JSON document of more than "
@@ -101,19 +115,51 @@ class SavedFile:
 
     def _archive_traces(self):
         reader = ArchiveReader(self.stream, self.path, self.size)
-        maps = {}  # index -> images, a few decoded at a time
         try:
             for number, event, count, decoded in reader.traces():
-                index = event.image_map_index
-                if index not in maps:
-                    if len(maps) >= 64:
-                        maps.clear()
-                    maps[index] = reader.image_map(index).images
+                images = reader.image_map(event.image_map_index).images
                 yield SavedTrace(trace_heading(number, event, count),
-                                 decoded.frames, decoded.truncated, maps[index], count)
+                                 decoded.frames, decoded.truncated, images, count)
         finally:
-            self.error = reader.error
+            self.error = reader.error or self._copy_error
             self.recording = reader.recording
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream whose first bytes (head) were read already: head, then
+    the rest of the stream."""
+
+    def __init__(self, head, rest):
+        self._head = io.BytesIO(head)
+        self._rest = rest
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        return self._head.readinto(buffer) or self._rest.readinto(buffer)
+
+
+def _copied_archive(stream, where):
+    """(temporary file, ArchiveError or None): an archive read from a
+    stream that cannot seek (standard input) copied a whole record at a
+    time, up to its first damage, into an unnamed temporary file, so that
+    memory stays bounded and garbage is never copied."""
+    copy = tempfile.TemporaryFile()
+    try:
+        copy.write(stream.read(len(MAGIC)))
+        try:
+            for _, kind, payload in iter_records(stream, where):
+                copy.write(record_bytes(kind, payload))
+            error = None
+        except ArchiveError as damage:
+            error = damage
+        copy.flush()
+        copy.seek(0)
+        return copy, error
+    except BaseException:
+        copy.close()
+        raise
 
 
 def _json_trace(data):
@@ -138,7 +184,7 @@ def _json_trace(data):
 
 
 def _lws_traces(stream):
-    for number, line in enumerate(lws.log_lines(stream), 1):
+    for number, line in enumerate(bounded_lines(stream), 1):
         for blob in lws.find_blobs(line):
             try:
                 addresses, size = lws.decode_blob(blob)

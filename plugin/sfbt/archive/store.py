@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..errors import LocatedError
 from ..files import locked_for_update, open_regular, replace_file
 from . import cbf
-from .imagemap import ImageMapError, decode_image_map, encode_image_map
+from .imagemap import DecodeBudget, ImageMapError, decode_image_map, encode_image_map
 from .recording import Recording
 
 MAGIC = b"SFBTARC\x01"
@@ -32,10 +32,13 @@ _EVENT_HEAD = struct.Struct("<IIQ")
 
 # Limits on what sfbt reads, so that a damaged or hostile file costs
 # bounded memory and time: a record (a trace of a million distinct
-# frames is a few MB), a whole archive, and frames per byte of archive.
+# frames is a few MB), a whole archive, frames per byte of archive, and
+# the bytes all of an archive's distinct image maps decode to (each is
+# decoded once and kept).
 MAX_RECORD_BYTES = 16 << 20
 MAX_ARCHIVE_BYTES = 1 << 30
 FRAMES_PER_BYTE = 4
+MAX_ARCHIVE_DECODED_BYTES = 64 << 20
 
 
 class ArchiveError(LocatedError):
@@ -130,7 +133,7 @@ class Archive:
 
     def pending_records(self):
         """[(kind, record bytes)] of the records not yet written."""
-        return [(kind, _record(kind, payload)) for kind, payload in self._pending]
+        return [(kind, record_bytes(kind, payload)) for kind, payload in self._pending]
 
     def pending_bytes(self):
         return b"".join(record for _, record in self.pending_records())
@@ -198,10 +201,15 @@ def iter_records(stream, where=None):
         at = end
 
 
-def _check_image_map(payload, offset):
+def archive_budget():
+    """The DecodeBudget all of one archive's image maps share."""
+    return DecodeBudget(MAX_ARCHIVE_DECODED_BYTES, "the archive's image maps")
+
+
+def _check_image_map(payload, offset, budget):
     """Decode an image map record's payload, or raise ArchiveError there."""
     try:
-        return decode_image_map(payload)
+        return decode_image_map(payload, budget)
     except ImageMapError as error:
         raise ArchiveError(f"image map: {error}", offset) from None
 
@@ -234,13 +242,14 @@ def _check_event(payload, offset, trace_count, image_map_count):
 def parse_archive(data, path=None):
     """(Archive, ArchiveError or None): everything before the first damage."""
     archive = Archive()
+    budget = archive_budget()
     if not is_archive(data):
         return archive, ArchiveError("not an sfbt archive (bad magic)", 0, path)
     stream = io.BytesIO(data)
     stream.seek(len(MAGIC))
     try:
         for at, kind, payload in iter_records(stream):
-            _parse_record(archive, at, kind, payload)
+            _parse_record(archive, at, kind, payload, budget)
     except ArchiveError as error:
         error.where = path
         archive.mark_written()
@@ -249,10 +258,11 @@ def parse_archive(data, path=None):
     return archive, None
 
 
-def _parse_record(archive, at, kind, payload):
+def _parse_record(archive, at, kind, payload, budget):
     offset = at + _RECORD_HEAD.size
     if kind == KIND_IMAGE_MAP:
-        _check_image_map(payload, offset)
+        if payload not in archive._image_map_index:  # each distinct map once
+            _check_image_map(payload, offset, budget)
         archive.add_image_map(payload)
     elif kind == KIND_TRACE:
         _, _, cbf_bytes = _check_trace(payload, offset, len(archive.traces) + 1)
@@ -275,14 +285,17 @@ class ArchiveReader:
     is exhausted, which also stops at the frame budget: a few bytes of
     ``rep`` can ask for millions of frames, so an archive may expand to
     FRAMES_PER_BYTE frames per byte of the file (at least a whole trace's
-    worth, cbf.DEFAULT_LIMIT).  ``recording`` sums up every event read."""
+    worth, cbf.DEFAULT_LIMIT).  Each distinct image map is decoded once,
+    in the first pass, and kept: all of them together within
+    MAX_ARCHIVE_DECODED_BYTES.  ``recording`` sums up every event read."""
 
     def __init__(self, stream, path, size):
         self.stream = stream
         self.path = path
         self.error = None
-        self._map_places = []  # (offset, length) of each image map's payload
-        self._checked_maps = set()  # blake2b digests of the maps decoded
+        self._maps = []  # each image map record's ImageMap
+        self._decoded_maps = {}  # blake2b digest of a map's bytes -> its ImageMap
+        self._budget = archive_budget()
         self._trace_offsets = array("Q")  # where each trace's CBF bytes are
         self._trace_lengths = array("L")
         self._counts = array("L")
@@ -304,10 +317,11 @@ class ArchiveReader:
         offset = at + _RECORD_HEAD.size
         if kind == KIND_IMAGE_MAP:
             digest = hashlib.blake2b(payload, digest_size=16).digest()
-            if digest not in self._checked_maps:
-                _check_image_map(payload, offset)
-                self._checked_maps.add(digest)
-            self._map_places.append((offset, len(payload)))
+            image_map = self._decoded_maps.get(digest)
+            if image_map is None:
+                image_map = _check_image_map(payload, offset, self._budget)
+                self._decoded_maps[digest] = image_map
+            self._maps.append(image_map)
         elif kind == KIND_TRACE:
             _check_trace(payload, offset, len(self._trace_offsets) + 1)
             self._trace_offsets.append(offset + _TRACE_HEAD.size)
@@ -316,7 +330,7 @@ class ArchiveReader:
             self._first_events.append(None)
         elif kind == KIND_EVENT:
             event = _check_event(payload, offset, len(self._trace_offsets),
-                                 len(self._map_places))
+                                 len(self._maps))
             self.recording.add(event)
             index = event.trace_id - 1
             self._counts[index] += 1
@@ -330,7 +344,7 @@ class ArchiveReader:
         return self.stream.read(length)
 
     def image_map(self, index):
-        return decode_image_map(self._read(*self._map_places[index]))
+        return self._maps[index]
 
     def traces(self):
         """(number, first Event, count, decoded Backtrace) for each
@@ -341,7 +355,7 @@ class ArchiveReader:
             payload = self._first_events[number - 1]
             if payload is None:
                 continue
-            event = _check_event(payload, 0, len(self._trace_offsets), len(self._map_places))
+            event = _check_event(payload, 0, len(self._trace_offsets), len(self._maps))
             limit = min(cbf.DEFAULT_LIMIT, budget)
             decoded = cbf.decode(self._read(offset, length), strict=False, limit=limit)
             if decoded.over_limit and limit < cbf.DEFAULT_LIMIT:
@@ -362,7 +376,7 @@ def read_archive(path):
         return parse_archive(stream.read(), path)
 
 
-def _record(kind, payload):
+def record_bytes(kind, payload):
     head = _RECORD_HEAD.pack(kind, len(payload))
     return head + payload + _CRC.pack(zlib.crc32(head + payload))
 
@@ -378,6 +392,7 @@ class _StoredRecords:
             raise ArchiveError("not an sfbt archive (bad magic)", 0, path)
         self.image_maps = {}  # digest -> index
         self.image_map_count = 0
+        self.budget = archive_budget()
         self.buckets = {}  # trace hash -> [(trace id, offset, length)]
         self.trace_count = 0
         self.size = len(MAGIC)
@@ -393,8 +408,9 @@ class _StoredRecords:
     def _note(self, at, kind, payload):
         offset = at + _RECORD_HEAD.size
         if kind == KIND_IMAGE_MAP:
-            _check_image_map(payload, offset)
             digest = hashlib.blake2b(payload, digest_size=16).digest()
+            if digest not in self.image_maps:
+                _check_image_map(payload, offset, self.budget)
             self.image_maps.setdefault(digest, self.image_map_count)
             self.image_map_count += 1
         elif kind == KIND_TRACE:
@@ -423,7 +439,7 @@ class _StoredRecords:
             if index is None:
                 index = self.image_maps[digest] = self.image_map_count
                 self.image_map_count += 1
-                out.append(_record(KIND_IMAGE_MAP, map_bytes))
+                out.append(record_bytes(KIND_IMAGE_MAP, map_bytes))
             data = archive.traces[event.trace_id].data
             digest = trace_hash(data)
             bucket = self.buckets.setdefault(digest, [])
@@ -434,10 +450,10 @@ class _StoredRecords:
                 trace_id = self.trace_count
                 self.new_traces[trace_id] = data
                 bucket.append((trace_id, 0, len(data)))
-                out.append(_record(KIND_TRACE, _TRACE_HEAD.pack(trace_id, digest) + data))
+                out.append(record_bytes(KIND_TRACE, _TRACE_HEAD.pack(trace_id, digest) + data))
             strings = b"".join(_pack_string(s) for s in (
                 event.architecture, event.thread, event.reason, event.label))
-            out.append(_record(KIND_EVENT, _EVENT_HEAD.pack(
+            out.append(record_bytes(KIND_EVENT, _EVENT_HEAD.pack(
                 trace_id, index, event.time_ns) + strings))
         return b"".join(out)
 

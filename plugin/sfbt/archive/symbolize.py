@@ -11,6 +11,7 @@ from ..debuginfo import DebugFiles
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from ..printable import printable
+from .imagemap import PerImageMap, image_finder
 
 
 def _reason(error):
@@ -301,7 +302,7 @@ class Symbolizer:
         self._by_build_id = None
         self._for_image = {}  # (path, build id) -> ElfSymbolizer or None
         self._from = {}  # path -> " from PATH", one string for every frame
-        self._describers = {}  # id(images) -> (images, describe)
+        self._describers = PerImageMap(self._describer)
 
     def _open(self, path):
         if path not in self._by_path:
@@ -368,27 +369,20 @@ class Symbolizer:
     def describer(self, images):
         """describe(address) for the images of one image map, remembering
         its answers (an archive's traces share most of their addresses)."""
-        kept = self._describers.get(id(images))
-        if kept is not None and kept[0] is images:
-            return kept[1]
-        if len(self._describers) >= 64:
-            self._describers.clear()
-        ordered = sorted(images, key=lambda image: image.base)
-        bases = [image.base for image in ordered]
+        return self._describers(images)
+
+    def _describer(self, images):
+        find = image_finder(images)
         answers = {}
 
         def describe(address):
             answer = answers.get(address)
             if answer is None:
-                at = bisect_right(bases, address) - 1
-                image = ordered[at] if at >= 0 and address < ordered[at].end_of_text \
-                    else next((i for i in images if i.base <= address < i.end_of_text), None)
-                answer = self._describe_in(address, image)
+                answer = self._describe_in(address, find(address))
                 if len(answers) >= 1 << 20:
                     answers.clear()
                 answers[address] = answer
             return answer
-        self._describers[id(images)] = (images, describe)
         return describe
 
     def describe(self, address, images):

@@ -3,6 +3,7 @@
 import os
 from typing import Optional
 
+from ..archive.imagemap import PerImageMap, image_finder
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import SfbtError
@@ -31,6 +32,7 @@ class ImageTranslator:
     matched by build id, else by path."""
 
     def __init__(self, modules):
+        self._finders = PerImageMap(image_finder)
         self._current = {}
         for module in modules:
             self._current.setdefault(module.build_id or module.path, module)
@@ -39,7 +41,7 @@ class ImageTranslator:
     def translate(self, address, images):
         """(address now, its Module or None, None), or (saved address, None,
         the saved image) for an image that is not loaded now."""
-        image = next((i for i in images if i.base <= address < i.end_of_text), None)
+        image = self._finders(images)(address)
         if image is None:
             return address, None, None
         key = image.build_id.hex() if image.build_id else image.path

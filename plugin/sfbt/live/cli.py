@@ -22,7 +22,8 @@ def _pid(text):
 
 
 def _core_threads(args, error_type):
-    """(Walker, [(thread number, ThreadState)]) of a core file."""
+    """(Walker, [(thread number, ThreadState)], check after the walks) of
+    a core file."""
     from .core import Core
     from .stack import Walker
     core = Core(args.core, args.target)
@@ -35,15 +36,18 @@ def _core_threads(args, error_type):
         numbered = [(n, s) for n, s in numbered if s.tid == args.thread]
         if not numbered:
             raise error_type(f"{args.core} has no thread {args.thread}")
-    return Walker(core.arch, core.modules(), core.read_memory, core.executable), numbered
+    walker = Walker(core.arch, core.modules(), core.read_memory, core.executable)
+    return walker, numbered, core.check_unchanged
 
 
 def _live_threads(args, error_type):
-    """(Walker, [(thread number, ThreadState)]) of a running process."""
+    """(Walker, [(thread number, ThreadState)], check after the walks) of a
+    running process."""
     from .stack import live_threads
     if args.target is None:
         raise error_type("which process? (sfbt stack PID, or --core CORE)")
-    return live_threads(_pid_or_error(args.target, error_type), args.thread)
+    walker, numbered = live_threads(_pid_or_error(args.target, error_type), args.thread)
+    return walker, numbered, lambda: None
 
 
 def _run_stack(args, error_type):
@@ -52,13 +56,15 @@ def _run_stack(args, error_type):
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
     try:
-        walker, numbered = (_core_threads if args.core else _live_threads)(args, error_type)
+        walker, numbered, check = (_core_threads if args.core else _live_threads)(
+            args, error_type)
         if args.format in ONE_BACKTRACE and len(numbered) > 1:
             raise error_type(f"--format {args.format} holds one backtrace and "
                              f"{args.core or 'process ' + args.target} has "
                              f"{len(numbered)} threads: add --thread TID, or use "
                              "--format archive")
         walks = [(number, state, *walker.walk(state)) for number, state in numbered]
+        check()  # a core that changed while it was walked: one line, no stacks
         if args.format == "text":
             text = stack_text(walker, walks)
             if args.output:
@@ -137,7 +143,7 @@ def _run_record(args, error_type):
 
 
 def _run_flame(args, error_type):
-    from ..archive.saved import SavedFile
+    from ..archive.saved import SavedFile, input_name
     from ..files import FileProblem, write_atomically
     try:
         with SavedFile(args.file) as saved:
@@ -162,7 +168,8 @@ def _run_flame(args, error_type):
     except FileProblem as problem:
         raise error_type(str(problem)) from None
     except (SfbtError, OSError) as error:
-        raise error_type(f"{args.file}: {getattr(error, 'strerror', None) or error}") from None
+        raise error_type(f"{input_name(args.file)}: "
+                         f"{getattr(error, 'strerror', None) or error}") from None
     if damage is not None and not distinct:
         raise error_type(str(damage))
     try:

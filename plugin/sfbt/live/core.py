@@ -1,9 +1,14 @@
 """A core file: each thread's registers from its NT_PRSTATUS note, the
 mapped files from NT_FILE, memory from the PT_LOAD segments (and, for
 what the kernel did not dump, the mapped files themselves), the vDSO from
-memory at NT_AUXV's AT_SYSINFO_EHDR."""
+memory at NT_AUXV's AT_SYSINFO_EHDR.
 
-import mmap
+The core and the files NT_FILE names are opened as regular files only (a
+FIFO would block) and read with pread, never mapped: a core truncated
+while mapped would kill the process with SIGBUS.  A read that comes back
+short, or a core whose size or times differ after the walk from when it
+was opened, is a core that changed while it was read: one line says so."""
+
 import os
 import struct
 from bisect import bisect_right
@@ -28,10 +33,22 @@ AT_ENTRY = 9
 AT_SYSINFO_EHDR = 33
 PRPSINFO_PID = 24
 PRPSINFO_FNAME = 40
+#: pr_fpvalid and padding after pr_reg in struct elf_prstatus
+PRSTATUS_TAIL = 8
+#: The most note bytes read (a thread's notes are a few KiB).
+MAX_NOTE_BYTES = 64 << 20
+#: The largest vDSO image read from a core (it is a few pages).
+MAX_VDSO_BYTES = 1 << 20
 
 
 class CoreError(SfbtError):
     """A core file sfbt cannot read, or that does not match the executable."""
+
+
+def _identity(status):
+    """What of a file's status changes when it is written or replaced."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+            status.st_ctime_ns)
 
 
 class Core:
@@ -41,18 +58,19 @@ class Core:
     def __init__(self, path, executable=None):
         self.path = path
         try:
-            self._stream = open(path, "rb")
+            self._stream = open_regular(path)
         except OSError as error:
-            raise CoreError(f"{path}: {error.strerror or error}") from None
-        try:
-            self._data = mmap.mmap(self._stream.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as error:
-            self._stream.close()
-            raise CoreError(f"{path}: not a core file: {error}") from None
+            raise CoreError(str(error)) from None
+        opened = os.fstat(self._stream.fileno())
+        self._size, self._identity = opened.st_size, _identity(opened)
         try:
             self._parse()
         except (ElfError, struct.error) as error:
+            self.close()
             raise CoreError(f"{path}: not a readable core file: {error}") from None
+        except BaseException:
+            self.close()
+            raise
         #: the core's own bytes as a Target reads them (no mapped file's)
         self.dumped = SimpleNamespace(read_memory=self.read_dumped)
         self.images = CoreImages(self)
@@ -61,9 +79,30 @@ class Core:
         self._modules = None
 
     def _read_file(self, offset, size):
-        if offset + size > len(self._data):
+        if offset + size > self._size:
             raise ElfError(f"{size} bytes run past the end of the file", offset)
-        return self._data[offset:offset + size]
+        try:
+            data = os.pread(self._stream.fileno(), size, offset)
+        except OSError as error:
+            raise CoreError(f"{self.path}: {error.strerror or error}") from None
+        if len(data) < size:
+            raise self._changed()
+        return data
+
+    def _changed(self):
+        return CoreError(f"{self.path}: the core file changed while it was read "
+                         f"(it was {self._size} bytes)")
+
+    def check_unchanged(self):
+        """Raise CoreError if the core is not the file it was when opened
+        (a short read during a walk only ends that walk)."""
+        try:
+            now = _identity(os.stat(self.path))
+        except OSError:
+            now = None
+        if now != self._identity or self._identity != _identity(
+                os.fstat(self._stream.fileno())):
+            raise self._changed()
 
     def _parse(self):
         image = ElfImage(self._read_file, 0, self.path)
@@ -79,13 +118,18 @@ class Core:
         self._load_starts = [start for start, _, _ in self._loads]
         self.threads_raw, self.mappings, self.auxv, self.command = [], [], {}, ""
         self.pid = None
+        note_bytes = 0
         for segment in image.segments():
             if segment.type != PT_NOTE:
                 continue
+            note_bytes += segment.filesz
+            if note_bytes > MAX_NOTE_BYTES:
+                raise CoreError(f"{self.path}: notes of more than {MAX_NOTE_BYTES} bytes")
             for kind, name, desc in notes(self._read_file(segment.offset, segment.filesz),
-                                           endian):
+                                          endian):
                 if name != b"CORE":
                     continue
+                self._check_note_size(kind, desc)
                 if kind == NT_PRSTATUS:
                     self.threads_raw.append(desc)
                 elif kind == NT_FILE:
@@ -100,6 +144,25 @@ class Core:
         if not self.threads_raw:
             raise CoreError(f"{self.path}: a core file without threads (no NT_PRSTATUS)")
         self._endian = endian
+
+    def _check_note_size(self, kind, desc):
+        """A note of the size the machine's kernel writes: registers of
+        another machine (an AArch64 e_machine over x86-64 notes) or a
+        short note is refused, not read past."""
+        if kind == NT_PRSTATUS:
+            wanted = regsets.PRSTATUS_REGISTERS + regsets.regset_size(self.arch) + PRSTATUS_TAIL
+            if len(desc) != wanted:
+                raise CoreError(f"{self.path}: an NT_PRSTATUS note of {len(desc)} bytes, "
+                                f"not the {wanted} of {self.arch.name} (the notes are "
+                                "not of the machine the ELF header names)")
+        elif kind == NT_PRPSINFO and len(desc) < PRPSINFO_FNAME + 16:
+            raise CoreError(f"{self.path}: an NT_PRPSINFO note of {len(desc)} bytes, "
+                            f"shorter than {PRPSINFO_FNAME + 16}")
+        elif kind == NT_FILE:
+            count = int.from_bytes(desc[:8], "big" if self.arch.big_endian else "little")
+            if len(desc) < 16 or 16 + 24 * count > len(desc):
+                raise CoreError(f"{self.path}: an NT_FILE note of {len(desc)} bytes is "
+                                f"too short for its {count} mappings")
 
     def _main_mapping(self):
         entry = self.auxv.get(AT_ENTRY)
@@ -140,8 +203,9 @@ class Core:
         i = bisect_right(self._load_starts, address) - 1
         if i >= 0:
             start, end, offset = self._loads[i]
-            if address + size <= end:
-                return self._data[offset + address - start:offset + address - start + size]
+            at = offset + address - start
+            if address + size <= end and at + size <= self._size:  # else not dumped
+                return self._read_file(at, size)
         raise TargetMemoryError(address, size)
 
     def read_memory(self, address, size):
@@ -195,9 +259,9 @@ class Core:
         if i < 0:
             return None
         start, end, offset = self._loads[i]
-        if start != base:
+        if start != base or end - start > MAX_VDSO_BYTES:
             return None
-        return self._data[offset:offset + end - start]
+        return self._read_file(offset, end - start)
 
     def thread_states(self):
         states = []
@@ -210,5 +274,4 @@ class Core:
         return states
 
     def close(self):
-        self._data.close()
         self._stream.close()

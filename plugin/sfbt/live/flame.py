@@ -12,6 +12,7 @@ import json
 import os
 import zlib
 
+from ..archive.imagemap import PerImageMap, image_finder
 from ..archive.report import trace_names
 from ..debuginfo import DebugFiles
 from ..elf import ElfError, open_elf
@@ -34,6 +35,7 @@ class ImageNamer:
     def __init__(self):
         self._symbols = {}
         self._debug_files = DebugFiles()
+        self._finders = PerImageMap(image_finder)
 
     def _module(self, image):
         key = (image.path, image.base, image.build_id)
@@ -51,10 +53,9 @@ class ImageNamer:
             self._symbols[key] = ModuleSymbols(module, self._debug_files) if module else None
         return self._symbols[key]
 
-    @staticmethod
-    def image_of(address, images):
+    def image_of(self, address, images):
         """The image whose text holds a run-time address, or None."""
-        return next((i for i in images if i.base <= address < i.end_of_text), None)
+        return self._finders(images)(address)
 
     def has_symbols(self, image):
         return self._module(image) is not None

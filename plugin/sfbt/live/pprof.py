@@ -21,6 +21,7 @@ function named as the flame graph names it."""
 import gzip
 
 from ..archive import cbf
+from ..archive.imagemap import PerImageMap
 from .flame import ImageNamer
 
 # Field numbers of proto/profile.proto
@@ -69,6 +70,9 @@ class PprofProfile:
 
     def __init__(self):
         self.namer = ImageNamer()
+        # where each image is in its map, found without a scan of the map
+        self._places = PerImageMap(lambda images: {id(image): place
+                                                   for place, image in enumerate(images)})
         self.stacks = 0
         self._strings = {"": 0}  # string_table[0] must be ""
         self._samples = []
@@ -103,7 +107,7 @@ class PprofProfile:
                     image.build_id.hex() if image.build_id else "")),
                 _number(MAPPING_HAS_FUNCTIONS, symbols),
                 _number(MAPPING_HAS_FILENAMES, symbols),
-                _number(MAPPING_HAS_LINE_NUMBERS, symbols))), images.index(image))
+                _number(MAPPING_HAS_LINE_NUMBERS, symbols))), self._places(images)[id(image)])
         return found[0]
 
     def _location(self, address, images):

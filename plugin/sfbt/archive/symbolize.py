@@ -261,10 +261,25 @@ def unit_rows(dwarf, offset):
     return preferred_rows(_line_rows(program)) if program is not None else []
 
 
+def file_names(program):
+    """The names of a line program's files, by index (0-based: DWARF 5's
+    file numbers; earlier versions' numbers less one)."""
+    version = program["version"]
+    directories = program["include_directory"]
+    names = []
+    for entry_file in program["file_entry"]:
+        name = _text(entry_file.name)
+        directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
+        if directory_index > 0 or (version < 5 and directory_index >= 0):
+            if 0 <= directory_index < len(directories) and not name.startswith("/"):
+                name = os.path.join(_text(directories[directory_index]), name)
+        names.append(name)
+    return names
+
+
 def _line_rows(program):
     version = program["version"]
-    files = program["file_entry"]
-    directories = program["include_directory"]
+    names = file_names(program)
     rows = []
     for entry in program.get_entries():
         state = entry.state
@@ -274,15 +289,9 @@ def _line_rows(program):
             rows.append((state.address, None, 0, True))
             continue
         index = state.file if version >= 5 else state.file - 1
-        if not 0 <= index < len(files):
+        if not 0 <= index < len(names):
             continue
-        entry_file = files[index]
-        name = _text(entry_file.name)
-        directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
-        if directory_index > 0 or (version < 5 and directory_index >= 0):
-            if 0 <= directory_index < len(directories) and not name.startswith("/"):
-                name = os.path.join(_text(directories[directory_index]), name)
-        rows.append((state.address, name, state.line, bool(state.is_stmt)))
+        rows.append((state.address, names[index], state.line, bool(state.is_stmt)))
     return rows
 
 

@@ -1,6 +1,8 @@
 """The inline model (sfbt.dwarf.inline) against binutils' addr2line -i."""
 
+import os
 import re
+import signal
 import shutil
 import subprocess
 
@@ -76,3 +78,34 @@ def test_chains_match_addr2line(inlined):
         deep += len(ours) >= 3
     print(f"inline chains equal to addr2line: {compared}, of them {deep} three frames deep or more")
     assert compared > 100 and deep > 20, (compared, deep)
+
+
+_SFBT_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)(?: at | from | \(\)|$)")
+_EU_FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ (\S+)")
+
+
+def _names(text, frame):
+    """The function names of a one-thread backtrace's frames, to main."""
+    names = [m[1] for m in map(frame.match, text.splitlines()) if m]
+    return names[:names.index("main") + 1] if "main" in names else names
+
+
+@pytest.mark.parametrize("argument", ["3", "200"])
+def test_stack_lists_the_inline_frames_eu_stack_shows(inlined, argument):
+    """sfbt stack on a stopped process names the frames eu-stack -i
+    names (inline frames included), to main."""
+    require(shutil.which("eu-stack"), "eu-stack (elfutils) missing")
+    from live_harness import Started, sfbt_command, wait_stopped
+    with Started([inlined, argument]) as started:
+        os.kill(started.pid, signal.SIGSTOP)
+        wait_stopped(started.pid)
+        ours = sfbt_command("stack", started.pid)
+        theirs = subprocess.run(["eu-stack", "-i", "-s", "-p", str(started.pid)],
+                                capture_output=True, text=True, timeout=60)
+    assert ours.returncode == 0, ours.stderr
+    names = _names(ours.stdout, _SFBT_FRAME)
+    assert names == _names(theirs.stdout, _EU_FRAME), (ours.stdout, theirs.stdout)
+    assert "leaf" in names and names[-1] == "main"
+    if argument == "200":
+        assert names[names.index("leaf"):] == ["leaf", "inner", "outer", "work", "main"]
+    print(f"sfbt stack {argument}: {len(names)} names equal to eu-stack -i's")

@@ -117,27 +117,39 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[str]:
-    """sframe-bt's output.  ``describe(frame)`` gives (name, where), which
-    are escaped here (sfbt.printable)."""
-    shown, more = frames, False
-    if count is not None and count >= 0:
-        shown, more = frames[:count], len(frames) > count
-    elif count is not None:
-        shown = frames[count:]
-    lines = []
-    for frame in shown:
+    """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
+    where inline frames are expanded, a list of them, innermost first:
+    the frames of the calls inlined at the frame's PC, then the frame's
+    own function.  They are escaped here (sfbt.printable).  Inline frames
+    are numbered and counted (N, -N) as frames of their own, as GDB's
+    `bt` does, and shown without an address."""
+    rows = []  # (frame, name, where, whether the frame's address is shown)
+    for frame in frames:
         if frame.signal_trampoline:
-            line = frame_line(frame.level, frame.pc, "<signal handler called>", "")
+            rows.append((frame, "<signal handler called>", "", True))
+            continue
+        try:
+            named = describe(frame)
+        except Exception:  # a frame the debugger cannot name is still shown
+            named = ("??", " ()")
+        for index, (name, where) in enumerate(named if isinstance(named, list) else [named]):
+            rows.append((frame, printable(name), printable(where), index == 0))
+    shown, more = rows, False
+    if count is not None and count >= 0:
+        shown, more = rows[:count], len(rows) > count
+    elif count is not None:
+        shown = rows[count:]
+    first = len(rows) - len(shown) if count is not None and count < 0 else 0
+    lines = []
+    for level, (frame, name, where, addressed) in enumerate(shown, first):
+        if addressed:
+            line = frame_line(level, frame.pc, name, where)
         else:
-            try:
-                name, where = describe(frame)
-            except Exception:  # a frame the debugger cannot name is still shown
-                name, where = "??", " ()"
-            line = frame_line(frame.level, frame.pc, printable(name), printable(where))
+            line = f"#{level:<2} {name}{where}"
         if verbose:
-            line += f"  [{how_found(frame)}]"
+            line += f"  [{how_found(frame) if addressed else 'inline'}]"
         lines.append(line)
-        if full:
+        if full and addressed:
             lines.append(registers_line(frame, arch))
     if more:
         lines.append("(More stack frames follow...)")

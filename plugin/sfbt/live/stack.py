@@ -71,7 +71,7 @@ def thread_heading(number, state):
 def thread_lines(walker, number, state, frames, stop):
     lines = [thread_heading(number, state)]
     lines += backtrace_lines(frames, stop, None, False, False,
-                             lambda frame: walker.describe(frame.lookup_pc), walker.arch)
+                             lambda frame: walker.describe.frames(frame.lookup_pc), walker.arch)
     return lines
 
 

@@ -261,7 +261,29 @@ class Describer:
             return "??"
         return self.symbols(module).function(pc - module.load_bias) or "??"
 
+    def frames(self, pc):
+        """[(name, where)] of the frames at pc, innermost first: one per
+        call inlined there (sfbt.dwarf.inline), then the function's own,
+        each at the place the frame inside it was called from."""
+        module = self.module_map.module_for(pc)
+        if module is None:
+            return [("??", " ()")]
+        symbols = self.symbols(module)
+        calls = symbols.inlined(pc - module.load_bias)
+        if not calls:
+            return [self(pc)]
+        line = symbols.line(pc - module.load_bias)
+        frames = []
+        for call in calls:
+            frames.append((call.name, f" at {line[0]}:{line[1]}" if line else " ()"))
+            line = (call.file, call.line) if call.file is not None else None
+        name = symbols.function(pc - module.load_bias) or "??"
+        frames.append((name, f" at {line[0]}:{line[1]}" if line else " ()"))
+        return frames
+
     def __call__(self, pc):
+        """(name, where) of the function that holds pc, without its
+        inline frames."""
         module = self.module_map.module_for(pc)
         if module is None:
             return "??", " ()"

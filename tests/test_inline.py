@@ -1,8 +1,10 @@
 """The inline model (sfbt.dwarf.inline) against binutils' addr2line -i."""
 
+import json
 import os
 import re
 import signal
+import time
 import shutil
 import subprocess
 
@@ -97,6 +99,7 @@ def test_stack_lists_the_inline_frames_eu_stack_shows(inlined, argument):
     require(shutil.which("eu-stack"), "eu-stack (elfutils) missing")
     from live_harness import Started, sfbt_command, wait_stopped
     with Started([inlined, argument]) as started:
+        time.sleep(0.3)  # from the write of "ready" into pause()
         os.kill(started.pid, signal.SIGSTOP)
         wait_stopped(started.pid)
         ours = sfbt_command("stack", started.pid)
@@ -109,3 +112,67 @@ def test_stack_lists_the_inline_frames_eu_stack_shows(inlined, argument):
     if argument == "200":
         assert names[names.index("leaf"):] == ["leaf", "inner", "outer", "work", "main"]
     print(f"sfbt stack {argument}: {len(names)} names equal to eu-stack -i's")
+
+
+@pytest.fixture(scope="module")
+def inlined_archive(inlined, tmp_path_factory):
+    """An archive of inlined.c stopped in wait_forever, called from calls
+    inlined three deep into work()."""
+    from live_harness import Started, sfbt_command
+    path = tmp_path_factory.mktemp("inline-archive") / "inlined.sfbt"
+    with Started([inlined, "200"]) as started:
+        time.sleep(0.3)
+        saved = sfbt_command("stack", started.pid, "--format", "archive", "-o", path)
+    assert saved.returncode == 0, saved.stderr
+    return path
+
+
+CALLS = ["wait_forever", "leaf", "inner", "outer", "work", "main"]
+
+
+def test_decode_and_fold_expand_inline_frames(inlined_archive):
+    from live_harness import sfbt_command
+    decoded = sfbt_command("cbf", "decode", inlined_archive)
+    assert decoded.returncode == 0, decoded.stderr
+    frames = [line for line in decoded.stdout.splitlines() if line.startswith("#")]
+    names = [_SFBT_FRAME.match(line)[1] for line in frames]
+    assert names[names.index("wait_forever"):] == CALLS, decoded.stdout
+    # levels count inline frames; only a frame on the stack has an address
+    assert [int(line[1:].split()[0]) for line in frames] == list(range(len(frames)))
+    addressed = {name for name, line in zip(names, frames) if " 0x" in line}
+    assert {"wait_forever", "leaf", "main"} <= addressed
+    assert not addressed & {"inner", "outer", "work"}
+    folded = sfbt_command("fold", inlined_archive)
+    assert folded.returncode == 0, folded.stderr
+    assert ";".join(reversed(CALLS)) + ";" in folded.stdout, folded.stdout
+
+
+def test_flame_and_pprof_carry_inline_frames(inlined_archive, tmp_path):
+    from live_harness import sfbt_command
+    speedscope = tmp_path / "inlined.json"
+    written = sfbt_command("flame", "--format", "speedscope", inlined_archive, "-o", speedscope)
+    assert written.returncode == 0, written.stderr
+    document = json.loads(speedscope.read_text())
+    frames = [frame["name"] for frame in document["shared"]["frames"]]
+    stack = [frames[i] for i in document["profiles"][0]["samples"][0]]
+    assert stack[:len(CALLS)] == CALLS[::-1], stack
+    svg = tmp_path / "inlined.svg"
+    assert sfbt_command("flame", inlined_archive, "-o", svg).returncode == 0
+    assert all(f"<title>{name} " in svg.read_text() for name in CALLS)
+
+    go = shutil.which("go")
+    require(go, "go is not installed (golang-go: ./install.sh --test-debuggers)")
+    profile = tmp_path / "inlined.pb.gz"
+    written = sfbt_command("flame", "--format", "pprof", inlined_archive, "-o", profile)
+    assert written.returncode == 0, written.stderr
+    traces = subprocess.run([go, "tool", "pprof", "-traces", str(profile)],
+                            capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert traces.returncode == 0, traces.stderr
+    lines = [line.split("|")[-1].strip() for line in traces.stdout.splitlines()]
+    shown = [re.sub(r"^\d+\s+", "", line) for line in lines if line]
+    start = shown.index("wait_forever")
+    # one location holds leaf, inner, outer and work: pprof marks the
+    # calls inlined into work
+    assert shown[start:start + len(CALLS)] == [
+        "wait_forever", "leaf (inline)", "inner (inline)", "outer (inline)", "work", "main"]

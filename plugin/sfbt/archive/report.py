@@ -15,11 +15,25 @@ def frame_line(level, pc, name, where):
     return f"#{level:<2} {pc:#018x} in {name}{where}"
 
 
+def inline_frame_line(level, name, where):
+    """A frame of a call inlined into the frame below it: GDB's layout
+    without an address (the frame has none of its own)."""
+    return f"#{level:<2} {name}{where}"
+
+
+def frames_of(named):
+    """[(name, where)], innermost first, of what a describe function
+    gives: one (name, where), or a list of them where the calls inlined
+    at the address come first (they are frames of their own)."""
+    return named if isinstance(named, list) else [named]
+
+
 def frame_lines(frames, truncated, describe):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
     looked up at address - 1 (inside the call), except a zero one (a
     smashed stack), as walk.Frame.lookup_pc does.  ``describe(address)``
-    gives (name, where), printable (frame_line)."""
+    gives (name, where) or a list of them (frames_of), printable
+    (frame_line)."""
     lines, level = [], 0
     for frame in frames:
         if isinstance(frame, cbf.Omitted):
@@ -27,9 +41,11 @@ def frame_lines(frames, truncated, describe):
             level += frame.count
             continue
         address = frame.address
-        name, where = describe(address - 1 if frame.kind != "pc" and address else address)
-        lines.append(frame_line(level, frame.address, name, where))
-        level += 1
+        named = describe(address - 1 if frame.kind != "pc" and address else address)
+        for index, (name, where) in enumerate(frames_of(named)):
+            lines.append(frame_line(level, frame.address, name, where) if index == 0
+                         else inline_frame_line(level, name, where))
+            level += 1
     if truncated:
         lines.append("Backtrace stopped: truncated")
     return lines
@@ -49,14 +65,16 @@ def trace_heading(number, event, count):
 def trace_names(frames, name_of):
     """The names of a trace's frames, innermost first (omitted frames left
     out): ``name_of(lookup address)`` (as frame_lines looks up), printable
-    (frame_line), or the frame's address where it gives None."""
+    (frame_line), or the frame's address where it gives None; or a list
+    of them, innermost first, where calls were inlined at the address."""
     names = []
     for frame in frames:
         if isinstance(frame, cbf.Omitted):
             continue
         address = frame.address
-        name = name_of(address - 1 if frame.kind != "pc" and address else address)
-        names.append(name if name is not None else f"{frame.address:#x}")
+        found = name_of(address - 1 if frame.kind != "pc" and address else address)
+        for name in found if isinstance(found, list) else [found]:
+            names.append(name if name is not None else f"{frame.address:#x}")
     return names
 
 

@@ -138,6 +138,7 @@ class ElfSymbolizer:
         self._lines = None
         self._ranges = None  # (address_ranges, their starts)
         self._units = {}  # unit offset -> (rows, starts)
+        self._calls = {}  # unit offset -> UnitCalls
 
     def close(self):
         self._stream.close()
@@ -212,24 +213,45 @@ class ElfSymbolizer:
                     rows += _line_rows(program)
         return _indexed(preferred_rows(rows))
 
-    def _rows_at(self, address):
-        """(rows, starts) of the unit whose .debug_aranges hold the address
-        (none when no unit does), or of every unit without them."""
+    def _unit_at(self, address):
+        """The offset of the unit whose .debug_aranges hold the address;
+        None when no unit does, False when the file has no aranges."""
         if self._ranges is None:
             ranges = address_ranges(ElfImage.from_file(self._stream, self.path))
             self._ranges = (ranges, [start for start, _, _ in ranges])
         ranges, starts = self._ranges
         if not ranges:
-            return self._line_table()
+            return False
         i = bisect_right(starts, address) - 1
         if i < 0 or address >= ranges[i][1]:
+            return None
+        return ranges[i][2]
+
+    def _rows_at(self, address):
+        """(rows, starts) of the unit whose .debug_aranges hold the address
+        (none when no unit does), or of every unit without them."""
+        unit = self._unit_at(address)
+        if unit is False:
+            return self._line_table()
+        if unit is None:
             return [], []
-        unit = ranges[i][2]
         if unit not in self._units:
             self._units[unit] = self._table(
                 "DWARF line table",
                 lambda: _indexed(unit_rows(self._elf.get_dwarf_info(), unit)))
         return self._units[unit]
+
+    def inlined(self, address):
+        """[InlinedCall] around an address, innermost first (none in a
+        file without .debug_aranges)."""
+        from ..dwarf.inline import UnitCalls, unit_calls
+        unit = self._unit_at(address)
+        if unit is None or unit is False:
+            return []
+        if unit not in self._calls:
+            self._calls[unit] = UnitCalls(self._table(
+                "DWARF inline entries", lambda: unit_calls(self._elf.get_dwarf_info(), unit)))
+        return self._calls[unit].chain(address)
 
     def line(self, address):
         """(file, line) for an address, or None."""
@@ -396,7 +418,8 @@ class Symbolizer:
 
     def describe(self, address, images):
         """(function, location suffix) in sframe-bt's words, escaped
-        (sfbt.printable)."""
+        (sfbt.printable); a list of them, innermost first, where calls
+        were inlined at the address (sfbt.archive.report.frames_of)."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         return self._describe_in(address, image)
 
@@ -410,8 +433,14 @@ class Symbolizer:
         if symbolizer is None:
             return "??", where
         file_address = address - image.base + symbolizer.base_address
-        name = printable(symbolizer.function(file_address) or "??")
+        function = symbolizer.function(file_address) or "??"
         line = symbolizer.line(file_address)
+        calls = symbolizer.inlined(file_address)
+        if calls:
+            from ..dwarf.inline import expanded
+            return [(printable(name), f" at {printable(line[0])}:{line[1]}" if line else where)
+                    for name, line in expanded(calls, function, line)]
+        name = printable(function)
         if line is not None:
             return name, f" at {printable(line[0])}:{line[1]}"
         return name, where

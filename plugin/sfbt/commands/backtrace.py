@@ -2,7 +2,7 @@
 
 from typing import List, Optional, Tuple
 
-from ..archive.report import frame_line
+from ..archive.report import frame_line, frames_of, inline_frame_line
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
 from .session import CommandError, Session, Thread
@@ -132,7 +132,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[
             named = describe(frame)
         except Exception:  # a frame the debugger cannot name is still shown
             named = ("??", " ()")
-        for index, (name, where) in enumerate(named if isinstance(named, list) else [named]):
+        for index, (name, where) in enumerate(frames_of(named)):
             rows.append((frame, printable(name), printable(where), index == 0))
     shown, more = rows, False
     if count is not None and count >= 0:
@@ -145,7 +145,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[
         if addressed:
             line = frame_line(level, frame.pc, name, where)
         else:
-            line = f"#{level:<2} {name}{where}"
+            line = inline_frame_line(level, name, where)
         if verbose:
             line += f"  [{how_found(frame) if addressed else 'inline'}]"
         lines.append(line)

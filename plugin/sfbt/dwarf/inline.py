@@ -155,3 +155,16 @@ class UnitCalls:
         if i < 0 or address >= self.segments[i][1]:
             return []
         return [InlinedCall(*call) for call in self.segments[i][2]]
+
+
+def expanded(calls, function, line):
+    """[(name, (file, line) or None)] of the frames at one address,
+    innermost first: each inlined call's function (``calls``, innermost
+    first) at the place inside it (the line table's ``line`` for the
+    innermost), then ``function`` at the outermost call's site."""
+    frames = []
+    for call in calls:
+        frames.append((call.name, line))
+        line = (call.file, call.line) if call.file is not None else None
+    frames.append((function, line))
+    return frames

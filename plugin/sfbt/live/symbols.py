@@ -19,7 +19,7 @@ from bisect import bisect_right
 from ..archive.symbolize import address_ranges, function_at, unit_rows
 from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
-from ..dwarf.inline import UnitCalls, unit_calls
+from ..dwarf.inline import UnitCalls, expanded, unit_calls
 from ..elf import ElfError, ElfImage, open_elf
 from ..files import open_regular
 from .mappings import display_path
@@ -272,14 +272,9 @@ class Describer:
         calls = symbols.inlined(pc - module.load_bias)
         if not calls:
             return [self(pc)]
-        line = symbols.line(pc - module.load_bias)
-        frames = []
-        for call in calls:
-            frames.append((call.name, f" at {line[0]}:{line[1]}" if line else " ()"))
-            line = (call.file, call.line) if call.file is not None else None
         name = symbols.function(pc - module.load_bias) or "??"
-        frames.append((name, f" at {line[0]}:{line[1]}" if line else " ()"))
-        return frames
+        return [(name, f" at {line[0]}:{line[1]}" if line else " ()")
+                for name, line in expanded(calls, name, symbols.line(pc - module.load_bias))]
 
     def __call__(self, pc):
         """(name, where) of the function that holds pc, without its

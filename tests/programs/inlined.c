@@ -1,14 +1,18 @@
 /* Calls inlined three deep (forced), some from two sites, around a call
-   that waits to be attached to: the inline frames of sfbt's tests. */
+   that waits to be attached to (unless a second argument says not to):
+   the inline frames of sfbt's tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 volatile int sink;
+static int waiting = 1;
 
 __attribute__((noinline)) void wait_forever(int n)
 {
     sink = n;
+    if (!waiting)
+        return;
     printf("ready\n");
     fflush(stdout);
     for (;;)
@@ -46,6 +50,7 @@ __attribute__((noinline)) int work(int n)
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 3;
+    waiting = argc <= 2;
     int result = work(n);
     printf("%d\n", result + outer(n + 200));
     return 0;

@@ -166,7 +166,11 @@ def sframe_bt(session: Session, words) -> str:
     # more follow.
     frames, stop = walk(session, session.selected_thread(),
                         count + 1 if count is not None and count >= 0 else None)
-    lines = backtrace_lines(frames, stop, count, verbose, full,
-                            lambda frame: session.describe(frame.lookup_pc),
-                            session.arch)
+    innermost = session.innermost_frames(session.selected_thread())
+
+    def describe(frame):
+        if frame.level == 0 and innermost:
+            return innermost
+        return session.describe_frames(frame.lookup_pc)
+    lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch)
     return "\n".join(lines)

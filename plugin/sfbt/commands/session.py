@@ -84,6 +84,46 @@ class Session:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
         raise NotImplementedError
 
+    def describe_frames(self, lookup_pc: int, module: Optional[Module] = None):
+        """describe() with the calls inlined at ``lookup_pc`` as frames of
+        their own: [(name, where)], innermost first (the calls' chain from
+        DWARF, sfbt.dwarf.inline), or describe()'s (name, where) where
+        none was inlined.  The innermost frame is described as describe()
+        describes it, the function's own frame named by outer_name()."""
+        described = self.describe(lookup_pc, module)
+        if module is None:
+            module = self.module_map().module_for(lookup_pc)
+        if module is None:
+            return described
+        # kept for the session's life (one command)
+        kept = self.__dict__.setdefault("_inline_symbols", {})
+        symbols = kept.get(module)
+        if symbols is None:
+            from ..live.symbols import ModuleSymbols
+            symbols = kept[module] = ModuleSymbols(module)
+        calls = symbols.inlined(lookup_pc - module.load_bias)
+        if not calls:
+            return described
+        from ..dwarf.inline import expanded
+        outer = self.outer_name(lookup_pc) or described[0]
+        frames = [(name, f" at {line[0]}:{line[1]}" if line else " ()")
+                  for name, line in expanded(calls, outer, None)]
+        frames[0] = (frames[0][0], described[1])
+        return frames
+
+    def outer_name(self, lookup_pc: int) -> Optional[str]:
+        """The name of the function whose own code holds ``lookup_pc``
+        (the frame calls were inlined into), or None."""
+        return None
+
+    def innermost_frames(self, thread: Thread) -> Optional[List[Tuple[str, str]]]:
+        """The debugger's own frames of ``thread``'s innermost stack frame,
+        innermost first: those of the calls inlined there that it shows
+        (GDB shows none at the entry of an inlined call it stepped to, all
+        at a breakpoint on it), then the function's own; None to let
+        describe_frames() describe it."""
+        return None
+
     def backtrace_limit(self) -> Optional[int]:
         """The most frames a backtrace shows (GDB's `set backtrace
         limit`), or None for no limit."""

@@ -1,0 +1,48 @@
+"""sframe-bt in the real gdb lists inline frames as GDB's own `bt` does:
+the same function names, frame by frame, at breakpoints on inlined
+functions and after `step` into them, on every GDB of the matrix."""
+
+import re
+
+import pytest
+
+from gdb_support import compile_program, run_gdb, split_sections
+
+BT_NAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(", re.M)
+MARK, BETWEEN = "==STOP==", "==SFRAME=="
+COMPARE = [f"echo {MARK}\\n", "bt", f"echo {BETWEEN}\\n", "sframe-bt"]
+
+
+@pytest.fixture(scope="module")
+def inlined(tmp_path_factory):
+    return compile_program(tmp_path_factory.mktemp("gdb-inline"), "inlined", "O2", True,
+                           ["inlined.c"])
+
+
+def _names(text):
+    return [m[1] for m in re.finditer(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+?)"
+                                      r"(?: at | from | \(\)|$)", text, re.M)]
+
+
+@pytest.mark.parametrize("where", ["steps", "breakpoints"])
+def test_inline_frames_as_gdb_bt(gdb, inlined, where):
+    if where == "steps":
+        commands = ["break work", "run 3 nowait"] + (COMPARE + ["step"]) * 30
+    else:
+        commands = ["break leaf", "break inner", "break outer", "run 3 nowait"] \
+            + (COMPARE + ["continue"]) * 20
+    out = run_gdb(gdb, [str(inlined)], ["set sframe unwinder off"] + commands)
+    compared = deep = 0
+    for section in split_sections(out, MARK):
+        theirs, _, ours = section.partition(BETWEEN + "\n")
+        expected = BT_NAME.findall(theirs)
+        if not expected:
+            continue
+        shown = _names(ours)
+        # to main, as sframe-bt stops there
+        expected = expected[:expected.index("main") + 1]
+        assert shown == expected, section
+        compared += 1
+        deep += "work" in shown and shown.index("work") >= 2  # two calls inlined or more
+    print(f"{gdb.id} {where}: {compared} stops, names equal to bt's ({deep} in inline calls)")
+    assert compared >= 10 and deep >= 5, out[-3000:]

@@ -46,3 +46,17 @@ def test_inline_frames_as_gdb_bt(gdb, inlined, where):
         deep += "work" in shown and shown.index("work") >= 2  # two calls inlined or more
     print(f"{gdb.id} {where}: {compared} stops, names equal to bt's ({deep} in inline calls)")
     assert compared >= 10 and deep >= 5, out[-3000:]
+
+
+def test_cbf_load_expands_inline_frames(gdb, inlined, tmp_path):
+    """An archive saved at a breakpoint in leaf(), inlined three deep, is
+    loaded back with the inline frames bt shows."""
+    archive = tmp_path / "leaf.sfbt"
+    out = run_gdb(gdb, [str(inlined)], [
+        "set sframe unwinder off", "break wait_forever", "run 200 nowait",
+        f"echo {MARK}\\n", "bt", f"echo {BETWEEN}\\n",
+        f"cbf-save {archive}", f"cbf-load {archive}"])
+    theirs, _, ours = split_sections(out, MARK)[0].partition(BETWEEN + "\n")
+    expected = BT_NAME.findall(theirs)
+    assert expected[:6] == ["wait_forever", "leaf", "inner", "outer", "work", "main"], theirs
+    assert _names(ours) == expected[:expected.index("main") + 1], ours

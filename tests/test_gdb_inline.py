@@ -60,3 +60,18 @@ def test_cbf_load_expands_inline_frames(gdb, inlined, tmp_path):
     expected = BT_NAME.findall(theirs)
     assert expected[:6] == ["wait_forever", "leaf", "inner", "outer", "work", "main"], theirs
     assert _names(ours) == expected[:expected.index("main") + 1], ours
+
+
+def test_counts_include_inline_frames(gdb, inlined):
+    """sframe-bt N prints the frames bt N prints, inline frames counted."""
+    out = run_gdb(gdb, [str(inlined)], [
+        "set sframe unwinder off", "break wait_forever", "run 200 nowait",
+        f"echo {MARK}\\n", "bt 3", f"echo {BETWEEN}\\n", "sframe-bt 3",
+        f"echo {MARK}\\n", "bt -2", f"echo {BETWEEN}\\n", "sframe-bt -2"])
+    first, last = split_sections(out, MARK)[:2]
+    theirs, _, ours = first.partition(BETWEEN + "\n")
+    assert _names(ours) == BT_NAME.findall(theirs) == ["wait_forever", "leaf", "inner"], first
+    assert "(More stack frames follow...)" in ours
+    theirs, _, ours = last.partition(BETWEEN + "\n")
+    assert _names(ours) == ["work", "main"], last
+    assert re.search(r"^#4\s+work at ", ours, re.M), ours

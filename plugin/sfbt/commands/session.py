@@ -105,7 +105,8 @@ class Session:
         if not calls:
             return described
         from ..dwarf.inline import expanded
-        outer = self.outer_name(lookup_pc) or described[0]
+        outer = (self.outer_name(lookup_pc) or symbols.function(lookup_pc - module.load_bias)
+                 or described[0])
         frames = [(name, f" at {line[0]}:{line[1]}" if line else " ()")
                   for name, line in expanded(calls, outer, None)]
         frames[0] = (frames[0][0], described[1])
@@ -113,7 +114,8 @@ class Session:
 
     def outer_name(self, lookup_pc: int) -> Optional[str]:
         """The name of the function whose own code holds ``lookup_pc``
-        (the frame calls were inlined into), or None."""
+        (the frame calls were inlined into) as the debugger names it, or
+        None to take the symbol table's."""
         return None
 
     def innermost_frames(self, thread: Thread) -> Optional[List[Tuple[str, str]]]:

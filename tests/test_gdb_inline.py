@@ -16,7 +16,7 @@ COMPARE = [f"echo {MARK}\\n", "bt", f"echo {BETWEEN}\\n", "sframe-bt"]
 @pytest.fixture(scope="module")
 def inlined(tmp_path_factory):
     return compile_program(tmp_path_factory.mktemp("gdb-inline"), "inlined", "O2", True,
-                           ["inlined.c"])
+                           ["inline_chain.c"])
 
 
 def _names(text):

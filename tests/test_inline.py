@@ -16,9 +16,9 @@ from gdb_support import compile_program
 
 @pytest.fixture(scope="module")
 def inlined(tmp_path_factory):
-    """inlined.c at -O2 -g: calls inlined three deep, from several sites."""
+    """inline_chain.c at -O2 -g: calls inlined three deep, from several sites."""
     return compile_program(tmp_path_factory.mktemp("inline"), "inlined", "O2", True,
-                           ["inlined.c"])
+                           ["inline_chain.c"])
 
 
 def _text_addresses(path):
@@ -116,7 +116,7 @@ def test_stack_lists_the_inline_frames_eu_stack_shows(inlined, argument):
 
 @pytest.fixture(scope="module")
 def inlined_archive(inlined, tmp_path_factory):
-    """An archive of inlined.c stopped in wait_forever, called from calls
+    """An archive of inline_chain.c stopped in wait_forever, called from calls
     inlined three deep into work()."""
     from live_harness import Started, sfbt_command
     path = tmp_path_factory.mktemp("inline-archive") / "inlined.sfbt"

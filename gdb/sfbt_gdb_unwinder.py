@@ -21,10 +21,12 @@ the order in which GDB asks about frames; both only where the rows at PC
 and PC - 1 differ.
 
 Per frame the work is small: the rows for an address are looked up once
-per stop; stack memory is read a page at a time; registers are read from
-GDB only when the row needs them, and the frame pointer this unwinder gave
-a caller is handed back when GDB unwinds that caller.  All of it is
-dropped when the program runs or its memory, registers or objfiles change.
+per stop (dropped when the program runs or its memory, registers or
+objfiles change); stack memory is read a page at a time and kept while GDB
+walks up one stack (from the frame this unwinder unwound the last frame
+to; GDB may run the program without an event in between); registers are
+read from GDB only when the row needs them, and the frame pointer this
+unwinder gave a caller is handed back when GDB unwinds that caller.
 
 Chosen once, at load, by what this GDB offers (13.1 is the floor):
 gdb.unwinder.FrameId (GDB 14; on 13 an object whose sp and pc are
@@ -141,32 +143,28 @@ class _Registers:
 
 class _PendingRegisters:
     """A pending frame's registers by DWARF number, each read from GDB
-    when the step first asks for it.  ``given``: (SP, FP) this unwinder
-    gave the frame when it unwound the one below: a frame whose SP is that
-    SP gets that FP without asking GDB again."""
+    when the step first asks for it, unless given."""
 
-    __slots__ = ("_pending", "_registers", "_values", "_given")
+    __slots__ = ("_pending", "_registers", "_values")
 
-    def __init__(self, pending, registers, given):
+    def __init__(self, pending, registers):
         self._pending = pending
         self._registers = registers
         self._values = {}
-        self._given = given
+
+    def give(self, number, value):
+        """``value`` for register ``number``, known without asking GDB."""
+        if value is not None:
+            self._values[number] = value
 
     def get(self, number):
         value = self._values.get(number)
         if value is None:
-            registers = self._registers
-            arch = registers.arch
-            if number == arch.fp and self._given is not None and (
-                    self.get(arch.sp) == self._given[0]):
-                value = self._given[1]
-            else:
-                try:
-                    value = register_bits(
-                        self._pending.read_register(registers.descriptor(number)))
-                except gdb.error:
-                    return None  # unavailable: the step says what it needed
+            try:
+                value = register_bits(
+                    self._pending.read_register(self._registers.descriptor(number)))
+            except gdb.error:
+                return None  # unavailable: the step says what it needed
             self._values[number] = value
         return value
 
@@ -230,7 +228,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         self._rows_at = {}  # lookup address -> (module, row or None, how)
         self._starts = {}  # lookup address -> the function's start, a gdb.Value
         self._depths = {}  # pc -> _inline_depth(pc)
-        self._walker = None  # the core's Unwinder for this stop
+        self._walker = None  # the core's Unwinder for this walk up the stack
         self._inferior = None
         #: (level + 1, return address, SP, FP) the last frame unwound gave
         self._caller = None
@@ -279,18 +277,26 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         pc = _pending_pc(pending, registers)
         level = pending.level()
         younger, self._younger = self._younger, (gdb.selected_thread(), level, pc)
+        known = _PendingRegisters(pending, registers)
+        caller = self._caller
         walker = self._walker
+        if (caller is not None and caller[0] <= level and caller[1] == pc
+                and known.get(registers.arch.sp) == caller[2]):
+            # the frame this unwinder unwound the last frame to: the same
+            # walk up the same stack, and the frame pointer it gave
+            known.give(registers.arch.fp, caller[3])
+        else:
+            # Another walk: GDB may have run the program since the last
+            # (a `stepi N` stops N times, with no event for the first N-1),
+            # so no stack page read before is kept.
+            walker = None
         if walker is None or walker.arch is not registers.arch:
             walker = self._walker = Unwinder(
                 _PendingTarget(registers.arch, state.module_map()), state.module_map())
         walker.target.pending = pending
         is_caller = level > 0 and self._is_caller(pc, level, younger, walker)
-        caller = self._caller
-        given = (caller[2], caller[3]) if (
-            caller is not None and caller[0] == level and caller[1] == pc) else None
         try:
-            caller = walker.step(pc, is_caller, _PendingRegisters(pending, registers, given),
-                                 level, self._rows)
+            caller = walker.step(pc, is_caller, known, level, self._rows)
         except UnwindStop:
             return None  # the row ends the stack, or it would not move up: GDB decides
         if caller is None:

@@ -8,7 +8,9 @@ At breakpoints on inlined functions, after `step` into them, and at every
 instruction of a stepi sweep, GDB's frames with the plugin equal `gdb -nx`'s
 on the same program with its .eh_frame, and none is garbage.  So do the
 frames where a signal interrupted expression's first instructions (the
-frame above the signal trampoline is unwound by the row at its PC too)."""
+frame above the signal trampoline is unwound by the row at its PC too),
+and those after `stepi N`, which stops N times with no event before the
+last: nothing read from the stack at one of those stops is kept."""
 
 import subprocess
 
@@ -86,4 +88,16 @@ def test_frames_a_signal_interrupted_equal_gdb_with_cfi(gdb, inlined):
     assert all(f.split()[1].endswith(":__restore_rt") and f.endswith(":main")
                for f in expected), expected
     assert any(f.split()[2].endswith(":peek") for f in expected)  # inline, interrupted
+    assert got == expected
+
+
+def test_frames_after_stepi_counts_equal_gdb_with_cfi(gdb, inlined):
+    with_dwarf, sframe_only = inlined
+    commands = ["break expression", "run", "delete"]
+    for count in (3, 5, 7, 11) * 12:
+        commands += [f"stepi {count}", "test-frames"]
+    _, expected = frames(gdb, with_dwarf, False, commands)
+    _, got = frames(gdb, sframe_only, True, commands)
+    assert len(expected) > 40
+    assert any(":stop_here " in f for f in expected)  # stepped into a call
     assert got == expected

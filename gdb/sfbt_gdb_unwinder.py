@@ -201,6 +201,7 @@ def _inline_depth(pc):
 
 
 def _same_row(one, other):
+    """Whether two (module, row or None, how) give the same step."""
     if one[1] is None or other[1] is None:
         return one[1] is other[1]
     return (one[0] == other[0] and one[1].function.start == other[1].function.start
@@ -214,10 +215,10 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         super().__init__("sframe")
         self.mode = "auto"
         self._architectures = {}  # gdb.Architecture -> _Registers or None
-        #: (thread, level, pc) of the last frame GDB asked about: kept
-        #: across forget_stop, which GDB's events may call between two
-        #: frames of one walk up the stack (a new walk starts with its
-        #: innermost frame, which replaces it)
+        #: (level, pc) of the last frame GDB asked about: kept across
+        #: forget_stop, which GDB's events may call between two frames of
+        #: one walk up the stack.  GDB asks about a stack's frames innermost
+        #: first, and its innermost frame made no call, whatever this says.
         self._younger = None
         self.forget_objfiles()
 
@@ -276,7 +277,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             return None
         pc = _pending_pc(pending, registers)
         level = pending.level()
-        younger, self._younger = self._younger, (gdb.selected_thread(), level, pc)
+        younger, self._younger = self._younger, (level, pc)
         known = _PendingRegisters(pending, registers)
         caller = self._caller
         walker = self._walker
@@ -322,8 +323,8 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             depth = self._depths[pc] = _inline_depth(pc)
         if level <= depth:
             return False
-        return not (younger is not None and younger[0] == gdb.selected_thread()
-                    and younger[1] < level and walker.is_signal_trampoline(younger[2]))
+        return not (younger is not None and younger[0] < level
+                    and walker.is_signal_trampoline(younger[1]))
 
     def _rows(self, address):
         """(module, row or None, how) for the step at ``address``: own

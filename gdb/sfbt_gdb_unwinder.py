@@ -130,6 +130,18 @@ class _Registers:
         self.sp = self.descriptor(arch.sp)
         self.fp = self.descriptor(arch.fp)
         self.ra = self.descriptor(arch.ra) if arch.has_link_register else None
+        #: DWARF number -> whether GDB gives the register as a float
+        #: (s390x keeps an FP or RA in floating-point registers)
+        self._floating = {}
+
+    def bits(self, number, value):
+        """Register ``number``'s ``value`` (a gdb.Value) as an unsigned
+        64-bit int: register_bits, with the type looked at only once."""
+        floating = self._floating.get(number)
+        if floating is None:
+            floating = self._floating[number] = (
+                value.type.strip_typedefs().code == gdb.TYPE_CODE_FLT)
+        return register_bits(value) if floating else int(value) & _MASK64
 
     def descriptor(self, number):
         descriptor = self._by_number.get(number)
@@ -160,9 +172,10 @@ class _PendingRegisters:
     def get(self, number):
         value = self._values.get(number)
         if value is None:
+            registers = self._registers
             try:
-                value = register_bits(
-                    self._pending.read_register(self._registers.descriptor(number)))
+                value = registers.bits(
+                    number, self._pending.read_register(registers.descriptor(number)))
             except gdb.error:
                 return None  # unavailable: the step says what it needed
             self._values[number] = value
@@ -228,11 +241,15 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         stack pages, what the last frames unwound were."""
         self._rows_at = {}  # lookup address -> (module, row or None, how)
         self._starts = {}  # lookup address -> the function's start, a gdb.Value
+        self._same_rows = {}  # pc -> whether pc and pc - 1 have the same row
         self._depths = {}  # pc -> _inline_depth(pc)
         self._walker = None  # the core's Unwinder for this walk up the stack
         self._inferior = None
         #: (level + 1, return address, SP, FP) the last frame unwound gave
         self._caller = None
+        #: (FP, it as a gdb.Value): the frame pointer is often the same
+        #: from frame to frame (a row without FP rule keeps it)
+        self._fp_value = None
 
     def forget_objfiles(self, *_):
         """Drop what holds while the objfiles stay the same."""
@@ -295,14 +312,15 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             walker = self._walker = Unwinder(
                 _PendingTarget(registers.arch, state.module_map()), state.module_map())
         walker.target.pending = pending
-        is_caller = level > 0 and self._is_caller(pc, level, younger, walker)
+        is_caller = level > 0 and (self._same_rows.get(pc)
+                                   or self._is_caller(pc, level, younger, walker))
         try:
             caller = walker.step(pc, is_caller, known, level, self._rows)
         except UnwindStop:
             return None  # the row ends the stack, or it would not move up: GDB decides
         if caller is None:
             return None
-        return self._unwind_info(pending, caller, lookup_pc(pc, is_caller), registers)
+        return self._unwind_info(pending, level, caller, lookup_pc(pc, is_caller), registers)
 
     @staticmethod
     def _registers(gdb_arch):
@@ -316,7 +334,10 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         or the real frame below it is the signal trampoline (a signal
         interrupted it there).  Asked only where the answer matters: where
         the rows at pc and pc - 1 differ."""
-        if _same_row(self._rows(pc), self._rows(pc - 1)):
+        same = self._same_rows.get(pc)
+        if same is None:
+            same = self._same_rows[pc] = _same_row(self._rows(pc), self._rows(pc - 1))
+        if same:
             return True
         depth = self._depths.get(pc)
         if depth is None:
@@ -380,7 +401,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         except SfbtError:
             return True  # bad data: the frames there decide one by one
 
-    def _unwind_info(self, pending, caller, address, registers):
+    def _unwind_info(self, pending, level, caller, address, registers):
         """GDB's unwind info for the frame whose caller the step found."""
         arch = registers.arch
         values = caller.registers
@@ -393,12 +414,15 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         info.add_saved_register(registers.pc, ra_value)
         info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))
         if fp is not None:
-            info.add_saved_register(registers.fp, gdb.Value(fp))
+            last = self._fp_value
+            if last is None or last[0] != fp:
+                last = self._fp_value = (fp, gdb.Value(fp))
+            info.add_saved_register(registers.fp, last[1])
         if registers.ra is not None:
             # After the return, x30 (AArch64) or r14 (s390x) holds the
             # return address; GDB reads it to unwind the caller's caller.
             info.add_saved_register(registers.ra, ra_value)
-        self._caller = (pending.level() + 1, caller.pc, sp, fp)
+        self._caller = (level + 1, caller.pc, sp, fp)
         return info
 
 

@@ -8,13 +8,9 @@ symbolizer of `cbf decode`.
 import sys
 
 from . import __version__
-from .errors import SfbtError
+from .errors import CommandError, SfbtError
 from .live.cli import add_commands as add_live_commands
 from .printable import printable
-
-
-class CommandError(SfbtError):
-    """A user-facing failure: printed as one line, exit status 1."""
 
 
 #: The largest raw .sframe section file read (--raw).

@@ -30,6 +30,21 @@ class LocatedError(SfbtError):
         return f"{self.where}+{self.offset:#x}: {self.message}"
 
 
+class CommandError(SfbtError):
+    """Bad command arguments, or a command that cannot run now (a debugger
+    command or the command line): printed as one line."""
+
+
+class TargetMemoryError(SfbtError):
+    """Memory the target (a debugger, a process, a core, an ELF image read
+    from memory) cannot read."""
+
+    def __init__(self, address: int, size: int = 1):
+        self.address = address
+        self.size = size
+        super().__init__(f"Cannot access memory at address {address:#x}")
+
+
 class EncodeError(SfbtError, ValueError):
     """A value the output format cannot hold (an address too wide for the
     word size, too many frames, ...)."""

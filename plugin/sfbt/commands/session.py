@@ -10,14 +10,10 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from ..arch import Arch
-from ..errors import SfbtError
+from ..errors import CommandError
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from .settings import Settings
-
-
-class CommandError(SfbtError):
-    """Bad command arguments, or a command that cannot run now."""
 
 
 @dataclass(frozen=True)

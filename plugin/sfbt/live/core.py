@@ -16,9 +16,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
-from ..unwind.target import TargetMemoryError
 from . import regsets
 from .images import CoreImages, memory_build_id, notes
 from .mappings import file_modules, parse_nt_file, vdso_module

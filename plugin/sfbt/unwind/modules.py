@@ -19,10 +19,10 @@ from typing import Optional
 from ..dwarf.fdes import CfiUnavailable
 from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError, open_section
 from ..sframe.elf import find_sframe
-from .target import Module, TargetMemoryError
+from .target import Module
 from .walk import FLEX, SFRAME, SYNTH
 
 

@@ -7,16 +7,6 @@ Target; the unwinder needs nothing else.
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..errors import SfbtError
-
-
-class TargetMemoryError(SfbtError):
-    """Memory the target cannot read."""
-
-    def __init__(self, address: int, size: int = 1):
-        self.address = address
-        self.size = size
-        super().__init__(f"Cannot access memory at address {address:#x}")
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,6 @@ sections name it.  Adding an architecture is adding one entry to ARCHES.
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from .sframe import constants as C
-
 
 @dataclass(frozen=True)
 class SignalFrameLayout:
@@ -29,7 +27,8 @@ class SignalFrameLayout:
 @dataclass(frozen=True)
 class Arch:
     name: str
-    #: the SFrame header's ABI/arch id
+    #: the SFrame header's ABI/arch id (SFRAME_ABI_*; sfbt.sframe.constants
+    #: names them after these entries)
     sframe_abi: int
     #: ELF e_machine
     elf_machine: int
@@ -161,7 +160,7 @@ _X86_64_NAMES = {0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi",
 _X86_64_GREGS = (8, 9, 10, 11, 12, 13, 14, 15, 5, 4, 6, 3, 1, 0, 2, 7, 16)
 
 X86_64 = Arch(
-    name="x86_64", sframe_abi=C.ABI_AMD64_LE, elf_machine=62, pointer_size=8,
+    name="x86_64", sframe_abi=3, elf_machine=62, pointer_size=8,
     big_endian=False, sp=7, fp=6, ra=16, pc=16, register_names=_X86_64_NAMES,
     gdb_names=("i386:x86-64",), lldb_names=("x86_64",), bfd_name="elf64-x86-64",
     relocations={1: (8, False), 2: (4, True), 10: (4, False), 11: (4, False),
@@ -177,7 +176,7 @@ _AARCH64_NAMES = {n: f"x{n}" for n in range(31)}
 _AARCH64_NAMES.update({31: "sp", 32: "pc"})
 
 AARCH64 = Arch(
-    name="aarch64", sframe_abi=C.ABI_AARCH64_LE, elf_machine=183, pointer_size=8,
+    name="aarch64", sframe_abi=2, elf_machine=183, pointer_size=8,
     big_endian=False, sp=31, fp=29, ra=30, pc=32, register_names=_AARCH64_NAMES,
     lldb_register_names={29: "fp", 30: "lr", 31: "sp", 32: "pc"},
     gdb_names=("aarch64",), lldb_names=("aarch64", "arm64"),
@@ -194,7 +193,7 @@ AARCH64 = Arch(
 
 # Big-endian AArch64: the same registers and conventions, data and
 # instructions' byte order aside (no signal-frame layout is known here).
-AARCH64_BE = replace(AARCH64, name="aarch64_be", sframe_abi=C.ABI_AARCH64_BE,
+AARCH64_BE = replace(AARCH64, name="aarch64_be", sframe_abi=1,
                      big_endian=True, gdb_names=(), lldb_names=("aarch64_be",),
                      bfd_name="elf64-bigaarch64",
                      signal_frame=None)
@@ -208,7 +207,7 @@ _S390X_NAMES.update({16 + i: f"f{n}" for i, n in enumerate(
 _S390X_NAMES[64] = "pc"  # DWARF 64: the PSW address
 
 S390X = Arch(
-    name="s390x", sframe_abi=C.ABI_S390X_BE, elf_machine=22, pointer_size=8,
+    name="s390x", sframe_abi=4, elf_machine=22, pointer_size=8,
     big_endian=True, sp=15, fp=11, ra=14, pc=64, register_names=_S390X_NAMES,
     gdb_names=("s390:64-bit",), lldb_names=("s390x",), bfd_name="elf64-s390",
     relocations={4: (4, False), 5: (4, True), 22: (8, False), 23: (8, True)},
@@ -216,14 +215,12 @@ S390X = Arch(
     plt_entry_size=32)
 
 ARCHES = (X86_64, AARCH64, AARCH64_BE, S390X)
+_BY_SFRAME_ABI = {arch.sframe_abi: arch for arch in ARCHES}
 
 
 def arch_for_abi(abi: int) -> Arch:
     """The Arch of an SFrame ABI/arch id; KeyError for an unknown one."""
-    for arch in ARCHES:
-        if arch.sframe_abi == abi:
-            return arch
-    raise KeyError(abi)
+    return _BY_SFRAME_ABI[abi]
 
 
 def arch_for_machine(machine: int, big_endian: bool) -> Optional[Arch]:

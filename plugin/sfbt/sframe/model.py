@@ -8,7 +8,7 @@ how a version encodes them is the reader's and writer's business.
 
 from typing import NamedTuple
 
-from .. import arch as _arch  # (sfbt.arch imports sframe.constants)
+from ..arch import arch_for_abi
 from . import constants as C
 from . import lookup
 from .layout import fits_signed, unpack_fde_info
@@ -61,9 +61,6 @@ class FrameRowEntry(_FrameRowFields):
     @property
     def ra_undefined(self):
         return not self.words
-
-
-_ARCH_BY_ABI = {}  # filled on use: sfbt.arch imports this package
 
 
 class FunctionEntry:
@@ -239,10 +236,7 @@ class SFrameSection:
     @property
     def arch(self):
         """The sfbt.arch.Arch of the section's ABI (KeyError if unknown)."""
-        arch = _ARCH_BY_ABI.get(self.abi)
-        if arch is None:
-            arch = _ARCH_BY_ABI[self.abi] = _arch.arch_for_abi(self.abi)
-        return arch
+        return arch_for_abi(self.abi)
 
     def _key(self):
         return (self.version, self.abi, self.flags, self.cfa_fixed_fp_offset,

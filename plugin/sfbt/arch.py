@@ -4,10 +4,11 @@ An ``Arch`` holds what the SFrame reader, the DWARF CFI synthesizer, the
 unwinder, the ELF reader and the debugger adapters need to know about one
 architecture: DWARF register numbers and how GDB and LLDB spell them, the
 stack-pointer and return-address conventions, the kernel's signal frame,
-pointer authentication, and the numbers by which ELF files and SFrame
-sections name it.  Adding an architecture is adding one entry to ARCHES.
+pointer authentication, the kernel's register set (ptrace, core files),
+and the numbers by which ELF files and SFrame sections name it.  Adding an architecture is adding one entry to ARCHES.
 """
 
+import struct
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
@@ -70,6 +71,22 @@ class Arch:
     #: bytes per PLT entry: the rows of an SFrame v1 PC-mask (PLT) FDE
     #: repeat this often (v2 and v3 FDEs store the size themselves)
     plt_entry_size: int = 16
+    #: the kernel's general-purpose register set (what PTRACE_GETREGSET
+    #: NT_PRSTATUS fills in and a core's NT_PRSTATUS note holds in
+    #: ``pr_reg``) as the DWARF number of each 8-byte slot, None for what
+    #: has none; empty where sfbt does not read it (no live or core stacks)
+    regset: tuple = ()
+
+    @property
+    def regset_size(self) -> int:
+        return 8 * len(self.regset)
+
+    def decode_regset(self, data: bytes) -> dict:
+        """{DWARF number: value} of a register set's bytes."""
+        values = struct.unpack_from(
+            f"{'>' if self.big_endian else '<'}{len(self.regset)}Q", data)
+        return {number: value for number, value in zip(self.regset, values)
+                if number is not None}
 
     def register_name(self, number: int, debugger: str = "gdb") -> str:
         """How ``debugger`` ("gdb" or "lldb") spells DWARF register ``number``."""
@@ -158,6 +175,10 @@ _X86_64_NAMES = {0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi",
 # uc_mcontext.gregs starts 40 bytes in, in the order R8..R15, RDI, RSI, RBP,
 # RBX, RDX, RAX, RCX, RSP, RIP.
 _X86_64_GREGS = (8, 9, 10, 11, 12, 13, 14, 15, 5, 4, 6, 3, 1, 0, 2, 7, 16)
+# user_regs_struct: r15..rdi, orig_rax, rip, cs, eflags, rsp, ss, the
+# segment bases and selectors.
+_X86_64_REGSET = (15, 14, 13, 12, 6, 3, 11, 10, 9, 8, 0, 2, 1, 4, 5, None,
+                  16, None, None, 7, None, None, None, None, None, None, None)
 
 X86_64 = Arch(
     name="x86_64", sframe_abi=3, elf_machine=62, pointer_size=8,
@@ -170,7 +191,7 @@ X86_64 = Arch(
         # mov $15, %rax; syscall
         code=bytes.fromhex("48c7c00f0000000f05"), registers_offset=40,
         slots=tuple((reg, i) for i, reg in enumerate(_X86_64_GREGS))),
-    frame_record=(0, 8))
+    frame_record=(0, 8), regset=_X86_64_REGSET)
 
 _AARCH64_NAMES = {n: f"x{n}" for n in range(31)}
 _AARCH64_NAMES.update({31: "sp", 32: "pc"})
@@ -189,7 +210,9 @@ AARCH64 = Arch(
         # siginfo (128) + ucontext up to uc_mcontext (176) + fault_address (8)
         registers_offset=128 + 176 + 8,
         slots=tuple((n, n) for n in range(31)) + ((31, 31), (32, 32))),
-    frame_record=(0, 8))
+    frame_record=(0, 8),
+    # user_pt_regs: x0..x30, sp, pc, pstate
+    regset=tuple(range(33)) + (None,))
 
 # Big-endian AArch64: the same registers and conventions, data and
 # instructions' byte order aside (no signal-frame layout is known here).

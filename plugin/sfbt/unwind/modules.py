@@ -21,7 +21,7 @@ from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
 from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError, open_section
-from ..sframe.elf import find_sframe
+from ..sframe.in_elf import find_sframe
 from .target import Module
 from .walk import FLEX, SFRAME, SYNTH
 

@@ -31,7 +31,8 @@ class Session:
 
     #: "gdb" or "lldb": spelling of registers and messages
     debugger: str = ""
-    settings: Settings = None
+    #: the debugger's sframe settings (each session sets its own)
+    settings: Settings
 
     @property
     def arch(self) -> Arch:

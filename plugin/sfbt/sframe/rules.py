@@ -5,10 +5,13 @@ RA at a fixed CFA offset, s390x scales its CFA offset); flexible FDEs store
 (control, offset) pairs.  Both become the same FrameRow.
 """
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from . import constants as C
 from .errors import SFrameError
+
+if TYPE_CHECKING:
+    from .model import FrameRowEntry, FunctionEntry
 
 
 class Location(NamedTuple):
@@ -17,7 +20,7 @@ class Location(NamedTuple):
     ``register`` is a DWARF register number, or None for the CFA.
     """
 
-    register: object
+    register: Optional[int]
     offset: int
     deref: bool
 
@@ -37,11 +40,11 @@ class FrameRow(NamedTuple):
     the first time a row is asked for.)
     """
 
-    function: object
-    entry: object
-    cfa: object
-    ra: object
-    fp: object
+    function: "FunctionEntry"
+    entry: "FrameRowEntry"
+    cfa: Optional[Location]
+    ra: Optional[Location]
+    fp: Optional[Location]
     outermost: bool
     mangled_ra: bool
     signal: bool

@@ -6,15 +6,12 @@ FrameRowEntry list (one per FRE).  Addresses in the model are absolute
 how a version encodes them is the reader's and writer's business.
 """
 
-from typing import TYPE_CHECKING, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 from ..arch import Arch, arch_for_abi
 from . import constants as C
 from . import lookup
 from .layout import fits_signed, unpack_fde_info
-
-if TYPE_CHECKING:
-    from .reader import SectionReader
 
 
 def minimal_word_size(words: Iterable[int]) -> int:
@@ -92,7 +89,7 @@ class FunctionEntry:
         self._rows: Optional[Tuple[FrameRowEntry, ...]] = rows
         self.num_rows = len(rows)
         #: (reader, FDE index, offset of the rows) until the rows are read
-        self._load_rows: Optional[Tuple["SectionReader", int, int]] = None
+        self._load_rows: Optional[Tuple["SectionSource", int, int]] = None
         self._row_index: Optional[lookup.RowIndex] = None  # built on first lookup
         self.fre_type = (minimal_fre_type(size, rows)
                          if fre_type is None else fre_type)
@@ -100,7 +97,7 @@ class FunctionEntry:
     @classmethod
     def from_reader(cls, start: int, size: int, info: int, fde_type: int, rep_size: int,
                     num_rows: int,
-                    source: Tuple["SectionReader", int, int]) -> "FunctionEntry":
+                    source: Tuple["SectionSource", int, int]) -> "FunctionEntry":
         """A function read from a section; ``source`` is (reader, FDE index,
         offset of its rows), used to decode the rows on first use."""
         function = cls.__new__(cls)
@@ -152,6 +149,23 @@ class FunctionEntry:
                 f"rows={self.rows!r})")
 
 
+class SectionSource(Protocol):
+    """What a section opened from bytes reads its functions and rows
+    through (reader.SectionReader)."""
+
+    num_fdes: int
+
+    def read_all(self) -> Tuple[List[FunctionEntry], Optional[Sequence[int]]]:
+        ...
+
+    def find_function(self, pc: int) -> Optional[FunctionEntry]:
+        ...
+
+    def decode_rows(self, index: int, rows_at: int, count: int,
+                    fre_type: int) -> Iterable[FrameRowEntry]:
+        ...
+
+
 class SFrameSection:
     """A whole .sframe section.  version 0 stands for a zero-length section.
 
@@ -166,7 +180,7 @@ class SFrameSection:
                  cfa_fixed_ra_offset: Optional[int] = None, aux_header: bytes = b"",
                  big_endian: Optional[bool] = None, address: int = 0,
                  fre_order: Optional[Sequence[int]] = None, padding: bytes = b"",
-                 name: str = ".sframe", source: Optional["SectionReader"] = None):
+                 name: str = ".sframe", source: Optional["SectionSource"] = None):
         self.version = version
         self.abi = abi
         # The section's bytes (reader.SectionReader) when it was opened from

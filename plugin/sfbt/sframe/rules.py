@@ -5,13 +5,10 @@ RA at a fixed CFA offset, s390x scales its CFA offset); flexible FDEs store
 (control, offset) pairs.  Both become the same FrameRow.
 """
 
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from . import constants as C
 from .errors import SFrameError
-
-if TYPE_CHECKING:
-    from .model import FrameRowEntry, FunctionEntry
 
 
 class Location(NamedTuple):
@@ -40,8 +37,10 @@ class FrameRow(NamedTuple):
     the first time a row is asked for.)
     """
 
-    function: "FunctionEntry"
-    entry: "FrameRowEntry"
+    # sframe.model's FunctionEntry and FrameRowEntry (the model imports
+    # this module through its lookups)
+    function: Any
+    entry: Any
     cfa: Optional[Location]
     ra: Optional[Location]
     fp: Optional[Location]

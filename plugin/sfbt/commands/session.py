@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from ..arch import Arch
-from ..errors import CommandError
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from .settings import Settings

@@ -169,8 +169,9 @@ class SFrameSources:
         if not os.path.exists(module.path):
             if target is None:
                 return NONE
+            known: Target = target  # (a lambda sees target as Optional)
             return _guarded(f"{module.path} (memory)",
-                            lambda: _rows_of_memory(module, target))
+                            lambda: _rows_of_memory(module, known))
         return _guarded(module.path, lambda: _rows_of_file(module.path))
 
 

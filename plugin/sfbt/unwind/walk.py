@@ -8,9 +8,8 @@ bug) ends it with a reason, and the frames found so far are kept.
 
 import gc
 
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError
-from .target import TargetMemoryError
 
 # How a frame was found.
 INNERMOST = "innermost"

@@ -224,6 +224,9 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         #: (FP, it as a gdb.Value): the frame pointer is often the same
         #: from frame to frame (a row without FP rule keeps it)
         self._fp_value = None
+        #: return address -> it as a gdb.Value: a recursion returns to the
+        #: same few addresses again and again
+        self._ra_values = {}
 
     def forget_objfiles(self, *_):
         """Drop what holds while the objfiles stay the same."""
@@ -413,7 +416,9 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         sp = values[arch.sp]
         fp = values.get(arch.fp)
         cfa_value = gdb.Value(cfa)
-        ra_value = gdb.Value(caller.pc)
+        ra_value = self._ra_values.get(caller.pc)
+        if ra_value is None:
+            ra_value = self._ra_values[caller.pc] = gdb.Value(caller.pc)
         info = pending.create_unwind_info(FrameId(cfa_value, start))
         info.add_saved_register(registers.pc, ra_value)
         info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))

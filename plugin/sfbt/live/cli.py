@@ -121,7 +121,8 @@ def _run_record(args, error_type):
               "; Ctrl-C stops).", file=sys.stderr, flush=True)
 
     try:
-        recorder = Recorder(args.pid, args.hz)
+        recorder = Recorder(args.pid, args.hz, say=lambda line: print(
+            printable(line), file=sys.stderr, flush=True))
         try:
             failure = recorder.record(args.output, args.duration, started)
         finally:

@@ -15,6 +15,11 @@ from .mappings import VDSO, file_modules, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
 
+#: how long SeizedProcess.snapshots polls for the stops before it waits,
+#: and how often
+SPIN, POLL = 0.05, 0.0001
+
+
 class ProcessError(SfbtError):
     """A process sfbt cannot read: one line saying why."""
 
@@ -224,26 +229,131 @@ class Process:
         """The thread's ThreadState, or None if it exited.  It is stopped
         from PTRACE_INTERRUPT to PTRACE_DETACH only: the time to read its
         registers and copy its stack (``extra["stopped"]``, seconds)."""
-        try:
-            ptrace.seize(tid)
-        except ptrace.ThreadGone:
+        if not self._seize(tid):
             return None
-        except ptrace.PtraceError as error:
-            if self._exited(tid):  # a zombie: ptrace refuses it
-                return None
-            raise permission_error(self.pid, error) from None
         signal = 0
         try:
             began = time.perf_counter()
             signal = ptrace.interrupt_and_wait(tid)
-            raw = ptrace.get_regset(tid, regsets.regset_size(self.arch))
-            registers = regsets.decode(self.arch, raw)
-            start, end = stack_range(registers[self.arch.sp], self.mappings)
-            stack = ptrace.read_pages(self.pid, start, end - start)
-            stopped = time.perf_counter() - began
+            return self._copy(tid, name, began)
         except ptrace.ThreadGone:
             return None
         finally:
-            ptrace.detach(tid, signal)
+            ptrace.detach(tid, max(signal, 0))
+
+    def _seize(self, tid):
+        """Seize ``tid`` (it runs on); False if it exited."""
+        try:
+            ptrace.seize(tid)
+        except ptrace.ThreadGone:
+            return False
+        except ptrace.PtraceError as error:
+            if self._exited(tid):  # a zombie: ptrace refuses it
+                return False
+            raise permission_error(self.pid, error) from None
+        return True
+
+    def _copy(self, tid, name, began):
+        """The ThreadState of stopped thread ``tid``, stopped since
+        ``began`` (time.perf_counter)."""
+        raw = ptrace.get_regset(tid, regsets.regset_size(self.arch))
+        registers = regsets.decode(self.arch, raw)
+        start, end = stack_range(registers[self.arch.sp], self.mappings)
+        stack = ptrace.read_pages(self.pid, start, end - start)
+        stopped = time.perf_counter() - began
         return ThreadState(tid, name, registers, start, stack,
                            extra={"stopped": stopped})
+
+
+class SeizedProcess(Process):
+    """A process whose threads stay seized between snapshots (`sfbt
+    record`): each thread is seized once, when first sampled, and each
+    sample is a PTRACE_INTERRUPT and a PTRACE_CONT.  ``reap()`` between
+    samples lets run on the threads that stopped by themselves (a signal
+    to hand them); ``close()`` lets them all go."""
+
+    def __init__(self, pid, arch=None):
+        super().__init__(pid, arch)
+        self._seized = set()
+
+    def snapshots(self, threads):
+        """{tid: ThreadState} of ``threads`` ([(tid, name)]; those that
+        exited are left out).  All are interrupted at once, and each is
+        copied and let run on as soon as it stops: a thread that waits for
+        a processor takes as long to stop, and runs on meanwhile.  The
+        stops are polled for every POLL seconds (sfbt sleeps between two,
+        leaving its processor to them) for SPIN seconds, then waited on.  ``extra["stopped"]`` counts from the
+        poll before the one that saw the thread stopped."""
+        waiting = {}
+        for tid, name in threads:
+            if tid not in self._seized:
+                if not self._seize(tid):
+                    continue
+                self._seized.add(tid)
+            try:
+                ptrace.interrupt(tid)
+            except ptrace.ThreadGone:
+                self._seized.discard(tid)
+                continue
+            waiting[tid] = [name, time.perf_counter()]
+        states = {}
+        deadline = time.perf_counter() + SPIN
+        while waiting:
+            polling = time.perf_counter() < deadline
+            for tid, (name, polled) in list(waiting.items()):
+                now = time.perf_counter()
+                try:
+                    status = ptrace.wait_stop(tid, ptrace.WNOHANG if polling else 0)
+                except ptrace.ThreadGone:
+                    del waiting[tid]
+                    self._seized.discard(tid)
+                    continue
+                if status is None:
+                    waiting[tid][1] = now
+                    continue
+                del waiting[tid]
+                try:
+                    states[tid] = self._copy(tid, name, polled if polling else now)
+                except ptrace.ThreadGone:
+                    pass
+                finally:
+                    self._run_on(tid, ptrace.stop_signal(status))
+            if waiting and polling:
+                time.sleep(POLL)  # the processor to the threads to stop
+        return states
+
+    @staticmethod
+    def _run_on(tid, signal):
+        if signal < 0:  # a group-stop: the process stays stopped
+            ptrace.listen(tid)
+        else:
+            ptrace.resume(tid, signal)
+
+    def reap(self):
+        """Let run on every seized thread waiting in a ptrace-stop that
+        sfbt did not ask for: a signal for it (handed on), a group-stop,
+        or sfbt's PTRACE_INTERRUPT where a signal came first."""
+        for tid in list(self._seized):
+            while True:
+                try:
+                    status = ptrace.wait_stop(tid, ptrace.WNOHANG)
+                except ptrace.ThreadGone:
+                    self._seized.discard(tid)
+                    break
+                if status is None:
+                    break
+                self._run_on(tid, ptrace.stop_signal(status))
+
+    def release(self):
+        """Detach every seized thread (its memory stays readable)."""
+        for tid in self._seized:
+            try:
+                signal = ptrace.interrupt_and_wait(tid)
+            except (ptrace.ThreadGone, ptrace.PtraceError):
+                continue
+            ptrace.detach(tid, max(signal, 0))
+        self._seized.clear()
+
+    def close(self):
+        self.release()
+        super().close()

@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from ..archive import cbf
@@ -28,7 +29,7 @@ from ..archive.store import Archive, Event
 from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
 from ..files import replace_file
-from .process import Process, ProcessError, ProcessExited
+from .process import ProcessError, ProcessExited, SeizedProcess
 from .stack import Walker, cbf_frames, image_map
 
 #: how often the mappings are read again (new libraries, new thread stacks)
@@ -37,12 +38,23 @@ MAPS_INTERVAL = 1.0
 FLUSH_INTERVAL = 0.5
 #: the rates `--hz` takes
 MIN_HZ, MAX_HZ = 1e-6, 10000.0
+#: the walks between two samples end this long before the next is due
+WALK_MARGIN = 0.0005
+#: samples left to walk at most (seconds' worth, and bytes of stack
+#: copies) before the walks run on the sampling path
+MAX_BACKLOG = 1.0
+MAX_BACKLOG_BYTES = 64 << 20
+#: a rate below this part of the asked rate is said on stderr
+#: (Shortfall), measured over windows of SHORTFALL_WINDOW seconds
+SHORTFALL = 0.95
+SHORTFALL_WINDOW = 1.0
 
 
 class EndingSignals:
     """While entered, SIGINT, SIGTERM and SIGHUP end the recording rather
     than the program: each notes its name in ``caught`` and wakes
-    ``sleep``; the loop then stops between two samples, never inside one."""
+    ``sleep``; the loop then stops between two samples, never inside one.
+    SIGCHLD (a seized thread stopped by itself) wakes ``sleep`` too."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -57,6 +69,7 @@ class EndingSignals:
         self._kept_wakeup = signal.set_wakeup_fd(self._wake[1], warn_on_full_buffer=False)
         for number in self.SIGNALS:
             self._kept[number] = signal.signal(number, self._caught)
+        self._kept[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, self._woken)
         return self
 
     def __exit__(self, *exception):
@@ -70,9 +83,16 @@ class EndingSignals:
         if self.caught is None:
             self.caught = signal.Signals(number).name
 
+    def _woken(self, number, frame):
+        """Only wakes ``sleep`` (through the wakeup descriptor)."""
+
     def sleep(self, seconds):
         """Sleep, until a signal at the latest."""
-        select.select([self._wake[0]], [], [], seconds)
+        if select.select([self._wake[0]], [], [], seconds)[0]:
+            try:
+                os.read(self._wake[0], 512)
+            except BlockingIOError:
+                pass
 
 
 @dataclass
@@ -93,9 +113,66 @@ class RecordStats:
         return self.ticks / self.elapsed if self.elapsed else 0.0
 
 
+@dataclass
+class Pending:
+    """A thread's sample not walked yet: its copy (``state``), or None
+    where the thread has not run since its previous sample (counted again)."""
+
+    tid: int
+    name: str
+    time: int
+    walker: object
+    image_map: int
+    state: object = None
+
+
+class Shortfall:
+    """Says on stderr, once per reason, when the rate kept over the last
+    second falls short of the asked rate (below SHORTFALL of it), and why:
+    copying the threads takes longer than a sample's interval, walking
+    them falls behind, or sfbt is not given the processor in time."""
+
+    def __init__(self, hz, say):
+        self.hz = hz
+        self.say = say
+        self.said = set()
+        self._reset(time.monotonic())
+
+    def _reset(self, now):
+        self.since = now
+        self.ticks = 0
+        self.copying = 0.0  # seconds spent stopping and copying threads
+        self.walking = 0.0  # seconds of walks forced onto the sampling path
+
+    def check(self, now, threads, backlog):
+        elapsed = now - self.since
+        if elapsed < SHORTFALL_WINDOW:
+            return
+        rate = self.ticks / elapsed
+        if rate < SHORTFALL * self.hz:
+            interval = 1e3 / self.hz
+            copy = self.copying * 1e3 / max(self.ticks, 1)
+            if copy > interval / 2:
+                reason = "copying", (f"stopping and copying {threads} threads takes "
+                                     f"{copy:.1f} ms a sample, of the {interval:.1f} ms "
+                                     "between two")
+            elif self.walking:
+                reason = "walking", (f"walking the stacks falls behind ({backlog} "
+                                     "samples wait): the processor time left between "
+                                     "samples is not enough")
+            else:
+                reason = "late", ("sfbt is not given the processor in time "
+                                  f"(load average {os.getloadavg()[0]:.1f} on "
+                                  f"{os.cpu_count()} CPUs)")
+            if reason[0] not in self.said:
+                self.said.add(reason[0])
+                self.say(f"sfbt record: {rate:.1f} Hz of {self.hz:g}: {reason[1]}")
+        self._reset(now)
+
+
 class Recorder:
-    def __init__(self, pid, hz=99.0, label=""):
-        self.process = Process(pid)
+    def __init__(self, pid, hz=99.0, label="", say=lambda line: None):
+        self.process = SeizedProcess(pid)
         self.hz = hz
         if not label:
             name = dict(self.process.threads()).get(pid, "")
@@ -103,7 +180,12 @@ class Recorder:
         self.label = label
         self.archive = Archive()
         self.stats = RecordStats()
-        self._previous = {}  # tid -> (registers, stack, cbf bytes)
+        self.shortfall = Shortfall(hz, say)
+        #: samples taken, walked when the sampling leaves time (in order)
+        self._pending = deque()
+        self._pending_bytes = 0
+        self._walked = {}  # tid -> ((registers, stack), cbf bytes) of its latest walk
+        self._marks = {}  # tid -> its idle mark (Process.idle_mark) after its last stop
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
         self._numbers = {}
@@ -127,62 +209,94 @@ class Recorder:
             self._new_walker()
         self._maps_read = time.monotonic()
 
-    def _walk(self, state):
+    def _walk(self, pending):
         """The walk of a copied thread; where it ends outside every known
         library, again with the mappings read anew (one loaded since)."""
-        frames, stop = self.walker.walk(state)
+        walker = pending.walker
+        frames, stop = walker.walk(pending.state)
         if stop is not None and frames and \
-                self.walker.module_map.module_for(frames[-1].lookup_pc) is None:
+                walker.module_map.module_for(frames[-1].lookup_pc) is None:
             self._refresh_mappings(keep_gone=True)
-            frames, stop = self.walker.walk(state)
+            walker = self.walker
+            pending.image_map = self._image_map
+            frames, stop = walker.walk(pending.state)
         return frames, stop
 
     def sample(self):
-        """Sample every thread once."""
+        """Copy every thread that ran since its previous sample (each
+        stopped only for its own copy); the copies wait in ``_pending`` for
+        ``walk_pending``.  Returns the tids copied."""
+        self.process.reap()
         threads = self.process.threads(fresh_names=False)
-        known = self._previous
-        if (any(tid not in known for tid, _ in threads)
+        if (any(tid not in self._marks for tid, _ in threads)
                 or time.monotonic() - self._maps_read > MAPS_INTERVAL):
             self._refresh_mappings()
         now = time.time_ns()
-        word_size = 8 * self.process.arch.pointer_size
-        stopped = []
-        gone = 0
+        began = time.perf_counter()
+        copying = [(tid, name) for tid, name in threads
+                   if self._marks.get(tid) is None
+                   or self.process.idle_mark(tid) != self._marks[tid]]
+        states = self.process.snapshots(copying)
+        gone = len(copying) - len(states)
         for tid, name in threads:
-            previous = known.get(tid)
-            if previous is not None and previous[2] is not None \
-                    and self.process.idle_mark(tid) == previous[2]:
-                data = previous[1]
-            else:
-                state = self.process.snapshot(tid, name)
-                if state is None:
-                    gone += 1
-                    continue
+            pending = Pending(tid, name, now, self.walker, self._image_map)
+            if tid in states:
+                pending.state = state = states[tid]
                 self.stats.stops.append(state.extra["stopped"])
-                key = (state.registers, state.stack)
+                self._pending_bytes += len(state.stack)
+            elif tid not in self._marks or (tid, name) in copying:  # it exited
+                self._marks.pop(tid, None)
+                continue
+            self._pending.append(pending)
+        self.shortfall.copying += time.perf_counter() - began
+        if gone == len(threads):
+            raise ProcessExited(f"process {self.process.pid} exited")
+        return list(states)
+
+    def mark_idle(self, stopped):
+        """Note what says each thread stopped for this sample has not run
+        since: read once it ran on and blocked again (after the walks that
+        fit), not right after the stop.  None (not known idle) where it
+        still runs."""
+        for tid in stopped:
+            self._marks[tid] = self.process.idle_mark(tid) or False
+
+    def walk_pending(self, until=None):
+        """Walk the pending samples, in order, until ``until``
+        (time.monotonic) or all are walked."""
+        word_size = 8 * self.process.arch.pointer_size
+        pending = self._pending
+        while pending and (until is None or time.monotonic() < until):
+            sample = pending.popleft()
+            if sample.state is None:
+                data = self._walked[sample.tid][1]
+            else:
+                self._pending_bytes -= len(sample.state.stack)
+                key = (sample.state.registers, sample.state.stack)
+                previous = self._walked.get(sample.tid)
                 if previous is not None and previous[0] == key:
                     data = previous[1]
                 else:
-                    frames, stop = self._walk(state)
+                    frames, stop = self._walk(sample)
                     data = cbf.encode(cbf_frames(frames), word_size,
                                       stop == "frame limit reached")
                     self.stats.walks += 1
-                known[tid] = [key, data, None]
-                stopped.append(tid)
-            self._record(data, now, tid, name)
-        if gone == len(threads):
-            raise ProcessExited(f"process {self.process.pid} exited")
-        # once they blocked again, what says the stopped threads have not
-        # run since (read now, after the walks, not right after the stop)
-        for tid in stopped:
-            known[tid][2] = self.process.idle_mark(tid)
+                self._walked[sample.tid] = (key, data)
+            self._record(data, sample)
 
-    def _record(self, data, now, tid, name):
+    def _behind(self):
+        """Whether the pending samples are more than MAX_BACKLOG seconds'
+        worth or MAX_BACKLOG_BYTES of stack copies."""
+        return (len(self._pending) > MAX_BACKLOG * self.hz * max(len(self._marks), 1)
+                or self._pending_bytes > MAX_BACKLOG_BYTES)
+
+    def _record(self, data, sample):
         arch = self.process.arch
         trace_id = self.archive.add_trace(data)
-        number = self._numbers.setdefault(tid, len(self._numbers) + 1)
-        thread = f"{number} ({tid} {name})" if name else f"{number} ({tid})"
-        self.archive.add_event(Event(trace_id, self._image_map, now, arch.name,
+        number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
+        thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
+                  else f"{number} ({sample.tid})")
+        self.archive.add_event(Event(trace_id, sample.image_map, sample.time, arch.name,
                                      thread, "sample", self.label))
         self.stats.samples += 1
 
@@ -191,11 +305,14 @@ class Recorder:
         passed, the process exited or could no longer be read
         (``stats.error`` says why), ``signals`` (EndingSignals) caught one,
         or ``flush()`` (called every FLUSH_INTERVAL) says the samples can no
-        longer be written; a tick that comes late is skipped.
+        longer be written; a tick that comes late is skipped.  The walks
+        run between samples, and where they fall behind, on the sampling
+        path; what is left is walked when the recording ends.
         ``on_first_sample()`` is called once a sample was taken."""
         interval = 1.0 / self.hz
         start = flushed = time.monotonic()
         tick = 0
+        stopped = []
         while signals.caught is None:
             now = time.monotonic()
             if duration is not None and now - start >= duration:
@@ -206,25 +323,44 @@ class Recorder:
                     break
             due = start + tick * interval
             if now < due:
-                signals.sleep(min(due - now, FLUSH_INTERVAL))
+                # the time left before the next sample: walks, then the
+                # marks of the threads stopped for the last one, then sleep
+                self.walk_pending(until=due - WALK_MARGIN)
+                if stopped:
+                    self.mark_idle(stopped)
+                    stopped = []
+                self.process.reap()
+                now = time.monotonic()
+                if now < due:
+                    signals.sleep(min(due - now, FLUSH_INTERVAL))
                 continue
             missed = int((now - due) / interval)
             self.stats.missed += missed
             tick += missed + 1
             try:
-                self.sample()
+                if stopped:
+                    self.mark_idle(stopped)
+                stopped = self.sample()
             except ProcessError as error:
                 self.stats.error = error
                 self.stats.ended = ("the process exited" if isinstance(error, ProcessExited)
                                     else str(error))
                 break
             self.stats.ticks += 1
+            self.shortfall.ticks += 1
+            if self._behind():
+                began = time.perf_counter()
+                self.walk_pending(until=time.monotonic() + interval)
+                self.shortfall.walking += time.perf_counter() - began
+            self.shortfall.check(time.monotonic(), len(self._marks), len(self._pending))
             if on_first_sample is not None and self.stats.ticks == 1:
                 on_first_sample()
         if signals.caught is not None:
             self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
                                 else f"ended by {signals.caught}")
         self.stats.elapsed = time.monotonic() - start
+        self.process.release()  # the threads run free while the rest is walked
+        self.walk_pending()
 
     def close(self):
         self.process.close()

@@ -15,9 +15,8 @@ from .mappings import VDSO, file_modules, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
 
-#: how long SeizedProcess.snapshots polls for the stops before it waits,
-#: and how often
-SPIN, POLL = 0.05, 0.0001
+#: how often SeizedProcess.collect polls for stops
+POLL = 0.0001
 
 
 class ProcessError(SfbtError):
@@ -268,59 +267,75 @@ class Process:
 class SeizedProcess(Process):
     """A process whose threads stay seized between snapshots (`sfbt
     record`): each thread is seized once, when first sampled, and each
-    sample is a PTRACE_INTERRUPT and a PTRACE_CONT.  ``reap()`` between
-    samples lets run on the threads that stopped by themselves (a signal
-    to hand them); ``close()`` lets them all go."""
+    sample is a PTRACE_INTERRUPT and, once the thread is copied, a
+    PTRACE_CONT.  ``interrupt()`` asks threads to stop and ``collect()``
+    copies those that did: a thread that waits for a processor takes as
+    long to stop, and runs on meanwhile, so sfbt does not wait for it.
+    ``reap()`` between samples lets run on the threads that stopped by
+    themselves (a signal to hand them); ``release()`` (and ``close()``)
+    lets them all go."""
 
     def __init__(self, pid, arch=None):
         super().__init__(pid, arch)
         self._seized = set()
+        #: tid -> [name, time of the last poll that found it running]
+        self._stopping = {}
 
-    def snapshots(self, threads):
-        """{tid: ThreadState} of ``threads`` ([(tid, name)]; those that
-        exited are left out).  All are interrupted at once, and each is
-        copied and let run on as soon as it stops: a thread that waits for
-        a processor takes as long to stop, and runs on meanwhile.  The
-        stops are polled for every POLL seconds (sfbt sleeps between two,
-        leaving its processor to them) for SPIN seconds, then waited on.  ``extra["stopped"]`` counts from the
-        poll before the one that saw the thread stopped."""
-        waiting = {}
+    def stopping(self, tid):
+        """Whether ``tid`` was interrupted and not yet collected."""
+        return tid in self._stopping
+
+    def interrupt(self, threads):
+        """Ask ``threads`` ([(tid, name)]) to stop; those that exited are
+        left out (``collect`` reports them gone)."""
         for tid, name in threads:
             if tid not in self._seized:
                 if not self._seize(tid):
+                    self._stopping[tid] = [name, None]
                     continue
                 self._seized.add(tid)
             try:
                 ptrace.interrupt(tid)
             except ptrace.ThreadGone:
                 self._seized.discard(tid)
+                self._stopping[tid] = [name, None]
                 continue
-            waiting[tid] = [name, time.perf_counter()]
-        states = {}
-        deadline = time.perf_counter() + SPIN
-        while waiting:
-            polling = time.perf_counter() < deadline
-            for tid, (name, polled) in list(waiting.items()):
+            self._stopping[tid] = [name, time.perf_counter()]
+
+    def collect(self, until=0.0):
+        """({tid: ThreadState}, [tids gone]) of the interrupted threads
+        that stopped, each copied and let run on as soon as it is seen
+        stopped; polled every POLL seconds (sfbt sleeps between two,
+        leaving its processor to them) until ``until``
+        (time.perf_counter; 0: once).  ``extra["stopped"]`` counts from
+        the poll before the one that saw the thread stopped."""
+        states, gone = {}, []
+        while self._stopping:
+            for tid, (name, polled) in list(self._stopping.items()):
                 now = time.perf_counter()
                 try:
-                    status = ptrace.wait_stop(tid, ptrace.WNOHANG if polling else 0)
+                    status = ptrace.wait_stop(tid, ptrace.WNOHANG) if polled else None
                 except ptrace.ThreadGone:
-                    del waiting[tid]
+                    status = polled = None
+                if polled is None:
+                    del self._stopping[tid]
                     self._seized.discard(tid)
+                    gone.append(tid)
                     continue
                 if status is None:
-                    waiting[tid][1] = now
+                    self._stopping[tid][1] = now
                     continue
-                del waiting[tid]
+                del self._stopping[tid]
                 try:
-                    states[tid] = self._copy(tid, name, polled if polling else now)
+                    states[tid] = self._copy(tid, name, polled)
                 except ptrace.ThreadGone:
-                    pass
+                    gone.append(tid)
                 finally:
                     self._run_on(tid, ptrace.stop_signal(status))
-            if waiting and polling:
-                time.sleep(POLL)  # the processor to the threads to stop
-        return states
+            if not self._stopping or time.perf_counter() + POLL > until:
+                break
+            time.sleep(POLL)
+        return states, gone
 
     @staticmethod
     def _run_on(tid, signal):
@@ -333,7 +348,7 @@ class SeizedProcess(Process):
         """Let run on every seized thread waiting in a ptrace-stop that
         sfbt did not ask for: a signal for it (handed on), a group-stop,
         or sfbt's PTRACE_INTERRUPT where a signal came first."""
-        for tid in list(self._seized):
+        for tid in list(self._seized - self._stopping.keys()):
             while True:
                 try:
                     status = ptrace.wait_stop(tid, ptrace.WNOHANG)
@@ -346,6 +361,7 @@ class SeizedProcess(Process):
 
     def release(self):
         """Detach every seized thread (its memory stays readable)."""
+        self._stopping.clear()  # interrupted again: one stop or two
         for tid in self._seized:
             try:
                 signal = ptrace.interrupt_and_wait(tid)

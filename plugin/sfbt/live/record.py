@@ -116,13 +116,15 @@ class RecordStats:
 @dataclass
 class Pending:
     """A thread's sample not walked yet: its copy (``state``), or None
-    where the thread has not run since its previous sample (counted again)."""
+    where the thread has not run since its previous sample (counted
+    again) or exited; ``awaited`` while the thread is yet to stop."""
 
     tid: int
     name: str
     time: int
     walker: object
     image_map: int
+    awaited: bool = False
     state: object = None
 
 
@@ -186,6 +188,8 @@ class Recorder:
         self._pending_bytes = 0
         self._walked = {}  # tid -> ((registers, stack), cbf bytes) of its latest walk
         self._marks = {}  # tid -> its idle mark (Process.idle_mark) after its last stop
+        self._awaited = {}  # tid -> its Pending sample while it is yet to stop
+        self._copied = []  # tids copied since the idle marks were read
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
         self._numbers = {}
@@ -224,8 +228,10 @@ class Recorder:
 
     def sample(self):
         """Copy every thread that ran since its previous sample (each
-        stopped only for its own copy); the copies wait in ``_pending`` for
-        ``walk_pending``.  Returns the tids copied."""
+        stopped only for its own copy), waiting for the stops half an
+        interval at most; the copies wait in ``_pending`` for
+        ``walk_pending``, those of the threads that take longer to stop
+        (waiting for a processor) come in with ``collect``."""
         self.process.reap()
         threads = self.process.threads(fresh_names=False)
         if (any(tid not in self._marks for tid, _ in threads)
@@ -234,32 +240,46 @@ class Recorder:
         now = time.time_ns()
         began = time.perf_counter()
         copying = [(tid, name) for tid, name in threads
-                   if self._marks.get(tid) is None
-                   or self.process.idle_mark(tid) != self._marks[tid]]
-        states = self.process.snapshots(copying)
-        gone = len(copying) - len(states)
+                   if not self.process.stopping(tid)
+                   and (self._marks.get(tid) is None
+                        or self.process.idle_mark(tid) != self._marks[tid])]
+        self.process.interrupt(copying)
         for tid, name in threads:
-            pending = Pending(tid, name, now, self.walker, self._image_map)
-            if tid in states:
-                pending.state = state = states[tid]
-                self.stats.stops.append(state.extra["stopped"])
-                self._pending_bytes += len(state.stack)
-            elif tid not in self._marks or (tid, name) in copying:  # it exited
-                self._marks.pop(tid, None)
-                continue
-            self._pending.append(pending)
+            if self.process.stopping(tid) and tid not in self._awaited:
+                pending = self._awaited[tid] = Pending(tid, name, now, self.walker,
+                                                       self._image_map, awaited=True)
+                self._pending.append(pending)
+            elif tid in self._marks and not self.process.stopping(tid):
+                self._pending.append(Pending(tid, name, now, self.walker, self._image_map))
+        gone = self.collect(began + 0.5 / self.hz)
         self.shortfall.copying += time.perf_counter() - began
-        if gone == len(threads):
+        if len(gone) == len(threads):
             raise ProcessExited(f"process {self.process.pid} exited")
-        return list(states)
 
-    def mark_idle(self, stopped):
-        """Note what says each thread stopped for this sample has not run
-        since: read once it ran on and blocked again (after the walks that
-        fit), not right after the stop.  None (not known idle) where it
-        still runs."""
-        for tid in stopped:
-            self._marks[tid] = self.process.idle_mark(tid) or False
+    def collect(self, until=0.0):
+        """Take in the copies of the threads that stopped since they were
+        interrupted (polled until ``until``, time.perf_counter); the tids
+        gone."""
+        states, gone = self.process.collect(until)
+        for tid, state in states.items():
+            pending = self._awaited.pop(tid)
+            pending.state, pending.awaited = state, False
+            self.stats.stops.append(state.extra["stopped"])
+            self._pending_bytes += len(state.stack)
+            self._copied.append(tid)
+        for tid in gone:
+            self._awaited.pop(tid).awaited = False  # no state: dropped
+            self._marks.pop(tid, None)
+        return gone
+
+    def mark_idle(self):
+        """Note what says each thread copied since has not run since: read
+        once it ran on and blocked again (after the walks that fit), not
+        right after the stop.  False (not known idle) where it still runs."""
+        for tid in self._copied:
+            if tid not in self._awaited:
+                self._marks[tid] = self.process.idle_mark(tid) or False
+        self._copied = []
 
     def walk_pending(self, until=None):
         """Walk the pending samples, in order, until ``until``
@@ -267,8 +287,13 @@ class Recorder:
         word_size = 8 * self.process.arch.pointer_size
         pending = self._pending
         while pending and (until is None or time.monotonic() < until):
+            self.collect()  # a thread that stopped since waits no longer
+            if pending[0].awaited:
+                break
             sample = pending.popleft()
             if sample.state is None:
+                if sample.tid not in self._walked:
+                    continue  # it exited before its first copy
                 data = self._walked[sample.tid][1]
             else:
                 self._pending_bytes -= len(sample.state.stack)
@@ -305,15 +330,21 @@ class Recorder:
         passed, the process exited or could no longer be read
         (``stats.error`` says why), ``signals`` (EndingSignals) caught one,
         or ``flush()`` (called every FLUSH_INTERVAL) says the samples can no
-        longer be written; a tick that comes late is skipped.  The walks
-        run between samples, and where they fall behind, on the sampling
-        path; what is left is walked when the recording ends.
-        ``on_first_sample()`` is called once a sample was taken."""
+        longer be written; a tick that comes late is skipped.  The first
+        sample is walked at once (what a walk reads first is slow), then
+        the rate is kept from there; the walks run between samples, and
+        where they fall behind, on the sampling path; what is left is
+        walked when the recording ends.  ``on_first_sample()`` is called
+        once the first sample was taken."""
         interval = 1.0 / self.hz
+        if self._sample():
+            self.collect(time.perf_counter() + 1.0)
+            self.walk_pending()
+            if on_first_sample is not None:
+                on_first_sample()
         start = flushed = time.monotonic()
-        tick = 0
-        stopped = []
-        while signals.caught is None:
+        tick = 1
+        while signals.caught is None and self.stats.error is None:
             now = time.monotonic()
             if duration is not None and now - start >= duration:
                 break
@@ -323,12 +354,11 @@ class Recorder:
                     break
             due = start + tick * interval
             if now < due:
-                # the time left before the next sample: walks, then the
-                # marks of the threads stopped for the last one, then sleep
+                # the time left before the next sample: walks (and the
+                # threads that stopped late), then the marks of the
+                # threads copied, then sleep (a stop wakes it: SIGCHLD)
                 self.walk_pending(until=due - WALK_MARGIN)
-                if stopped:
-                    self.mark_idle(stopped)
-                    stopped = []
+                self.mark_idle()
                 self.process.reap()
                 now = time.monotonic()
                 if now < due:
@@ -337,30 +367,39 @@ class Recorder:
             missed = int((now - due) / interval)
             self.stats.missed += missed
             tick += missed + 1
-            try:
-                if stopped:
-                    self.mark_idle(stopped)
-                stopped = self.sample()
-            except ProcessError as error:
-                self.stats.error = error
-                self.stats.ended = ("the process exited" if isinstance(error, ProcessExited)
-                                    else str(error))
+            self.collect()
+            self.mark_idle()
+            if not self._sample():
                 break
-            self.stats.ticks += 1
-            self.shortfall.ticks += 1
             if self._behind():
                 began = time.perf_counter()
                 self.walk_pending(until=time.monotonic() + interval)
                 self.shortfall.walking += time.perf_counter() - began
             self.shortfall.check(time.monotonic(), len(self._marks), len(self._pending))
-            if on_first_sample is not None and self.stats.ticks == 1:
-                on_first_sample()
         if signals.caught is not None:
             self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
                                 else f"ended by {signals.caught}")
         self.stats.elapsed = time.monotonic() - start
+        self.collect(time.perf_counter() + interval)
+        for pending in self._awaited.values():  # not stopped in time: dropped
+            pending.awaited = False
+        self._awaited.clear()
         self.process.release()  # the threads run free while the rest is walked
         self.walk_pending()
+
+    def _sample(self):
+        """One tick's sample; False (``stats.error`` says why) once the
+        process exited or can no longer be read."""
+        try:
+            self.sample()
+        except ProcessError as error:
+            self.stats.error = error
+            self.stats.ended = ("the process exited" if isinstance(error, ProcessExited)
+                                else str(error))
+            return False
+        self.stats.ticks += 1
+        self.shortfall.ticks += 1
+        return True
 
     def close(self):
         self.process.close()

@@ -2,9 +2,10 @@
 archive, each distinct stack stored once with a count (one event per
 sample).
 
-Each sample stops a thread only to read its registers and copy its stack
-(process.Process.snapshot); the walk runs on the copy while the thread
-runs on.  A thread that has not run since its previous sample (blocked in
+The threads stay seized for the whole recording (process.SeizedProcess);
+each sample stops a thread only to read its registers and copy its stack,
+and the walks run on the copies between samples, while the threads run
+on.  A thread that has not run since its previous sample (blocked in
 a system call: its run time and run count in /proc/.../schedstat have not
 moved) is not stopped again: its previous stack is counted again.  A
 thread whose registers and stack are byte for byte those of its previous

@@ -51,10 +51,18 @@ def _live_threads(args, error_type):
 
 
 def _run_stack(args, error_type):
-    from ..files import write_atomically
-    from .stack import capture, save, stack_text, stop_reason
+    from .. import progress
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
+    with progress.shown():
+        text_or_message = _stack(args, error_type)
+    print(text_or_message, end="")
+
+
+def _stack(args, error_type):
+    """What `sfbt stack` prints: the text, or where it saved it."""
+    from ..files import write_atomically
+    from .stack import capture, save, stack_text, stop_reason
     try:
         walker, numbered, check = (_core_threads if args.core else _live_threads)(
             args, error_type)
@@ -67,15 +75,14 @@ def _run_stack(args, error_type):
         check()  # a core that changed while it was walked: one line, no stacks
         if args.format == "text":
             text = stack_text(walker, walks)
-            if args.output:
-                write_atomically(args.output, text.encode())
-            else:
-                sys.stdout.write(text)
-            return
+            if not args.output:
+                return text
+            write_atomically(args.output, text.encode())
+            return ""
         captures = [capture(state, frames, stop, number)
                     for number, state, frames, stop in walks]
-        print(printable(save(args.output, args.format, walker, captures,
-                             stop_reason(numbered[0][1]))))
+        return printable(save(args.output, args.format, walker, captures,
+                              stop_reason(numbered[0][1]))) + "\n"
     except SfbtError as error:
         if isinstance(error, error_type):
             raise

@@ -16,6 +16,7 @@ import os
 from bisect import bisect_right
 from typing import Optional
 
+from .. import progress
 from ..dwarf.fdes import CfiUnavailable
 from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
@@ -127,6 +128,7 @@ class SFrameSources:
         return source
 
     def _load_own(self, module, target):
+        progress.doing(f"reading the unwind data of {module.name}")
         if module.image is not None:
             return _own_of_image(module)
         source = None
@@ -148,6 +150,7 @@ class SFrameSources:
     def _synthesize(self, module, target):
         """Rows from the module's file, else (the vDSO, a deleted library)
         from its .eh_frame in the target's memory."""
+        progress.doing(f"reading the DWARF CFI of {module.name}")
         if module.image is not None:
             return _guarded(module.path, lambda: _rows_of_image(_image_of(module)))
         if not os.path.exists(module.path):

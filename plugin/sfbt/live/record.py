@@ -30,8 +30,11 @@ from ..archive.store import Archive, Event
 from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
 from ..files import replace_file
+from ..commands.backtrace import walk
+from ..commands.save import cbf_frames, image_map
+from ..commands.session import Thread
 from .process import ProcessError, ProcessExited, SeizedProcess
-from .stack import Walker, cbf_frames, image_map
+from .session import SnapshotSession
 
 #: how often the mappings are read again (new libraries, new thread stacks)
 MAPS_INTERVAL = 1.0
@@ -39,6 +42,8 @@ MAPS_INTERVAL = 1.0
 FLUSH_INTERVAL = 0.5
 #: the rates `--hz` takes
 MIN_HZ, MAX_HZ = 1e-6, 10000.0
+#: how long the first and the last sample wait for every thread to stop
+STOP_WAIT = 1.0
 #: the walks between two samples end this long before the next is due
 WALK_MARGIN = 0.0005
 #: samples left to walk at most (seconds' worth, and bytes of stack
@@ -118,14 +123,16 @@ class RecordStats:
 class Pending:
     """A thread's sample not walked yet: its copy (``state``), or None
     where the thread has not run since its previous sample (counted
-    again) or exited; ``awaited`` while the thread is yet to stop."""
+    again); ``awaited`` while the thread is yet to stop, ``dropped`` where
+    it exited (or did not stop) before it was copied."""
 
     tid: int
     name: str
     time: int
-    walker: object
+    session: SnapshotSession
     image_map: int
     awaited: bool = False
+    dropped: bool = False
     state: object = None
 
 
@@ -197,34 +204,36 @@ class Recorder:
         # the walk names frames (to stop at main): from files on this
         # machine only, never a download between two samples
         self._debug_files = DebugFiles(download=False)
-        self._new_walker()
+        self._new_session()
 
-    def _new_walker(self):
+    def _new_session(self):
+        """The session the samples are walked in, for the mappings as now
+        read (the SFrame data already read kept)."""
         process = self.process
-        sources = getattr(self, "walker", None) and self.walker.sources
-        self.walker = Walker(process.arch, process.modules(), process.read,
-                             process.executable, sources=sources, mappings=process.mappings,
-                             debug_files=self._debug_files)
+        sources = getattr(self, "session", None) and self.session.sources
+        self.session = SnapshotSession(process.arch, process.modules(), process.read,
+                                       executable=process.executable, sources=sources,
+                                       mappings=process.mappings,
+                                       debug_files=self._debug_files)
         self._image_map = self.archive.add_image_map(
-            encode_image_map(image_map(process.arch, self.walker.modules)))
+            encode_image_map(image_map(self.session)))
         self._maps_read = time.monotonic()
 
     def _refresh_mappings(self, keep_gone=False):
         if self.process.reread_mappings(keep_gone):
-            self._new_walker()
+            self._new_session()
         self._maps_read = time.monotonic()
 
     def _walk(self, pending):
         """The walk of a copied thread; where it ends outside every known
         library, again with the mappings read anew (one loaded since)."""
-        walker = pending.walker
-        frames, stop = walker.walk(pending.state)
+        session = pending.session
+        frames, stop = walk(session, Thread("", pending.state))
         if stop is not None and frames and \
-                walker.module_map.module_for(frames[-1].lookup_pc) is None:
+                session.module_map().module_for(frames[-1].lookup_pc) is None:
             self._refresh_mappings(keep_gone=True)
-            walker = self.walker
             pending.image_map = self._image_map
-            frames, stop = walker.walk(pending.state)
+            frames, stop = walk(self.session, Thread("", pending.state))
         return frames, stop
 
     def sample(self):
@@ -246,12 +255,15 @@ class Recorder:
                         or self.process.idle_mark(tid) != self._marks[tid])]
         self.process.interrupt(copying)
         for tid, name in threads:
-            if self.process.stopping(tid) and tid not in self._awaited:
-                pending = self._awaited[tid] = Pending(tid, name, now, self.walker,
-                                                       self._image_map, awaited=True)
+            if self.process.stopping(tid):
+                # one copy for each tick until it stops: a thread yet to
+                # stop has had no processor since it was interrupted
+                pending = Pending(tid, name, now, self.session, self._image_map,
+                                  awaited=True)
+                self._awaited.setdefault(tid, []).append(pending)
                 self._pending.append(pending)
-            elif tid in self._marks and not self.process.stopping(tid):
-                self._pending.append(Pending(tid, name, now, self.walker, self._image_map))
+            elif tid in self._marks:
+                self._pending.append(Pending(tid, name, now, self.session, self._image_map))
         gone = self.collect(began + 0.5 / self.hz)
         self.shortfall.copying += time.perf_counter() - began
         if len(gone) == len(threads):
@@ -263,13 +275,14 @@ class Recorder:
         gone."""
         states, gone = self.process.collect(until)
         for tid, state in states.items():
-            pending = self._awaited.pop(tid)
-            pending.state, pending.awaited = state, False
+            for pending in self._awaited.pop(tid):
+                pending.state, pending.awaited = state, False
+                self._pending_bytes += len(state.stack)
             self.stats.stops.append(state.extra["stopped"])
-            self._pending_bytes += len(state.stack)
             self._copied.append(tid)
         for tid in gone:
-            self._awaited.pop(tid).awaited = False  # no state: dropped
+            for pending in self._awaited.pop(tid, ()):
+                pending.awaited, pending.dropped = False, True
             self._marks.pop(tid, None)
         return gone
 
@@ -292,9 +305,9 @@ class Recorder:
             if pending[0].awaited:
                 break
             sample = pending.popleft()
+            if sample.dropped or (sample.state is None and sample.tid not in self._walked):
+                continue  # it exited before it was copied
             if sample.state is None:
-                if sample.tid not in self._walked:
-                    continue  # it exited before its first copy
                 data = self._walked[sample.tid][1]
             else:
                 self._pending_bytes -= len(sample.state.stack)
@@ -339,7 +352,7 @@ class Recorder:
         once the first sample was taken."""
         interval = 1.0 / self.hz
         if self._sample():
-            self.collect(time.perf_counter() + 1.0)
+            self.collect(time.perf_counter() + STOP_WAIT)
             self.walk_pending()
             if on_first_sample is not None:
                 on_first_sample()
@@ -381,9 +394,10 @@ class Recorder:
             self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
                                 else f"ended by {signals.caught}")
         self.stats.elapsed = time.monotonic() - start
-        self.collect(time.perf_counter() + interval)
-        for pending in self._awaited.values():  # not stopped in time: dropped
-            pending.awaited = False
+        self.collect(time.perf_counter() + STOP_WAIT)
+        for late in self._awaited.values():  # not stopped in time: dropped
+            for pending in late:
+                pending.awaited, pending.dropped = False, True
         self._awaited.clear()
         self.process.release()  # the threads run free while the rest is walked
         self.walk_pending()

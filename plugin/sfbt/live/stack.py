@@ -3,7 +3,6 @@
 cbf-save --all-threads saves them."""
 
 from ..commands.backtrace import sframe_bt
-from ..commands.save import SaveOptions, save
 from ..printable import printable
 
 
@@ -28,4 +27,5 @@ def stack_text(session):
 def save_stacks(session, path, fmt, walked=lambda: None):
     """Save every thread's backtrace as cbf-save --all-threads does;
     returns its message (``walked`` as for commands.save.save)."""
+    from ..commands.save import SaveOptions, save  # the text needs none of it
     return save(session, SaveOptions(path, fmt, all_threads=True), walked)

@@ -42,6 +42,9 @@ MAPS_INTERVAL = 1.0
 FLUSH_INTERVAL = 0.5
 #: the rates `--hz` takes
 MIN_HZ, MAX_HZ = 1e-6, 10000.0
+#: how long a sample waits for the threads to stop, in periods (those
+#: that take longer are collected when they stop)
+STOP_SAMPLE = 0.25
 #: how long the first and the last sample wait for every thread to stop
 STOP_WAIT = 1.0
 #: the walks between two samples end this long before the next is due
@@ -238,8 +241,8 @@ class Recorder:
 
     def sample(self):
         """Copy every thread that ran since its previous sample (each
-        stopped only for its own copy), waiting for the stops half an
-        interval at most; the copies wait in ``_pending`` for
+        stopped only for its own copy), waiting for the stops STOP_SAMPLE
+        of a period at most; the copies wait in ``_pending`` for
         ``walk_pending``, those of the threads that take longer to stop
         (waiting for a processor) come in with ``collect``."""
         self.process.reap()
@@ -264,7 +267,7 @@ class Recorder:
                 self._pending.append(pending)
             elif tid in self._marks:
                 self._pending.append(Pending(tid, name, now, self.session, self._image_map))
-        gone = self.collect(began + 0.5 / self.hz)
+        gone = self.collect(began + STOP_SAMPLE / self.hz)
         self.shortfall.copying += time.perf_counter() - began
         if len(gone) == len(threads):
             raise ProcessExited(f"process {self.process.pid} exited")

@@ -16,7 +16,7 @@ def test_a_long_run_says_what_it_does_on_a_terminal_and_wipes_it(monkeypatch):
     monkeypatch.setattr(progress, "DELAY", 0.05)
     monkeypatch.setattr(progress, "REFRESH", 0.01)
     terminal = Terminal()
-    with progress.shown(terminal):
+    with progress.ProgressLine(terminal):
         progress.doing("reading the symbols of lib\033[2J.so")
         time.sleep(0.3)
     text = terminal.getvalue()
@@ -28,12 +28,12 @@ def test_a_long_run_says_what_it_does_on_a_terminal_and_wipes_it(monkeypatch):
 def test_a_short_run_and_a_pipe_show_nothing(monkeypatch):
     monkeypatch.setattr(progress, "REFRESH", 0.01)
     terminal = Terminal()
-    with progress.shown(terminal):
+    with progress.ProgressLine(terminal):
         progress.doing("reading the unwind data of libc.so.6")
     assert terminal.getvalue() == ""
     monkeypatch.setattr(progress, "DELAY", 0.0)
     pipe = io.StringIO()
-    with progress.shown(pipe):
+    with progress.ProgressLine(pipe):
         progress.doing("reading the unwind data of libc.so.6")
         time.sleep(0.1)
     assert pipe.getvalue() == ""

@@ -1,7 +1,7 @@
 """One progress line on a terminal for the command line's long first runs
 (reading a big library's unwind data or symbols the first time): the
 code says what it is doing with ``doing()``, which costs one assignment;
-under ``shown()``, once the command has run for DELAY seconds and stderr
+under a ``ProgressLine``, once the command has run for DELAY seconds and stderr
 is a terminal, a thread writes that on one line of stderr, rewritten as it
 changes and wiped when the command is done."""
 
@@ -21,7 +21,7 @@ def doing(what: str) -> None:
     _doing = what
 
 
-class shown:
+class ProgressLine:
     """While entered, the progress line on ``stream`` (stderr) when it is
     a terminal."""
 
@@ -32,6 +32,14 @@ class shown:
         self._written = False
 
     def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exception):
+        self.stop()
+
+    def start(self):
+        """Show the line from DELAY seconds on (a terminal only)."""
         try:
             terminal = self.stream.isatty()
         except (AttributeError, ValueError):
@@ -41,7 +49,6 @@ class shown:
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._show, daemon=True)
             self._thread.start()
-        return self
 
     def _show(self):
         from .printable import printable
@@ -60,11 +67,13 @@ class shown:
             if self._stop.wait(REFRESH):
                 return
 
-    def __exit__(self, *exception):
+    def stop(self):
+        """Wipe the line (again: nothing)."""
         if self._thread is None:
             return
         self._stop.set()
         self._thread.join()
+        self._thread = None
         if self._written:
             try:
                 self.stream.write("\r\033[K")

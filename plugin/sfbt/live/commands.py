@@ -36,7 +36,7 @@ def _run_stack(args, error_type):
     from .. import progress
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
-    with progress.shown():
+    with progress.ProgressLine():
         text_or_message = _stack(args, error_type)
     print(text_or_message, end="")
 
@@ -100,18 +100,26 @@ def _run_record(args, error_type):
         raise error_type(str(problem)) from None
     output = printable(args.output)
 
+    from .. import progress
+    line = progress.ProgressLine()  # until the first sample is walked
+
     def started():
+        line.stop()
         print(f"Recording process {args.pid} at {args.hz:g} Hz "
               f"({'for %g s' % args.duration if args.duration else 'until it exits'}"
               "; Ctrl-C stops).", file=sys.stderr, flush=True)
 
     try:
-        recorder = Recorder(args.pid, args.hz, say=lambda line: print(
-            printable(line), file=sys.stderr, flush=True))
+        line.start()
         try:
-            failure = recorder.record(args.output, args.duration, started)
+            recorder = Recorder(args.pid, args.hz, say=lambda said: print(
+                printable(said), file=sys.stderr, flush=True))
+            try:
+                failure = recorder.record(args.output, args.duration, started)
+            finally:
+                recorder.close()
         finally:
-            recorder.close()
+            line.stop()
     except SfbtError as error:
         raise error_type(str(error)) from None
     except OSError as error:

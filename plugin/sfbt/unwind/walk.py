@@ -8,9 +8,8 @@ bug) ends it with a reason, and the frames found so far are kept.
 
 import gc
 
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError
-from .target import TargetMemoryError
 
 # How a frame was found.
 INNERMOST = "innermost"
@@ -33,6 +32,14 @@ _PAGE = 0x1000
 
 class UnwindStop(SfbtError):
     """The walk cannot go on; the message says why."""
+
+
+def lookup_pc(pc, is_caller):
+    """The address whose row is in force in a frame at ``pc``: a caller's
+    pc is a return address, looked up one byte back, inside the call (the
+    call may be the last instruction of its function); where execution
+    stopped, or a signal interrupted it, pc itself."""
+    return pc - 1 if is_caller and pc else pc
 
 
 class Frame:
@@ -59,9 +66,8 @@ class Frame:
 
     @property
     def lookup_pc(self):
-        """The address that identifies the frame's instruction: a return
-        address is looked up one byte back, inside the call."""
-        return self.pc if self.interrupted or not self.pc else self.pc - 1
+        """The address that identifies the frame's instruction."""
+        return lookup_pc(self.pc, not self.interrupted)
 
     def sp(self, arch):
         return self.registers.get(arch.sp)
@@ -168,20 +174,10 @@ class Unwinder:
     def caller(self, frame):
         """The frame that called ``frame``; UnwindStop when there is none."""
         if frame.signal_trampoline:
-            return self._caller_of_signal_frame(frame)
-        pc = frame.pc
-        lookup_pc = pc if frame.interrupted or not pc else pc - 1
-        try:
-            module, row, how = (self._steps.get(lookup_pc)
-                                or self.module_map.step_for(lookup_pc))
-        except SFrameError as error:
-            module = self.module_map.module_for(lookup_pc)
-            raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
-        if row is not None:
-            if row.signal and self.arch.signal_frame is not None:
-                # a v3 signal FDE: the kernel's frame, whatever its code
-                return self._caller_of_signal_frame(frame)
-            return self.caller_from_row(frame, module, row, how, lookup_pc)
+            return self._caller_of_signal_frame(frame.level, frame.registers)
+        caller = self.step(frame.pc, not frame.interrupted, frame.registers, frame.level)
+        if caller is not None:
+            return caller
         caller = self._caller_from_return_address_at_sp(frame)
         if caller is not None:
             return caller
@@ -189,30 +185,58 @@ class Unwinder:
             return self._caller_from_frame_pointer(frame)
         raise UnwindStop(f"no unwind data for PC {frame.pc:#x}")
 
-    def _register(self, frame, number):
-        value = frame.registers.get(number)
+    def step(self, pc, is_caller, registers, level=0, rows=None):
+        """One frame step by the rows, the walk's and GDB's frame
+        unwinder's: the caller (a Frame) of the frame at ``pc`` at
+        ``level``, by the row in force at lookup_pc(pc, is_caller); None
+        where no row covers that address.  ``is_caller``: pc is a return
+        address (the frame made a call); else execution stopped at pc or a
+        signal interrupted it there.  ``registers``: the frame's registers
+        ({DWARF number: value}, or any object whose get() reads them when
+        asked).  ``rows(address)``: (module, row or None, how) (default:
+        the module map's, rows synthesized from DWARF CFI included).
+        UnwindStop where the row ends the stack or the stack would not move
+        up; TargetMemoryError where a saved word cannot be read."""
+        address = lookup_pc(pc, is_caller)
+        if rows is None:
+            try:
+                module, row, how = (self._steps.get(address)
+                                    or self.module_map.step_for(address))
+            except SFrameError as error:
+                module = self.module_map.module_for(address)
+                raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
+        else:
+            module, row, how = rows(address)
+        if row is None:
+            return None
+        if row.signal and self.arch.signal_frame is not None:
+            # a v3 signal FDE: the kernel's frame, whatever its code
+            return self._caller_of_signal_frame(level, registers)
+        return self._caller_from_row(pc, registers, level, module, row, how, address)
+
+    def _register(self, registers, level, number):
+        value = registers.get(number)
         if value is None:
             name = self.arch.register_names.get(number, f"r{number}")
-            raise UnwindStop(f"no value for register {name} in frame "
-                             f"#{frame.level}")
+            raise UnwindStop(f"no value for register {name} in frame #{level}")
         return value
 
-    def _location(self, frame, location, cfa):
-        base = cfa if location.register is None else self._register(frame, location.register)
+    def _location(self, registers, level, location, cfa):
+        base = (cfa if location.register is None
+                else self._register(registers, level, location.register))
         address = (base + location.offset) & _MASK64
         return self.read_word(address) if location.deref else address
 
-    def caller_from_row(self, frame, module, row, how=None, lookup_pc=None):
-        """The caller of ``frame`` by the SFrame row ``row`` of ``module``
-        (the row in force at frame.lookup_pc); ``how`` (SFRAME, FLEX or
-        SYNTH) as ModuleMap.step_for says."""
+    def _caller_from_row(self, pc, known, level, module, row, how, address):
+        """The caller of the frame at ``pc`` (registers ``known``) by the
+        row ``row`` of ``module`` in force at ``address``; ``how``
+        (SFRAME, FLEX or SYNTH) as ModuleMap.step_for says."""
         if row.outermost:
             raise UnwindStop(STOP_OUTERMOST)
-        known = frame.registers
         rule = row.cfa
         base = known.get(rule.register)
         if base is None:
-            base = self._register(frame, rule.register)
+            base = self._register(known, level, rule.register)
         cfa = (base + rule.offset) & _MASK64
         if rule.deref:
             cfa = self.read_word(cfa)
@@ -226,24 +250,19 @@ class Unwinder:
         rule = row.ra
         if rule is None:
             if not arch.has_link_register:
-                raise UnwindStop(f"no return address rule at PC {frame.pc:#x}")
-            ra = self._register(frame, self._ra)
+                raise UnwindStop(f"no return address rule at PC {pc:#x}")
+            ra = self._register(known, level, self._ra)
         elif rule.register is None and rule.deref:
             ra = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            ra = self._location(frame, rule, cfa)
+            ra = self._location(known, level, rule, cfa)
         if row.mangled_ra:
             ra = arch.strip_return_address(ra, self._virtual_address_bits())
-        if how is None:
-            how = (SYNTH if self.module_map.is_synthesized(module)
-                   else FLEX if row.function.is_flex else SFRAME)
         registers = None
         if how == SYNTH:
-            if lookup_pc is None:
-                lookup_pc = frame.lookup_pc
-            rules = self.module_map.register_rules(module, lookup_pc)
+            rules = self.module_map.register_rules(module, address)
             if rules:
-                registers = self._saved_registers(frame, rules, cfa)
+                registers = self._saved_registers(known, rules, cfa)
         if registers is None:
             registers = {}
         registers[self._sp] = caller_sp
@@ -256,22 +275,21 @@ class Unwinder:
         elif rule.register is None and rule.deref:
             registers[self._fp] = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            registers[self._fp] = self._location(frame, rule, cfa)
+            registers[self._fp] = self._location(known, level, rule, cfa)
         if arch.has_link_register:
             registers[self._ra] = ra
         trampoline = self._return_trampolines.get(ra)
         if trampoline is None:
             trampoline = self.is_signal_trampoline(ra)
-        return Frame(frame.level + 1, ra, registers, how, module, False, trampoline, cfa)
+        return Frame(level + 1, ra, registers, how, module, False, trampoline, cfa)
 
-    def _saved_registers(self, frame, rules, cfa):
-        """The caller's registers that the DWARF rules of ``frame``'s PC
+    def _saved_registers(self, known, rules, cfa):
+        """The caller's registers that the DWARF rules of a frame's PC
         give (``rules``: {register: Rule or None}; None: unchanged), from
-        the registers known in ``frame``: how the caller's CFA rule finds a
-        register it is based on (the lazy-binding resolver's rbx)."""
+        the registers ``known`` in the frame: how the caller's CFA rule
+        finds a register it is based on (the lazy-binding resolver's rbx)."""
         from ..dwarf.cfa import OFFSET, REGISTER, SAME_VALUE, VAL_OFFSET
 
-        known = frame.registers
         registers = {}
         for number, rule in rules.items():
             if rule is None or rule.kind == SAME_VALUE:
@@ -351,10 +369,10 @@ class Unwinder:
         return Frame(frame.level + 1, ra, registers, FRAME_POINTER, None, False,
                      self.is_signal_trampoline(ra), caller_sp)
 
-    def _caller_of_signal_frame(self, frame):
+    def _caller_of_signal_frame(self, level, registers):
         arch = self.arch
         layout = arch.signal_frame
-        sp = self._register(frame, arch.sp)
+        sp = self._register(registers, level, arch.sp)
         size = arch.pointer_size
         count = 1 + max(slot for _, slot in layout.slots)
         block = self.read((sp + layout.registers_offset) & _MASK64, count * size)
@@ -362,7 +380,7 @@ class Unwinder:
         registers = {number: int.from_bytes(block[slot * size:(slot + 1) * size], order)
                      for number, slot in layout.slots}
         pc = registers[arch.pc]
-        return Frame(frame.level + 1, pc, registers, SIGNAL, None, True,
+        return Frame(level + 1, pc, registers, SIGNAL, None, True,
                      self.is_signal_trampoline(pc, True), registers[arch.sp])
 
     def _virtual_address_bits(self):

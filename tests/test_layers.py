@@ -11,7 +11,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "plugin" / "sfbt"
 
 #: bottom first; a module is placed by its first name under sfbt
 LAYERS = (
-    {"__init__", "errors", "printable", "usage", "arch", "cache", "files", "lines"},
+    {"__init__", "errors", "printable", "progress", "usage", "arch", "cache", "files",
+     "lines"},
     {"elf"},
     {"sframe", "debuginfo"},
     {"dwarf", "archive"},

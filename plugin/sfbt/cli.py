@@ -9,7 +9,7 @@ import sys
 
 from . import __version__
 from .errors import CommandError, SfbtError
-from .live.cli import add_commands as add_live_commands
+from .live.commands import add_commands as add_live_commands
 from .printable import printable
 
 

@@ -12,6 +12,7 @@ from typing import Any, List, Optional, Tuple
 from ..arch import Arch
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
+from ..unwind.walk import Frame
 from .settings import Settings
 
 
@@ -88,3 +89,13 @@ class Session:
     def past_main(self) -> bool:
         """Whether backtraces go on past main (GDB's `set backtrace past-main`)."""
         return False
+
+    def why_stopped(self, last: Frame, stop: str) -> str:
+        """The reason a walk stopped at frame ``last``, with what the
+        session knows of it (a debugger-free session: the library was
+        unloaded since the thread was copied)."""
+        return stop
+
+    def image_path(self, module: Module) -> str:
+        """The module's name in saved image maps."""
+        return module.path

@@ -16,6 +16,7 @@ import os
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Tuple
 
+from .. import progress
 from ..dwarf.fdes import CfiUnavailable
 from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
@@ -142,6 +143,7 @@ class SFrameSources:
         return source
 
     def _load_own(self, module: Module, target: Optional[Target]) -> SFrameSource:
+        progress.doing(f"reading the unwind data of {module.name}")
         if module.image is not None:
             return _own_of_image(module, module.image)
         source = None
@@ -163,6 +165,7 @@ class SFrameSources:
     def _synthesize(self, module: Module, target: Optional[Target]) -> SFrameSource:
         """Rows from the module's file, else (the vDSO, a deleted library)
         from its .eh_frame in the target's memory."""
+        progress.doing(f"reading the DWARF CFI of {module.name}")
         if module.image is not None:
             image = module.image
             return _guarded(module.path, lambda: _rows_of_image(_image_of(image, module.path)))

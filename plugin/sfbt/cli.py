@@ -202,7 +202,8 @@ def _run_cbf_decode(args):
 
     def write_trace(trace):
         lines = saved_trace_lines(trace, lambda images: _describer(symbolizer, images))
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
 
     def bare_cbf(data):
         sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))

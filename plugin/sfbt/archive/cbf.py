@@ -309,6 +309,7 @@ class _Reader:
         mask = (1 << self.word_size) - 1
         word_bytes = self.word_size // 8
         data, frames, limit = self.data, self.frames, self.limit
+        new, kinds = object.__new__, _OPCODE_KINDS
         size = len(data)
         address = 0
         previous = None
@@ -336,7 +337,12 @@ class _Reader:
                 if not opcode & ADDRESS_ABSOLUTE:
                     value += address
                 address = value & mask
-                entry = _frame(_OPCODE_KINDS[opcode & 0xF0], address)
+                # A Frame known to be valid, without the checks of its
+                # constructor (decoding makes millions).
+                entry = new(Frame)
+                fields = entry.__dict__
+                fields["kind"] = kinds[opcode & 0xF0]
+                fields["address"] = address
             else:
                 self.position = position
                 if OP_OMIT <= opcode < OP_REP:
@@ -364,15 +370,6 @@ class _Reader:
             else:
                 frames.extend([entry] * repeat)
             previous = entry
-
-
-def _frame(kind, address):
-    """A Frame of a kind and address known to be valid, without the
-    checks of Frame's constructor (decoding makes millions)."""
-    frame = object.__new__(Frame)
-    object.__setattr__(frame, "kind", kind)
-    object.__setattr__(frame, "address", address)
-    return frame
 
 
 def format_frames(trace):

@@ -16,8 +16,8 @@ def frame_line(level, pc, name, where):
 
 
 class FrameTexts:
-    """A frame's line after its level (``0xADDR in FUNC at FILE:LINE``),
-    from ``describe(lookup address)`` -> (name, where), printable
+    """A frame's line after its level (frame_line's layout, split after
+    ``#N ``: ``0xADDR in FUNC at FILE:LINE``), from ``describe(lookup address)`` -> (name, where), printable
     (frame_line), remembered by address and whether it is a PC: an
     archive's traces share most of their frames, and formatting a line
     costs more than finding the line's names."""
@@ -26,13 +26,13 @@ class FrameTexts:
 
     def __init__(self, describe):
         self.describe = describe
-        self._at_pc = {}
-        self._at_return = {}  # return and async addresses, looked up at address - 1
+        self.at_pc = {}
+        self.at_return = {}  # return and async addresses, looked up at address - 1
 
     def text(self, frame):
         address = frame.address
         at_pc = frame.kind == "pc"
-        kept = self._at_pc if at_pc else self._at_return
+        kept = self.at_pc if at_pc else self.at_return
         text = kept.get(address)
         if text is None:
             name, where = self.describe(address if at_pc or not address else address - 1)
@@ -53,7 +53,7 @@ def frame_lines(frames, truncated, describe):
     FrameTexts, or describe(address) giving (name, where), printable
     (frame_line)."""
     texts = describe if isinstance(describe, FrameTexts) else FrameTexts(describe)
-    at_pc, at_return, text_of = texts._at_pc, texts._at_return, texts.text
+    at_pc, at_return, text_of = texts.at_pc, texts.at_return, texts.text
     lines, level = [], 0
     append, omitted, levels = lines.append, cbf.Omitted, _LEVELS
     for frame in frames:

@@ -41,7 +41,8 @@ from sfbt.dwarf.coverage import CfiCoverage
 from sfbt.dwarf.encoding import CFIError
 from sfbt.elf import ElfError
 from sfbt.errors import SfbtError
-from sfbt.unwind.walk import FLEX, SFRAME, UnwindStop, Unwinder, lookup_pc
+from sfbt.unwind.walk import (FLEX, SFRAME, UnwindStop, Unwinder, lookup_pc,
+                              registers_read)
 
 from sfbt_gdb_session import (GdbTarget, arch_named, register_bits, state,
                               virtual_address_bits)
@@ -153,35 +154,6 @@ class _Registers:
         return descriptor
 
 
-class _PendingRegisters:
-    """A pending frame's registers by DWARF number, each read from GDB
-    when the step first asks for it, unless given."""
-
-    __slots__ = ("_pending", "_registers", "_values")
-
-    def __init__(self, pending, registers):
-        self._pending = pending
-        self._registers = registers
-        self._values = {}
-
-    def give(self, number, value):
-        """``value`` for register ``number``, known without asking GDB."""
-        if value is not None:
-            self._values[number] = value
-
-    def get(self, number):
-        value = self._values.get(number)
-        if value is None:
-            registers = self._registers
-            try:
-                value = registers.bits(
-                    number, self._pending.read_register(registers.descriptor(number)))
-            except gdb.error:
-                return None  # unavailable: the step says what it needed
-            self._values[number] = value
-        return value
-
-
 class _PendingTarget(GdbTarget):
     """The inferior's memory as a frame unwinder may read it: the address
     size for signed return addresses from the pending frame (an unwinder
@@ -240,7 +212,9 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         """Drop what holds for one stop: rows per address, the walk's
         stack pages, what the last frames unwound were."""
         self._rows_at = {}  # lookup address -> (module, row or None, how)
-        self._starts = {}  # lookup address -> the function's start, a gdb.Value
+        #: the step's rows: every address it asks for was looked up first
+        self._row_at = self._rows_at.__getitem__
+        self._plans = {}  # lookup address -> _plan(address)
         self._same_rows = {}  # pc -> whether pc and pc - 1 have the same row
         self._depths = {}  # pc -> _inline_depth(pc)
         self._walker = None  # the core's Unwinder for this walk up the stack
@@ -250,6 +224,9 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         #: (FP, it as a gdb.Value): the frame pointer is often the same
         #: from frame to frame (a row without FP rule keeps it)
         self._fp_value = None
+        #: return address -> it as a gdb.Value: a recursion returns to the
+        #: same few addresses again and again
+        self._ra_values = {}
 
     def forget_objfiles(self, *_):
         """Drop what holds while the objfiles stay the same."""
@@ -295,32 +272,50 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         pc = _pending_pc(pending, registers)
         level = pending.level()
         younger, self._younger = self._younger, (level, pc)
-        known = _PendingRegisters(pending, registers)
+        arch = registers.arch
+        try:
+            sp = int(pending.read_register(registers.sp)) & _MASK64
+        except gdb.error:
+            sp = None  # unavailable: the step says whether it needed it
+        known = {arch.sp: sp}  # the registers read so far, None where unavailable
         caller = self._caller
         walker = self._walker
-        if (caller is not None and caller[0] <= level and caller[1] == pc
-                and known.get(registers.arch.sp) == caller[2]):
+        if caller is not None and caller[0] <= level and caller[1] == pc and caller[2] == sp:
             # the frame this unwinder unwound the last frame to: the same
             # walk up the same stack, and the frame pointer it gave
-            known.give(registers.arch.fp, caller[3])
+            if caller[3] is not None:
+                known[arch.fp] = caller[3]
         else:
             # Another walk: GDB may have run the program since the last
             # (a `stepi N` stops N times, with no event for the first N-1),
             # so no stack page read before is kept.
             walker = None
-        if walker is None or walker.arch is not registers.arch:
+        if walker is None or walker.arch is not arch:
             walker = self._walker = Unwinder(
-                _PendingTarget(registers.arch, state.module_map()), state.module_map())
+                _PendingTarget(arch, state.module_map()), state.module_map())
         walker.target.pending = pending
         is_caller = level > 0 and (self._same_rows.get(pc)
                                    or self._is_caller(pc, level, younger, walker))
+        address = lookup_pc(pc, is_caller)
+        plan = self._plans.get(address)
+        if plan is None:
+            plan = self._plans[address] = self._plan(address, registers)
+        if not plan:
+            return None
+        start, reads = plan
+        for number, descriptor in reads:
+            if number not in known:
+                try:
+                    known[number] = registers.bits(number, pending.read_register(descriptor))
+                except gdb.error:
+                    known[number] = None
         try:
-            caller = walker.step(pc, is_caller, known, level, self._rows)
+            caller = walker.step(pc, is_caller, known, level, self._row_at)
         except UnwindStop:
             return None  # the row ends the stack, or it would not move up: GDB decides
         if caller is None:
             return None
-        return self._unwind_info(pending, level, caller, lookup_pc(pc, is_caller), registers)
+        return self._unwind_info(pending, level, caller, start, registers)
 
     @staticmethod
     def _registers(gdb_arch):
@@ -361,9 +356,21 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
                 found = (module, None, None)
             else:
                 found = (module, row, FLEX if row.function.is_flex else SFRAME)
-                self._starts[address] = gdb.Value(row.function.start + module.load_bias)
             self._rows_at[address] = found
         return found
+
+    def _plan(self, address, registers):
+        """What a frame whose row is in force at ``address`` needs beyond
+        the step: (the frame id's function start, a gdb.Value; the
+        registers other than SP (read for every frame) the step by the row
+        reads, as (DWARF number, GDB's descriptor)); () where GDB should
+        decide (see _rows)."""
+        module, row, _ = self._rows(address)
+        if row is None:
+            return ()
+        start = gdb.Value(row.function.start + module.load_bias)
+        return start, tuple((number, registers.descriptor(number))
+                            for number in registers_read(registers.arch, row)[1:])
 
     def _has_cfi(self, module, address):
         try:
@@ -401,7 +408,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         except SfbtError:
             return True  # bad data: the frames there decide one by one
 
-    def _unwind_info(self, pending, level, caller, address, registers):
+    def _unwind_info(self, pending, level, caller, start, registers):
         """GDB's unwind info for the frame whose caller the step found."""
         arch = registers.arch
         values = caller.registers
@@ -409,8 +416,10 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         sp = values[arch.sp]
         fp = values.get(arch.fp)
         cfa_value = gdb.Value(cfa)
-        ra_value = gdb.Value(caller.pc)
-        info = pending.create_unwind_info(FrameId(cfa_value, self._starts[address]))
+        ra_value = self._ra_values.get(caller.pc)
+        if ra_value is None:
+            ra_value = self._ra_values[caller.pc] = gdb.Value(caller.pc)
+        info = pending.create_unwind_info(FrameId(cfa_value, start))
         info.add_saved_register(registers.pc, ra_value)
         info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))
         if fp is not None:

@@ -44,7 +44,7 @@ def test_a_page_below_the_copy_that_cannot_be_read():
     state = ThreadState(1, "", {X86_64.sp: 0x10100}, 0x10080, b"C" * 0x1f80)
 
     def read(address, size):
-        from sfbt.unwind.target import TargetMemoryError
+        from sfbt.errors import TargetMemoryError
         raise TargetMemoryError(address, size)
 
     target = ThreadTarget(X86_64, state, read, [])
@@ -83,7 +83,7 @@ def test_a_walk_that_ends_in_no_mapping_says_so():
                                 X86_64.fp: 0}, 0x10080, bytes(0x1f80))
 
     def read(address, size):
-        from sfbt.unwind.target import TargetMemoryError
+        from sfbt.errors import TargetMemoryError
         raise TargetMemoryError(address, size)
 
     frames, stop = Walker(X86_64, [], read, mappings=[stack]).walk(state)

@@ -10,7 +10,8 @@ from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
                          write_section)
 from sfbt.sframe import constants as C
 from sfbt.unwind.target import Module
-from sfbt.unwind.walk import FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder
+from sfbt.unwind.walk import (FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder,
+                              registers_read)
 
 RSP, RBP, RIP = 7, 6, 16
 
@@ -104,6 +105,19 @@ def test_step_reads_registers_when_asked_and_takes_given_rows():
 
     caller = unwinder.step(0x1210, True, Pending(), 0)
     assert caller.pc == 0x1120 and RIP not in asked and set(asked) <= {RSP, RBP}
+    # what the step asked for is what registers_read says the row needs
+    _, row = target.module_map().row_for(0x120f)
+    assert registers_read(X86_64, row) == (RSP, RBP) and set(asked) == {RSP, RBP}
+    given = {number: {RSP: sp, RBP: 0x5000}[number] for number in registers_read(X86_64, row)}
+    assert unwinder.step(0x1210, True, given, 0).pc == 0x1120
+    # a frame-pointer row reads FP for the CFA; an outermost row reads nothing
+    _, row = target.module_map().row_for(0x1104)
+    assert registers_read(X86_64, row) == (RSP, RBP)
+    _, row = target.module_map().row_for(0x1300)
+    assert row.outermost and registers_read(X86_64, row) == ()
+    # AArch64 before the return address is saved: it is still in x30
+    assert registers_read(AARCH64, row._replace(outermost=False, cfa=Location(31, 0, False),
+                                                ra=None, fp=None)) == (31, 29, 30)
     module_map = target.module_map()
     looked_up = []
 

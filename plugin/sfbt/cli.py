@@ -8,13 +8,9 @@ symbolizer of `cbf decode`.
 import sys
 
 from . import __version__
-from .errors import SfbtError
+from .errors import CommandError, SfbtError
 from .live.cli import add_commands as add_live_commands
 from .printable import printable
-
-
-class CommandError(SfbtError):
-    """A user-facing failure: printed as one line, exit status 1."""
 
 
 #: The largest raw .sframe section file read (--raw).
@@ -38,7 +34,7 @@ def _failure(path, error):
 def _synthesized(path, use_cache=True):
     """The SynthResult for an ELF file: errors become one line."""
     from .dwarf import SynthesisStore
-    from .dwarf.store import build
+    from .dwarf.synth_cache import build
     try:
         return SynthesisStore().synthesize(path) if use_cache else build(path)
     except (SfbtError, OSError) as error:
@@ -49,7 +45,7 @@ def _load(args):
     """The SFrame section named by the command line, and the dump preamble."""
     from .files import read_regular
     from .sframe import open_section
-    from .sframe.elf import read_elf_sframe
+    from .sframe.in_elf import read_elf_sframe
     path = args.file
     if getattr(args, "synth", False):
         if args.raw:

@@ -244,7 +244,7 @@ def _write_repeats(out, count, bits):
         out.append(OP_REP | (count - 1))
 
 
-def decode(data, strict=True, limit=DEFAULT_LIMIT):
+def decode(data: bytes, strict: bool = True, limit: int = DEFAULT_LIMIT) -> "Backtrace":
     """A Backtrace from CBF bytes.
 
     strict: malformed data raises CBFError.  Otherwise, as Swift's decoder,

@@ -3,9 +3,10 @@
 from typing import List, Optional, Tuple
 
 from ..archive.report import frame_line
+from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
-from .session import CommandError, Session, Thread
+from .session import Session, Thread
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
 OPTIONS = ("-v", "-full")

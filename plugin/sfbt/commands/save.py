@@ -12,11 +12,11 @@ from typing import List
 from ..archive import cbf, lws
 from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.store import Archive, save_archive
-from ..errors import SfbtError
+from ..errors import CommandError, SfbtError
 from ..files import locked_for_update, replace_file, write_atomically
 from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
 from .backtrace import walk
-from .session import CommandError, Session, Thread
+from .session import Session, Thread
 
 FORMATS = ("archive", "cbf", "json", "lws")
 OPTIONS = ("--format", "--append", "--all-threads", "--label")

@@ -10,14 +10,9 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from ..arch import Arch
-from ..errors import SfbtError
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from .settings import Settings
-
-
-class CommandError(SfbtError):
-    """Bad command arguments, or a command that cannot run now."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +30,8 @@ class Session:
 
     #: "gdb" or "lldb": spelling of registers and messages
     debugger: str = ""
-    settings: Settings = None
+    #: the debugger's sframe settings (each session sets its own)
+    settings: Settings
 
     @property
     def arch(self) -> Arch:

@@ -2,8 +2,6 @@
 
 - ``ptrace``: attaching to threads (PTRACE_SEIZE/INTERRUPT), their
   register sets, and process_vm_readv, through ctypes on libc;
-- ``regsets``: the kernel's register sets (ptrace, NT_PRSTATUS) as DWARF
-  register numbers;
 - ``memory``: paged memory with per-thread stack snapshots (a snapshot
   answers every read of its span from its copy);
 - ``mappings``: /proc/PID/smaps and a core's NT_FILE as modules, the vDSO;

@@ -9,7 +9,7 @@ from bisect import bisect_right
 
 from ..elf import ElfError, open_elf
 from ..errors import SfbtError
-from . import ptrace, regsets
+from . import ptrace
 from .images import ProcessImages
 from .mappings import VDSO, file_modules, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
@@ -67,7 +67,7 @@ class Process:
             raise ProcessExited(f"no process {pid}")
         self.executable = self._executable()
         self.arch = arch or self._arch()
-        if not regsets.supported(self.arch):
+        if self.arch is None or not self.arch.regset:
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
                                "(sfbt stack reads x86-64 and AArch64)")
@@ -236,8 +236,8 @@ class Process:
         try:
             began = time.perf_counter()
             signal = ptrace.interrupt_and_wait(tid)
-            raw = ptrace.get_regset(tid, regsets.regset_size(self.arch))
-            registers = regsets.decode(self.arch, raw)
+            raw = ptrace.get_regset(tid, self.arch.regset_size)
+            registers = self.arch.decode_regset(raw)
             start, end = stack_range(registers[self.arch.sp], self.mappings)
             stack = ptrace.read_pages(self.pid, start, end - start)
             stopped = time.perf_counter() - began

@@ -7,10 +7,10 @@ bug) ends it with a reason, and the frames found so far are kept.
 """
 
 import gc
+import struct
 
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError
-from .target import TargetMemoryError
 
 # How a frame was found.
 INNERMOST = "innermost"
@@ -41,6 +41,27 @@ def lookup_pc(pc, is_caller):
     call may be the last instruction of its function); where execution
     stopped, or a signal interrupted it, pc itself."""
     return pc - 1 if is_caller and pc else pc
+
+
+def registers_read(arch, row):
+    """The DWARF numbers of the registers a step by ``row`` asks the frame
+    for, SP first: SP (the stack must move up), the registers its rules
+    are based on, FP where the caller keeps this frame's, the
+    return-address register where the return address is still in it.  A
+    caller of Unwinder.step that reads registers one at a time (GDB's
+    frame unwinder) need read only these.  A row synthesized from DWARF
+    CFI also asks for those its DWARF register rules name."""
+    if row.outermost:
+        return ()
+    numbers = [arch.sp]
+    for rule in (row.cfa, row.ra, row.fp):
+        if rule is not None and rule.register is not None:
+            numbers.append(rule.register)
+    if row.fp is None:
+        numbers.append(arch.fp)
+    if row.ra is None and arch.has_link_register:
+        numbers.append(arch.ra)
+    return tuple(dict.fromkeys(numbers))
 
 
 class Frame:
@@ -95,8 +116,13 @@ class Unwinder:
         arch = self.arch
         self._order = "big" if arch.big_endian else "little"
         self._word_size = arch.pointer_size
+        #: (a word,) at an offset of a buffer
+        self._word = struct.Struct(("<", ">")[arch.big_endian]
+                                   + {4: "I", 8: "Q"}[arch.pointer_size]).unpack_from
         self._steps = module_map.steps()
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
+        self._sp_from_cfa = arch.sp_from_cfa
+        self._link_register = arch.has_link_register
 
     # -- memory -------------------------------------------------------------
     def read(self, address, size):
@@ -124,13 +150,11 @@ class Unwinder:
         return data
 
     def read_word(self, address):
-        size = self._word_size
         data = self._pages.get(address & ~(_PAGE - 1))
-        if data:  # the common case, inline: the page is already read
-            at = address & (_PAGE - 1)
-            if at + size <= _PAGE:
-                return int.from_bytes(data[at:at + size], self._order)
-        return int.from_bytes(self.read(address, size), self._order)
+        at = address & (_PAGE - 1)
+        if data and at + self._word_size <= _PAGE:  # the common case: the page is read
+            return self._word(data, at)[0]
+        return self._word(self.read(address, self._word_size))[0]
 
     # -- frames -------------------------------------------------------------
     def innermost(self):
@@ -186,15 +210,16 @@ class Unwinder:
             return self._caller_from_frame_pointer(frame)
         raise UnwindStop(f"no unwind data for PC {frame.pc:#x}")
 
-    def step(self, pc, is_caller, registers, level=0, rows=None):
+    def step(self, pc, is_caller, known, level=0, rows=None):
         """One frame step by the rows, the walk's and GDB's frame
         unwinder's: the caller (a Frame) of the frame at ``pc`` at
         ``level``, by the row in force at lookup_pc(pc, is_caller); None
         where no row covers that address.  ``is_caller``: pc is a return
         address (the frame made a call); else execution stopped at pc or a
-        signal interrupted it there.  ``registers``: the frame's registers
-        ({DWARF number: value}, or any object whose get() reads them when
-        asked).  ``rows(address)``: (module, row or None, how) (default:
+        signal interrupted it there.  ``known``: the frame's registers
+        ({DWARF number: value or None}, or any object whose get() reads
+        them when asked; registers_read(arch, row) says which a row
+        needs).  ``rows(address)``: (module, row or None, how) (default:
         the module map's, rows synthesized from DWARF CFI included).
         UnwindStop where the row ends the stack or the stack would not move
         up; TargetMemoryError where a saved word cannot be read."""
@@ -212,8 +237,53 @@ class Unwinder:
             return None
         if row.signal and self.arch.signal_frame is not None:
             # a v3 signal FDE: the kernel's frame, whatever its code
-            return self._caller_of_signal_frame(level, registers)
-        return self._caller_from_row(pc, registers, level, module, row, how, address)
+            return self._caller_of_signal_frame(level, known)
+        if row.outermost:
+            raise UnwindStop(STOP_OUTERMOST)
+        rule = row.cfa
+        base = known.get(rule.register)
+        if base is None:
+            base = self._register(known, level, rule.register)
+        cfa = (base + rule.offset) & _MASK64
+        if rule.deref:
+            cfa = self.read_word(cfa)
+        caller_sp = (cfa + self._sp_from_cfa) & _MASK64
+        old_sp = known.get(self._sp)
+        # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
+        # catches a frame that repeats itself.
+        if old_sp is not None and caller_sp < old_sp:
+            raise UnwindStop(STOP_NOT_UP)
+        rule = row.ra
+        if rule is None:
+            if not self._link_register:
+                raise UnwindStop(f"no return address rule at PC {pc:#x}")
+            ra = self._register(known, level, self._ra)
+        elif rule.register is None and rule.deref:
+            ra = self.read_word((cfa + rule.offset) & _MASK64)
+        else:
+            ra = self._location(known, level, rule, cfa)
+        if row.mangled_ra:
+            ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
+        registers = {self._sp: caller_sp, self._pc: ra}
+        if how == SYNTH:
+            rules = self.module_map.register_rules(module, address)
+            if rules:  # none of SP, PC, FP and RA
+                self._saved_registers(known, rules, cfa, registers)
+        rule = row.fp
+        if rule is None:
+            fp = known.get(self._fp)
+            if fp is not None:
+                registers[self._fp] = fp
+        elif rule.register is None and rule.deref:
+            registers[self._fp] = self.read_word((cfa + rule.offset) & _MASK64)
+        else:
+            registers[self._fp] = self._location(known, level, rule, cfa)
+        if self._link_register:
+            registers[self._ra] = ra
+        trampoline = self._return_trampolines.get(ra)
+        if trampoline is None:
+            trampoline = self.is_signal_trampoline(ra)
+        return Frame(level + 1, ra, registers, how, module, False, trampoline, cfa)
 
     def _register(self, registers, level, number):
         value = registers.get(number)
@@ -228,70 +298,14 @@ class Unwinder:
         address = (base + location.offset) & _MASK64
         return self.read_word(address) if location.deref else address
 
-    def _caller_from_row(self, pc, known, level, module, row, how, address):
-        """The caller of the frame at ``pc`` (registers ``known``) by the
-        row ``row`` of ``module`` in force at ``address``; ``how``
-        (SFRAME, FLEX or SYNTH) as ModuleMap.step_for says."""
-        if row.outermost:
-            raise UnwindStop(STOP_OUTERMOST)
-        rule = row.cfa
-        base = known.get(rule.register)
-        if base is None:
-            base = self._register(known, level, rule.register)
-        cfa = (base + rule.offset) & _MASK64
-        if rule.deref:
-            cfa = self.read_word(cfa)
-        arch = self.arch
-        caller_sp = (cfa + arch.sp_from_cfa) & _MASK64
-        old_sp = known.get(self._sp)
-        # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
-        # catches a frame that repeats itself.
-        if old_sp is not None and caller_sp < old_sp:
-            raise UnwindStop(STOP_NOT_UP)
-        rule = row.ra
-        if rule is None:
-            if not arch.has_link_register:
-                raise UnwindStop(f"no return address rule at PC {pc:#x}")
-            ra = self._register(known, level, self._ra)
-        elif rule.register is None and rule.deref:
-            ra = self.read_word((cfa + rule.offset) & _MASK64)
-        else:
-            ra = self._location(known, level, rule, cfa)
-        if row.mangled_ra:
-            ra = arch.strip_return_address(ra, self._virtual_address_bits())
-        registers = None
-        if how == SYNTH:
-            rules = self.module_map.register_rules(module, address)
-            if rules:
-                registers = self._saved_registers(known, rules, cfa)
-        if registers is None:
-            registers = {}
-        registers[self._sp] = caller_sp
-        registers[self._pc] = ra
-        rule = row.fp
-        if rule is None:
-            fp = known.get(self._fp)
-            if fp is not None:
-                registers[self._fp] = fp
-        elif rule.register is None and rule.deref:
-            registers[self._fp] = self.read_word((cfa + rule.offset) & _MASK64)
-        else:
-            registers[self._fp] = self._location(known, level, rule, cfa)
-        if arch.has_link_register:
-            registers[self._ra] = ra
-        trampoline = self._return_trampolines.get(ra)
-        if trampoline is None:
-            trampoline = self.is_signal_trampoline(ra)
-        return Frame(level + 1, ra, registers, how, module, False, trampoline, cfa)
-
-    def _saved_registers(self, known, rules, cfa):
-        """The caller's registers that the DWARF rules of a frame's PC
-        give (``rules``: {register: Rule or None}; None: unchanged), from
-        the registers ``known`` in the frame: how the caller's CFA rule
-        finds a register it is based on (the lazy-binding resolver's rbx)."""
+    def _saved_registers(self, known, rules, cfa, registers):
+        """Add to the caller's ``registers`` those that the DWARF rules of
+        a frame's PC give (``rules``: {register: Rule or None}; None:
+        unchanged), from the registers ``known`` in the frame: how the
+        caller's CFA rule finds a register it is based on (the
+        lazy-binding resolver's rbx)."""
         from ..dwarf.cfa import OFFSET, REGISTER, SAME_VALUE, VAL_OFFSET
 
-        registers = {}
         for number, rule in rules.items():
             if rule is None or rule.kind == SAME_VALUE:
                 value = known.get(number)
@@ -308,7 +322,6 @@ class Unwinder:
                 value = None
             if value is not None:
                 registers[number] = value
-        return registers
 
     def _caller_from_return_address_at_sp(self, frame):
         """Where the CFI has a hole (glibc's clone3 around its syscall): the

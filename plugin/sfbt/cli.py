@@ -138,6 +138,17 @@ def _describer(symbolizer, images):
     return symbolizer.describer(images)
 
 
+def _frame_texts(symbolizer):
+    """saved_trace_lines' make_describer: a FrameTexts for each image map,
+    kept while its images are (PerImageMap), so that the frames traces
+    share are formatted once."""
+    from .archive.imagemap import PerImageMap
+    from .archive.report import FrameTexts
+    without_map = FrameTexts(symbolizer.describe_file_address)
+    per_map = PerImageMap(lambda images: FrameTexts(symbolizer.describer(images)))
+    return lambda images: per_map(images) if images else without_map
+
+
 #: The most text `sfbt cbf encode` reads: a million frame lines and room
 #: to spare.
 MAX_FRAME_TEXT_BYTES = 64 << 20
@@ -195,10 +206,12 @@ def _run_cbf_decode(args):
     from .archive import cbf
     from .archive.saved import saved_trace_lines
     symbolizer = _symbolizer(args)
+    frame_texts = _frame_texts(symbolizer)
 
     def write_trace(trace):
-        lines = saved_trace_lines(trace, lambda images: _describer(symbolizer, images))
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        lines = saved_trace_lines(trace, frame_texts)
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
 
     def bare_cbf(data):
         sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))

@@ -153,13 +153,14 @@ def _pack_string(text: str) -> bytes:
 
 
 def _unpack_strings(payload: bytes, at: int, count: int, offset: int) -> List[str]:
-    strings = []
+    strings: List[str] = []
+    end = len(payload)
     for _ in range(count):
-        if at + 2 > len(payload):
+        if at + 2 > end:
             raise ArchiveError("event record ends inside a string", offset + at)
-        (size,) = struct.unpack_from("<H", payload, at)
+        size = payload[at] | payload[at + 1] << 8  # little-endian, as _pack_string
         at += 2
-        if at + size > len(payload):
+        if at + size > end:
             raise ArchiveError("event record ends inside a string", offset + at)
         strings.append(payload[at:at + size].decode("utf-8", "surrogateescape"))
         at += size

@@ -41,6 +41,7 @@ APT_PACKAGES=(
 # and C runtimes.
 TEST_APT_PACKAGES=(
   python3-pytest python3-pexpect python3-hypothesis
+  python3-mypy  # checks the typed seams: tests/test_types.py
   qemu-user gdb-multiarch gdbserver libc6-arm64-cross libc6-s390x-cross
   elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
   golang-go  # go tool pprof reads sfbt flame --format pprof: tests/test_flame.py
@@ -216,7 +217,7 @@ check() {
   "$VENV/bin/sfbt" --version >/dev/null \
     || { say "$VENV/bin/sfbt does not run"; exit 1; }
   if [ "${1:-}" = --test-debuggers ]; then
-    python3 -c 'import elftools, hypothesis, pexpect, pytest' \
+    python3 -c 'import elftools, hypothesis, mypy, pexpect, pytest' \
       || { say "python3 on PATH cannot import the tests' packages"; exit 1; }
   fi
   "$LLDB" --no-lldbinit -b -o "command script import $LLDB_ENTRY" 2>&1 | grep -q 'error:' \

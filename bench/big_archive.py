@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "plugin"))
 from sfbt.archive import cbf  # noqa: E402
 from sfbt.archive.imagemap import Image, ImageMap, encode_image_map  # noqa: E402
 from sfbt.archive.store import (KIND_EVENT, KIND_IMAGE_MAP, KIND_TRACE, MAGIC,  # noqa: E402
-                                _EVENT_HEAD, _TRACE_HEAD, _pack_string, _record,
+                                _EVENT_HEAD, _TRACE_HEAD, _pack_string, record_bytes,
                                 trace_hash)
 
 DECODE_SECONDS = 10.0
@@ -72,15 +72,15 @@ def write_archive(path, traces, seed=14):
         chains.append(cbf.encode(frames)[1:-1])
     map_bytes = encode_image_map(images)
     with open(path, "wb") as out:
-        out.write(MAGIC + _record(KIND_IMAGE_MAP, map_bytes))
+        out.write(MAGIC + record_bytes(KIND_IMAGE_MAP, map_bytes))
         for number in range(1, traces + 1):
             base, end = rng.choice(libraries)
             pc = cbf.encode([cbf.Frame("pc", base + number % (end - base))])[1:-1]
             data = b"\x02" + pc + rng.choice(chains) + b"\x00"
             strings = b"".join(_pack_string(text) for text in (
                 "x86_64", f"{1 + number % 8} (4242)", "SIGPROF", ""))
-            out.write(_record(KIND_TRACE, _TRACE_HEAD.pack(number, trace_hash(data)) + data)
-                      + _record(KIND_EVENT, _EVENT_HEAD.pack(number, 0, number * 1000)
+            out.write(record_bytes(KIND_TRACE, _TRACE_HEAD.pack(number, trace_hash(data)) + data)
+                      + record_bytes(KIND_EVENT, _EVENT_HEAD.pack(number, 0, number * 1000)
                                 + strings))
 
 

@@ -214,9 +214,21 @@ def mutate(data, rng):
     return bytes(data)
 
 
+def _status_kb(field):
+    """A size of this process from /proc/self/status (VmSize, VmRSS), in KiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def _child(argv, stderr_write, stdout_path=None):
-    """Run in the forked child: the command, its outcome as an exit code."""
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    """Run in the forked child: the command, its outcome as an exit code.
+    The command may add MEMORY_LIMIT to the address space it was forked
+    with (a test run's interpreter may already hold hundreds of MB)."""
+    limit = _status_kb("VmSize") * 1024 + MEMORY_LIMIT
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CPU, (SECONDS, SECONDS + 1))
     signal.alarm(SECONDS)
     output = os.open(stdout_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -249,7 +261,10 @@ def run_case(argv, stdout_path=None):
 
 def run_measured(argv, stdout_path=None):
     """(outcome, stderr text, peak resident kilobytes) of one command line
-    in a forked child, its standard output written to stdout_path."""
+    in a forked child, its standard output written to stdout_path.  The
+    peak counts what the command added to the resident size it was forked
+    with."""
+    forked_with = _status_kb("VmRSS")
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -269,7 +284,7 @@ def run_measured(argv, stdout_path=None):
     os.close(read_end)
     _, status, usage = os.wait4(pid, 0)
     stderr = b"".join(chunks).decode("utf-8", "replace")
-    return _outcome(status, stderr), stderr, usage.ru_maxrss
+    return _outcome(status, stderr), stderr, max(0, usage.ru_maxrss - forked_with)
 
 
 def _outcome(status, stderr):

@@ -4,8 +4,8 @@ keeps, how long it stops each thread per sample, and the target's own
 progress (the work its computing workers count in a fixed time) with and
 without recording, in paired, interleaved rounds (bench/pairing.py).
 
-Goals: the rate kept is 99 Hz; slowdown (1 - work recorded / work alone)
-<= 5%; each thread stopped <= 10 ms per sample.
+Goals: the rate kept >= 95 Hz; slowdown (1 - work recorded / work alone)
+<= 5%; each thread stopped <= 0.5 ms per sample (median).
 
 Run: python3 bench/record.py [--rounds N] [--seconds S] [--busy N]
 """
@@ -76,8 +76,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=int, default=3)
-    parser.add_argument("--busy", type=int, default=1,
-                        help="computing workers (of 8; default 1)")
+    parser.add_argument("--busy", type=int, default=4,
+                        help="computing workers (of 8; default 4)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sfbt-bench-record-"))
     try:
@@ -113,11 +113,12 @@ def main():
         rates = [float(s[3]) for s in summaries]
         rate = statistics.median(rates)
         print(f"rate kept: {rate:.1f} Hz of {HZ} (median; range {min(rates):.1f}-"
-              f"{max(rates):.1f})  goal {HZ}: {'met' if rate >= HZ * 0.97 else 'NOT met'}")
+              f"{max(rates):.1f})  goal >= 95: {'met' if rate >= 95 else 'NOT met'}")
         medians = [float(s[4]) for s in summaries]
         worst = max(float(s[5]) for s in summaries)
-        print(f"each thread stopped per sample: median {statistics.median(medians):.3f} ms, "
-              f"at most {worst:.3f} ms  goal <= 10 ms: {'met' if worst <= 10 else 'NOT met'}")
+        median = statistics.median(medians)
+        print(f"each thread stopped per sample: median {median:.3f} ms, at most "
+              f"{worst:.3f} ms  goal median <= 0.5 ms: {'met' if median <= 0.5 else 'NOT met'}")
         eu_stack = shutil.which("eu-stack")
         if eu_stack:
             print("eu-stack has no sampling mode; bench/stack.py gives its one-shot time")

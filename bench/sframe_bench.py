@@ -38,7 +38,7 @@ from pairing import paired_ratios  # noqa: E402
 from sfbt.sframe import (FrameRowEntry, FunctionEntry, SFrameSection,  # noqa: E402
                          dump_text, open_section, read_section, write_section)
 from sfbt.sframe import constants as C  # noqa: E402
-from sfbt.sframe.elf import read_elf_sframe_bytes  # noqa: E402
+from sfbt.sframe.in_elf import read_elf_sframe_bytes  # noqa: E402
 
 SP, FP = C.BASE_REG_SP, C.BASE_REG_FP
 

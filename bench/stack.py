@@ -10,7 +10,7 @@ rows per file) filled by a first run, as they are after a user's
 first run.  Goal: sfbt / gdb <= 0.2, each thread stopped <= 10 ms.
 
 Then where sfbt's time goes, in one process: the interpreter's start,
-imports, reading the process, the snapshots, the walks, symbolizing.
+imports, reading the process, the snapshots, the session, the walks and names.
 
 Then `sfbt stack PID` against `eu-stack -s -p PID` (names and source
 lines, as sfbt prints) on Debian's /usr/bin/python3 running 5 threads (no
@@ -44,7 +44,8 @@ PHASES = r"""
 import sys, time, json
 began = time.perf_counter()
 from sfbt.live.process import Process
-from sfbt.live.stack import Walker, thread_lines
+from sfbt.live.session import SnapshotSession
+from sfbt.live.stack import stack_text
 imported = time.perf_counter()
 process = Process(int(sys.argv[1]))
 threads = process.threads()
@@ -52,15 +53,15 @@ opened = time.perf_counter()
 states = [process.snapshot(tid, name) for tid, name in threads]
 snapped = time.perf_counter()
 process.reread_mappings(keep_gone=True)
-walker = Walker(process.arch, process.modules(), process.read, process.executable,
-                mappings=process.mappings)
-walks = [walker.walk(state) for state in states]
-walked = time.perf_counter()
-lines = [thread_lines(walker, n, s, *w) for n, (s, w) in enumerate(zip(states, walks), 1)]
+session = SnapshotSession(process.arch, process.modules(), process.read,
+                          list(enumerate(states, 1)), process.executable,
+                          mappings=process.mappings)
+made = time.perf_counter()
+stack_text(session)  # sframe-bt of each thread: its walk, then its names
 described = time.perf_counter()
 print(json.dumps({"imports": imported - began, "process": opened - imported,
-                  "snapshots": snapped - opened, "walks": walked - snapped,
-                  "symbolize": described - walked,
+                  "snapshots": snapped - opened, "session": made - snapped,
+                  "walks and names": described - made,
                   "stopped": [s.extra["stopped"] for s in states]}))
 """
 
@@ -204,7 +205,7 @@ def measure(args, pid, env):
     print(f"where sfbt's time goes (medians of {args.rounds}): interpreter start "
           f"{bare * 1e3:.1f} ms, " + ", ".join(
               f"{name} {statistics.median(p[name] for p in phases) * 1e3:.1f} ms"
-              for name in ("imports", "process", "snapshots", "walks", "symbolize")))
+              for name in ("imports", "process", "snapshots", "session", "walks and names")))
     stops = sorted(s for p in phases for s in p["stopped"])
     print(f"each thread stopped: median {statistics.median(stops) * 1e3:.3f} ms, "
           f"max {stops[-1] * 1e3:.3f} ms over {len(stops)} stops  goal <= 10 ms: "

@@ -17,8 +17,9 @@ import gdb
 from sfbt.arch import arch_for_debugger
 from sfbt.commands import CommandError, Session, Settings, Thread
 from sfbt.elf import ElfError, image_in_memory, open_elf
+from sfbt.errors import TargetMemoryError
 from sfbt.unwind.modules import ModuleMap, SFrameSources
-from sfbt.unwind.target import Module, Target, TargetMemoryError
+from sfbt.unwind.target import Module, Target
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 

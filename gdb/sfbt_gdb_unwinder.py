@@ -9,19 +9,30 @@ frame with a row; `off` none.  Where the unwinder does not claim a frame,
 or anything goes wrong in one, it returns None and GDB's other unwinders
 run: it never raises into GDB.
 
-Per frame the work is small: what to do at a PC (a "plan": the row's rules
-with register descriptors, or None to defer) is worked out once per stop;
-stack memory is read a page at a time; the frame pointer this unwinder
-gave a caller is handed back when GDB unwinds that caller.  All of it is
-dropped when the program runs or its memory, registers or objfiles change.
+Each frame is unwound by the core's frame step (sfbt.unwind.walk,
+Unwinder.step), the one the walk of `sframe-bt` takes: the row in force at
+the frame's PC, or at PC - 1 where the frame made a call.  A frame made no
+call where every frame below it is an inline frame (execution stopped in
+it, and GDB shows the functions inlined there above it) or where the real
+frame below it is the signal trampoline; GDB's `level` of a pending frame
+counts inline frames, so it alone cannot say.  The inline frames GDB may
+show come from its block information at the PC, and the frame below from
+the order in which GDB asks about frames; both only where the rows at PC
+and PC - 1 differ.
+
+Per frame the work is small: the rows for an address are looked up once
+per stop (dropped when the program runs or its memory, registers or
+objfiles change); stack memory is read a page at a time and kept while GDB
+walks up one stack (from the frame this unwinder unwound the last frame
+to; GDB may run the program without an event in between); registers are
+read from GDB only when the row needs them, and the frame pointer this
+unwinder gave a caller is handed back when GDB unwinds that caller.
 
 Chosen once, at load, by what this GDB offers (13.1 is the floor):
 gdb.unwinder.FrameId (GDB 14; on 13 an object whose sp and pc are
 gdb.Values), PendingFrame.pc() (GDB 14; on 13 a register read),
 Progspace.objfile_for_address (on 13, the objfile named like the module).
 """
-
-import struct
 
 import gdb
 import gdb.unwinder
@@ -30,11 +41,13 @@ from sfbt.dwarf.coverage import CfiCoverage
 from sfbt.dwarf.encoding import CFIError
 from sfbt.elf import ElfError
 from sfbt.errors import SfbtError
+from sfbt.unwind.walk import (FLEX, SFRAME, UnwindStop, Unwinder, lookup_pc,
+                              registers_read)
 
-from sfbt_gdb_session import arch_named, register_bits, state, virtual_address_bits
+from sfbt_gdb_session import (GdbTarget, arch_named, register_bits, state,
+                              virtual_address_bits)
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-_PAGE = 0x1000
 
 
 # -- what this GDB offers, chosen once ------------------------------------------
@@ -118,8 +131,18 @@ class _Registers:
         self.sp = self.descriptor(arch.sp)
         self.fp = self.descriptor(arch.fp)
         self.ra = self.descriptor(arch.ra) if arch.has_link_register else None
-        #: a stack word at an offset of a buffer, as a 1-tuple
-        self.word = struct.Struct(">Q" if arch.big_endian else "<Q").unpack_from
+        #: DWARF number -> whether GDB gives the register as a float
+        #: (s390x keeps an FP or RA in floating-point registers)
+        self._floating = {}
+
+    def bits(self, number, value):
+        """Register ``number``'s ``value`` (a gdb.Value) as an unsigned
+        64-bit int: register_bits, with the type looked at only once."""
+        floating = self._floating.get(number)
+        if floating is None:
+            floating = self._floating[number] = (
+                value.type.strip_typedefs().code == gdb.TYPE_CODE_FLT)
+        return register_bits(value) if floating else int(value) & _MASK64
 
     def descriptor(self, number):
         descriptor = self._by_number.get(number)
@@ -131,29 +154,43 @@ class _Registers:
         return descriptor
 
 
-class _Plan:
-    """How to unwind a frame at one PC: its SFrame row's rules, ready."""
+class _PendingTarget(GdbTarget):
+    """The inferior's memory as a frame unwinder may read it: the address
+    size for signed return addresses from the pending frame (an unwinder
+    may not ask GDB for frames)."""
 
-    __slots__ = ("cfa_base", "cfa_offset", "cfa", "ra_offset", "ra", "fp", "start",
-                 "mangled_ra")
+    pending = None
 
-    def __init__(self, row, start, registers):
-        cfa = row.cfa
-        #: the common case, CFA = register + offset
-        self.cfa_base = (registers.descriptor(cfa.register)
-                         if cfa.register is not None and not cfa.deref else None)
-        self.cfa_offset = cfa.offset
-        #: any other CFA rule (a flexible row's)
-        self.cfa = cfa if self.cfa_base is None else None
-        ra = row.ra
-        #: the common case, RA saved at CFA + offset
-        self.ra_offset = (ra.offset if ra is not None and ra.register is None
-                          and ra.deref else None)
-        #: any other RA rule; None with ra_offset None: still in the RA register
-        self.ra = ra if self.ra_offset is None else None
-        self.fp = row.fp  # None: the caller's FP is this frame's
-        self.start = gdb.Value(start)
-        self.mangled_ra = row.mangled_ra
+    @property
+    def virtual_address_bits(self):
+        if self._va_bits is None:
+            self._va_bits = virtual_address_bits(self.arch, self.pending)
+        return self._va_bits
+
+
+def _inline_depth(pc):
+    """How many inline frames GDB may show above the real frame stopped
+    at ``pc``: the inlined-function blocks around it in GDB's debug
+    information (GDB hides some where pc starts them, at a breakpoint,
+    never more)."""
+    try:
+        block = gdb.block_for_pc(pc)
+    except RuntimeError:
+        return 0
+    functions = 0
+    while block is not None:
+        if block.function is not None:
+            functions += 1
+        block = block.superblock
+    return max(functions - 1, 0)
+
+
+def _same_row(one, other):
+    """Whether two (module, row or None, how) give the same step."""
+    if one[1] is None or other[1] is None:
+        return one[1] is other[1]
+    return (one[0] == other[0] and one[1].function.start == other[1].function.start
+            and one[1].entry == other[1].entry)
 
 
 class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
@@ -163,18 +200,33 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         super().__init__("sframe")
         self.mode = "auto"
         self._architectures = {}  # gdb.Architecture -> _Registers or None
-        self._word = None  # the current architecture's _Registers.word
+        #: (level, pc) of the last frame GDB asked about: kept across
+        #: forget_stop, which GDB's events may call between two frames of
+        #: one walk up the stack.  GDB asks about a stack's frames innermost
+        #: first, and its innermost frame made no call, whatever this says.
+        self._younger = None
         self.forget_objfiles()
 
     # -- caches -------------------------------------------------------------
     def forget_stop(self, *_):
-        """Drop what holds for one stop: plans, stack pages, the last
-        caller's registers."""
-        self._plans = {}
-        self._pages = {}
+        """Drop what holds for one stop: rows per address, the walk's
+        stack pages, what the last frames unwound were."""
+        self._rows_at = {}  # lookup address -> (module, row or None, how)
+        #: the step's rows: every address it asks for was looked up first
+        self._row_at = self._rows_at.__getitem__
+        self._plans = {}  # lookup address -> _plan(address)
+        self._same_rows = {}  # pc -> whether pc and pc - 1 have the same row
+        self._depths = {}  # pc -> _inline_depth(pc)
+        self._walker = None  # the core's Unwinder for this walk up the stack
         self._inferior = None
+        #: (level + 1, return address, SP, FP) the last frame unwound gave
         self._caller = None
-        self._va_bits = None
+        #: (FP, it as a gdb.Value): the frame pointer is often the same
+        #: from frame to frame (a row without FP rule keeps it)
+        self._fp_value = None
+        #: return address -> it as a gdb.Value: a recursion returns to the
+        #: same few addresses again and again
+        self._ra_values = {}
 
     def forget_objfiles(self, *_):
         """Drop what holds while the objfiles stay the same."""
@@ -191,21 +243,6 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         self.enabled = mode != "off"
         self._idle = None
         self.forget_stop()
-
-    # -- memory -------------------------------------------------------------
-    def _read_word(self, address):
-        page = address & ~(_PAGE - 1)
-        data = self._pages.get(page)
-        if data is None:
-            try:
-                data = self._inferior.read_memory(page, _PAGE).tobytes()
-            except gdb.MemoryError:
-                data = b""  # part of the page is not readable: word by word
-            self._pages[page] = data
-        offset = address - page
-        if offset + 8 <= len(data):
-            return self._word(data, offset)[0]
-        return self._word(self._inferior.read_memory(address, 8).tobytes())[0]
 
     # -- GDB's entry point --------------------------------------------------
     def __call__(self, pending_frame):
@@ -232,41 +269,108 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             registers = self._architectures[gdb_arch] = self._registers(gdb_arch)
         if registers is None:
             return None
-        self._word = registers.word
         pc = _pending_pc(pending, registers)
         level = pending.level()
-        key = pc if level == 0 else -pc  # looked up at pc, or at pc - 1
-        plan = self._plans.get(key, False)
-        if plan is False:
-            plan = self._plans[key] = self._plan(pc, level, registers)
+        younger, self._younger = self._younger, (level, pc)
+        arch = registers.arch
+        try:
+            sp = int(pending.read_register(registers.sp)) & _MASK64
+        except gdb.error:
+            sp = None  # unavailable: the step says whether it needed it
+        known = {arch.sp: sp}  # the registers read so far, None where unavailable
+        caller = self._caller
+        walker = self._walker
+        if caller is not None and caller[0] <= level and caller[1] == pc and caller[2] == sp:
+            # the frame this unwinder unwound the last frame to: the same
+            # walk up the same stack, and the frame pointer it gave
+            if caller[3] is not None:
+                known[arch.fp] = caller[3]
+        else:
+            # Another walk: GDB may have run the program since the last
+            # (a `stepi N` stops N times, with no event for the first N-1),
+            # so no stack page read before is kept.
+            walker = None
+        if walker is None or walker.arch is not arch:
+            walker = self._walker = Unwinder(
+                _PendingTarget(arch, state.module_map()), state.module_map())
+        walker.target.pending = pending
+        is_caller = level > 0 and (self._same_rows.get(pc)
+                                   or self._is_caller(pc, level, younger, walker))
+        address = lookup_pc(pc, is_caller)
+        plan = self._plans.get(address)
         if plan is None:
+            plan = self._plans[address] = self._plan(address, registers)
+        if not plan:
             return None
-        return self._unwind_with(pending, plan, pc, level, registers)
+        start, reads = plan
+        for number, descriptor in reads:
+            if number not in known:
+                try:
+                    known[number] = registers.bits(number, pending.read_register(descriptor))
+                except gdb.error:
+                    known[number] = None
+        try:
+            caller = walker.step(pc, is_caller, known, level, self._row_at)
+        except UnwindStop:
+            return None  # the row ends the stack, or it would not move up: GDB decides
+        if caller is None:
+            return None
+        return self._unwind_info(pending, level, caller, start, registers)
 
     @staticmethod
     def _registers(gdb_arch):
         arch = arch_named(gdb_arch.name())
         return None if arch is None else _Registers(gdb_arch, arch)
 
-    def _plan(self, pc, level, registers):
-        """The plan for a frame at ``pc``, or None to let GDB unwind it."""
-        lookup_pc = pc if level == 0 else pc - 1
-        module_map = state.module_map()
-        # Own SFrame data only: where rows would be synthesized from DWARF
-        # CFI, GDB's DWARF unwinder reads the same CFI and knows more.
-        module, row = module_map.row_for(lookup_pc, synthesized=False)
-        if row is None or row.outermost or row.signal:
-            return None
-        if level > 0:
-            # A frame interrupted by a signal is looked up at its PC, a
-            # caller at PC - 1; where the two disagree, let GDB decide.
-            _, row_at_pc = module_map.row_for(pc, synthesized=False)
-            if row_at_pc is not None and (row_at_pc.function.start, row_at_pc.entry) != (
-                    row.function.start, row.entry):
-                return None
-        if self.mode == "auto" and self._has_cfi(module, lookup_pc):
-            return None
-        return _Plan(row, row.function.start + module.load_bias, registers)
+    def _is_caller(self, pc, level, younger, walker):
+        """Whether the frame at ``pc`` at ``level`` (above frame #0) made a
+        call, so that its row is the one at pc - 1.  It did not where every
+        frame below it is an inline frame (it is where execution stopped)
+        or the real frame below it is the signal trampoline (a signal
+        interrupted it there).  Asked only where the answer matters: where
+        the rows at pc and pc - 1 differ."""
+        same = self._same_rows.get(pc)
+        if same is None:
+            same = self._same_rows[pc] = _same_row(self._rows(pc), self._rows(pc - 1))
+        if same:
+            return True
+        depth = self._depths.get(pc)
+        if depth is None:
+            depth = self._depths[pc] = _inline_depth(pc)
+        if level <= depth:
+            return False
+        return not (younger is not None and younger[0] < level
+                    and walker.is_signal_trampoline(younger[1]))
+
+    def _rows(self, address):
+        """(module, row or None, how) for the step at ``address``: own
+        SFrame rows only (where rows would be synthesized from DWARF CFI,
+        GDB's DWARF unwinder reads the same CFI and knows more); None where
+        GDB should decide: no row, the outermost frame, the signal
+        trampoline, or, in `auto`, code GDB has CFI for."""
+        found = self._rows_at.get(address)
+        if found is None:
+            module, row = state.module_map().row_for(address, synthesized=False)
+            if (row is None or row.outermost or row.signal
+                    or self.mode == "auto" and self._has_cfi(module, address)):
+                found = (module, None, None)
+            else:
+                found = (module, row, FLEX if row.function.is_flex else SFRAME)
+            self._rows_at[address] = found
+        return found
+
+    def _plan(self, address, registers):
+        """What a frame whose row is in force at ``address`` needs beyond
+        the step: (the frame id's function start, a gdb.Value; the
+        registers other than SP (read for every frame) the step by the row
+        reads, as (DWARF number, GDB's descriptor)); () where GDB should
+        decide (see _rows)."""
+        module, row, _ = self._rows(address)
+        if row is None:
+            return ()
+        start = gdb.Value(row.function.start + module.load_bias)
+        return start, tuple((number, registers.descriptor(number))
+                            for number in registers_read(registers.arch, row)[1:])
 
     def _has_cfi(self, module, address):
         try:
@@ -304,68 +408,31 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         except SfbtError:
             return True  # bad data: the frames there decide one by one
 
-    def _unwind_with(self, pending, plan, pc, level, registers):
+    def _unwind_info(self, pending, level, caller, start, registers):
+        """GDB's unwind info for the frame whose caller the step found."""
         arch = registers.arch
-        sp = None
-        if plan.cfa_base is not None:
-            base = int(pending.read_register(plan.cfa_base)) & _MASK64
-            if plan.cfa_base is registers.sp:
-                sp = base
-            cfa = (base + plan.cfa_offset) & _MASK64
-        else:
-            cfa = self._rule(pending, plan.cfa, None, registers)
-        caller_sp = (cfa + arch.sp_from_cfa) & _MASK64
-        if sp is not None and caller_sp < sp:
-            return None  # the stack would not move up: GDB decides
-        if plan.ra_offset is not None:
-            ra = self._read_word((cfa + plan.ra_offset) & _MASK64)
-        elif plan.ra is not None:
-            ra = self._rule(pending, plan.ra, cfa, registers)
-        else:
-            ra = register_bits(pending.read_register(registers.ra))
-        if plan.mangled_ra:
-            ra = arch.strip_return_address(ra, self._virtual_address_bits(pending, registers))
-        if plan.fp is not None:
-            fp = gdb.Value(self._rule(pending, plan.fp, cfa, registers))
-        else:
-            fp = self._unchanged_fp(pending, pc, level, sp, registers)
+        values = caller.registers
+        cfa = caller.cfa
+        sp = values[arch.sp]
+        fp = values.get(arch.fp)
         cfa_value = gdb.Value(cfa)
-        sp_value = cfa_value if caller_sp == cfa else gdb.Value(caller_sp)
-        ra_value = gdb.Value(ra)
-        info = pending.create_unwind_info(FrameId(cfa_value, plan.start))
+        ra_value = self._ra_values.get(caller.pc)
+        if ra_value is None:
+            ra_value = self._ra_values[caller.pc] = gdb.Value(caller.pc)
+        info = pending.create_unwind_info(FrameId(cfa_value, start))
         info.add_saved_register(registers.pc, ra_value)
-        info.add_saved_register(registers.sp, sp_value)
-        info.add_saved_register(registers.fp, fp)
+        info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))
+        if fp is not None:
+            last = self._fp_value
+            if last is None or last[0] != fp:
+                last = self._fp_value = (fp, gdb.Value(fp))
+            info.add_saved_register(registers.fp, last[1])
         if registers.ra is not None:
             # After the return, x30 (AArch64) or r14 (s390x) holds the
             # return address; GDB reads it to unwind the caller's caller.
             info.add_saved_register(registers.ra, ra_value)
-        self._caller = (level + 1, ra, caller_sp, fp)
+        self._caller = (level + 1, caller.pc, sp, fp)
         return info
-
-    def _unchanged_fp(self, pending, pc, level, sp, registers):
-        """This frame's FP, which its caller shares: the value this
-        unwinder gave when it unwound the frame below to this one, when
-        that is this frame (same level, PC and SP), else read."""
-        caller = self._caller
-        if (caller is not None and sp is not None and caller[0] == level
-                and caller[1] == pc and caller[2] == sp):
-            return caller[3]
-        return pending.read_register(registers.fp)
-
-    def _rule(self, pending, location, cfa, registers):
-        """The value of a general rule: *(base + offset) or base + offset."""
-        if location.register is None:
-            base = cfa
-        else:
-            base = register_bits(pending.read_register(registers.descriptor(location.register)))
-        address = (base + location.offset) & _MASK64
-        return self._read_word(address) if location.deref else address
-
-    def _virtual_address_bits(self, pending, registers):
-        if self._va_bits is None:
-            self._va_bits = virtual_address_bits(registers.arch, pending)
-        return self._va_bits
 
 
 frame_unwinder = SFrameFrameUnwinder()

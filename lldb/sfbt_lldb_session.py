@@ -8,8 +8,9 @@ import lldb
 
 from sfbt.arch import arch_for_debugger
 from sfbt.commands import CommandError, Session, Settings, Thread
+from sfbt.errors import TargetMemoryError
 from sfbt.unwind.modules import ModuleMap, SFrameSources
-from sfbt.unwind.target import Module, Target, TargetMemoryError
+from sfbt.unwind.target import Module, Target
 
 _INVALID = lldb.LLDB_INVALID_ADDRESS
 

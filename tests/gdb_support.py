@@ -53,6 +53,12 @@ def compile_library(outdir, name, optimization, sources):
     return output
 
 
+def strip_eh_frame(path):
+    """Leave ``path`` SFrame-only: its .eh_frame and .eh_frame_hdr removed."""
+    subprocess.run(["objcopy", "--remove-section", ".eh_frame", "--remove-section",
+                    ".eh_frame_hdr", str(path)], check=True, capture_output=True)
+
+
 def run_gdb(gdb, arguments, commands, timeout=300):
     """Run ``gdb`` (a tests/debuggers.Debugger) in batch mode with the
     plugin and the `test-gdb-pcs` command loaded; its whole output."""

@@ -182,8 +182,9 @@ class LiveWalks:
         self.sources = SFrameSources()
 
     def text(self, pid):
-        from sfbt.live.stack import live_stack_text
-        return live_stack_text(pid, sources=self.sources)
+        from sfbt.live.session import process_session
+        from sfbt.live.stack import stack_text
+        return stack_text(process_session(pid, sources=self.sources))
 
     def stacks(self, pid):
         return parse_stacks(self.text(pid))

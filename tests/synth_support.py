@@ -10,7 +10,7 @@ from conftest import FIXTURES
 from sfbt.sframe import constants as C
 from sfbt.sframe import SFrameSection, read_section
 from sfbt.elf import open_elf
-from sfbt.sframe.elf import read_elf_sframe
+from sfbt.sframe.in_elf import read_elf_sframe
 from sfbt.sframe.rules import Location
 
 

@@ -1,7 +1,8 @@
 """A Target over a synthetic memory image, for unwinder unit tests."""
 
+from sfbt.errors import TargetMemoryError
 from sfbt.unwind.modules import ModuleMap, SFrameSource
-from sfbt.unwind.target import Module, Target, TargetMemoryError
+from sfbt.unwind.target import Module, Target
 
 
 class SyntheticTarget(Target):

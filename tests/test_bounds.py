@@ -218,13 +218,13 @@ def test_short_notes_are_refused(tmp_path):
 TRUNCATE_WHILE_WALKING = """
 import os, sys
 from sfbt import cli
-from sfbt.live import stack
+from sfbt.live.session import SnapshotSession
 path = sys.argv[1]
-walk = stack.Walker.walk
-def truncating_walk(self, *args):
-    os.truncate(path, 0x1000)  # the dumped stack page is gone
-    return walk(self, *args)
-stack.Walker.walk = truncating_walk
+target = SnapshotSession.target
+def truncating_target(self, *args):
+    os.truncate(path, 0x1000)  # the dumped stack page is gone, as the walk begins
+    return target(self, *args)
+SnapshotSession.target = truncating_target
 sys.exit(cli.main(["stack", "--core", path]))
 """
 

@@ -16,7 +16,8 @@ import subprocess
 
 import pytest
 
-from gdb_support import OPTIMIZATIONS, PROGRAMS, ROOT, run_gdb, split_sections
+from gdb_support import (OPTIMIZATIONS, PROGRAMS, ROOT, run_gdb, split_sections,
+                         strip_eh_frame)
 
 STEP_FRAMES = ROOT / "tests" / "gdb_step_frames.py"
 
@@ -34,9 +35,7 @@ def build(directory, optimization, strip):
                     str(library), "-Wl,-rpath,$ORIGIN"], check=True, capture_output=True)
     if strip:
         for path in (program, library):
-            subprocess.run(["objcopy", "--remove-section", ".eh_frame",
-                            "--remove-section", ".eh_frame_hdr", str(path)],
-                           check=True, capture_output=True)
+            strip_eh_frame(path)
     return program
 
 
@@ -148,8 +147,7 @@ def test_sframe_only_library_loaded_with_dlopen(gdb, tmp_path):
     library, program = tmp_path / "libapply.so", tmp_path / "dlopen"
     subprocess.run(["gcc", *flags, "-shared", "-fPIC", "-o", str(library),
                     str(PROGRAMS / "libapply.c")], check=True, capture_output=True)
-    subprocess.run(["objcopy", "--remove-section", ".eh_frame", "--remove-section",
-                    ".eh_frame_hdr", str(library)], check=True, capture_output=True)
+    strip_eh_frame(library)
     subprocess.run(["gcc", *flags, "-o", str(program), str(PROGRAMS / "dlopen.c")],
                    check=True, capture_output=True)
     commands = ["break main", f"run {library}", "bt", "break stop_here", "continue",

@@ -95,8 +95,8 @@ def test_cross_architecture_packages_only_for_the_tests(tmp_path):
         installed[mode] = set(install.split())
     assert {"gdb", "python3-venv", "python3-pyelftools"} <= installed[""]
     assert not (CROSS_PACKAGES | {"python3-pytest"}) & installed[""]
-    assert CROSS_PACKAGES | {"python3-pytest", "python3-pexpect", "python3-hypothesis"} \
-        <= installed["--test-debuggers"]
+    assert CROSS_PACKAGES | {"python3-pytest", "python3-pexpect", "python3-hypothesis",
+                             "python3-mypy"} <= installed["--test-debuggers"]
 
 
 def fake_bin(tmp_path, scripts):

@@ -44,7 +44,7 @@ def test_a_page_below_the_copy_that_cannot_be_read():
     state = ThreadState(1, "", {X86_64.sp: 0x10100}, 0x10080, b"C" * 0x1f80)
 
     def read(address, size):
-        from sfbt.unwind.target import TargetMemoryError
+        from sfbt.errors import TargetMemoryError
         raise TargetMemoryError(address, size)
 
     target = ThreadTarget(X86_64, state, read, [])
@@ -76,19 +76,22 @@ def test_code_is_read_from_the_mapped_file(tmp_path):
 def test_a_walk_that_ends_in_no_mapping_says_so():
     """A thread copied while in a library that is unmapped by the time the
     mappings are read: the stop reason names the likely cause."""
+    from sfbt.commands.backtrace import walk
+    from sfbt.commands.session import Thread
     from sfbt.live.mappings import Mapping
-    from sfbt.live.stack import Walker
+    from sfbt.live.session import SnapshotSession
     stack = Mapping(0x10000, 0x12000, True, True, 0, "[stack]")
     state = ThreadState(1, "", {X86_64.sp: 0x10100, X86_64.pc: 0x7f0000001234,
                                 X86_64.fp: 0}, 0x10080, bytes(0x1f80))
 
     def read(address, size):
-        from sfbt.unwind.target import TargetMemoryError
+        from sfbt.errors import TargetMemoryError
         raise TargetMemoryError(address, size)
 
-    frames, stop = Walker(X86_64, [], read, mappings=[stack]).walk(state)
+    frames, stop = walk(SnapshotSession(X86_64, [], read, mappings=[stack]), Thread("", state))
     assert [frame.pc for frame in frames] == [0x7f0000001234]
     assert stop == ("PC 0x7f0000001234 is in no mapping (in a library unloaded since "
                     "the thread was copied?)")
     # without the mappings (a core), the walk's own reason
-    assert Walker(X86_64, [], read).walk(state)[1] == "no unwind data for PC 0x7f0000001234"
+    assert walk(SnapshotSession(X86_64, [], read), Thread("", state))[1] == \
+        "no unwind data for PC 0x7f0000001234"

@@ -224,3 +224,70 @@ def test_a_full_disk_keeps_the_samples_written_before(workers, tmp_path):  # noq
     assert stacks == int(match[1]) > 100
     assert f"the first {stacks} saved to " in out
     assert kept.stat().st_size <= 32 << 10
+
+
+SIGNALLED = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGUSR1, lambda number, frame: print("got", number, flush=True))
+print("ready", flush=True)
+while True:
+    sum(range(20000))  # runs: each sample stops it
+    time.sleep(0.001)
+"""
+
+
+def _state(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    return text[text.rfind(")") + 2]
+
+
+def test_signals_reach_a_process_while_its_threads_stay_seized(tmp_path):
+    """The threads stay seized for the whole recording: a signal for the
+    process is handed on at once (not when the recording ends), SIGSTOP
+    stops it and SIGCONT lets it run on, and it runs free afterwards."""
+    target = subprocess.Popen([sys.executable, "-c", SIGNALLED], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert target.stdout.readline() == "ready\n"
+        archive = tmp_path / "signalled.sfbt"
+        process = _sfbt_process("record", "-p", target.pid, "--duration", "6", "-o", archive)
+        assert process.stderr.readline().startswith("Recording process ")
+        os.kill(target.pid, signal.SIGUSR1)
+        began = time.monotonic()
+        assert target.stdout.readline() == f"got {int(signal.SIGUSR1)}\n"
+        assert time.monotonic() - began < 2.0 and process.poll() is None
+        os.kill(target.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        assert _state(target.pid) in "tT" and process.poll() is None
+        os.kill(target.pid, signal.SIGCONT)
+        time.sleep(0.5)
+        os.kill(target.pid, signal.SIGUSR1)
+        assert target.stdout.readline() == f"got {int(signal.SIGUSR1)}\n"
+        code, out, err, stacks = _record_until(process, archive)
+        assert code == 0, err
+        assert stacks > 0
+        os.kill(target.pid, signal.SIGUSR1)  # let go: runs on, untraced
+        assert target.stdout.readline() == f"got {int(signal.SIGUSR1)}\n"
+        with open(f"/proc/{target.pid}/status") as status:
+            assert "TracerPid:\t0\n" in status.read()
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_a_rate_it_cannot_keep_is_said_while_it_runs(workers, tmp_path):  # noqa: F811
+    """10000 samples a second of nine threads are out of reach: one line on
+    stderr says the rate kept and why, while the recording goes on."""
+    archive = tmp_path / "fast.sfbt"
+    with Running(workers) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "--hz", "10000", "--duration", "2.5",
+                            "-o", archive)
+    assert recorded.returncode == 0, recorded.stderr
+    said = [line for line in recorded.stderr.splitlines() if line.startswith("sfbt record:")]
+    assert said and all(
+        re.fullmatch(r"sfbt record: [\d.]+ Hz of 10000: (stopping and copying \d+ threads "
+                     r"takes [\d.]+ ms a sample, of the 0.1 ms between two|walking the "
+                     r"stacks falls behind .*|sfbt is not given the processor in time .*)",
+                     line) for line in said), recorded.stderr
+    assert len(said) == len(set(line.split(": ", 2)[2][:12] for line in said))

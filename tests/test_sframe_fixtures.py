@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES, objdump_contents
 from sfbt.cli import main
 from sfbt.sframe import lookup_text, read_section, write_section
-from sfbt.sframe.elf import read_elf_sframe_bytes
+from sfbt.sframe.in_elf import read_elf_sframe_bytes
 
 DUMPS = sorted(FIXTURES.glob("v*/*/*.objdump"))
 

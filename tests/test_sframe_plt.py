@@ -8,13 +8,13 @@ import random
 import pytest
 
 from conftest import FIXTURES, require, run_sfbt
-from sfbt.dwarf.store import build
+from sfbt.dwarf.synth_cache import build
 from sfbt.elf import open_elf
 from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
                          lookup_text, open_section, write_section)
 from sfbt.sframe import constants as C
 from sfbt.sframe.dump import libsframe_2_40_text
-from sfbt.sframe.elf import read_elf_sframe, read_elf_sframe_bytes
+from sfbt.sframe.in_elf import read_elf_sframe, read_elf_sframe_bytes
 from sfbt.sframe.lookup import libsframe_2_40_entry
 
 RSP = 7

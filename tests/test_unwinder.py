@@ -10,7 +10,8 @@ from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
                          write_section)
 from sfbt.sframe import constants as C
 from sfbt.unwind.target import Module
-from sfbt.unwind.walk import FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder
+from sfbt.unwind.walk import (FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder,
+                              registers_read)
 
 RSP, RBP, RIP = 7, 6, 16
 
@@ -58,6 +59,76 @@ def test_amd64_walk_to_the_outermost_frame():
     assert [f.how for f in frames[1:]] == [SFRAME, SFRAME, SFRAME]
     assert stop == "outermost frame"
     assert frames[1].lookup_pc == 0x111f and frames[0].lookup_pc == 0x1210
+
+
+def test_step_by_the_row_at_pc_or_before_it():
+    """The one frame step of the walk and of GDB's frame unwinder: a frame
+    where execution stopped is unwound by the row at its PC; a frame whose
+    PC is a return address (is_caller) by the row one byte back, inside
+    the call.  At 0x1204 leaf's row changes from CFA = rsp + 8 to rsp + 48."""
+    sp = 0x7FFF0000
+    target = SyntheticTarget(X86_64, {}, [("prog", 0x1000, 0x2000, amd64_program())])
+    target.write_word(sp, 0x1030)  # the return address if CFA = rsp + 8
+    target.write_word(sp + 40, 0x1120)  # the return address if CFA = rsp + 48
+    unwinder = Unwinder(target, target.module_map())
+    registers = {RSP: sp, RBP: 0x5000, RIP: 0x1204}
+    stopped = unwinder.step(0x1204, False, registers)
+    assert (stopped.pc, stopped.cfa, stopped.registers[RSP]) == (0x1120, sp + 48, sp + 48)
+    assert (stopped.level, stopped.how, stopped.interrupted) == (1, SFRAME, False)
+    called = unwinder.step(0x1204, True, registers, level=3)
+    assert (called.pc, called.cfa, called.registers[RSP], called.level) == (
+        0x1030, sp + 8, sp + 8, 4)
+    assert called.registers[RBP] == 0x5000  # no FP rule: the caller's FP is this one's
+    # no row: None, for the walk's fallbacks or GDB's own unwinders
+    assert unwinder.step(0x1800, False, registers) is None
+    # the walk takes the same step
+    target = SyntheticTarget(X86_64, registers, [("prog", 0x1000, 0x2000, amd64_program())],
+                             target.memory)
+    frames, _ = Unwinder(target, target.module_map()).walk(limit=2)
+    assert [f.pc for f in frames] == [0x1204, 0x1120]
+
+
+def test_step_reads_registers_when_asked_and_takes_given_rows():
+    """GDB's frame unwinder hands the step a pending frame's registers,
+    read only when the row needs them, and its own choice of rows."""
+    sp = 0x7FFF0000
+    section = amd64_program()
+    target = SyntheticTarget(X86_64, {}, [("prog", 0x1000, 0x2000, section)])
+    target.write_word(sp + 40, 0x1120)
+    unwinder = Unwinder(target, target.module_map())
+    asked = []
+
+    class Pending:
+        def get(self, number):
+            asked.append(number)
+            return {RSP: sp, RBP: 0x5000}.get(number)
+
+    caller = unwinder.step(0x1210, True, Pending(), 0)
+    assert caller.pc == 0x1120 and RIP not in asked and set(asked) <= {RSP, RBP}
+    # what the step asked for is what registers_read says the row needs
+    _, row = target.module_map().row_for(0x120f)
+    assert registers_read(X86_64, row) == (RSP, RBP) and set(asked) == {RSP, RBP}
+    given = {number: {RSP: sp, RBP: 0x5000}[number] for number in registers_read(X86_64, row)}
+    assert unwinder.step(0x1210, True, given, 0).pc == 0x1120
+    # a frame-pointer row reads FP for the CFA; an outermost row reads nothing
+    _, row = target.module_map().row_for(0x1104)
+    assert registers_read(X86_64, row) == (RSP, RBP)
+    _, row = target.module_map().row_for(0x1300)
+    assert row.outermost and registers_read(X86_64, row) == ()
+    # AArch64 before the return address is saved: it is still in x30
+    assert registers_read(AARCH64, row._replace(outermost=False, cfa=Location(31, 0, False),
+                                                ra=None, fp=None)) == (31, 29, 30)
+    module_map = target.module_map()
+    looked_up = []
+
+    def rows(address):
+        looked_up.append(address)
+        module, row = module_map.row_for(address)
+        return (module, row, SFRAME) if address != 0x120f else (module, None, None)
+
+    assert unwinder.step(0x1210, False, Pending(), 0, rows).pc == 0x1120
+    assert unwinder.step(0x1210, True, Pending(), 0, rows) is None
+    assert looked_up == [0x1210, 0x120f]
 
 
 def test_frame_limit_and_is_last():

@@ -4,14 +4,13 @@ An ``Arch`` holds what the SFrame reader, the DWARF CFI synthesizer, the
 unwinder, the ELF reader and the debugger adapters need to know about one
 architecture: DWARF register numbers and how GDB and LLDB spell them, the
 stack-pointer and return-address conventions, the kernel's signal frame,
-pointer authentication, and the numbers by which ELF files and SFrame
-sections name it.  Adding an architecture is adding one entry to ARCHES.
+pointer authentication, the kernel's register set (ptrace, core files),
+and the numbers by which ELF files and SFrame sections name it.  Adding an architecture is adding one entry to ARCHES.
 """
 
+import struct
 from dataclasses import dataclass, field, replace
 from typing import Optional
-
-from .sframe import constants as C
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,8 @@ class SignalFrameLayout:
 @dataclass(frozen=True)
 class Arch:
     name: str
-    #: the SFrame header's ABI/arch id
+    #: the SFrame header's ABI/arch id (SFRAME_ABI_*; sfbt.sframe.constants
+    #: names them after these entries)
     sframe_abi: int
     #: ELF e_machine
     elf_machine: int
@@ -71,6 +71,22 @@ class Arch:
     #: bytes per PLT entry: the rows of an SFrame v1 PC-mask (PLT) FDE
     #: repeat this often (v2 and v3 FDEs store the size themselves)
     plt_entry_size: int = 16
+    #: the kernel's general-purpose register set (what PTRACE_GETREGSET
+    #: NT_PRSTATUS fills in and a core's NT_PRSTATUS note holds in
+    #: ``pr_reg``) as the DWARF number of each 8-byte slot, None for what
+    #: has none; empty where sfbt does not read it (no live or core stacks)
+    regset: tuple = ()
+
+    @property
+    def regset_size(self) -> int:
+        return 8 * len(self.regset)
+
+    def decode_regset(self, data: bytes) -> dict:
+        """{DWARF number: value} of a register set's bytes."""
+        values = struct.unpack_from(
+            f"{'>' if self.big_endian else '<'}{len(self.regset)}Q", data)
+        return {number: value for number, value in zip(self.regset, values)
+                if number is not None}
 
     def register_name(self, number: int, debugger: str = "gdb") -> str:
         """How ``debugger`` ("gdb" or "lldb") spells DWARF register ``number``."""
@@ -159,9 +175,13 @@ _X86_64_NAMES = {0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi",
 # uc_mcontext.gregs starts 40 bytes in, in the order R8..R15, RDI, RSI, RBP,
 # RBX, RDX, RAX, RCX, RSP, RIP.
 _X86_64_GREGS = (8, 9, 10, 11, 12, 13, 14, 15, 5, 4, 6, 3, 1, 0, 2, 7, 16)
+# user_regs_struct: r15..rdi, orig_rax, rip, cs, eflags, rsp, ss, the
+# segment bases and selectors.
+_X86_64_REGSET = (15, 14, 13, 12, 6, 3, 11, 10, 9, 8, 0, 2, 1, 4, 5, None,
+                  16, None, None, 7, None, None, None, None, None, None, None)
 
 X86_64 = Arch(
-    name="x86_64", sframe_abi=C.ABI_AMD64_LE, elf_machine=62, pointer_size=8,
+    name="x86_64", sframe_abi=3, elf_machine=62, pointer_size=8,
     big_endian=False, sp=7, fp=6, ra=16, pc=16, register_names=_X86_64_NAMES,
     gdb_names=("i386:x86-64",), lldb_names=("x86_64",), bfd_name="elf64-x86-64",
     relocations={1: (8, False), 2: (4, True), 10: (4, False), 11: (4, False),
@@ -171,13 +191,13 @@ X86_64 = Arch(
         # mov $15, %rax; syscall
         code=bytes.fromhex("48c7c00f0000000f05"), registers_offset=40,
         slots=tuple((reg, i) for i, reg in enumerate(_X86_64_GREGS))),
-    frame_record=(0, 8))
+    frame_record=(0, 8), regset=_X86_64_REGSET)
 
 _AARCH64_NAMES = {n: f"x{n}" for n in range(31)}
 _AARCH64_NAMES.update({31: "sp", 32: "pc"})
 
 AARCH64 = Arch(
-    name="aarch64", sframe_abi=C.ABI_AARCH64_LE, elf_machine=183, pointer_size=8,
+    name="aarch64", sframe_abi=2, elf_machine=183, pointer_size=8,
     big_endian=False, sp=31, fp=29, ra=30, pc=32, register_names=_AARCH64_NAMES,
     lldb_register_names={29: "fp", 30: "lr", 31: "sp", 32: "pc"},
     gdb_names=("aarch64",), lldb_names=("aarch64", "arm64"),
@@ -190,11 +210,13 @@ AARCH64 = Arch(
         # siginfo (128) + ucontext up to uc_mcontext (176) + fault_address (8)
         registers_offset=128 + 176 + 8,
         slots=tuple((n, n) for n in range(31)) + ((31, 31), (32, 32))),
-    frame_record=(0, 8))
+    frame_record=(0, 8),
+    # user_pt_regs: x0..x30, sp, pc, pstate
+    regset=tuple(range(33)) + (None,))
 
 # Big-endian AArch64: the same registers and conventions, data and
 # instructions' byte order aside (no signal-frame layout is known here).
-AARCH64_BE = replace(AARCH64, name="aarch64_be", sframe_abi=C.ABI_AARCH64_BE,
+AARCH64_BE = replace(AARCH64, name="aarch64_be", sframe_abi=1,
                      big_endian=True, gdb_names=(), lldb_names=("aarch64_be",),
                      bfd_name="elf64-bigaarch64",
                      signal_frame=None)
@@ -208,7 +230,7 @@ _S390X_NAMES.update({16 + i: f"f{n}" for i, n in enumerate(
 _S390X_NAMES[64] = "pc"  # DWARF 64: the PSW address
 
 S390X = Arch(
-    name="s390x", sframe_abi=C.ABI_S390X_BE, elf_machine=22, pointer_size=8,
+    name="s390x", sframe_abi=4, elf_machine=22, pointer_size=8,
     big_endian=True, sp=15, fp=11, ra=14, pc=64, register_names=_S390X_NAMES,
     gdb_names=("s390:64-bit",), lldb_names=("s390x",), bfd_name="elf64-s390",
     relocations={4: (4, False), 5: (4, True), 22: (8, False), 23: (8, True)},
@@ -216,14 +238,12 @@ S390X = Arch(
     plt_entry_size=32)
 
 ARCHES = (X86_64, AARCH64, AARCH64_BE, S390X)
+_BY_SFRAME_ABI = {arch.sframe_abi: arch for arch in ARCHES}
 
 
 def arch_for_abi(abi: int) -> Arch:
     """The Arch of an SFrame ABI/arch id; KeyError for an unknown one."""
-    for arch in ARCHES:
-        if arch.sframe_abi == abi:
-            return arch
-    raise KeyError(abi)
+    return _BY_SFRAME_ABI[abi]
 
 
 def arch_for_machine(machine: int, big_endian: bool) -> Optional[Arch]:

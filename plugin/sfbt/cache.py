@@ -30,21 +30,25 @@ import hashlib
 import os
 import stat
 import sys
+from typing import IO, Callable, Optional, Set, Tuple, Union
 
 #: The largest entry read unless the caller says otherwise.
 MAX_ENTRY_BYTES = 1 << 26
 _MAGIC = b"sfbt-cache 1\n"
 
-_warned = set()
+#: A key: a tuple of str and int (a build id, a format number, identity()).
+Key = Tuple[Union[str, int], ...]
+
+_warned: Set[str] = set()
 
 
-def cache_root():
+def cache_root() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
         os.path.expanduser("~"), ".cache")
     return os.path.join(base, "sfbt")
 
 
-def identity(descriptor, *extra):
+def identity(descriptor: int, *extra: Union[str, int]) -> Key:
     """A key part naming the open file: device, inode, size and change time
     (which, unlike the modification time, no user can set back), after
     ``extra`` (a build id, a format number)."""
@@ -52,7 +56,7 @@ def identity(descriptor, *extra):
     return (*extra, status.st_dev, status.st_ino, status.st_size, status.st_ctime_ns)
 
 
-def _key_text(key):
+def _key_text(key: Key) -> bytes:
     return "\0".join(map(str, key)).encode("utf-8", "surrogateescape")
 
 
@@ -60,21 +64,21 @@ class Cache:
     """One part of the cache.  Every method returns None or False when the
     cache cannot be used: a cache only saves time."""
 
-    def __init__(self, part, root=None):
+    def __init__(self, part: str, root: Optional[str] = None):
         self.part = part
         self._root = root
 
     @property
-    def path(self):
+    def path(self) -> str:
         return os.path.join(self._root or cache_root(), self.part)
 
-    def entry_name(self, key, suffix=""):
+    def entry_name(self, key: Key, suffix: str = "") -> str:
         """The file name of ``key``'s entry (a tuple of str and int)."""
         return hashlib.sha256(_key_text(key)).hexdigest()[:40] + suffix
 
     # -- records: bytes checked against their key and digest -------------------------------
 
-    def get(self, key, limit=MAX_ENTRY_BYTES):
+    def get(self, key: Key, limit: int = MAX_ENTRY_BYTES) -> Optional[bytes]:
         """The bytes put under key, or None if missing or in any doubt."""
         with _Directory.open(self.path) as directory:
             if directory is None:
@@ -89,7 +93,7 @@ class Cache:
             return None
         return payload
 
-    def put(self, key, data):
+    def put(self, key: Key, data: bytes) -> bool:
         """Keep data under key; False if the cache cannot be used."""
         head = _MAGIC + _key_text(key).hex().encode() + b"\n" \
             + hashlib.sha256(data).hexdigest().encode() + b"\n"
@@ -98,16 +102,18 @@ class Cache:
 
     # -- whole files ----------------------------------------------------------------------
 
-    def open_file(self, key, suffix="", limit=MAX_ENTRY_BYTES):
+    def open_file(self, key: Key, suffix: str = "",
+                  limit: int = MAX_ENTRY_BYTES) -> Optional[IO[bytes]]:
         """A binary stream of the file put under key, or None."""
         with _Directory.open(self.path) as directory:
             if directory is None:
                 return None
             return directory.open_entry(self.entry_name(key, suffix), limit)
 
-    def put_file(self, key, source, suffix="", limit=MAX_ENTRY_BYTES):
+    def put_file(self, key: Key, source: IO[bytes], suffix: str = "",
+                 limit: int = MAX_ENTRY_BYTES) -> bool:
         """Keep the bytes of the stream ``source`` (at most ``limit``)."""
-        def copy(stream):
+        def copy(stream: IO[bytes]) -> None:
             left = limit
             while True:
                 chunk = source.read(min(left + 1, 1 << 20))
@@ -119,7 +125,7 @@ class Cache:
                 stream.write(chunk)
         return self._write(self.entry_name(key, suffix), copy)
 
-    def _write(self, name, fill):
+    def _write(self, name: str, fill: Callable[[IO[bytes]], object]) -> bool:
         with _Directory.open(self.path, create=True) as directory:
             if directory is None:
                 return False
@@ -134,11 +140,11 @@ class _Directory:
     """A cache directory opened as private (see the module's docstring);
     ``descriptor`` None when it may not be used."""
 
-    def __init__(self, descriptor):
+    def __init__(self, descriptor: Optional[int]):
         self.descriptor = descriptor
 
     @classmethod
-    def open(cls, path, create=False):
+    def open(cls, path: str, create: bool = False) -> "_Directory":
         base, part = os.path.split(path)
         root, sfbt = os.path.split(base)
         try:
@@ -157,14 +163,14 @@ class _Directory:
             return cls(None)
         return cls(descriptor)
 
-    def __enter__(self):
+    def __enter__(self) -> Optional["_Directory"]:
         return self if self.descriptor is not None else None
 
-    def __exit__(self, *_):
+    def __exit__(self, *_: object) -> None:
         if self.descriptor is not None:
             os.close(self.descriptor)
 
-    def open_entry(self, name, limit):
+    def open_entry(self, name: str, limit: int) -> Optional[IO[bytes]]:
         """A stream of the entry if it is a regular file of ours of at
         most ``limit`` bytes, else None."""
         try:
@@ -179,7 +185,7 @@ class _Directory:
             return None
         return os.fdopen(descriptor, "rb")
 
-    def read(self, name, limit):
+    def read(self, name: str, limit: int) -> Optional[bytes]:
         stream = self.open_entry(name, limit)
         if stream is None:
             return None
@@ -190,7 +196,7 @@ class _Directory:
                 return None
         return data if len(data) <= limit else None
 
-    def write(self, name, fill):
+    def write(self, name: str, fill: Callable[[IO[bytes]], object]) -> None:
         """fill(stream) writes the entry into a new 0600 file that is then
         renamed over ``name``."""
         temporary = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
@@ -214,7 +220,7 @@ class _Unsafe(PermissionError):
     """A cache directory others could have written to: said once."""
 
 
-def _private_subdirectory(parent, name, shown, create):
+def _private_subdirectory(parent: int, name: str, shown: str, create: bool) -> int:
     """Open the directory ``name`` under the directory open as ``parent``
     (which is closed), creating it 0700 when ``create``.  Raises _Unsafe
     for a link, something else than a directory, or a directory of

@@ -8,13 +8,9 @@ symbolizer of `cbf decode`.
 import sys
 
 from . import __version__
-from .errors import SfbtError
-from .live.cli import add_commands as add_live_commands
+from .errors import CommandError, SfbtError
+from .live.commands import add_commands as add_live_commands
 from .printable import printable
-
-
-class CommandError(SfbtError):
-    """A user-facing failure: printed as one line, exit status 1."""
 
 
 #: The largest raw .sframe section file read (--raw).
@@ -38,7 +34,7 @@ def _failure(path, error):
 def _synthesized(path, use_cache=True):
     """The SynthResult for an ELF file: errors become one line."""
     from .dwarf import SynthesisStore
-    from .dwarf.store import build
+    from .dwarf.synth_cache import build
     try:
         return SynthesisStore().synthesize(path) if use_cache else build(path)
     except (SfbtError, OSError) as error:
@@ -49,7 +45,7 @@ def _load(args):
     """The SFrame section named by the command line, and the dump preamble."""
     from .files import read_regular
     from .sframe import open_section
-    from .sframe.elf import read_elf_sframe
+    from .sframe.in_elf import read_elf_sframe
     path = args.file
     if getattr(args, "synth", False):
         if args.raw:
@@ -142,6 +138,17 @@ def _describer(symbolizer, images):
     return symbolizer.describer(images)
 
 
+def _frame_texts(symbolizer):
+    """saved_trace_lines' make_describer: a FrameTexts for each image map,
+    kept while its images are (PerImageMap), so that the frames traces
+    share are formatted once."""
+    from .archive.imagemap import PerImageMap
+    from .archive.report import FrameTexts
+    without_map = FrameTexts(symbolizer.describe_file_address)
+    per_map = PerImageMap(lambda images: FrameTexts(symbolizer.describer(images)))
+    return lambda images: per_map(images) if images else without_map
+
+
 #: The most text `sfbt cbf encode` reads: a million frame lines and room
 #: to spare.
 MAX_FRAME_TEXT_BYTES = 64 << 20
@@ -201,10 +208,12 @@ def _run_cbf_decode(args):
     from .archive import cbf
     from .archive.saved import saved_trace_lines
     symbolizer = _symbolizer(args)
+    frame_texts = _frame_texts(symbolizer)
 
     def write_trace(trace):
-        lines = saved_trace_lines(trace, lambda images: _describer(symbolizer, images))
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        lines = saved_trace_lines(trace, frame_texts)
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
 
     def bare_cbf(data):
         sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))

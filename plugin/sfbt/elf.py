@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .arch import Arch, arch_for_machine
-from .errors import LocatedError
+from .errors import LocatedError, TargetMemoryError
 from .files import open_regular
 
 ET_REL = 1
@@ -356,8 +356,6 @@ def image_in_memory(target, start: int, pages: int = 16):
     """(ELF header address, load bias) of the image whose sections begin at
     run-time address ``start``, from the headers mapped at the page at or
     below it; None if not found."""
-    from .unwind.target import TargetMemoryError
-
     page = start & ~0xFFF
     for header in range(page, max(page - pages * 0x1000, 0) - 1, -0x1000):
         try:

@@ -1,6 +1,8 @@
 """The base of every error sfbt reports, so that each front end (a GDB or
 LLDB command, the command line) catches one type and prints one line."""
 
+from typing import Optional
+
 
 class SfbtError(Exception):
     """A failure the user is told about in one line: its text."""
@@ -14,20 +16,36 @@ class LocatedError(SfbtError):
     its caller fill in ``where`` (the file it read).
     """
 
-    default_where = None
+    default_where: Optional[str] = None
 
-    def __init__(self, message: str, offset: int = None, where: str = None):
+    def __init__(self, message: str, offset: Optional[int] = None,
+                 where: Optional[str] = None):
         self.message = message
         self.offset = offset
         self.where = where if where is not None else self.default_where
         super().__init__(message)
 
-    def __str__(self):
+    def __str__(self) -> str:
         if self.offset is None:
             return self.message if self.where is None else f"{self.where}: {self.message}"
         if self.where is None:
             return f"offset {self.offset:#x}: {self.message}"
         return f"{self.where}+{self.offset:#x}: {self.message}"
+
+
+class CommandError(SfbtError):
+    """Bad command arguments, or a command that cannot run now (a debugger
+    command or the command line): printed as one line."""
+
+
+class TargetMemoryError(SfbtError):
+    """Memory the target (a debugger, a process, a core, an ELF image read
+    from memory) cannot read."""
+
+    def __init__(self, address: int, size: int = 1) -> None:
+        self.address = address
+        self.size = size
+        super().__init__(f"Cannot access memory at address {address:#x}")
 
 
 class EncodeError(SfbtError, ValueError):

@@ -76,6 +76,10 @@ MAX_INLINE_REP = 8
 KINDS = ("pc", "ra", "async")
 _KIND_OPCODES = {"pc": OP_PC, "ra": OP_RA, "async": OP_ASYNC}
 _OPCODE_KINDS = {op: kind for kind, op in _KIND_OPCODES.items()}
+#: (kind, argument bytes, whether absolute) of each address opcode
+_ADDRESS_OPCODES = {op | flags | size: (kind, size + 1, bool(flags))
+                    for op, kind in _OPCODE_KINDS.items()
+                    for flags in (0, ADDRESS_ABSOLUTE) for size in range(8)}
 
 DEFAULT_LIMIT = 1 << 20  # frames decode() expands before giving up
 
@@ -240,7 +244,7 @@ def _write_repeats(out, count, bits):
         out.append(OP_REP | (count - 1))
 
 
-def decode(data, strict=True, limit=DEFAULT_LIMIT):
+def decode(data: bytes, strict: bool = True, limit: int = DEFAULT_LIMIT) -> "Backtrace":
     """A Backtrace from CBF bytes.
 
     strict: malformed data raises CBFError.  Otherwise, as Swift's decoder,
@@ -310,6 +314,8 @@ class _Reader:
         word_bytes = self.word_size // 8
         data, frames, limit = self.data, self.frames, self.limit
         size = len(data)
+        new, from_bytes, append = object.__new__, int.from_bytes, frames.append
+        address_ops = _ADDRESS_OPCODES
         address = 0
         previous = None
         position = 1
@@ -325,36 +331,46 @@ class _Reader:
                 self.position = position
                 self.truncated = opcode == OP_TRUNC
                 return
-            if OP_PC <= opcode < OP_OMIT:
-                length = (opcode & 0x07) + 1
-                if length > word_bytes or position + length > size:
+            operation = address_ops.get(opcode)
+            if operation is not None:
+                kind, length, absolute = operation
+                end = position + length
+                if length > word_bytes or end > size:
                     self.position = position
-                    self.argument(opcode, 0x07, f"the {_OPCODE_KINDS[opcode & 0xF0]} "
-                                  "address", at)  # raises the error
-                value = int.from_bytes(data[position:position + length], "big", signed=True)
-                position += length
-                if not opcode & ADDRESS_ABSOLUTE:
-                    value += address
-                address = value & mask
-                entry = _frame(_OPCODE_KINDS[opcode & 0xF0], address)
-            else:
-                self.position = position
-                if OP_OMIT <= opcode < OP_REP:
-                    if opcode & OMIT_EXTERNAL:
-                        entry = Omitted(self.count(opcode, 0x1F, "the omit count", at))
-                    else:
-                        entry = Omitted((opcode & 0x1F) + 1)
-                elif OP_REP <= opcode < OP_RESERVED:
-                    if previous is None:
-                        raise CBFError("rep with no previous frame", at)
-                    entry = previous
-                    if opcode & REP_EXTERNAL:
-                        repeat = self.count(opcode, 0x07, "the rep count", at)
-                    else:
-                        repeat = (opcode & 0x07) + 1
+                    self.argument(opcode, 0x07, f"the {kind} address", at)  # raises the error
+                value = from_bytes(data[position:end], "big", signed=True)
+                position = end
+                address = (value if absolute else value + address) & mask
+                # A Frame known to be valid, without the checks of its
+                # constructor (decoding makes millions).
+                entry = new(Frame)
+                fields = entry.__dict__
+                fields["kind"] = kind
+                fields["address"] = address
+                if len(frames) >= limit:
+                    self.position = position
+                    self.over_limit = True
+                    raise CBFError(f"more than {limit} frames", at)
+                append(entry)
+                previous = entry
+                continue
+            self.position = position
+            if OP_OMIT <= opcode < OP_REP:
+                if opcode & OMIT_EXTERNAL:
+                    entry = Omitted(self.count(opcode, 0x1F, "the omit count", at))
                 else:
-                    raise CBFError(f"reserved opcode {opcode:#04x}", at)
-                position = self.position
+                    entry = Omitted((opcode & 0x1F) + 1)
+            elif OP_REP <= opcode < OP_RESERVED:
+                if previous is None:
+                    raise CBFError("rep with no previous frame", at)
+                entry = previous
+                if opcode & REP_EXTERNAL:
+                    repeat = self.count(opcode, 0x07, "the rep count", at)
+                else:
+                    repeat = (opcode & 0x07) + 1
+            else:
+                raise CBFError(f"reserved opcode {opcode:#04x}", at)
+            position = self.position
             if len(frames) + repeat > limit:
                 self.position = position
                 self.over_limit = True
@@ -364,15 +380,6 @@ class _Reader:
             else:
                 frames.extend([entry] * repeat)
             previous = entry
-
-
-def _frame(kind, address):
-    """A Frame of a kind and address known to be valid, without the
-    checks of Frame's constructor (decoding makes millions)."""
-    frame = object.__new__(Frame)
-    object.__setattr__(frame, "kind", kind)
-    object.__setattr__(frame, "address", address)
-    return frame
 
 
 def format_frames(trace):

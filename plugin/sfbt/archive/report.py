@@ -28,26 +28,64 @@ def frames_of(named):
     return named if isinstance(named, list) else [named]
 
 
+class FrameTexts:
+    """A frame's lines after their levels (frame_line's layout, split
+    after ``#N ``: ``0xADDR in FUNC at FILE:LINE``, then one line per
+    frame of a call inlined there, inline_frame_line's), from
+    ``describe(lookup address)`` -> (name, where) or a list of them
+    (frames_of), printable (frame_line), remembered by address and whether
+    it is a PC: an archive's traces share most of their frames, and
+    formatting a line costs more than finding the line's names."""
+
+    MAX_KEPT = 1 << 18
+
+    def __init__(self, describe):
+        self.describe = describe
+        self.at_pc = {}
+        self.at_return = {}  # return and async addresses, looked up at address - 1
+
+    def text(self, frame):
+        """The frame's texts: a tuple, innermost first."""
+        address = frame.address
+        at_pc = frame.kind == "pc"
+        kept = self.at_pc if at_pc else self.at_return
+        texts = kept.get(address)
+        if texts is None:
+            named = frames_of(self.describe(address if at_pc or not address else address - 1))
+            texts = tuple(f"{address:#018x} in {name}{where}" if index == 0
+                          else f"{name}{where}"
+                          for index, (name, where) in enumerate(named))
+            if len(kept) >= self.MAX_KEPT:
+                kept.clear()
+            kept[address] = texts
+        return texts
+
+
+_LEVELS = [f"#{level:<2} " for level in range(100)]
+
+
 def frame_lines(frames, truncated, describe):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
     looked up at address - 1 (inside the call), except a zero one (a
-    smashed stack), as walk.Frame.lookup_pc does.  ``describe(address)``
-    gives (name, where) or a list of them (frames_of), printable
-    (frame_line)."""
+    smashed stack), as walk.Frame.lookup_pc does.  ``describe`` is a
+    FrameTexts, or describe(address) giving (name, where) or a list of
+    them (frames_of), printable (frame_line)."""
+    texts = describe if isinstance(describe, FrameTexts) else FrameTexts(describe)
+    at_pc, at_return, text_of = texts.at_pc, texts.at_return, texts.text
     lines, level = [], 0
+    append, omitted, levels = lines.append, cbf.Omitted, _LEVELS
     for frame in frames:
-        if isinstance(frame, cbf.Omitted):
-            lines.append(f"... {frame.count} frames omitted")
+        if frame.__class__ is omitted:
+            append(f"... {frame.count} frames omitted")
             level += frame.count
             continue
-        address = frame.address
-        named = describe(address - 1 if frame.kind != "pc" and address else address)
-        for index, (name, where) in enumerate(frames_of(named)):
-            lines.append(frame_line(level, frame.address, name, where) if index == 0
-                         else inline_frame_line(level, name, where))
+        # FrameTexts.text, its dictionaries read here: millions in an archive
+        for text in (at_pc if frame.kind == "pc" else at_return).get(frame.address) \
+                or text_of(frame):
+            append((levels[level] if level < 100 else f"#{level:<2} ") + text)
             level += 1
     if truncated:
-        lines.append("Backtrace stopped: truncated")
+        append("Backtrace stopped: truncated")
     return lines
 
 

@@ -14,11 +14,13 @@ import struct
 import zlib
 from array import array
 from dataclasses import dataclass, field
+from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import LocatedError
 from ..files import locked_for_update, open_regular, replace_file
 from . import cbf
-from .imagemap import DecodeBudget, ImageMapError, decode_image_map, encode_image_map
+from .imagemap import (DecodeBudget, ImageMap, ImageMapError, decode_image_map,
+                       encode_image_map)
 from .recording import Recording
 
 MAGIC = b"SFBTARC\x01"
@@ -46,7 +48,7 @@ class ArchiveError(LocatedError):
     file (``where``)."""
 
 
-def trace_hash(data):
+def trace_hash(data: bytes) -> int:
     """The 64-bit hash that picks a trace's bucket."""
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
@@ -68,31 +70,31 @@ class Event:
 class Trace:
     trace_id: int
     data: bytes  # CBF
-    events: list = field(default_factory=list)
+    events: List[Event] = field(default_factory=list)
 
     @property
-    def count(self):
+    def count(self) -> int:
         return len(self.events)
 
-    def decoded(self):
+    def decoded(self) -> cbf.Backtrace:
         return cbf.decode(self.data, strict=False)
 
 
 class Archive:
     """Traces stored once each, image maps, and the events that use them."""
 
-    def __init__(self):
-        self.traces = {}  # id -> Trace, ids sequential from 1
-        self.image_maps = []  # encoded image maps, in file order
-        self.events = []
-        self._buckets = {}  # hash -> [trace ids]
-        self._image_map_index = {}
-        self._pending = []  # records not yet written
+    def __init__(self) -> None:
+        self.traces: Dict[int, Trace] = {}  # ids sequential from 1
+        self.image_maps: List[bytes] = []  # encoded image maps, in file order
+        self.events: List[Event] = []
+        self._buckets: Dict[int, List[int]] = {}  # hash -> trace ids
+        self._image_map_index: Dict[bytes, int] = {}
+        self._pending: List[Tuple[int, bytes]] = []  # records not yet written
 
-    def _add_record(self, kind, payload):
+    def _add_record(self, kind: int, payload: bytes) -> None:
         self._pending.append((kind, payload))
 
-    def add_image_map(self, image_map_bytes):
+    def add_image_map(self, image_map_bytes: bytes) -> int:
         index = self._image_map_index.get(image_map_bytes)
         if index is None:
             index = len(self.image_maps)
@@ -101,7 +103,7 @@ class Archive:
             self._add_record(KIND_IMAGE_MAP, image_map_bytes)
         return index
 
-    def add_trace(self, data):
+    def add_trace(self, data: bytes) -> int:
         """The id of the trace with these CBF bytes, stored if new."""
         digest = trace_hash(data)
         for trace_id in self._buckets.get(digest, ()):
@@ -113,7 +115,7 @@ class Archive:
         self._add_record(KIND_TRACE, _TRACE_HEAD.pack(trace_id, digest) + data)
         return trace_id
 
-    def add_event(self, event):
+    def add_event(self, event: Event) -> None:
         self.events.append(event)
         self.traces[event.trace_id].events.append(event)
         strings = b"".join(_pack_string(s) for s in (
@@ -121,28 +123,28 @@ class Archive:
         self._add_record(KIND_EVENT, _EVENT_HEAD.pack(
             event.trace_id, event.image_map_index, event.time_ns) + strings)
 
-    def capture(self, cbf_bytes, image_map, **details):
+    def capture(self, cbf_bytes: bytes, image_map: ImageMap, **details: Any) -> int:
         """Add one captured backtrace; returns its trace id."""
         index = self.add_image_map(encode_image_map(image_map))
         trace_id = self.add_trace(cbf_bytes)
         self.add_event(Event(trace_id, index, **details))
         return trace_id
 
-    def image_map(self, index):
+    def image_map(self, index: int) -> ImageMap:
         return decode_image_map(self.image_maps[index])
 
-    def pending_records(self):
+    def pending_records(self) -> List[Tuple[int, bytes]]:
         """[(kind, record bytes)] of the records not yet written."""
         return [(kind, record_bytes(kind, payload)) for kind, payload in self._pending]
 
-    def pending_bytes(self):
+    def pending_bytes(self) -> bytes:
         return b"".join(record for _, record in self.pending_records())
 
-    def mark_written(self):
+    def mark_written(self) -> None:
         self._pending = []
 
 
-def _pack_string(text):
+def _pack_string(text: str) -> bytes:
     # surrogate escapes: the bytes of a thread name that is not UTF-8
     data = text.encode("utf-8", "surrogateescape")
     if len(data) > 0xFFFF:
@@ -150,25 +152,27 @@ def _pack_string(text):
     return struct.pack("<H", len(data)) + data
 
 
-def _unpack_strings(payload, at, count, offset):
-    strings = []
+def _unpack_strings(payload: bytes, at: int, count: int, offset: int) -> List[str]:
+    strings: List[str] = []
+    end = len(payload)
     for _ in range(count):
-        if at + 2 > len(payload):
+        if at + 2 > end:
             raise ArchiveError("event record ends inside a string", offset + at)
-        (size,) = struct.unpack_from("<H", payload, at)
+        size = payload[at] | payload[at + 1] << 8  # little-endian, as _pack_string
         at += 2
-        if at + size > len(payload):
+        if at + size > end:
             raise ArchiveError("event record ends inside a string", offset + at)
         strings.append(payload[at:at + size].decode("utf-8", "surrogateescape"))
         at += size
     return strings
 
 
-def is_archive(data):
+def is_archive(data: bytes) -> bool:
     return data[:len(MAGIC)] == MAGIC
 
 
-def iter_records(stream, where=None):
+def iter_records(stream: IO[bytes],
+                 where: Optional[str] = None) -> Iterator[Tuple[int, int, bytes]]:
     """(offset, kind, payload) for each record of the archive open in
     ``stream`` (positioned after the magic), read one at a time.  The
     first damage, or a record beyond the limits, raises ArchiveError at
@@ -201,12 +205,12 @@ def iter_records(stream, where=None):
         at = end
 
 
-def archive_budget():
+def archive_budget() -> DecodeBudget:
     """The DecodeBudget all of one archive's image maps share."""
     return DecodeBudget(MAX_ARCHIVE_DECODED_BYTES, "the archive's image maps")
 
 
-def _check_image_map(payload, offset, budget):
+def _check_image_map(payload: bytes, offset: int, budget: DecodeBudget) -> ImageMap:
     """Decode an image map record's payload, or raise ArchiveError there."""
     try:
         return decode_image_map(payload, budget)
@@ -214,7 +218,7 @@ def _check_image_map(payload, offset, budget):
         raise ArchiveError(f"image map: {error}", offset) from None
 
 
-def _check_trace(payload, offset, expected_id):
+def _check_trace(payload: bytes, offset: int, expected_id: int) -> Tuple[int, int, bytes]:
     """(trace id, hash, CBF bytes) of a trace record's payload."""
     if len(payload) < _TRACE_HEAD.size:
         raise ArchiveError("trace record too short", offset)
@@ -227,7 +231,8 @@ def _check_trace(payload, offset, expected_id):
     return trace_id, digest, cbf_bytes
 
 
-def _check_event(payload, offset, trace_count, image_map_count):
+def _check_event(payload: bytes, offset: int, trace_count: int,
+                 image_map_count: int) -> Event:
     if len(payload) < _EVENT_HEAD.size:
         raise ArchiveError("event record too short", offset)
     trace_id, index, time_ns = _EVENT_HEAD.unpack_from(payload)
@@ -239,7 +244,8 @@ def _check_event(payload, offset, trace_count, image_map_count):
                  *_unpack_strings(payload, _EVENT_HEAD.size, 4, offset))
 
 
-def parse_archive(data, path=None):
+def parse_archive(data: bytes,
+                  path: Optional[str] = None) -> Tuple[Archive, Optional[ArchiveError]]:
     """(Archive, ArchiveError or None): everything before the first damage."""
     archive = Archive()
     budget = archive_budget()
@@ -258,7 +264,8 @@ def parse_archive(data, path=None):
     return archive, None
 
 
-def _parse_record(archive, at, kind, payload, budget):
+def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
+                  budget: DecodeBudget) -> None:
     offset = at + _RECORD_HEAD.size
     if kind == KIND_IMAGE_MAP:
         if payload not in archive._image_map_index:  # each distinct map once
@@ -289,17 +296,18 @@ class ArchiveReader:
     in the first pass, and kept: all of them together within
     MAX_ARCHIVE_DECODED_BYTES.  ``recording`` sums up every event read."""
 
-    def __init__(self, stream, path, size):
+    def __init__(self, stream: IO[bytes], path: str, size: int):
         self.stream = stream
         self.path = path
-        self.error = None
-        self._maps = []  # each image map record's ImageMap
-        self._decoded_maps = {}  # blake2b digest of a map's bytes -> its ImageMap
+        self.error: Optional[ArchiveError] = None
+        self._maps: List[ImageMap] = []  # each image map record's
+        self._decoded_maps: Dict[bytes, ImageMap] = {}  # by blake2b digest of its bytes
         self._budget = archive_budget()
         self._trace_offsets = array("Q")  # where each trace's CBF bytes are
         self._trace_lengths = array("L")
         self._counts = array("L")
-        self._first_events = []  # each trace's first event record (payload), or None
+        # each trace's first event record (payload), or None
+        self._first_events: List[Optional[bytes]] = []
         self.recording = Recording()
         start = stream.read(len(MAGIC))
         self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)
@@ -313,7 +321,7 @@ class ArchiveReader:
             error.where = path
             self.error = error
 
-    def _note(self, at, kind, payload):
+    def _note(self, at: int, kind: int, payload: bytes) -> None:
         offset = at + _RECORD_HEAD.size
         if kind == KIND_IMAGE_MAP:
             digest = hashlib.blake2b(payload, digest_size=16).digest()
@@ -339,14 +347,14 @@ class ArchiveReader:
         else:
             raise ArchiveError(f"unknown record kind {kind}", at)
 
-    def _read(self, offset, length):
+    def _read(self, offset: int, length: int) -> bytes:
         self.stream.seek(offset)
         return self.stream.read(length)
 
-    def image_map(self, index):
+    def image_map(self, index: int) -> ImageMap:
         return self._maps[index]
 
-    def traces(self):
+    def traces(self) -> Iterator[Tuple[int, Event, int, cbf.Backtrace]]:
         """(number, first Event, count, decoded Backtrace) for each
         captured trace, in id order."""
         budget = self.frame_budget
@@ -359,7 +367,8 @@ class ArchiveReader:
             limit = min(cbf.DEFAULT_LIMIT, budget)
             decoded = cbf.decode(self._read(offset, length), strict=False, limit=limit)
             if decoded.over_limit and limit < cbf.DEFAULT_LIMIT:
-                if self.error is None or self.error.offset > offset:
+                if (self.error is None or self.error.offset is None
+                        or self.error.offset > offset):
                     self.error = ArchiveError(
                         f"trace {number}: the archive expands to more than "
                         f"{self.frame_budget} frames ({FRAMES_PER_BYTE} per byte "
@@ -369,14 +378,14 @@ class ArchiveReader:
             yield number, event, self._counts[number - 1], decoded
 
 
-def read_archive(path):
+def read_archive(path: str) -> Tuple[Archive, Optional[ArchiveError]]:
     """(Archive, ArchiveError or None) of the archive file at path, read
     into memory whole (up to MAX_ARCHIVE_BYTES)."""
     with open_regular(path, MAX_ARCHIVE_BYTES) as stream:
         return parse_archive(stream.read(), path)
 
 
-def record_bytes(kind, payload):
+def record_bytes(kind: int, payload: bytes) -> bytes:
     head = _RECORD_HEAD.pack(kind, len(payload))
     return head + payload + _CRC.pack(zlib.crc32(head + payload))
 
@@ -386,14 +395,14 @@ class _StoredRecords:
     at a time: its image maps and traces by hash (trace bytes are read
     back to compare), so that only new ones are added."""
 
-    def __init__(self, stream, path):
+    def __init__(self, stream: IO[bytes], path: str):
         self.stream = stream
         if not is_archive(stream.read(len(MAGIC))):
             raise ArchiveError("not an sfbt archive (bad magic)", 0, path)
-        self.image_maps = {}  # digest -> index
+        self.image_maps: Dict[bytes, int] = {}  # digest -> index
         self.image_map_count = 0
         self.budget = archive_budget()
-        self.buckets = {}  # trace hash -> [(trace id, offset, length)]
+        self.buckets: Dict[int, List[Tuple[int, int, int]]] = {}  # hash -> (id, offset, length)
         self.trace_count = 0
         self.size = len(MAGIC)
         try:
@@ -403,9 +412,9 @@ class _StoredRecords:
         except ArchiveError as error:
             error.where = path
             raise
-        self.new_traces = {}  # trace id -> bytes, of traces added now
+        self.new_traces: Dict[int, bytes] = {}  # of traces added now
 
-    def _note(self, at, kind, payload):
+    def _note(self, at: int, kind: int, payload: bytes) -> None:
         offset = at + _RECORD_HEAD.size
         if kind == KIND_IMAGE_MAP:
             digest = hashlib.blake2b(payload, digest_size=16).digest()
@@ -414,8 +423,8 @@ class _StoredRecords:
             self.image_maps.setdefault(digest, self.image_map_count)
             self.image_map_count += 1
         elif kind == KIND_TRACE:
-            trace_id, digest, _ = _check_trace(payload, offset, self.trace_count + 1)
-            self.buckets.setdefault(digest, []).append(
+            trace_id, hashed, _ = _check_trace(payload, offset, self.trace_count + 1)
+            self.buckets.setdefault(hashed, []).append(
                 (trace_id, offset + _TRACE_HEAD.size, len(payload) - _TRACE_HEAD.size))
             self.trace_count += 1
         elif kind == KIND_EVENT:
@@ -423,13 +432,13 @@ class _StoredRecords:
         else:
             raise ArchiveError(f"unknown record kind {kind}", at)
 
-    def _bytes_of(self, trace_id, offset, length):
+    def _bytes_of(self, trace_id: int, offset: int, length: int) -> bytes:
         if trace_id in self.new_traces:
             return self.new_traces[trace_id]
         self.stream.seek(offset)
         return self.stream.read(length)
 
-    def records_for(self, archive):
+    def records_for(self, archive: Archive) -> bytes:
         """The records that add archive's events to these."""
         out = []
         for event in archive.events:
@@ -441,8 +450,8 @@ class _StoredRecords:
                 self.image_map_count += 1
                 out.append(record_bytes(KIND_IMAGE_MAP, map_bytes))
             data = archive.traces[event.trace_id].data
-            digest = trace_hash(data)
-            bucket = self.buckets.setdefault(digest, [])
+            hashed = trace_hash(data)
+            bucket = self.buckets.setdefault(hashed, [])
             trace_id = next((place[0] for place in bucket
                              if self._bytes_of(*place) == data), None)
             if trace_id is None:
@@ -450,7 +459,7 @@ class _StoredRecords:
                 trace_id = self.trace_count
                 self.new_traces[trace_id] = data
                 bucket.append((trace_id, 0, len(data)))
-                out.append(record_bytes(KIND_TRACE, _TRACE_HEAD.pack(trace_id, digest) + data))
+                out.append(record_bytes(KIND_TRACE, _TRACE_HEAD.pack(trace_id, hashed) + data))
             strings = b"".join(_pack_string(s) for s in (
                 event.architecture, event.thread, event.reason, event.label))
             out.append(record_bytes(KIND_EVENT, _EVENT_HEAD.pack(
@@ -458,7 +467,7 @@ class _StoredRecords:
         return b"".join(out)
 
 
-def save_archive(path, archive, append=False):
+def save_archive(path: str, archive: Archive, append: bool = False) -> None:
     """Write the archive's new records; with append, after the records of the
     file already at path (which must be undamaged), holding a lock on it
     so that concurrent appends all land."""
@@ -473,7 +482,7 @@ def save_archive(path, archive, append=False):
             stored = _StoredRecords(old, path)
             new, keep = stored.records_for(archive), stored.size
 
-        def write(out):
+        def write(out: IO[bytes]) -> None:
             if keep:
                 old.seek(0)
                 _copy(old, out, keep)
@@ -482,7 +491,7 @@ def save_archive(path, archive, append=False):
     archive.mark_written()
 
 
-def _copy(source, destination, size):
+def _copy(source: IO[bytes], destination: IO[bytes], size: int) -> None:
     while size:
         chunk = source.read(min(size, 1 << 20))
         if not chunk:

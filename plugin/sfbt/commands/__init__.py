@@ -8,7 +8,8 @@
 - ``settings``: the settings both debuggers show.
 """
 
-from .session import CommandError, Session, Thread
+from ..errors import CommandError
+from .session import Session, Thread
 from .settings import SETTINGS, Settings
 
 __all__ = ["CommandError", "SETTINGS", "Session", "Settings", "Thread"]

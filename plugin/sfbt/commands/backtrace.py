@@ -3,9 +3,10 @@
 from typing import List, Optional, Tuple
 
 from ..archive.report import frame_line, frames_of, inline_frame_line
+from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
-from .session import CommandError, Session, Thread
+from .session import Session, Thread
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
 OPTIONS = ("-v", "-full")
@@ -95,7 +96,10 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None):
                             fallback=settings.fallback)
     except Exception as error:  # the debugger's registers, its modules
         return [], f"cannot start the walk: {error}"
-    return unwinder.walk(limit=min(limits) if limits else None, is_last=is_last)
+    frames, stop = unwinder.walk(limit=min(limits) if limits else None, is_last=is_last)
+    if stop is not None and frames:
+        stop = session.why_stopped(frames[-1], stop)
+    return frames, stop
 
 
 def how_found(frame: Frame) -> str:
@@ -158,15 +162,16 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[
     return lines
 
 
-def sframe_bt(session: Session, words) -> str:
+def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
+    """sframe-bt of ``thread`` (the selected thread if None)."""
     count, verbose, full = parse_arguments(words)
     if not session.has_stack():
         raise CommandError("No stack.")
     # `sframe-bt N` walks one frame more than it prints, to say whether
     # more follow.
-    frames, stop = walk(session, session.selected_thread(),
+    frames, stop = walk(session, thread or session.selected_thread(),
                         count + 1 if count is not None and count >= 0 else None)
-    innermost = session.innermost_frames(session.selected_thread())
+    innermost = session.innermost_frames(thread or session.selected_thread())
 
     def describe(frame):
         if frame.level == 0 and innermost:

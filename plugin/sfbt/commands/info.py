@@ -1,7 +1,8 @@
 """info sframe (GDB) / sframe-info (LLDB): each module's SFrame data."""
 
+from ..errors import CommandError
 from ..printable import printable
-from .session import CommandError, Session
+from .session import Session
 
 HELP = """\
 List the loaded object files and where their SFrame data comes from.

@@ -7,10 +7,10 @@ from ..archive.imagemap import PerImageMap, image_finder
 from ..archive.report import frames_of
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
-from ..errors import SfbtError
+from ..errors import CommandError, SfbtError
 from ..files import FileProblem
 from ..printable import printable
-from .session import CommandError, Session
+from .session import Session
 
 HELP = """\
 Print saved backtraces, symbolized against the program loaded now.

@@ -12,11 +12,11 @@ from typing import List
 from ..archive import cbf, lws
 from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.store import Archive, save_archive
-from ..errors import SfbtError
+from ..errors import CommandError, SfbtError
 from ..files import locked_for_update, replace_file, write_atomically
 from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
 from .backtrace import walk
-from .session import CommandError, Session, Thread
+from .session import Session, Thread
 
 FORMATS = ("archive", "cbf", "json", "lws")
 OPTIONS = ("--format", "--append", "--all-threads", "--label")
@@ -117,11 +117,16 @@ class Capture:
     truncated: bool
 
 
+def cbf_frames(frames) -> List[cbf.Frame]:
+    """A walk's frames as CBF frames."""
+    return [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
+
+
 def capture(session: Session, thread: Thread) -> Capture:
     """The thread's frames as CBF frames: SFrame's, then the debugger's own
     frames where the SFrame walk stopped early."""
     frames, stop = walk(session, thread)
-    captured = [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
+    captured = cbf_frames(frames)
     if stop is not None and stop not in (STOP_LIMIT, STOP_OUTERMOST):
         try:
             theirs = session.debugger_frames(thread)
@@ -136,7 +141,7 @@ def capture(session: Session, thread: Thread) -> Capture:
 
 def image_map(session: Session) -> ImageMap:
     arch = session.arch
-    images = [Image(m.path, m.image_base, m.end,
+    images = [Image(session.image_path(m), m.image_base, m.end,
                     bytes.fromhex(m.build_id) if m.build_id else b"")
               for m in session.module_map().modules]
     return ImageMap(f"linux-{arch.name}", images, 8 * arch.pointer_size)
@@ -186,18 +191,26 @@ def save_captures(options: SaveOptions, captures: List[Capture], images: ImageMa
             f"{options.path} ({options.fmt}).")
 
 
+def save(session: Session, options: SaveOptions, walked=lambda: None) -> str:
+    """Save the selected thread's backtrace (every thread's with
+    ``options.all_threads``); returns the message to print.  ``walked()``
+    is called after the walks, before the file is written (it may raise)."""
+    selected = session.selected_thread()
+    threads = session.threads() if options.all_threads else [selected]
+    captures = [capture(session, thread) for thread in threads]
+    walked()
+    arch = session.arch
+    return save_captures(options, captures, image_map(session), arch.name,
+                         8 * arch.pointer_size, session.stop_reason(selected),
+                         time.time_ns())
+
+
 def cbf_save(session: Session, words) -> str:
     options = parse_arguments(words)
     if not session.has_stack():
         raise CommandError("cbf-save: No stack.")
-    selected = session.selected_thread()
-    threads = session.threads() if options.all_threads else [selected]
-    captures = [capture(session, thread) for thread in threads]
-    arch = session.arch
     try:
-        return save_captures(options, captures, image_map(session), arch.name,
-                             8 * arch.pointer_size, session.stop_reason(selected),
-                             time.time_ns())
+        return save(session, options)
     except CommandError:
         raise
     except (OSError, SfbtError) as error:

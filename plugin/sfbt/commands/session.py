@@ -10,14 +10,10 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from ..arch import Arch
-from ..errors import SfbtError
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
+from ..unwind.walk import Frame
 from .settings import Settings
-
-
-class CommandError(SfbtError):
-    """Bad command arguments, or a command that cannot run now."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +31,8 @@ class Session:
 
     #: "gdb" or "lldb": spelling of registers and messages
     debugger: str = ""
-    settings: Settings = None
+    #: the debugger's sframe settings (each session sets its own)
+    settings: Settings
 
     @property
     def arch(self) -> Arch:
@@ -134,3 +131,13 @@ class Session:
     def past_main(self) -> bool:
         """Whether backtraces go on past main (GDB's `set backtrace past-main`)."""
         return False
+
+    def why_stopped(self, last: Frame, stop: str) -> str:
+        """The reason a walk stopped at frame ``last``, with what the
+        session knows of it (a debugger-free session: the library was
+        unloaded since the thread was copied)."""
+        return stop
+
+    def image_path(self, module: Module) -> str:
+        """The module's name in saved image maps."""
+        return module.path

@@ -7,18 +7,18 @@
 - ``convert``: one row's rules as SFrame rules and data words;
 - ``synthesize``: a whole SFrame v3 section from an ELF image's CFI;
 - ``ondemand``: the rows of one function at a time, as walks reach them;
-- ``store``: whole synthesized sections cached per file they were made from;
+- ``synth_cache``: whole synthesized sections cached per file they were made from;
 - ``coverage``: which addresses an object's CFI covers.
 
 The names below are imported from their modules when first asked for: a
-walk does not import the store and its cache.
+walk does not import the synthesis cache.
 """
 
 import importlib
 
 _MODULE_OF = {
     "Inexpressible": "convert",
-    "SynthesisStore": "store", "file_cache_key": "store",
+    "SynthesisStore": "synth_cache", "file_cache_key": "synth_cache",
     "SynthError": "synthesize", "SynthResult": "synthesize", "SynthStats": "synthesize",
     "synthesize_cfi": "synthesize", "synthesize_elf": "synthesize",
     "synthesize_image": "synthesize",

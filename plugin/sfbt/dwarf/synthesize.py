@@ -101,7 +101,7 @@ class SynthResult:
         #: [(start, end, reason)] sorted: ranges whose rows were left out
         self.left_out = left_out
         self.origin = origin  # "built" or "cache"
-        #: the cache key of the file it was made from (set by the store)
+        #: the cache key of the file it was made from (set by synth_cache)
         self.made_from = None
         self._starts = [start for start, _, _ in left_out]
 

@@ -1,17 +1,20 @@
-"""Stacks of live processes and core files, without a debugger.
+"""Stacks of live processes and core files, without a debugger: the
+command line's front end, as gdb/ and lldb/ are the debuggers'.
 
 - ``ptrace``: attaching to threads (PTRACE_SEIZE/INTERRUPT), their
   register sets, and process_vm_readv, through ctypes on libc;
-- ``regsets``: the kernel's register sets (ptrace, NT_PRSTATUS) as DWARF
-  register numbers;
 - ``memory``: paged memory with per-thread stack snapshots (a snapshot
   answers every read of its span from its copy);
 - ``mappings``: /proc/PID/smaps and a core's NT_FILE as modules, the vDSO;
 - ``images``: which file holds each mapped image (the mapped one, not a
   file that replaced it), and reads of a process's pages from it;
-- ``process``, ``core``: a snapshot of each thread (registers, stack) and
-  a Target for the unwinder, from a process or a core file;
-- ``stack``: the walk, symbolization and output of `sfbt stack`;
+- ``process``, ``corefile``: a snapshot of each thread (registers, stack)
+  from a process (``SeizedProcess``: its threads seized for a recording)
+  or a core file;
+- ``session``: the debugger-free Session over those snapshots;
+- ``symbols``: names and lines of the walked frames;
+- ``stack``: `sfbt stack`, sframe-bt of each thread (or cbf-save);
 - ``record``: `sfbt record`, sampling stacks into an archive;
+- ``commands``: `sfbt stack`, `record` and `flame` on the command line;
 - ``flame``: flame graphs (SVG) and speedscope's JSON.
 """

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from ..elf import PT_LOAD, PT_NOTE, ElfError, memory_image, read_build_id
+from ..errors import TargetMemoryError
 from ..files import open_regular
-from ..unwind.target import TargetMemoryError
 
 NT_GNU_BUILD_ID = 3
 #: where the path of an image whose file cannot be read points: no file

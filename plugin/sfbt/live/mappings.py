@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, open_elf
-from ..unwind.target import Module, TargetMemoryError
+from ..errors import TargetMemoryError
+from ..unwind.target import Module
 from .images import Located, memory_build_id, no_file_path
 
 VDSO = "[vdso]"

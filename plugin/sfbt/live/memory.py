@@ -4,7 +4,8 @@ on demand, or a core's)."""
 
 from dataclasses import dataclass, field
 
-from ..unwind.target import Target, TargetMemoryError
+from ..errors import TargetMemoryError
+from ..unwind.target import Target
 
 #: the most of a stack copied per thread (from the stack pointer up)
 STACK_COPY_LIMIT = 1 << 20

@@ -9,10 +9,14 @@ from bisect import bisect_right
 
 from ..elf import ElfError, open_elf
 from ..errors import SfbtError
-from . import ptrace, regsets
+from . import ptrace
 from .images import ProcessImages
 from .mappings import VDSO, file_modules, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
+
+
+#: how often SeizedProcess.collect polls for stops
+POLL = 0.0001
 
 
 class ProcessError(SfbtError):
@@ -67,7 +71,7 @@ class Process:
             raise ProcessExited(f"no process {pid}")
         self.executable = self._executable()
         self.arch = arch or self._arch()
-        if not regsets.supported(self.arch):
+        if self.arch is None or not self.arch.regset:
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
                                "(sfbt stack reads x86-64 and AArch64)")
@@ -224,26 +228,148 @@ class Process:
         """The thread's ThreadState, or None if it exited.  It is stopped
         from PTRACE_INTERRUPT to PTRACE_DETACH only: the time to read its
         registers and copy its stack (``extra["stopped"]``, seconds)."""
-        try:
-            ptrace.seize(tid)
-        except ptrace.ThreadGone:
+        if not self._seize(tid):
             return None
-        except ptrace.PtraceError as error:
-            if self._exited(tid):  # a zombie: ptrace refuses it
-                return None
-            raise permission_error(self.pid, error) from None
         signal = 0
         try:
             began = time.perf_counter()
             signal = ptrace.interrupt_and_wait(tid)
-            raw = ptrace.get_regset(tid, regsets.regset_size(self.arch))
-            registers = regsets.decode(self.arch, raw)
-            start, end = stack_range(registers[self.arch.sp], self.mappings)
-            stack = ptrace.read_pages(self.pid, start, end - start)
-            stopped = time.perf_counter() - began
+            return self._copy(tid, name, began)
         except ptrace.ThreadGone:
             return None
         finally:
-            ptrace.detach(tid, signal)
+            ptrace.detach(tid, max(signal, 0))
+
+    def _seize(self, tid):
+        """Seize ``tid`` (it runs on); False if it exited."""
+        try:
+            ptrace.seize(tid)
+        except ptrace.ThreadGone:
+            return False
+        except ptrace.PtraceError as error:
+            if self._exited(tid):  # a zombie: ptrace refuses it
+                return False
+            raise permission_error(self.pid, error) from None
+        return True
+
+    def _copy(self, tid, name, began):
+        """The ThreadState of stopped thread ``tid``, stopped since
+        ``began`` (time.perf_counter)."""
+        raw = ptrace.get_regset(tid, self.arch.regset_size)
+        registers = self.arch.decode_regset(raw)
+        start, end = stack_range(registers[self.arch.sp], self.mappings)
+        stack = ptrace.read_pages(self.pid, start, end - start)
+        stopped = time.perf_counter() - began
         return ThreadState(tid, name, registers, start, stack,
                            extra={"stopped": stopped})
+
+
+class SeizedProcess(Process):
+    """A process whose threads stay seized between snapshots (`sfbt
+    record`): each thread is seized once, when first sampled, and each
+    sample is a PTRACE_INTERRUPT and, once the thread is copied, a
+    PTRACE_CONT.  ``interrupt()`` asks threads to stop and ``collect()``
+    copies those that did: a thread that waits for a processor takes as
+    long to stop, and runs on meanwhile, so sfbt does not wait for it.
+    ``reap()`` between samples lets run on the threads that stopped by
+    themselves (a signal to hand them); ``release()`` (and ``close()``)
+    lets them all go."""
+
+    def __init__(self, pid, arch=None):
+        super().__init__(pid, arch)
+        self._seized = set()
+        #: tid -> [name, time of the last poll that found it running]
+        self._stopping = {}
+
+    def stopping(self, tid):
+        """Whether ``tid`` was interrupted and not yet collected."""
+        return tid in self._stopping
+
+    def interrupt(self, threads):
+        """Ask ``threads`` ([(tid, name)]) to stop; those that exited are
+        left out (``collect`` reports them gone)."""
+        for tid, name in threads:
+            if tid not in self._seized:
+                if not self._seize(tid):
+                    self._stopping[tid] = [name, None]
+                    continue
+                self._seized.add(tid)
+            try:
+                ptrace.interrupt(tid)
+            except ptrace.ThreadGone:
+                self._seized.discard(tid)
+                self._stopping[tid] = [name, None]
+                continue
+            self._stopping[tid] = [name, time.perf_counter()]
+
+    def collect(self, until=0.0):
+        """({tid: ThreadState}, [tids gone]) of the interrupted threads
+        that stopped, each copied and let run on as soon as it is seen
+        stopped; polled every POLL seconds (sfbt sleeps between two,
+        leaving its processor to them) until ``until``
+        (time.perf_counter; 0: once).  ``extra["stopped"]`` counts from
+        the poll before the one that saw the thread stopped."""
+        states, gone = {}, []
+        while self._stopping:
+            for tid, (name, polled) in list(self._stopping.items()):
+                now = time.perf_counter()
+                try:
+                    status = ptrace.wait_stop(tid, ptrace.WNOHANG) if polled else None
+                except ptrace.ThreadGone:
+                    status = polled = None
+                if polled is None:
+                    del self._stopping[tid]
+                    self._seized.discard(tid)
+                    gone.append(tid)
+                    continue
+                if status is None:
+                    self._stopping[tid][1] = now
+                    continue
+                del self._stopping[tid]
+                try:
+                    states[tid] = self._copy(tid, name, polled)
+                except ptrace.ThreadGone:
+                    gone.append(tid)
+                finally:
+                    self._run_on(tid, ptrace.stop_signal(status))
+            if not self._stopping or time.perf_counter() + POLL > until:
+                break
+            time.sleep(POLL)
+        return states, gone
+
+    @staticmethod
+    def _run_on(tid, signal):
+        if signal < 0:  # a group-stop: the process stays stopped
+            ptrace.listen(tid)
+        else:
+            ptrace.resume(tid, signal)
+
+    def reap(self):
+        """Let run on every seized thread waiting in a ptrace-stop that
+        sfbt did not ask for: a signal for it (handed on), a group-stop,
+        or sfbt's PTRACE_INTERRUPT where a signal came first."""
+        for tid in list(self._seized - self._stopping.keys()):
+            while True:
+                try:
+                    status = ptrace.wait_stop(tid, ptrace.WNOHANG)
+                except ptrace.ThreadGone:
+                    self._seized.discard(tid)
+                    break
+                if status is None:
+                    break
+                self._run_on(tid, ptrace.stop_signal(status))
+
+    def release(self):
+        """Detach every seized thread (its memory stays readable)."""
+        self._stopping.clear()  # interrupted again: one stop or two
+        for tid in self._seized:
+            try:
+                signal = ptrace.interrupt_and_wait(tid)
+            except (ptrace.ThreadGone, ptrace.PtraceError):
+                continue
+            ptrace.detach(tid, max(signal, 0))
+        self._seized.clear()
+
+    def close(self):
+        self.release()
+        super().close()

@@ -3,8 +3,9 @@
 A thread is stopped only while its registers and stack are copied:
 PTRACE_SEIZE (which does not stop it), PTRACE_INTERRUPT, a wait for the
 ptrace-stop with ``__WALL`` (threads are not children), PTRACE_GETREGSET,
-process_vm_readv, PTRACE_DETACH.  A signal that arrives meanwhile is
-handed back on detach.
+process_vm_readv, then PTRACE_DETACH (one snapshot) or PTRACE_CONT (a
+thread that stays seized between samples).  A signal that arrives
+meanwhile is handed back on detach or continue.
 """
 
 import ctypes
@@ -14,11 +15,16 @@ import os
 from ..errors import SfbtError
 
 PTRACE_CONT = 7
+PTRACE_LISTEN = 0x4208
 PTRACE_DETACH = 17
 PTRACE_GETREGSET = 0x4204
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
 PTRACE_EVENT_STOP = 128
+WNOHANG = os.WNOHANG
+#: the signals whose PTRACE_EVENT_STOP is a group-stop (the process was
+#: stopped), not sfbt's PTRACE_INTERRUPT
+GROUP_STOP_SIGNALS = {19, 20, 21, 22}  # SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
 NT_PRSTATUS = 1
 WALL = 0x40000000
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -79,23 +85,62 @@ def detach(tid, signal=0):
         pass
 
 
+def resume(tid, signal=0):
+    """Let a seized thread in a ptrace-stop run on (handing it ``signal``),
+    still seized."""
+    try:
+        _ptrace(PTRACE_CONT, tid, 0, signal)
+    except ThreadGone:
+        pass
+
+
+def listen(tid):
+    """Leave a seized thread in its group-stop (the process was stopped)
+    while it waits for SIGCONT, still seized."""
+    try:
+        _ptrace(PTRACE_LISTEN, tid)
+    except ThreadGone:
+        pass
+
+
+def stop_signal(status):
+    """What a ptrace-stop's wait status hands back when the thread runs
+    on: the signal of a signal-delivery-stop, else 0 (sfbt's
+    PTRACE_INTERRUPT, or a group-stop: -1, to leave stopped)."""
+    if status >> 16 == PTRACE_EVENT_STOP:
+        return -1 if os.WSTOPSIG(status) in GROUP_STOP_SIGNALS else 0
+    return os.WSTOPSIG(status)
+
+
+def wait_stop(tid, options=0):
+    """The wait status of a seized thread's next ptrace-stop (None with
+    WNOHANG when it has none).  ThreadGone if it exited."""
+    try:
+        waited, status = os.waitpid(tid, WALL | options)
+    except ChildProcessError:
+        raise ThreadGone(f"thread {tid} exited") from None
+    if waited == 0:
+        return None
+    if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+        raise ThreadGone(f"thread {tid} exited")
+    return status
+
+
+def interrupt(tid):
+    """Ask a seized thread to stop (wait_stop says when it did)."""
+    _ptrace(PTRACE_INTERRUPT, tid)
+
+
 def interrupt_and_wait(tid):
     """Stop a seized thread; returns the signal to hand back on detach (0
-    for none).  ThreadGone if it exits first."""
-    _ptrace(PTRACE_INTERRUPT, tid)
+    for none; see stop_signal).  ThreadGone if it exits first."""
+    interrupt(tid)
     while True:
-        try:
-            _, status = os.waitpid(tid, WALL)
-        except ChildProcessError:
-            raise ThreadGone(f"thread {tid} exited") from None
-        if os.WIFEXITED(status) or os.WIFSIGNALED(status):
-            raise ThreadGone(f"thread {tid} exited")
+        status = wait_stop(tid)
         if os.WIFSTOPPED(status):
-            if status >> 16 == PTRACE_EVENT_STOP:
-                return 0
-            # a signal-delivery-stop: a ptrace-stop too; the signal goes
-            # back to the thread when it is detached
-            return os.WSTOPSIG(status)
+            # a signal-delivery-stop is a ptrace-stop too; the signal goes
+            # back to the thread when it runs on
+            return stop_signal(status)
 
 
 def get_regset(tid, size):

@@ -2,9 +2,10 @@
 archive, each distinct stack stored once with a count (one event per
 sample).
 
-Each sample stops a thread only to read its registers and copy its stack
-(process.Process.snapshot); the walk runs on the copy while the thread
-runs on.  A thread that has not run since its previous sample (blocked in
+The threads stay seized for the whole recording (process.SeizedProcess);
+each sample stops a thread only to read its registers and copy its stack,
+and the walks run on the copies between samples, while the threads run
+on.  A thread that has not run since its previous sample (blocked in
 a system call: its run time and run count in /proc/.../schedstat have not
 moved) is not stopped again: its previous stack is counted again.  A
 thread whose registers and stack are byte for byte those of its previous
@@ -20,6 +21,7 @@ import os
 import select
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from ..archive import cbf
@@ -28,8 +30,11 @@ from ..archive.store import Archive, Event
 from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
 from ..files import replace_file
-from .process import Process, ProcessError, ProcessExited
-from .stack import Walker, cbf_frames, image_map
+from ..commands.backtrace import walk
+from ..commands.save import cbf_frames, image_map
+from ..commands.session import Thread
+from .process import ProcessError, ProcessExited, SeizedProcess
+from .session import SnapshotSession
 
 #: how often the mappings are read again (new libraries, new thread stacks)
 MAPS_INTERVAL = 1.0
@@ -37,12 +42,28 @@ MAPS_INTERVAL = 1.0
 FLUSH_INTERVAL = 0.5
 #: the rates `--hz` takes
 MIN_HZ, MAX_HZ = 1e-6, 10000.0
+#: how long a sample waits for the threads to stop, in periods (those
+#: that take longer are collected when they stop)
+STOP_SAMPLE = 0.25
+#: how long the first and the last sample wait for every thread to stop
+STOP_WAIT = 1.0
+#: the walks between two samples end this long before the next is due
+WALK_MARGIN = 0.0005
+#: samples left to walk at most (seconds' worth, and bytes of stack
+#: copies) before the walks run on the sampling path
+MAX_BACKLOG = 1.0
+MAX_BACKLOG_BYTES = 64 << 20
+#: a rate below this part of the asked rate is said on stderr
+#: (Shortfall), measured over windows of SHORTFALL_WINDOW seconds
+SHORTFALL = 0.95
+SHORTFALL_WINDOW = 1.0
 
 
 class EndingSignals:
     """While entered, SIGINT, SIGTERM and SIGHUP end the recording rather
     than the program: each notes its name in ``caught`` and wakes
-    ``sleep``; the loop then stops between two samples, never inside one."""
+    ``sleep``; the loop then stops between two samples, never inside one.
+    SIGCHLD (a seized thread stopped by itself) wakes ``sleep`` too."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -57,6 +78,7 @@ class EndingSignals:
         self._kept_wakeup = signal.set_wakeup_fd(self._wake[1], warn_on_full_buffer=False)
         for number in self.SIGNALS:
             self._kept[number] = signal.signal(number, self._caught)
+        self._kept[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, self._woken)
         return self
 
     def __exit__(self, *exception):
@@ -70,9 +92,16 @@ class EndingSignals:
         if self.caught is None:
             self.caught = signal.Signals(number).name
 
+    def _woken(self, number, frame):
+        """Only wakes ``sleep`` (through the wakeup descriptor)."""
+
     def sleep(self, seconds):
         """Sleep, until a signal at the latest."""
-        select.select([self._wake[0]], [], [], seconds)
+        if select.select([self._wake[0]], [], [], seconds)[0]:
+            try:
+                os.read(self._wake[0], 512)
+            except BlockingIOError:
+                pass
 
 
 @dataclass
@@ -93,9 +122,70 @@ class RecordStats:
         return self.ticks / self.elapsed if self.elapsed else 0.0
 
 
+@dataclass
+class Pending:
+    """A thread's sample not walked yet: its copy (``state``), or None
+    where the thread has not run since its previous sample (counted
+    again); ``awaited`` while the thread is yet to stop, ``dropped`` where
+    it exited (or did not stop) before it was copied."""
+
+    tid: int
+    name: str
+    time: int
+    session: SnapshotSession
+    image_map: int
+    awaited: bool = False
+    dropped: bool = False
+    state: object = None
+
+
+class Shortfall:
+    """Says on stderr, once per reason, when the rate kept over the last
+    second falls short of the asked rate (below SHORTFALL of it), and why:
+    copying the threads takes longer than a sample's interval, walking
+    them falls behind, or sfbt is not given the processor in time."""
+
+    def __init__(self, hz, say):
+        self.hz = hz
+        self.say = say
+        self.said = set()
+        self._reset(time.monotonic())
+
+    def _reset(self, now):
+        self.since = now
+        self.ticks = 0
+        self.copying = 0.0  # seconds spent stopping and copying threads
+        self.walking = 0.0  # seconds of walks forced onto the sampling path
+
+    def check(self, now, threads, backlog):
+        elapsed = now - self.since
+        if elapsed < SHORTFALL_WINDOW:
+            return
+        rate = self.ticks / elapsed
+        if rate < SHORTFALL * self.hz:
+            interval = 1e3 / self.hz
+            copy = self.copying * 1e3 / max(self.ticks, 1)
+            if copy > interval / 2:
+                reason = "copying", (f"stopping and copying {threads} threads takes "
+                                     f"{copy:.1f} ms a sample, of the {interval:.1f} ms "
+                                     "between two")
+            elif self.walking:
+                reason = "walking", (f"walking the stacks falls behind ({backlog} "
+                                     "samples wait): the processor time left between "
+                                     "samples is not enough")
+            else:
+                reason = "late", ("sfbt is not given the processor in time "
+                                  f"(load average {os.getloadavg()[0]:.1f} on "
+                                  f"{os.cpu_count()} CPUs)")
+            if reason[0] not in self.said:
+                self.said.add(reason[0])
+                self.say(f"sfbt record: {rate:.1f} Hz of {self.hz:g}: {reason[1]}")
+        self._reset(now)
+
+
 class Recorder:
-    def __init__(self, pid, hz=99.0, label=""):
-        self.process = Process(pid)
+    def __init__(self, pid, hz=99.0, label="", say=lambda line: None):
+        self.process = SeizedProcess(pid)
         self.hz = hz
         if not label:
             name = dict(self.process.threads()).get(pid, "")
@@ -103,86 +193,152 @@ class Recorder:
         self.label = label
         self.archive = Archive()
         self.stats = RecordStats()
-        self._previous = {}  # tid -> (registers, stack, cbf bytes)
+        self.shortfall = Shortfall(hz, say)
+        #: samples taken, walked when the sampling leaves time (in order)
+        self._pending = deque()
+        self._pending_bytes = 0
+        self._walked = {}  # tid -> ((registers, stack), cbf bytes) of its latest walk
+        self._marks = {}  # tid -> its idle mark (Process.idle_mark) after its last stop
+        self._awaited = {}  # tid -> its Pending sample while it is yet to stop
+        self._copied = []  # tids copied since the idle marks were read
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
         self._numbers = {}
         # the walk names frames (to stop at main): from files on this
         # machine only, never a download between two samples
         self._debug_files = DebugFiles(download=False)
-        self._new_walker()
+        self._new_session()
 
-    def _new_walker(self):
+    def _new_session(self):
+        """The session the samples are walked in, for the mappings as now
+        read (the SFrame data already read kept)."""
         process = self.process
-        sources = getattr(self, "walker", None) and self.walker.sources
-        self.walker = Walker(process.arch, process.modules(), process.read,
-                             process.executable, sources=sources, mappings=process.mappings,
-                             debug_files=self._debug_files)
+        sources = getattr(self, "session", None) and self.session.sources
+        self.session = SnapshotSession(process.arch, process.modules(), process.read,
+                                       executable=process.executable, sources=sources,
+                                       mappings=process.mappings,
+                                       debug_files=self._debug_files)
         self._image_map = self.archive.add_image_map(
-            encode_image_map(image_map(process.arch, self.walker.modules)))
+            encode_image_map(image_map(self.session)))
         self._maps_read = time.monotonic()
 
     def _refresh_mappings(self, keep_gone=False):
         if self.process.reread_mappings(keep_gone):
-            self._new_walker()
+            self._new_session()
         self._maps_read = time.monotonic()
 
-    def _walk(self, state):
+    def _walk(self, pending):
         """The walk of a copied thread; where it ends outside every known
         library, again with the mappings read anew (one loaded since)."""
-        frames, stop = self.walker.walk(state)
+        session = pending.session
+        frames, stop = walk(session, Thread("", pending.state))
         if stop is not None and frames and \
-                self.walker.module_map.module_for(frames[-1].lookup_pc) is None:
+                session.module_map().module_for(frames[-1].lookup_pc) is None:
             self._refresh_mappings(keep_gone=True)
-            frames, stop = self.walker.walk(state)
+            pending.image_map = self._image_map
+            frames, stop = walk(self.session, Thread("", pending.state))
         return frames, stop
 
     def sample(self):
-        """Sample every thread once."""
+        """Copy every thread that ran since its previous sample (each
+        stopped only for its own copy), waiting for the stops STOP_SAMPLE
+        of a period at most; the copies wait in ``_pending`` for
+        ``walk_pending``, those of the threads that take longer to stop
+        (waiting for a processor) come in with ``collect``."""
+        self.process.reap()
         threads = self.process.threads(fresh_names=False)
-        known = self._previous
-        if (any(tid not in known for tid, _ in threads)
+        if (any(tid not in self._marks for tid, _ in threads)
                 or time.monotonic() - self._maps_read > MAPS_INTERVAL):
             self._refresh_mappings()
         now = time.time_ns()
-        word_size = 8 * self.process.arch.pointer_size
-        stopped = []
-        gone = 0
+        began = time.perf_counter()
+        copying = [(tid, name) for tid, name in threads
+                   if not self.process.stopping(tid)
+                   and (self._marks.get(tid) is None
+                        or self.process.idle_mark(tid) != self._marks[tid])]
+        self.process.interrupt(copying)
         for tid, name in threads:
-            previous = known.get(tid)
-            if previous is not None and previous[2] is not None \
-                    and self.process.idle_mark(tid) == previous[2]:
-                data = previous[1]
+            if self.process.stopping(tid):
+                # one copy for each tick until it stops: a thread yet to
+                # stop has had no processor since it was interrupted
+                pending = Pending(tid, name, now, self.session, self._image_map,
+                                  awaited=True)
+                self._awaited.setdefault(tid, []).append(pending)
+                self._pending.append(pending)
+            elif tid in self._marks:
+                self._pending.append(Pending(tid, name, now, self.session, self._image_map))
+        gone = self.collect(began + STOP_SAMPLE / self.hz)
+        self.shortfall.copying += time.perf_counter() - began
+        if len(gone) == len(threads):
+            raise ProcessExited(f"process {self.process.pid} exited")
+
+    def collect(self, until=0.0):
+        """Take in the copies of the threads that stopped since they were
+        interrupted (polled until ``until``, time.perf_counter); the tids
+        gone."""
+        states, gone = self.process.collect(until)
+        for tid, state in states.items():
+            for pending in self._awaited.pop(tid):
+                pending.state, pending.awaited = state, False
+                self._pending_bytes += len(state.stack)
+            self.stats.stops.append(state.extra["stopped"])
+            self._copied.append(tid)
+        for tid in gone:
+            for pending in self._awaited.pop(tid, ()):
+                pending.awaited, pending.dropped = False, True
+            self._marks.pop(tid, None)
+        return gone
+
+    def mark_idle(self):
+        """Note what says each thread copied since has not run since: read
+        once it ran on and blocked again (after the walks that fit), not
+        right after the stop.  False (not known idle) where it still runs."""
+        for tid in self._copied:
+            if tid not in self._awaited:
+                self._marks[tid] = self.process.idle_mark(tid) or False
+        self._copied = []
+
+    def walk_pending(self, until=None):
+        """Walk the pending samples, in order, until ``until``
+        (time.monotonic) or all are walked."""
+        word_size = 8 * self.process.arch.pointer_size
+        pending = self._pending
+        while pending and (until is None or time.monotonic() < until):
+            self.collect()  # a thread that stopped since waits no longer
+            if pending[0].awaited:
+                break
+            sample = pending.popleft()
+            if sample.dropped or (sample.state is None and sample.tid not in self._walked):
+                continue  # it exited before it was copied
+            if sample.state is None:
+                data = self._walked[sample.tid][1]
             else:
-                state = self.process.snapshot(tid, name)
-                if state is None:
-                    gone += 1
-                    continue
-                self.stats.stops.append(state.extra["stopped"])
-                key = (state.registers, state.stack)
+                self._pending_bytes -= len(sample.state.stack)
+                key = (sample.state.registers, sample.state.stack)
+                previous = self._walked.get(sample.tid)
                 if previous is not None and previous[0] == key:
                     data = previous[1]
                 else:
-                    frames, stop = self._walk(state)
+                    frames, stop = self._walk(sample)
                     data = cbf.encode(cbf_frames(frames), word_size,
                                       stop == "frame limit reached")
                     self.stats.walks += 1
-                known[tid] = [key, data, None]
-                stopped.append(tid)
-            self._record(data, now, tid, name)
-        if gone == len(threads):
-            raise ProcessExited(f"process {self.process.pid} exited")
-        # once they blocked again, what says the stopped threads have not
-        # run since (read now, after the walks, not right after the stop)
-        for tid in stopped:
-            known[tid][2] = self.process.idle_mark(tid)
+                self._walked[sample.tid] = (key, data)
+            self._record(data, sample)
 
-    def _record(self, data, now, tid, name):
+    def _behind(self):
+        """Whether the pending samples are more than MAX_BACKLOG seconds'
+        worth or MAX_BACKLOG_BYTES of stack copies."""
+        return (len(self._pending) > MAX_BACKLOG * self.hz * max(len(self._marks), 1)
+                or self._pending_bytes > MAX_BACKLOG_BYTES)
+
+    def _record(self, data, sample):
         arch = self.process.arch
         trace_id = self.archive.add_trace(data)
-        number = self._numbers.setdefault(tid, len(self._numbers) + 1)
-        thread = f"{number} ({tid} {name})" if name else f"{number} ({tid})"
-        self.archive.add_event(Event(trace_id, self._image_map, now, arch.name,
+        number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
+        thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
+                  else f"{number} ({sample.tid})")
+        self.archive.add_event(Event(trace_id, sample.image_map, sample.time, arch.name,
                                      thread, "sample", self.label))
         self.stats.samples += 1
 
@@ -191,12 +347,21 @@ class Recorder:
         passed, the process exited or could no longer be read
         (``stats.error`` says why), ``signals`` (EndingSignals) caught one,
         or ``flush()`` (called every FLUSH_INTERVAL) says the samples can no
-        longer be written; a tick that comes late is skipped.
-        ``on_first_sample()`` is called once a sample was taken."""
+        longer be written; a tick that comes late is skipped.  The first
+        sample is walked at once (what a walk reads first is slow), then
+        the rate is kept from there; the walks run between samples, and
+        where they fall behind, on the sampling path; what is left is
+        walked when the recording ends.  ``on_first_sample()`` is called
+        once the first sample was taken."""
         interval = 1.0 / self.hz
+        if self._sample():
+            self.collect(time.perf_counter() + STOP_WAIT)
+            self.walk_pending()
+            if on_first_sample is not None:
+                on_first_sample()
         start = flushed = time.monotonic()
-        tick = 0
-        while signals.caught is None:
+        tick = 1
+        while signals.caught is None and self.stats.error is None:
             now = time.monotonic()
             if duration is not None and now - start >= duration:
                 break
@@ -206,25 +371,53 @@ class Recorder:
                     break
             due = start + tick * interval
             if now < due:
-                signals.sleep(min(due - now, FLUSH_INTERVAL))
+                # the time left before the next sample: walks (and the
+                # threads that stopped late), then the marks of the
+                # threads copied, then sleep (a stop wakes it: SIGCHLD)
+                self.walk_pending(until=due - WALK_MARGIN)
+                self.mark_idle()
+                self.process.reap()
+                now = time.monotonic()
+                if now < due:
+                    signals.sleep(min(due - now, FLUSH_INTERVAL))
                 continue
             missed = int((now - due) / interval)
             self.stats.missed += missed
             tick += missed + 1
-            try:
-                self.sample()
-            except ProcessError as error:
-                self.stats.error = error
-                self.stats.ended = ("the process exited" if isinstance(error, ProcessExited)
-                                    else str(error))
+            self.collect()
+            self.mark_idle()
+            if not self._sample():
                 break
-            self.stats.ticks += 1
-            if on_first_sample is not None and self.stats.ticks == 1:
-                on_first_sample()
+            if self._behind():
+                began = time.perf_counter()
+                self.walk_pending(until=time.monotonic() + interval)
+                self.shortfall.walking += time.perf_counter() - began
+            self.shortfall.check(time.monotonic(), len(self._marks), len(self._pending))
         if signals.caught is not None:
             self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
                                 else f"ended by {signals.caught}")
         self.stats.elapsed = time.monotonic() - start
+        self.collect(time.perf_counter() + STOP_WAIT)
+        for late in self._awaited.values():  # not stopped in time: dropped
+            for pending in late:
+                pending.awaited, pending.dropped = False, True
+        self._awaited.clear()
+        self.process.release()  # the threads run free while the rest is walked
+        self.walk_pending()
+
+    def _sample(self):
+        """One tick's sample; False (``stats.error`` says why) once the
+        process exited or can no longer be read."""
+        try:
+            self.sample()
+        except ProcessError as error:
+            self.stats.error = error
+            self.stats.ended = ("the process exited" if isinstance(error, ProcessExited)
+                                else str(error))
+            return False
+        self.stats.ticks += 1
+        self.shortfall.ticks += 1
+        return True
 
     def close(self):
         self.process.close()

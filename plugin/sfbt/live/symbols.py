@@ -16,6 +16,7 @@ import os
 import struct
 from bisect import bisect_right
 
+from .. import progress
 from ..archive.symbolize import address_ranges, function_at, unit_rows
 from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
@@ -252,6 +253,7 @@ class Describer:
     def symbols(self, module):
         found = self._symbols.get(module)
         if found is None:
+            progress.doing(f"reading the symbols of {module.name}")
             found = self._symbols[module] = ModuleSymbols(module, self.debug_files)
         return found
 

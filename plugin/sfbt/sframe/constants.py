@@ -1,5 +1,7 @@
 """Numbers fixed by the SFrame format (all versions)."""
 
+from ..arch import AARCH64, AARCH64_BE, S390X, X86_64
+
 MAGIC = 0xDEE2
 HEADER_SIZE = 28
 
@@ -18,10 +20,11 @@ VALID_FLAGS = {
     VERSION_3: F_FDE_SORTED | F_FDE_FUNC_START_PCREL,
 }
 
-ABI_AARCH64_BE = 1
-ABI_AARCH64_LE = 2
-ABI_AMD64_LE = 3
-ABI_S390X_BE = 4
+# The ABI/arch ids are per-architecture facts, held by sfbt.arch.
+ABI_AARCH64_BE = AARCH64_BE.sframe_abi
+ABI_AARCH64_LE = AARCH64.sframe_abi
+ABI_AMD64_LE = X86_64.sframe_abi
+ABI_S390X_BE = S390X.sframe_abi
 ABI_NAMES = {
     ABI_AARCH64_BE: "aarch64-be",
     ABI_AARCH64_LE: "aarch64",

@@ -9,9 +9,10 @@ bits of section-relative addresses: ``libsframe_2_40_entry``).
 """
 
 from bisect import bisect_right
+from typing import Optional
 
 from . import constants as C
-from .rules import frame_row
+from .rules import FrameRow, frame_row
 
 
 class _LookupIndex:
@@ -51,7 +52,7 @@ def _row_index(section, function):
     return index
 
 
-def find_function(section, pc):
+def find_function(section, pc: int):
     """The FunctionEntry covering ``pc``, or None."""
     if section._source is not None:
         return section._source.find_function(pc)
@@ -91,7 +92,7 @@ def find_entry(section, function, pc):
     return function.rows[i] if i >= 0 else None
 
 
-def find_row(section, pc):
+def find_row(section, pc: int) -> Optional[FrameRow]:
     """The FrameRow in force at ``pc``, or None where no row covers it."""
     source = section._source
     function = (source.find_function(pc) if source is not None

@@ -5,7 +5,7 @@ RA at a fixed CFA offset, s390x scales its CFA offset); flexible FDEs store
 (control, offset) pairs.  Both become the same FrameRow.
 """
 
-from typing import NamedTuple
+from typing import Any, NamedTuple, Optional
 
 from . import constants as C
 from .errors import SFrameError
@@ -17,7 +17,7 @@ class Location(NamedTuple):
     ``register`` is a DWARF register number, or None for the CFA.
     """
 
-    register: object
+    register: Optional[int]
     offset: int
     deref: bool
 
@@ -37,11 +37,13 @@ class FrameRow(NamedTuple):
     the first time a row is asked for.)
     """
 
-    function: object
-    entry: object
-    cfa: object
-    ra: object
-    fp: object
+    # sframe.model's FunctionEntry and FrameRowEntry (the model imports
+    # this module through its lookups)
+    function: Any
+    entry: Any
+    cfa: Optional[Location]
+    ra: Optional[Location]
+    fp: Optional[Location]
     outermost: bool
     mangled_ra: bool
     signal: bool

@@ -14,22 +14,36 @@ import hashlib
 import io
 import os
 from bisect import bisect_right
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Tuple
 
+from .. import progress
 from ..dwarf.fdes import CfiUnavailable
 from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError, open_section
-from ..sframe.elf import find_sframe
-from .target import Module, TargetMemoryError
+from ..sframe.in_elf import find_sframe
+from .target import Module, Target
 from .walk import FLEX, SFRAME, SYNTH
+
+if TYPE_CHECKING:
+    from ..dwarf.cfa import Rule
+    from ..dwarf.ondemand import FunctionRows
+    from ..sframe.model import SFrameSection
+    from ..sframe.rules import FrameRow
+
+#: {DWARF register: its rule, None where unchanged}
+RegisterRules = Dict[int, Optional["Rule"]]
+#: where a module's data is read from (_cache_key)
+SourceKey = Tuple[Any, ...]
 
 
 class SFrameSource:
     """Where a module's SFrame data came from, for `info sframe`."""
 
-    def __init__(self, section, origin, error=None, rows=None, made_from=None):
+    def __init__(self, section: Optional["SFrameSection"], origin: str,
+                 error: Optional[str] = None, rows: Optional["FunctionRows"] = None,
+                 made_from: Optional[SourceKey] = None):
         self.section = section
         self.origin = origin  # "file", "memory", "synth" or "none"
         #: ("file", device, inode, size, change time) of the file it was
@@ -40,7 +54,7 @@ class SFrameSource:
         #: when origin is "synth"
         self.rows = rows
 
-    def register_rules(self, pc, registers):
+    def register_rules(self, pc: int, registers: List[int]) -> Optional[RegisterRules]:
         """{register: dwarf Rule or None (unchanged)} of the DWARF CFI at
         ``pc`` (the module's own addresses), or None where there is none."""
         if self.rows is None:
@@ -50,7 +64,7 @@ class SFrameSource:
     def describe(self) -> str:
         if self.section is None:
             return f"none ({self.error})" if self.error else "none"
-        if self.origin == "synth":
+        if self.origin == "synth" and self.rows is not None:
             return (f"synthesized from {'+'.join(self.rows.index.sources)}, "
                     f"{self.rows.num_fdes} FDEs")
         return (f"SFrame v{self.section.version}, "
@@ -60,7 +74,7 @@ class SFrameSource:
 NONE = SFrameSource(None, "none")
 
 
-def _cache_key(module):
+def _cache_key(module: Module) -> SourceKey:
     """What the module's data is read from: the image it carries, else its
     file as it is now."""
     if module.image is not None:
@@ -71,11 +85,12 @@ def _cache_key(module):
         return ("path", module.path, module.image_base)
 
 
-def _file_key(status):
+def _file_key(status: os.stat_result) -> SourceKey:
     return ("file", status.st_dev, status.st_ino, status.st_size, status.st_ctime_ns)
 
 
-def _kept(sources, key, source):
+def _kept(sources: Dict[SourceKey, SFrameSource], key: SourceKey,
+          source: SFrameSource) -> SFrameSource:
     """Keep source under key unless it was read from another file than
     the one key names (the path was changed in between)."""
     if source.made_from is None or source.made_from[1:] == key[1:]:
@@ -93,14 +108,14 @@ class SFrameSources:
 
     def __init__(self, synthesize: bool = True):
         self.synthesize = synthesize
-        self._own = {}  # cache key -> SFrameSource
-        self._synthesized = {}  # cache key -> SFrameSource
+        self._own: Dict[SourceKey, SFrameSource] = {}
+        self._synthesized: Dict[SourceKey, SFrameSource] = {}
 
-    def clear(self):
+    def clear(self) -> None:
         self._own.clear()
         self._synthesized.clear()
 
-    def for_module(self, module: Module, target=None) -> SFrameSource:
+    def for_module(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
         """The module's own SFrame data, else (when synthesis is on) rows
         synthesized from its .eh_frame / .debug_frame."""
         source = self.own(module, target)
@@ -110,7 +125,7 @@ class SFrameSources:
                 return synthesized
         return source
 
-    def own(self, module: Module, target=None) -> SFrameSource:
+    def own(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
         """The module's SFrame data: from its file on disk, else (the file is
         gone, as for a core whose files moved) from the target's memory."""
         key = _cache_key(module)
@@ -119,16 +134,18 @@ class SFrameSources:
             source = _kept(self._own, key, self._load_own(module, target))
         return source
 
-    def synthesized(self, module: Module, target=None) -> SFrameSource:
+    def synthesized(self, module: Module,
+                    target: Optional[Target] = None) -> SFrameSource:
         key = _cache_key(module)
         source = self._synthesized.get(key)
         if source is None:
             source = _kept(self._synthesized, key, self._synthesize(module, target))
         return source
 
-    def _load_own(self, module, target):
+    def _load_own(self, module: Module, target: Optional[Target]) -> SFrameSource:
+        progress.doing(f"reading the unwind data of {module.name}")
         if module.image is not None:
-            return _own_of_image(module)
+            return _own_of_image(module, module.image)
         source = None
         if os.path.exists(module.path):
             try:
@@ -145,20 +162,23 @@ class SFrameSources:
             return SFrameSource(None, "none", "empty .sframe section")
         return source
 
-    def _synthesize(self, module, target):
+    def _synthesize(self, module: Module, target: Optional[Target]) -> SFrameSource:
         """Rows from the module's file, else (the vDSO, a deleted library)
         from its .eh_frame in the target's memory."""
+        progress.doing(f"reading the DWARF CFI of {module.name}")
         if module.image is not None:
-            return _guarded(module.path, lambda: _rows_of_image(_image_of(module)))
+            image = module.image
+            return _guarded(module.path, lambda: _rows_of_image(_image_of(image, module.path)))
         if not os.path.exists(module.path):
             if target is None:
                 return NONE
+            known: Target = target  # (a lambda sees target as Optional)
             return _guarded(f"{module.path} (memory)",
-                            lambda: _rows_of_memory(module, target))
+                            lambda: _rows_of_memory(module, known))
         return _guarded(module.path, lambda: _rows_of_file(module.path))
 
 
-def _own_of_file(path):
+def _own_of_file(path: str) -> SFrameSource:
     """The .sframe of the ELF file at path, read through one descriptor.
     Raises SfbtError or OSError."""
     stream, image = open_elf(path)
@@ -169,14 +189,14 @@ def _own_of_file(path):
     return SFrameSource(section, "file", made_from=made_from)
 
 
-def _image_of(module):
-    return ElfImage.from_file(io.BytesIO(module.image), module.path)
+def _image_of(image: bytes, path: str) -> ElfImage:
+    return ElfImage.from_file(io.BytesIO(image), path)
 
 
-def _own_of_image(module):
+def _own_of_image(module: Module, image: bytes) -> SFrameSource:
     """The .sframe of the image a module carries."""
     try:
-        found = find_sframe(_image_of(module))
+        found = find_sframe(_image_of(image, module.path))
         if found is None:
             return NONE
         data, address, name = found
@@ -188,7 +208,7 @@ def _own_of_image(module):
     return SFrameSource(section, "memory")
 
 
-def _guarded(where, make):
+def _guarded(where: str, make: Callable[[], SFrameSource]) -> SFrameSource:
     """make()'s SFrameSource of synthesized rows, or one saying why there
     are none."""
     try:
@@ -200,12 +220,12 @@ def _guarded(where, make):
                             f"{type(error).__name__}: {error}")
 
 
-def _rows_of_image(image, made_from=None):
+def _rows_of_image(image: ElfImage, made_from: Optional[SourceKey] = None) -> SFrameSource:
     section, rows = function_rows_section(image)
     return SFrameSource(section, "synth", rows=rows, made_from=made_from)
 
 
-def _rows_of_file(path):
+def _rows_of_file(path: str) -> SFrameSource:
     """Rows made per function from the ELF file at path (its CFI is read
     through one descriptor, now)."""
     stream, image = open_elf(path)
@@ -213,7 +233,7 @@ def _rows_of_file(path):
         return _rows_of_image(image, _file_key(os.fstat(stream.fileno())))
 
 
-def _rows_of_memory(module, target):
+def _rows_of_memory(module: Module, target: Target) -> SFrameSource:
     """Rows made per function from the .eh_frame of the module's image in
     memory."""
     image = memory_image(target, module.image_base, module.path)
@@ -222,7 +242,7 @@ def _rows_of_memory(module, target):
     return _rows_of_image(image)
 
 
-def _sframe_from_memory(module, target):
+def _sframe_from_memory(module: Module, target: Target) -> Optional[SFrameSource]:
     """Read PT_GNU_SFRAME through the ELF header mapped at module.start."""
     try:
         image = memory_image(target, module.start, module.path)
@@ -239,26 +259,42 @@ def _sframe_from_memory(module, target):
     return None
 
 
+class ModuleSources(Protocol):
+    """What a ModuleMap asks of its sources (SFrameSources, or a test's)."""
+
+    def for_module(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
+        ...
+
+    def own(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
+        ...
+
+
+#: (module, its row for a PC): either None where unknown
+Found = Tuple[Optional[Module], Optional["FrameRow"]]
+#: Found, and how the row was made (SFRAME, FLEX, SYNTH; None without one)
+Step = Tuple[Optional[Module], Optional["FrameRow"], Optional[str]]
+
+
 class ModuleMap:
     """Modules sorted by address, with their SFrame data loaded on demand
-    from ``sources`` (an SFrameSources, or any object with ``for_module``
-    and ``own``)."""
+    from ``sources``."""
 
-    def __init__(self, modules, target=None, sources=None):
+    def __init__(self, modules: List[Module], target: Optional[Target] = None,
+                 sources: Optional[ModuleSources] = None):
         self.modules = sorted(modules, key=lambda m: m.start)
         self._starts = [m.start for m in self.modules]
         self._target = target
-        self.sources = sources if sources is not None else SFrameSources()
+        self.sources: ModuleSources = sources if sources is not None else SFrameSources()
         # Sources looked up before: a walk asks for the same modules' data
         # at every frame.
-        self._cached = {}
+        self._cached: Dict[Tuple[Module, bool, bool], SFrameSource] = {}
         # (module, row) and DWARF register rules per PC: a deep stack
         # repeats the same few PCs.  The map lives as long as the set of
         # loaded objects, and so do they.
-        self._rows = {}
-        self._steps = {}
-        self._rules = {}
-        self._rule_registers = None
+        self._rows: Dict[Tuple[int, bool], Found] = {}
+        self._steps: Dict[bool, Dict[int, Step]] = {}
+        self._rules: Dict[Tuple[Module, int], Optional[RegisterRules]] = {}
+        self._rule_registers: Optional[List[int]] = None
 
     def module_for(self, pc: int) -> Optional[Module]:
         i = bisect_right(self._starts, pc) - 1
@@ -283,27 +319,26 @@ class ModuleMap:
         """Whether the module's rows come from synthesized SFrame data."""
         return module is not None and self.source_for(module).origin == "synth"
 
-    def row_for(self, pc: int, synthesized: bool = True):
+    def row_for(self, pc: int, synthesized: bool = True) -> Found:
         """(module, FrameRow or None) for a run-time address."""
         key = (pc, synthesized and getattr(self.sources, "synthesize", True))
         found = self._rows.get(key)
         if found is None:
             module = self.module_for(pc)
-            if module is None:
-                found = (None, None)
-            else:
+            row = None
+            if module is not None:
                 section = self.source_for(module, synthesized).section
-                found = (module, None if section is None
-                         else section.find_row(pc - module.load_bias))
-            self._rows[key] = found
+                if section is not None:
+                    row = section.find_row(pc - module.load_bias)
+            found = self._rows[key] = (module, row)
         return found
 
-    def steps(self) -> dict:
+    def steps(self) -> Dict[int, Step]:
         """{pc: what step_for(pc) gave}, as synthesis is now on or off: a
         walk looks there first."""
         return self._steps.setdefault(getattr(self.sources, "synthesize", True), {})
 
-    def step_for(self, pc: int):
+    def step_for(self, pc: int) -> Step:
         """(module, FrameRow or None, how: SFRAME, FLEX or SYNTH) for
         a run-time address, kept per address."""
         steps = self.steps()
@@ -317,7 +352,7 @@ class ModuleMap:
             found = steps[pc] = (module, row, how)
         return found
 
-    def register_rules(self, module: Module, pc: int):
+    def register_rules(self, module: Module, pc: int) -> Optional[RegisterRules]:
         """{DWARF register: dwarf Rule or None (unchanged)} where the DWARF
         CFI that ``module``'s synthesized rows came from says how ``pc``'s
         caller gets its registers back (the stack, frame, return-address

@@ -5,18 +5,10 @@ Target; the unwinder needs nothing else.
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Dict, List, Optional
 
-from ..errors import SfbtError
+from ..arch import Arch
 
-
-class TargetMemoryError(SfbtError):
-    """Memory the target cannot read."""
-
-    def __init__(self, address: int, size: int = 1):
-        self.address = address
-        self.size = size
-        super().__init__(f"Cannot access memory at address {address:#x}")
 
 
 @dataclass(frozen=True)
@@ -50,17 +42,17 @@ class Module:
 class Target:
     """What the unwinder asks of a debugger."""
 
-    #: an Arch from sfbt.arch
-    arch = None
+    #: the target's architecture, None where it is not known
+    arch: Optional[Arch] = None
 
     def read_memory(self, address: int, size: int) -> bytes:
         """``size`` bytes at ``address``; raise TargetMemoryError if unreadable."""
         raise NotImplementedError
 
-    def registers(self) -> dict:
+    def registers(self) -> Dict[int, int]:
         """The innermost frame's registers: {DWARF register number: value}."""
         raise NotImplementedError
 
-    def modules(self) -> list:
+    def modules(self) -> List[Module]:
         """The loaded objects, as Module."""
         raise NotImplementedError

@@ -7,10 +7,10 @@ bug) ends it with a reason, and the frames found so far are kept.
 """
 
 import gc
+import struct
 
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError
-from .target import TargetMemoryError
 
 # How a frame was found.
 INNERMOST = "innermost"
@@ -33,6 +33,35 @@ _PAGE = 0x1000
 
 class UnwindStop(SfbtError):
     """The walk cannot go on; the message says why."""
+
+
+def lookup_pc(pc, is_caller):
+    """The address whose row is in force in a frame at ``pc``: a caller's
+    pc is a return address, looked up one byte back, inside the call (the
+    call may be the last instruction of its function); where execution
+    stopped, or a signal interrupted it, pc itself."""
+    return pc - 1 if is_caller and pc else pc
+
+
+def registers_read(arch, row):
+    """The DWARF numbers of the registers a step by ``row`` asks the frame
+    for, SP first: SP (the stack must move up), the registers its rules
+    are based on, FP where the caller keeps this frame's, the
+    return-address register where the return address is still in it.  A
+    caller of Unwinder.step that reads registers one at a time (GDB's
+    frame unwinder) need read only these.  A row synthesized from DWARF
+    CFI also asks for those its DWARF register rules name."""
+    if row.outermost:
+        return ()
+    numbers = [arch.sp]
+    for rule in (row.cfa, row.ra, row.fp):
+        if rule is not None and rule.register is not None:
+            numbers.append(rule.register)
+    if row.fp is None:
+        numbers.append(arch.fp)
+    if row.ra is None and arch.has_link_register:
+        numbers.append(arch.ra)
+    return tuple(dict.fromkeys(numbers))
 
 
 class Frame:
@@ -59,9 +88,8 @@ class Frame:
 
     @property
     def lookup_pc(self):
-        """The address that identifies the frame's instruction: a return
-        address is looked up one byte back, inside the call."""
-        return self.pc if self.interrupted or not self.pc else self.pc - 1
+        """The address that identifies the frame's instruction."""
+        return lookup_pc(self.pc, not self.interrupted)
 
     def sp(self, arch):
         return self.registers.get(arch.sp)
@@ -88,8 +116,13 @@ class Unwinder:
         arch = self.arch
         self._order = "big" if arch.big_endian else "little"
         self._word_size = arch.pointer_size
+        #: (a word,) at an offset of a buffer
+        self._word = struct.Struct(("<", ">")[arch.big_endian]
+                                   + {4: "I", 8: "Q"}[arch.pointer_size]).unpack_from
         self._steps = module_map.steps()
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
+        self._sp_from_cfa = arch.sp_from_cfa
+        self._link_register = arch.has_link_register
 
     # -- memory -------------------------------------------------------------
     def read(self, address, size):
@@ -117,13 +150,11 @@ class Unwinder:
         return data
 
     def read_word(self, address):
-        size = self._word_size
         data = self._pages.get(address & ~(_PAGE - 1))
-        if data:  # the common case, inline: the page is already read
-            at = address & (_PAGE - 1)
-            if at + size <= _PAGE:
-                return int.from_bytes(data[at:at + size], self._order)
-        return int.from_bytes(self.read(address, size), self._order)
+        at = address & (_PAGE - 1)
+        if data and at + self._word_size <= _PAGE:  # the common case: the page is read
+            return self._word(data, at)[0]
+        return self._word(self.read(address, self._word_size))[0]
 
     # -- frames -------------------------------------------------------------
     def innermost(self):
@@ -168,20 +199,10 @@ class Unwinder:
     def caller(self, frame):
         """The frame that called ``frame``; UnwindStop when there is none."""
         if frame.signal_trampoline:
-            return self._caller_of_signal_frame(frame)
-        pc = frame.pc
-        lookup_pc = pc if frame.interrupted or not pc else pc - 1
-        try:
-            module, row, how = (self._steps.get(lookup_pc)
-                                or self.module_map.step_for(lookup_pc))
-        except SFrameError as error:
-            module = self.module_map.module_for(lookup_pc)
-            raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
-        if row is not None:
-            if row.signal and self.arch.signal_frame is not None:
-                # a v3 signal FDE: the kernel's frame, whatever its code
-                return self._caller_of_signal_frame(frame)
-            return self.caller_from_row(frame, module, row, how, lookup_pc)
+            return self._caller_of_signal_frame(frame.level, frame.registers)
+        caller = self.step(frame.pc, not frame.interrupted, frame.registers, frame.level)
+        if caller is not None:
+            return caller
         caller = self._caller_from_return_address_at_sp(frame)
         if caller is not None:
             return caller
@@ -189,35 +210,44 @@ class Unwinder:
             return self._caller_from_frame_pointer(frame)
         raise UnwindStop(f"no unwind data for PC {frame.pc:#x}")
 
-    def _register(self, frame, number):
-        value = frame.registers.get(number)
-        if value is None:
-            name = self.arch.register_names.get(number, f"r{number}")
-            raise UnwindStop(f"no value for register {name} in frame "
-                             f"#{frame.level}")
-        return value
-
-    def _location(self, frame, location, cfa):
-        base = cfa if location.register is None else self._register(frame, location.register)
-        address = (base + location.offset) & _MASK64
-        return self.read_word(address) if location.deref else address
-
-    def caller_from_row(self, frame, module, row, how=None, lookup_pc=None):
-        """The caller of ``frame`` by the SFrame row ``row`` of ``module``
-        (the row in force at frame.lookup_pc); ``how`` (SFRAME, FLEX or
-        SYNTH) as ModuleMap.step_for says."""
+    def step(self, pc, is_caller, known, level=0, rows=None):
+        """One frame step by the rows, the walk's and GDB's frame
+        unwinder's: the caller (a Frame) of the frame at ``pc`` at
+        ``level``, by the row in force at lookup_pc(pc, is_caller); None
+        where no row covers that address.  ``is_caller``: pc is a return
+        address (the frame made a call); else execution stopped at pc or a
+        signal interrupted it there.  ``known``: the frame's registers
+        ({DWARF number: value or None}, or any object whose get() reads
+        them when asked; registers_read(arch, row) says which a row
+        needs).  ``rows(address)``: (module, row or None, how) (default:
+        the module map's, rows synthesized from DWARF CFI included).
+        UnwindStop where the row ends the stack or the stack would not move
+        up; TargetMemoryError where a saved word cannot be read."""
+        address = lookup_pc(pc, is_caller)
+        if rows is None:
+            try:
+                module, row, how = (self._steps.get(address)
+                                    or self.module_map.step_for(address))
+            except SFrameError as error:
+                module = self.module_map.module_for(address)
+                raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
+        else:
+            module, row, how = rows(address)
+        if row is None:
+            return None
+        if row.signal and self.arch.signal_frame is not None:
+            # a v3 signal FDE: the kernel's frame, whatever its code
+            return self._caller_of_signal_frame(level, known)
         if row.outermost:
             raise UnwindStop(STOP_OUTERMOST)
-        known = frame.registers
         rule = row.cfa
         base = known.get(rule.register)
         if base is None:
-            base = self._register(frame, rule.register)
+            base = self._register(known, level, rule.register)
         cfa = (base + rule.offset) & _MASK64
         if rule.deref:
             cfa = self.read_word(cfa)
-        arch = self.arch
-        caller_sp = (cfa + arch.sp_from_cfa) & _MASK64
+        caller_sp = (cfa + self._sp_from_cfa) & _MASK64
         old_sp = known.get(self._sp)
         # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
         # catches a frame that repeats itself.
@@ -225,29 +255,20 @@ class Unwinder:
             raise UnwindStop(STOP_NOT_UP)
         rule = row.ra
         if rule is None:
-            if not arch.has_link_register:
-                raise UnwindStop(f"no return address rule at PC {frame.pc:#x}")
-            ra = self._register(frame, self._ra)
+            if not self._link_register:
+                raise UnwindStop(f"no return address rule at PC {pc:#x}")
+            ra = self._register(known, level, self._ra)
         elif rule.register is None and rule.deref:
             ra = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            ra = self._location(frame, rule, cfa)
+            ra = self._location(known, level, rule, cfa)
         if row.mangled_ra:
-            ra = arch.strip_return_address(ra, self._virtual_address_bits())
-        if how is None:
-            how = (SYNTH if self.module_map.is_synthesized(module)
-                   else FLEX if row.function.is_flex else SFRAME)
-        registers = None
+            ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
+        registers = {self._sp: caller_sp, self._pc: ra}
         if how == SYNTH:
-            if lookup_pc is None:
-                lookup_pc = frame.lookup_pc
-            rules = self.module_map.register_rules(module, lookup_pc)
-            if rules:
-                registers = self._saved_registers(frame, rules, cfa)
-        if registers is None:
-            registers = {}
-        registers[self._sp] = caller_sp
-        registers[self._pc] = ra
+            rules = self.module_map.register_rules(module, address)
+            if rules:  # none of SP, PC, FP and RA
+                self._saved_registers(known, rules, cfa, registers)
         rule = row.fp
         if rule is None:
             fp = known.get(self._fp)
@@ -256,23 +277,35 @@ class Unwinder:
         elif rule.register is None and rule.deref:
             registers[self._fp] = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            registers[self._fp] = self._location(frame, rule, cfa)
-        if arch.has_link_register:
+            registers[self._fp] = self._location(known, level, rule, cfa)
+        if self._link_register:
             registers[self._ra] = ra
         trampoline = self._return_trampolines.get(ra)
         if trampoline is None:
             trampoline = self.is_signal_trampoline(ra)
-        return Frame(frame.level + 1, ra, registers, how, module, False, trampoline, cfa)
+        return Frame(level + 1, ra, registers, how, module, False, trampoline, cfa)
 
-    def _saved_registers(self, frame, rules, cfa):
-        """The caller's registers that the DWARF rules of ``frame``'s PC
-        give (``rules``: {register: Rule or None}; None: unchanged), from
-        the registers known in ``frame``: how the caller's CFA rule finds a
-        register it is based on (the lazy-binding resolver's rbx)."""
+    def _register(self, registers, level, number):
+        value = registers.get(number)
+        if value is None:
+            name = self.arch.register_names.get(number, f"r{number}")
+            raise UnwindStop(f"no value for register {name} in frame #{level}")
+        return value
+
+    def _location(self, registers, level, location, cfa):
+        base = (cfa if location.register is None
+                else self._register(registers, level, location.register))
+        address = (base + location.offset) & _MASK64
+        return self.read_word(address) if location.deref else address
+
+    def _saved_registers(self, known, rules, cfa, registers):
+        """Add to the caller's ``registers`` those that the DWARF rules of
+        a frame's PC give (``rules``: {register: Rule or None}; None:
+        unchanged), from the registers ``known`` in the frame: how the
+        caller's CFA rule finds a register it is based on (the
+        lazy-binding resolver's rbx)."""
         from ..dwarf.cfa import OFFSET, REGISTER, SAME_VALUE, VAL_OFFSET
 
-        known = frame.registers
-        registers = {}
         for number, rule in rules.items():
             if rule is None or rule.kind == SAME_VALUE:
                 value = known.get(number)
@@ -289,7 +322,6 @@ class Unwinder:
                 value = None
             if value is not None:
                 registers[number] = value
-        return registers
 
     def _caller_from_return_address_at_sp(self, frame):
         """Where the CFI has a hole (glibc's clone3 around its syscall): the
@@ -351,10 +383,10 @@ class Unwinder:
         return Frame(frame.level + 1, ra, registers, FRAME_POINTER, None, False,
                      self.is_signal_trampoline(ra), caller_sp)
 
-    def _caller_of_signal_frame(self, frame):
+    def _caller_of_signal_frame(self, level, registers):
         arch = self.arch
         layout = arch.signal_frame
-        sp = self._register(frame, arch.sp)
+        sp = self._register(registers, level, arch.sp)
         size = arch.pointer_size
         count = 1 + max(slot for _, slot in layout.slots)
         block = self.read((sp + layout.registers_offset) & _MASK64, count * size)
@@ -362,7 +394,7 @@ class Unwinder:
         registers = {number: int.from_bytes(block[slot * size:(slot + 1) * size], order)
                      for number, slot in layout.slots}
         pc = registers[arch.pc]
-        return Frame(frame.level + 1, pc, registers, SIGNAL, None, True,
+        return Frame(level + 1, pc, registers, SIGNAL, None, True,
                      self.is_signal_trampoline(pc, True), registers[arch.sp])
 
     def _virtual_address_bits(self):

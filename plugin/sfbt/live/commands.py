@@ -21,61 +21,46 @@ def _pid(text):
     return pid
 
 
-def _core_threads(args, error_type):
-    """(Walker, [(thread number, ThreadState)], check after the walks) of
-    a core file."""
-    from .core import Core
-    from .stack import Walker
-    core = Core(args.core, args.target)
-    states = core.thread_states()
-    for state in states:
-        if state.tid == core.pid and core.command:
-            state.name = core.command
-    numbered = list(enumerate(states, 1))
-    if args.thread is not None:
-        numbered = [(n, s) for n, s in numbered if s.tid == args.thread]
-        if not numbered:
-            raise error_type(f"{args.core} has no thread {args.thread}")
-    walker = Walker(core.arch, core.modules(), core.read_memory, core.executable)
-    return walker, numbered, core.check_unchanged
-
-
-def _live_threads(args, error_type):
-    """(Walker, [(thread number, ThreadState)], check after the walks) of a
-    running process."""
-    from .stack import live_threads
+def _session(args, error_type):
+    """(SnapshotSession, check after the walks) of the core or process
+    the arguments name."""
+    from .session import core_session, process_session
+    if args.core:
+        return core_session(args.core, args.target, args.thread)
     if args.target is None:
         raise error_type("which process? (sfbt stack PID, or --core CORE)")
-    walker, numbered = live_threads(_pid_or_error(args.target, error_type), args.thread)
-    return walker, numbered, lambda: None
+    return process_session(_pid_or_error(args.target, error_type), args.thread), lambda: None
 
 
 def _run_stack(args, error_type):
-    from ..files import write_atomically
-    from .stack import capture, save, stack_text, stop_reason
+    from .. import progress
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
+    with progress.ProgressLine():
+        text_or_message = _stack(args, error_type)
+    print(text_or_message, end="")
+
+
+def _stack(args, error_type):
+    """What `sfbt stack` prints: the text, or where it saved it."""
+    from ..files import write_atomically
+    from .stack import save_stacks, stack_text
     try:
-        walker, numbered, check = (_core_threads if args.core else _live_threads)(
-            args, error_type)
-        if args.format in ONE_BACKTRACE and len(numbered) > 1:
+        session, check = _session(args, error_type)
+        count = len(session.numbered)
+        if args.format in ONE_BACKTRACE and count > 1:
             raise error_type(f"--format {args.format} holds one backtrace and "
                              f"{args.core or 'process ' + args.target} has "
-                             f"{len(numbered)} threads: add --thread TID, or use "
+                             f"{count} threads: add --thread TID, or use "
                              "--format archive")
-        walks = [(number, state, *walker.walk(state)) for number, state in numbered]
-        check()  # a core that changed while it was walked: one line, no stacks
         if args.format == "text":
-            text = stack_text(walker, walks)
-            if args.output:
-                write_atomically(args.output, text.encode())
-            else:
-                sys.stdout.write(text)
-            return
-        captures = [capture(state, frames, stop, number)
-                    for number, state, frames, stop in walks]
-        print(printable(save(args.output, args.format, walker, captures,
-                             stop_reason(numbered[0][1]))))
+            text = stack_text(session)
+            check()  # a core that changed while it was walked: one line, no stacks
+            if not args.output:
+                return text
+            write_atomically(args.output, text.encode())
+            return ""
+        return printable(save_stacks(session, args.output, args.format, check)) + "\n"
     except SfbtError as error:
         if isinstance(error, error_type):
             raise
@@ -115,17 +100,26 @@ def _run_record(args, error_type):
         raise error_type(str(problem)) from None
     output = printable(args.output)
 
+    from .. import progress
+    line = progress.ProgressLine()  # until the first sample is walked
+
     def started():
+        line.stop()
         print(f"Recording process {args.pid} at {args.hz:g} Hz "
               f"({'for %g s' % args.duration if args.duration else 'until it exits'}"
               "; Ctrl-C stops).", file=sys.stderr, flush=True)
 
     try:
-        recorder = Recorder(args.pid, args.hz)
+        line.start()
         try:
-            failure = recorder.record(args.output, args.duration, started)
+            recorder = Recorder(args.pid, args.hz, say=lambda said: print(
+                printable(said), file=sys.stderr, flush=True))
+            try:
+                failure = recorder.record(args.output, args.duration, started)
+            finally:
+                recorder.close()
         finally:
-            recorder.close()
+            line.stop()
     except SfbtError as error:
         raise error_type(str(error)) from None
     except OSError as error:

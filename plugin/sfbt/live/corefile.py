@@ -16,10 +16,8 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
-from ..errors import SfbtError
+from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
-from ..unwind.target import TargetMemoryError
-from . import regsets
 from .images import CoreImages, memory_build_id, notes
 from .mappings import file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState
@@ -33,7 +31,11 @@ AT_ENTRY = 9
 AT_SYSINFO_EHDR = 33
 PRPSINFO_PID = 24
 PRPSINFO_FNAME = 40
-#: pr_fpvalid and padding after pr_reg in struct elf_prstatus
+#: offsets in struct elf_prstatus (the same on every 64-bit Linux) of
+#: pr_pid and pr_reg (the register set, Arch.regset), and the bytes of
+#: pr_fpvalid and padding after pr_reg
+PRSTATUS_PID = 32
+PRSTATUS_REGISTERS = 112
 PRSTATUS_TAIL = 8
 #: The most note bytes read (a thread's notes are a few KiB).
 MAX_NOTE_BYTES = 64 << 20
@@ -109,7 +111,7 @@ class Core:
         if image.header.type != ET_CORE:
             raise CoreError(f"{self.path}: not a core file (ELF type {image.header.type})")
         self.arch = image.arch
-        if not regsets.supported(self.arch):
+        if self.arch is None or not self.arch.regset:
             raise CoreError(f"{self.path}: {self.arch.name if self.arch else 'its machine'} "
                             "is not supported (sfbt stack reads x86-64 and AArch64)")
         endian = image.header.endian
@@ -150,7 +152,7 @@ class Core:
         another machine (an AArch64 e_machine over x86-64 notes) or a
         short note is refused, not read past."""
         if kind == NT_PRSTATUS:
-            wanted = regsets.PRSTATUS_REGISTERS + regsets.regset_size(self.arch) + PRSTATUS_TAIL
+            wanted = PRSTATUS_REGISTERS + self.arch.regset_size + PRSTATUS_TAIL
             if len(desc) != wanted:
                 raise CoreError(f"{self.path}: an NT_PRSTATUS note of {len(desc)} bytes, "
                                 f"not the {wanted} of {self.arch.name} (the notes are "
@@ -267,8 +269,8 @@ class Core:
         states = []
         for desc in self.threads_raw:
             (signal,) = struct.unpack_from(self._endian + "H", desc, 12)
-            (tid,) = struct.unpack_from(self._endian + "i", desc, regsets.PRSTATUS_PID)
-            registers = regsets.decode(self.arch, desc[regsets.PRSTATUS_REGISTERS:])
+            (tid,) = struct.unpack_from(self._endian + "i", desc, PRSTATUS_PID)
+            registers = self.arch.decode_regset(desc[PRSTATUS_REGISTERS:])
             states.append(ThreadState(tid, "", registers, signal=signal))
         # in NT_PRSTATUS order (the thread that crashed first), as GDB numbers them
         return states

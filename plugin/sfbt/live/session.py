@@ -1,0 +1,146 @@
+"""The debugger-free Session: the threads of a live process or a core,
+each captured (registers and stack) when the session is made and walked
+after, the process's threads let go meanwhile.  `sfbt stack` is sframe-bt
+on each of its threads and, with --format, cbf-save --all-threads
+(live/stack.py); `sfbt record` walks its samples through one."""
+
+import signal as signals
+from typing import List, Optional
+
+from ..commands.session import Session, Thread
+from ..commands.settings import Settings
+from ..unwind.modules import ModuleMap, SFrameSources
+from .mappings import display_path, mapping_at
+from .memory import ThreadState, ThreadTarget
+from .symbols import Describer
+
+#: frames walked at most per thread
+FRAME_LIMIT = 1000
+
+
+class SnapshotSession(Session):
+    """Captured threads of one process (or core) with one module map, one
+    SFrame cache and one symbolizer.  ``numbered`` is [(thread number,
+    ThreadState)] in the order GDB numbers them; each Thread's handle is
+    its ThreadState (any captured state can be walked, a sample of
+    `sfbt record` too)."""
+
+    #: bt's words, as GDB prints them
+    debugger = "gdb"
+
+    def __init__(self, arch, modules, read, numbered=(), executable=None, sources=None,
+                 mappings=None, debug_files=None):
+        self._arch = arch
+        self.modules = modules
+        self.read = read
+        self.settings = Settings("gdb")
+        self.numbered = list(numbered)
+        self.sources = sources if sources is not None else SFrameSources()
+        memory = ThreadTarget(arch, ThreadState(0, "", {}), read, modules)
+        self._module_map = ModuleMap(modules, memory, self.sources)
+        self.describer = Describer(self._module_map, executable, debug_files)
+        #: a live process's mappings: a walk that ends at a PC in none of
+        #: them says so
+        self.mappings = mappings
+
+    @property
+    def arch(self):
+        return self._arch
+
+    def has_stack(self) -> bool:
+        return True
+
+    def threads(self) -> List[Thread]:
+        return [Thread(f"{number} ({state.tid})", state) for number, state in self.numbered]
+
+    def selected_thread(self) -> Thread:
+        return self.threads()[0]
+
+    def target(self, thread: Thread) -> ThreadTarget:
+        return ThreadTarget(self._arch, thread.handle, self.read, self.modules)
+
+    def module_map(self) -> ModuleMap:
+        return self._module_map
+
+    def debugger_frames(self, thread: Thread):
+        return []  # no debugger: SFrame's frames are all there are
+
+    def describe(self, lookup_pc: int, module=None):
+        return self.describer(lookup_pc)
+
+    def in_main(self, lookup_pc: int) -> bool:
+        return self.describer.name(lookup_pc) == "main"
+
+    def stop_reason(self, thread: Thread) -> str:
+        number = thread.handle.signal
+        if not number:
+            return "stopped"
+        try:
+            return signals.Signals(number).name
+        except ValueError:
+            return f"signal {number}"
+
+    def backtrace_limit(self) -> Optional[int]:
+        return FRAME_LIMIT
+
+    def why_stopped(self, last, stop: str) -> str:
+        """The walk's stop reason, with what sfbt knows of the last frame's
+        image: gone since the thread was copied, or its file not the one
+        mapped."""
+        if self.mappings is not None and mapping_at(self.mappings, last.lookup_pc) is None:
+            return (f"PC {last.pc:#x} is in no mapping (in a library unloaded "
+                    "since the thread was copied?)")
+        module = self._module_map.module_for(last.lookup_pc)
+        if module is not None and getattr(module, "note", ""):
+            return f"{stop} (in {display_path(module)})"
+        return stop
+
+    def image_path(self, module) -> str:
+        return display_path(module)
+
+
+def process_session(pid, only=None, sources=None):
+    """The SnapshotSession of process ``pid`` (only its thread ``only`` if
+    given): each thread stopped in turn, only while its registers and
+    stack are copied, and let go before the session is returned."""
+    from .process import Process, ProcessError, ProcessExited
+    process = Process(pid)
+    try:
+        threads = list(enumerate(process.threads(), 1))
+        if only is not None:
+            threads = [t for t in threads if t[1][0] == only]
+            if not threads:
+                raise ProcessError(f"process {pid} has no thread {only}")
+        numbered = [(number, process.snapshot(tid, name)) for number, (tid, name) in threads]
+        numbered = [(number, state) for number, state in numbered if state]
+        if not numbered:
+            raise ProcessExited(f"process {pid} exited")
+        try:  # the libraries loaded while the threads were copied
+            process.reread_mappings(keep_gone=True)
+        except ProcessError:
+            pass  # it exited since: the mappings read before are all there is
+        return SnapshotSession(process.arch, process.modules(), process.read, numbered,
+                               process.executable, sources=sources,
+                               mappings=process.mappings)
+    finally:
+        process.close()
+
+
+def core_session(path, executable=None, only=None):
+    """(SnapshotSession, check) of the core file at ``path`` (only its
+    thread ``only`` if given); ``check()`` after the walks raises where
+    the core changed while it was read."""
+    from .corefile import Core, CoreError
+    core = Core(path, executable)
+    states = core.thread_states()
+    for state in states:
+        if state.tid == core.pid and core.command:
+            state.name = core.command
+    numbered = list(enumerate(states, 1))
+    if only is not None:
+        numbered = [(n, s) for n, s in numbered if s.tid == only]
+        if not numbered:
+            raise CoreError(f"{path} has no thread {only}")
+    return (SnapshotSession(core.arch, core.modules(), core.read_memory, numbered,
+                            core.executable),
+            core.check_unchanged)

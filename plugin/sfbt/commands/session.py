@@ -16,6 +16,21 @@ from ..unwind.walk import Frame
 from .settings import Settings
 
 
+def _elf_symbolizer(module: Module) -> Any:
+    """The symbolizer of the module's file (its separate debug file when
+    there is one), or None when it has no readable file."""
+    from ..archive.symbolize import ElfSymbolizer
+    from ..debuginfo import DebugFiles
+    from ..elf import ElfError
+    if module.image is not None:
+        return None
+    path = DebugFiles().find(module.path, module.build_id) or module.path
+    try:
+        return ElfSymbolizer(path)
+    except (OSError, ElfError):
+        return None
+
+
 @dataclass(frozen=True)
 class Thread:
     """One thread of the debugged process: its label in saved backtraces
@@ -81,7 +96,7 @@ class Session:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
         raise NotImplementedError
 
-    def describe_frames(self, lookup_pc: int, module: Optional[Module] = None):
+    def describe_frames(self, lookup_pc: int, module: Optional[Module] = None) -> Any:
         """describe() with the calls inlined at ``lookup_pc`` as frames of
         their own: [(name, where)], innermost first (the calls' chain from
         DWARF, sfbt.dwarf.inline), or describe()'s (name, where) where
@@ -94,11 +109,10 @@ class Session:
             return described
         # kept for the session's life (one command)
         kept = self.__dict__.setdefault("_inline_symbols", {})
-        symbols = kept.get(module)
-        if symbols is None:
-            from ..live.symbols import ModuleSymbols
-            symbols = kept[module] = ModuleSymbols(module)
-        calls = symbols.inlined(lookup_pc - module.load_bias)
+        if module not in kept:
+            kept[module] = _elf_symbolizer(module)
+        symbols = kept[module]
+        calls = symbols.inlined(lookup_pc - module.load_bias) if symbols else []
         if not calls:
             return described
         from ..dwarf.inline import expanded

@@ -110,7 +110,7 @@ class Session:
         # kept for the session's life (one command)
         kept = self.__dict__.setdefault("_inline_symbols", {})
         if module not in kept:
-            kept[module] = _elf_symbolizer(module)
+            kept[module] = self.inline_source(module)
         symbols = kept[module]
         calls = symbols.inlined(lookup_pc - module.load_bias) if symbols else []
         if not calls:
@@ -122,6 +122,13 @@ class Session:
                   for name, line in expanded(calls, outer, None)]
         frames[0] = (frames[0][0], described[1])
         return frames
+
+    def inline_source(self, module: Module) -> Any:
+        """What gives the module's inline chains and function names
+        (``inlined(file address)``, ``function(file address)``), or None:
+        by default the symbolizer of its file, read again by each
+        session; a session with a cached symbolizer gives its own."""
+        return _elf_symbolizer(module)
 
     def outer_name(self, lookup_pc: int) -> Optional[str]:
         """The name of the function whose own code holds ``lookup_pc``

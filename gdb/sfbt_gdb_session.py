@@ -379,6 +379,35 @@ class GdbSession(Session):
     def in_main(self, lookup_pc):
         return outer_function_name(lookup_pc) == "main"
 
+    def outer_name(self, lookup_pc):
+        return outer_function_name(lookup_pc)
+
+    def innermost_frames(self, thread):
+        """GDB's own frames down to its first one on the stack: the inline
+        frames it shows there (as deep as it stepped into them), then
+        the function's own."""
+        self._select(thread)
+        frames = []
+        try:
+            frame = gdb.newest_frame()
+            while frame is not None:
+                frames.append(self._describe_frame(frame))
+                if frame.type() != gdb.INLINE_FRAME:
+                    break
+                frame = frame.older()
+        except gdb.error:
+            return None
+        return frames or None
+
+    def _describe_frame(self, frame):
+        function = frame.function()
+        name = decoded(lambda: function.print_name) if function is not None else None
+        sal = frame.find_sal()
+        if sal.symtab is not None and sal.line:
+            return (name or function_name(frame.pc()) or "??",
+                    f" at {decoded(lambda: sal.symtab.filename)}:{sal.line}")
+        return self.describe(frame.pc())
+
     def stop_reason(self, thread):
         try:
             number = int(gdb.parse_and_eval("$_siginfo.si_signo"))

@@ -54,13 +54,14 @@ class Running:
 
 
 def sfbt_stacks(text):
-    """{tid: [pc, ...]} from sfbt stack's output."""
+    """{tid: [pc, ...]} from sfbt stack's output (its inline frames,
+    which have no address of their own, left out)."""
     stacks, current = {}, None
     for line in text.splitlines():
         match = _THREAD.match(line)
         if match:
             current = stacks[int(match[2])] = []
-        elif line.startswith("#") and current is not None:
+        elif line.startswith("#") and current is not None and " 0x" in line:
             current.append(int(line.split()[1], 16))
     return stacks
 

@@ -195,10 +195,12 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
 
 
 def _function_name(describe):
-    """trace_names' name_of: the function's name, None where it is "??"."""
+    """trace_names' name_of: the functions' names (inline frames
+    included), None where one is "??"."""
+    from .archive.report import frames_of
+
     def name_of(lookup):
-        name = describe(lookup)[0]
-        return None if name == "??" else name
+        return [None if name == "??" else name for name, _ in frames_of(describe(lookup))]
     return name_of
 
 

@@ -138,6 +138,7 @@ class ElfSymbolizer:
         self._lines = None
         self._ranges = None  # (address_ranges, their starts)
         self._units = {}  # unit offset -> (rows, starts)
+        self._calls = {}  # unit offset -> UnitCalls
 
     def close(self):
         self._stream.close()
@@ -212,24 +213,45 @@ class ElfSymbolizer:
                     rows += _line_rows(program)
         return _indexed(preferred_rows(rows))
 
-    def _rows_at(self, address):
-        """(rows, starts) of the unit whose .debug_aranges hold the address
-        (none when no unit does), or of every unit without them."""
+    def _unit_at(self, address):
+        """The offset of the unit whose .debug_aranges hold the address;
+        None when no unit does, False when the file has no aranges."""
         if self._ranges is None:
             ranges = address_ranges(ElfImage.from_file(self._stream, self.path))
             self._ranges = (ranges, [start for start, _, _ in ranges])
         ranges, starts = self._ranges
         if not ranges:
-            return self._line_table()
+            return False
         i = bisect_right(starts, address) - 1
         if i < 0 or address >= ranges[i][1]:
+            return None
+        return ranges[i][2]
+
+    def _rows_at(self, address):
+        """(rows, starts) of the unit whose .debug_aranges hold the address
+        (none when no unit does), or of every unit without them."""
+        unit = self._unit_at(address)
+        if unit is False:
+            return self._line_table()
+        if unit is None:
             return [], []
-        unit = ranges[i][2]
         if unit not in self._units:
             self._units[unit] = self._table(
                 "DWARF line table",
                 lambda: _indexed(unit_rows(self._elf.get_dwarf_info(), unit)))
         return self._units[unit]
+
+    def inlined(self, address):
+        """[InlinedCall] around an address, innermost first (none in a
+        file without .debug_aranges)."""
+        from ..dwarf.inline import UnitCalls, unit_calls
+        unit = self._unit_at(address)
+        if unit is None or unit is False:
+            return []
+        if unit not in self._calls:
+            self._calls[unit] = UnitCalls(self._table(
+                "DWARF inline entries", lambda: unit_calls(self._elf.get_dwarf_info(), unit)))
+        return self._calls[unit].chain(address)
 
     def line(self, address):
         """(file, line) for an address, or None."""
@@ -261,10 +283,25 @@ def unit_rows(dwarf, offset):
     return preferred_rows(_line_rows(program)) if program is not None else []
 
 
+def file_names(program):
+    """The names of a line program's files, by index (0-based: DWARF 5's
+    file numbers; earlier versions' numbers less one)."""
+    version = program["version"]
+    directories = program["include_directory"]
+    names = []
+    for entry_file in program["file_entry"]:
+        name = _text(entry_file.name)
+        directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
+        if directory_index > 0 or (version < 5 and directory_index >= 0):
+            if 0 <= directory_index < len(directories) and not name.startswith("/"):
+                name = os.path.join(_text(directories[directory_index]), name)
+        names.append(name)
+    return names
+
+
 def _line_rows(program):
     version = program["version"]
-    files = program["file_entry"]
-    directories = program["include_directory"]
+    names = file_names(program)
     rows = []
     for entry in program.get_entries():
         state = entry.state
@@ -274,15 +311,9 @@ def _line_rows(program):
             rows.append((state.address, None, 0, True))
             continue
         index = state.file if version >= 5 else state.file - 1
-        if not 0 <= index < len(files):
+        if not 0 <= index < len(names):
             continue
-        entry_file = files[index]
-        name = _text(entry_file.name)
-        directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
-        if directory_index > 0 or (version < 5 and directory_index >= 0):
-            if 0 <= directory_index < len(directories) and not name.startswith("/"):
-                name = os.path.join(_text(directories[directory_index]), name)
-        rows.append((state.address, name, state.line, bool(state.is_stmt)))
+        rows.append((state.address, names[index], state.line, bool(state.is_stmt)))
     return rows
 
 
@@ -387,7 +418,8 @@ class Symbolizer:
 
     def describe(self, address, images):
         """(function, location suffix) in sframe-bt's words, escaped
-        (sfbt.printable)."""
+        (sfbt.printable); a list of them, innermost first, where calls
+        were inlined at the address (sfbt.archive.report.frames_of)."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         return self._describe_in(address, image)
 
@@ -401,8 +433,14 @@ class Symbolizer:
         if symbolizer is None:
             return "??", where
         file_address = address - image.base + symbolizer.base_address
-        name = printable(symbolizer.function(file_address) or "??")
+        function = symbolizer.function(file_address) or "??"
         line = symbolizer.line(file_address)
+        calls = symbolizer.inlined(file_address)
+        if calls:
+            from ..dwarf.inline import expanded
+            return [(printable(name), f" at {printable(line[0])}:{line[1]}" if line else where)
+                    for name, line in expanded(calls, function, line)]
+        name = printable(function)
         if line is not None:
             return name, f" at {printable(line[0])}:{line[1]}"
         return name, where

@@ -2,7 +2,7 @@
 
 from typing import List, Optional, Tuple
 
-from ..archive.report import frame_line
+from ..archive.report import frame_line, frames_of, inline_frame_line
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
@@ -121,27 +121,39 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[str]:
-    """sframe-bt's output.  ``describe(frame)`` gives (name, where), which
-    are escaped here (sfbt.printable)."""
-    shown, more = frames, False
-    if count is not None and count >= 0:
-        shown, more = frames[:count], len(frames) > count
-    elif count is not None:
-        shown = frames[count:]
-    lines = []
-    for frame in shown:
+    """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
+    where inline frames are expanded, a list of them, innermost first:
+    the frames of the calls inlined at the frame's PC, then the frame's
+    own function.  They are escaped here (sfbt.printable).  Inline frames
+    are numbered and counted (N, -N) as frames of their own, as GDB's
+    `bt` does, and shown without an address."""
+    rows = []  # (frame, name, where, whether the frame's address is shown)
+    for frame in frames:
         if frame.signal_trampoline:
-            line = frame_line(frame.level, frame.pc, "<signal handler called>", "")
+            rows.append((frame, "<signal handler called>", "", True))
+            continue
+        try:
+            named = describe(frame)
+        except Exception:  # a frame the debugger cannot name is still shown
+            named = ("??", " ()")
+        for index, (name, where) in enumerate(frames_of(named)):
+            rows.append((frame, printable(name), printable(where), index == 0))
+    shown, more = rows, False
+    if count is not None and count >= 0:
+        shown, more = rows[:count], len(rows) > count
+    elif count is not None:
+        shown = rows[count:]
+    first = len(rows) - len(shown) if count is not None and count < 0 else 0
+    lines = []
+    for level, (frame, name, where, addressed) in enumerate(shown, first):
+        if addressed:
+            line = frame_line(level, frame.pc, name, where)
         else:
-            try:
-                name, where = describe(frame)
-            except Exception:  # a frame the debugger cannot name is still shown
-                name, where = "??", " ()"
-            line = frame_line(frame.level, frame.pc, printable(name), printable(where))
+            line = inline_frame_line(level, name, where)
         if verbose:
-            line += f"  [{how_found(frame)}]"
+            line += f"  [{how_found(frame) if addressed else 'inline'}]"
         lines.append(line)
-        if full:
+        if full and addressed:
             lines.append(registers_line(frame, arch))
     if more:
         lines.append("(More stack frames follow...)")
@@ -159,7 +171,11 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
     # more follow.
     frames, stop = walk(session, thread or session.selected_thread(),
                         count + 1 if count is not None and count >= 0 else None)
-    lines = backtrace_lines(frames, stop, count, verbose, full,
-                            lambda frame: session.describe(frame.lookup_pc),
-                            session.arch)
+    innermost = session.innermost_frames(thread or session.selected_thread())
+
+    def describe(frame):
+        if frame.level == 0 and innermost:
+            return innermost
+        return session.describe_frames(frame.lookup_pc)
+    lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch)
     return "\n".join(lines)

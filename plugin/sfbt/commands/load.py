@@ -4,6 +4,7 @@ import os
 from typing import Optional
 
 from ..archive.imagemap import PerImageMap, image_finder
+from ..archive.report import frames_of
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import CommandError, SfbtError
@@ -21,7 +22,9 @@ return addresses are looked up at address - 1.  Addresses in images that
 are loaded now are moved to where those images are now (images are matched
 by build id, else by path); frames in images the debugger has not loaded
 are symbolized from the image's file named in the image map.  With no
-program loaded, every frame is symbolized from its image's file."""
+program loaded, every frame is symbolized from its image's file.  Calls
+inlined at an address are listed as frames of their own, as bt lists
+them."""
 
 #: Addresses a debugger takes (an image moved past this one is no place).
 ADDRESS_END = 1 << 64
@@ -81,8 +84,8 @@ def cbf_load(session: Optional[Session], words):
                 return offline.describe(now, [unloaded])
             if not modules or now >= ADDRESS_END:
                 return "??", " ()"
-            name, where = session.describe(now, module)
-            return printable(name), printable(where)
+            named = session.describe_frames(now, module)
+            return [(printable(name), printable(where)) for name, where in frames_of(named)]
         return describe
 
     lines = []

@@ -16,6 +16,21 @@ from ..unwind.walk import Frame
 from .settings import Settings
 
 
+def _elf_symbolizer(module: Module) -> Any:
+    """The symbolizer of the module's file (its separate debug file when
+    there is one), or None when it has no readable file."""
+    from ..archive.symbolize import ElfSymbolizer
+    from ..debuginfo import DebugFiles
+    from ..elf import ElfError
+    if module.image is not None:
+        return None
+    path = DebugFiles().find(module.path, module.build_id) or module.path
+    try:
+        return ElfSymbolizer(path)
+    except (OSError, ElfError):
+        return None
+
+
 @dataclass(frozen=True)
 class Thread:
     """One thread of the debugged process: its label in saved backtraces
@@ -80,6 +95,54 @@ class Session:
     def stop_reason(self, thread: Thread) -> str:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
         raise NotImplementedError
+
+    def describe_frames(self, lookup_pc: int, module: Optional[Module] = None) -> Any:
+        """describe() with the calls inlined at ``lookup_pc`` as frames of
+        their own: [(name, where)], innermost first (the calls' chain from
+        DWARF, sfbt.dwarf.inline), or describe()'s (name, where) where
+        none was inlined.  The innermost frame is described as describe()
+        describes it, the function's own frame named by outer_name()."""
+        described = self.describe(lookup_pc, module)
+        if module is None:
+            module = self.module_map().module_for(lookup_pc)
+        if module is None:
+            return described
+        # kept for the session's life (one command)
+        kept = self.__dict__.setdefault("_inline_symbols", {})
+        if module not in kept:
+            kept[module] = self.inline_source(module)
+        symbols = kept[module]
+        calls = symbols.inlined(lookup_pc - module.load_bias) if symbols else []
+        if not calls:
+            return described
+        from ..dwarf.inline import expanded
+        outer = (self.outer_name(lookup_pc) or symbols.function(lookup_pc - module.load_bias)
+                 or described[0])
+        frames = [(name, f" at {line[0]}:{line[1]}" if line else " ()")
+                  for name, line in expanded(calls, outer, None)]
+        frames[0] = (frames[0][0], described[1])
+        return frames
+
+    def inline_source(self, module: Module) -> Any:
+        """What gives the module's inline chains and function names
+        (``inlined(file address)``, ``function(file address)``), or None:
+        by default the symbolizer of its file, read again by each
+        session; a session with a cached symbolizer gives its own."""
+        return _elf_symbolizer(module)
+
+    def outer_name(self, lookup_pc: int) -> Optional[str]:
+        """The name of the function whose own code holds ``lookup_pc``
+        (the frame calls were inlined into) as the debugger names it, or
+        None to take the symbol table's."""
+        return None
+
+    def innermost_frames(self, thread: Thread) -> Optional[List[Tuple[str, str]]]:
+        """The debugger's own frames of ``thread``'s innermost stack frame,
+        innermost first: those of the calls inlined there that it shows
+        (GDB shows none at the entry of an inlined call it stepped to, all
+        at a breakpoint on it), then the function's own; None to let
+        describe_frames() describe it."""
+        return None
 
     def backtrace_limit(self) -> Optional[int]:
         """The most frames a backtrace shows (GDB's `set backtrace

@@ -15,6 +15,7 @@ import zlib
 from ..archive.imagemap import PerImageMap, image_finder
 from ..archive.report import trace_names
 from ..debuginfo import DebugFiles
+from ..dwarf.inline import expanded
 from ..elf import ElfError, open_elf
 from ..printable import printable
 from ..unwind.target import Module
@@ -60,19 +61,30 @@ class ImageNamer:
     def has_symbols(self, image):
         return self._module(image) is not None
 
-    def line(self, address, image):
-        """(file, line) of a run-time address in image, or None."""
-        symbols = self._module(image)
-        return symbols.line(address - symbols.module.load_bias) if symbols else None
-
-    def name(self, address, images):
-        """The name, escaped (sfbt.printable)."""
+    def frames(self, address, images):
+        """[(name, (file, line) or None)] of the frames at a run-time
+        address, innermost first: the calls inlined there
+        (sfbt.dwarf.inline), then the function's own; names escaped
+        (sfbt.printable), an address without a name named after its
+        image and offset."""
         image = self.image_of(address, images)
         if image is None:
-            return f"{address:#x}"
+            return [(f"{address:#x}", None)]
         symbols = self._module(image)
-        name = symbols.function(address - symbols.module.load_bias) if symbols else None
-        return printable(name or f"{os.path.basename(image.path)}+{address - image.base:#x}")
+        if symbols is None:
+            return [(self._unnamed(address, image), None)]
+        at = address - symbols.module.load_bias
+        function = symbols.function(at)
+        return [(printable(name) if name else self._unnamed(address, image), line)
+                for name, line in expanded(symbols.inlined(at), function, symbols.line(at))]
+
+    def names(self, address, images):
+        """The names of frames(), innermost first."""
+        return [name for name, _ in self.frames(address, images)]
+
+    @staticmethod
+    def _unnamed(address, image):
+        return printable(f"{os.path.basename(image.path)}+{address - image.base:#x}")
 
 
 def _first_load_address(path, build_id):
@@ -94,7 +106,7 @@ def folded_stacks(traces):
     namer = ImageNamer()
     stacks = []
     for trace in traces:
-        names = trace_names(trace.frames, lambda lookup: namer.name(lookup, trace.images))
+        names = trace_names(trace.frames, lambda lookup: namer.names(lookup, trace.images))
         stacks.append((names[::-1], trace.weight))
     return stacks
 

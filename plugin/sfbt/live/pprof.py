@@ -13,7 +13,8 @@ Each distinct saved trace is one Sample: its location ids leaf first, and
 as its one value how often it was captured (sample type samples/count).
 A Location is one address in one image: the address looked up (a return
 address less one, as sfbt names frames), its Mapping (the image's path,
-text range and build id) and one Line (function, source line).  Names and
+text range and build id) and its Lines (function, source line): one per
+call inlined at the address, innermost first, then the function's own.  Names and
 lines are those of `sfbt flame`'s SVG (sfbt.live.flame.ImageNamer); an
 address outside every image, or in one whose file is not found, gets a
 function named as the flame graph names it."""
@@ -116,17 +117,17 @@ class PprofProfile:
         key = (address, mapping)
         found = self._locations.get(key)
         if found is None:
-            name = self.namer.name(address, images)
-            place = self.namer.line(address, image) if image is not None else None
-            function = self._function(name, place[0] if place else "")
-            line = _number(LINE_FUNCTION_ID, function) + _number(LINE_LINE,
-                                                                   place[1] if place else 0)
+            lines = []
+            for name, place in self.namer.frames(address, images):
+                function = self._function(name, place[0] or "" if place else "")
+                lines.append(_bytes(LOCATION_LINE, _number(LINE_FUNCTION_ID, function)
+                                    + _number(LINE_LINE, place[1] if place else 0)))
             number = len(self._locations) + 1
             found = self._locations[key] = (number, b"".join((
                 _number(LOCATION_ID, number),
                 _number(LOCATION_MAPPING_ID, mapping),
                 _number(LOCATION_ADDRESS, address),
-                _bytes(LOCATION_LINE, line))))
+                *lines)))
         return found[0]
 
     def _function(self, name, file):

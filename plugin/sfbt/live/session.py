@@ -68,6 +68,10 @@ class SnapshotSession(Session):
     def describe(self, lookup_pc: int, module=None):
         return self.describer(lookup_pc)
 
+    def inline_source(self, module):
+        """The module's symbols, their inline chains kept in sfbt's cache."""
+        return self.describer.symbols(module)
+
     def in_main(self, lookup_pc: int) -> bool:
         return self.describer.name(lookup_pc) == "main"
 

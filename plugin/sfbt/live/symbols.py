@@ -20,6 +20,7 @@ from .. import progress
 from ..archive.symbolize import address_ranges, function_at, unit_rows
 from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
+from ..dwarf.inline import UnitCalls, expanded, unit_calls
 from ..elf import ElfError, ElfImage, open_elf
 from ..files import open_regular
 from .mappings import display_path
@@ -33,7 +34,7 @@ CACHE_FORMAT = 3
 CACHE = Cache("symbols")
 #: what each kind of entry holds: rows of these types
 ROW_TYPES = {"functions": (int, int, str), "aranges": (int, int, int),
-             "lines": (int, (str, type(None)), int, bool)}
+             "lines": (int, (str, type(None)), int, bool), "inlines": (int, int, list)}
 
 
 def _function_symbols(image):
@@ -95,6 +96,7 @@ class ModuleSymbols:
         self._aranges = None
         self._arange_starts = None
         self._units = {}  # CU offset -> (rows, starts)
+        self._calls = {}  # CU offset -> UnitCalls
 
     def function(self, address):
         if self._functions is None:
@@ -167,25 +169,36 @@ class ModuleSymbols:
             rows = self._units[unit] = (table, [row[0] for row in table])
         return rows
 
-    def _unit_table(self, unit):
-        """The unit's line rows, from the cache or parsed (None when its
-        DWARF cannot be read)."""
+    def _unit_table(self, unit, kind="lines", parse=unit_rows):
+        """The unit's rows of one kind (line rows, inline segments), from
+        the cache or parse(DWARFInfo, unit) (None when its DWARF cannot
+        be read)."""
         stream = self._lines_file()
         if stream is None:
             return None
-        key = identity(stream.fileno(), CACHE_FORMAT, "lines", unit)
-        table = _decoded(CACHE.get(key), "lines")
+        key = identity(stream.fileno(), CACHE_FORMAT, kind, unit)
+        table = _decoded(CACHE.get(key), kind)
         if table is None:
-            table = self._parse_unit(unit)
-            if table is not None:
-                _keep(key, stream, table)
+            try:
+                table = parse(self._dwarf_info(), unit)
+            except Exception:  # pyelftools on damaged DWARF: nothing
+                return None
+            _keep(key, stream, table)
         return table
 
-    def _parse_unit(self, unit):
-        try:
-            return unit_rows(self._dwarf_info(), unit)
-        except Exception:  # pyelftools on damaged DWARF: no lines
-            return None
+    def inlined(self, address):
+        """[InlinedCall] around a file address, innermost first: the
+        calls the compiler inlined there (sfbt.dwarf.inline)."""
+        if self.path is None:
+            return []
+        unit = self._unit_offset(address)
+        if unit is None:
+            return []
+        calls = self._calls.get(unit)
+        if calls is None:
+            calls = self._calls[unit] = UnitCalls(
+                self._unit_table(unit, "inlines", unit_calls) or [])
+        return calls.chain(address)
 
     def line(self, address):
         """(file, line) of a file address, or None."""
@@ -250,7 +263,24 @@ class Describer:
             return "??"
         return self.symbols(module).function(pc - module.load_bias) or "??"
 
+    def frames(self, pc):
+        """[(name, where)] of the frames at pc, innermost first: one per
+        call inlined there (sfbt.dwarf.inline), then the function's own,
+        each at the place the frame inside it was called from."""
+        module = self.module_map.module_for(pc)
+        if module is None:
+            return [("??", " ()")]
+        symbols = self.symbols(module)
+        calls = symbols.inlined(pc - module.load_bias)
+        if not calls:
+            return [self(pc)]
+        name = symbols.function(pc - module.load_bias) or "??"
+        return [(name, f" at {line[0]}:{line[1]}" if line else " ()")
+                for name, line in expanded(calls, name, symbols.line(pc - module.load_bias))]
+
     def __call__(self, pc):
+        """(name, where) of the function that holds pc, without its
+        inline frames."""
         module = self.module_map.module_for(pc)
         if module is None:
             return "??", " ()"

@@ -1,0 +1,178 @@
+"""The inline model (sfbt.dwarf.inline) against binutils' addr2line -i."""
+
+import json
+import os
+import re
+import signal
+import time
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import require
+from gdb_support import compile_program
+
+
+@pytest.fixture(scope="module")
+def inlined(tmp_path_factory):
+    """inline_chain.c at -O2 -g: calls inlined three deep, from several sites."""
+    return compile_program(tmp_path_factory.mktemp("inline"), "inlined", "O2", True,
+                           ["inline_chain.c"])
+
+
+def _text_addresses(path):
+    """Every instruction address of the program's own functions
+    (objdump -d), with the function that holds it."""
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)],
+                          capture_output=True, text=True, check=True).stdout
+    addresses, function = [], None
+    for line in text.splitlines():
+        heading = re.match(r"[0-9a-f]+ <(\w+)>:$", line)
+        if heading:
+            function = heading.group(1)
+            continue
+        instruction = re.match(r"\s+([0-9a-f]+):", line)
+        if instruction and function in ("work", "main", "wait_forever"):
+            addresses.append(int(instruction.group(1), 16))
+    return addresses
+
+
+def _frames(path, address):
+    out = subprocess.run(["addr2line", "-i", "-f", "-e", str(path), f"{address:#x}"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    frames = []
+    for name, where in zip(out[::2], out[1::2]):
+        where = re.sub(r" \(discriminator \d+\)$", "", where)
+        file, _, line = where.rpartition(":")
+        frames.append((name, file, int(line) if line.isdigit() else 0))
+    return frames
+
+
+def _ours(symbols, address):
+    """Frames as addr2line -i -f prints them, from the inline model: the
+    innermost inlined function at the line table's line, each outer one
+    at the call site of the one inside it."""
+    line = symbols.line(address) or ("??", 0)
+    frames = []
+    for call in symbols.inlined(address):
+        frames.append((call.name, *line))
+        line = (call.file, call.line)
+    frames.append((symbols.function(address), *line))
+    return frames
+
+
+def test_chains_match_addr2line(inlined):
+    require(shutil.which("addr2line") and shutil.which("objdump"), "binutils missing")
+    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.unwind.modules import Module
+    symbols = ModuleSymbols(Module(str(inlined), 0, 0, 1 << 40))
+    compared, deep = 0, 0
+    for address in _text_addresses(inlined):
+        if symbols.function(address) is None:
+            continue  # padding after a function
+        theirs = _frames(inlined, address)
+        ours = _ours(symbols, address)
+        # frame #0's line is the line table's, where sfbt, like GDB,
+        # prefers a statement row to addr2line's last row at an address
+        assert ours[1:] == theirs[1:] and ours[0][0] == theirs[0][0], hex(address)
+        compared += 1
+        deep += len(ours) >= 3
+    print(f"inline chains equal to addr2line: {compared}, of them {deep} three frames deep or more")
+    assert compared > 100 and deep > 20, (compared, deep)
+
+
+_SFBT_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)(?: at | from | \(\)|$)")
+_EU_FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ (\S+)")
+
+
+def _names(text, frame):
+    """The function names of a one-thread backtrace's frames, to main."""
+    names = [m[1] for m in map(frame.match, text.splitlines()) if m]
+    return names[:names.index("main") + 1] if "main" in names else names
+
+
+@pytest.mark.parametrize("argument", ["3", "200"])
+def test_stack_lists_the_inline_frames_eu_stack_shows(inlined, argument):
+    """sfbt stack on a stopped process names the frames eu-stack -i
+    names (inline frames included), to main."""
+    require(shutil.which("eu-stack"), "eu-stack (elfutils) missing")
+    from live_harness import Started, sfbt_command, wait_stopped
+    with Started([inlined, argument]) as started:
+        time.sleep(0.3)  # from the write of "ready" into pause()
+        os.kill(started.pid, signal.SIGSTOP)
+        wait_stopped(started.pid)
+        ours = sfbt_command("stack", started.pid)
+        theirs = subprocess.run(["eu-stack", "-i", "-s", "-p", str(started.pid)],
+                                capture_output=True, text=True, timeout=60)
+    assert ours.returncode == 0, ours.stderr
+    names = _names(ours.stdout, _SFBT_FRAME)
+    assert names == _names(theirs.stdout, _EU_FRAME), (ours.stdout, theirs.stdout)
+    assert "leaf" in names and names[-1] == "main"
+    if argument == "200":
+        assert names[names.index("leaf"):] == ["leaf", "inner", "outer", "work", "main"]
+    print(f"sfbt stack {argument}: {len(names)} names equal to eu-stack -i's")
+
+
+@pytest.fixture(scope="module")
+def inlined_archive(inlined, tmp_path_factory):
+    """An archive of inline_chain.c stopped in wait_forever, called from calls
+    inlined three deep into work()."""
+    from live_harness import Started, sfbt_command
+    path = tmp_path_factory.mktemp("inline-archive") / "inlined.sfbt"
+    with Started([inlined, "200"]) as started:
+        time.sleep(0.3)
+        saved = sfbt_command("stack", started.pid, "--format", "archive", "-o", path)
+    assert saved.returncode == 0, saved.stderr
+    return path
+
+
+CALLS = ["wait_forever", "leaf", "inner", "outer", "work", "main"]
+
+
+def test_decode_and_fold_expand_inline_frames(inlined_archive):
+    from live_harness import sfbt_command
+    decoded = sfbt_command("cbf", "decode", inlined_archive)
+    assert decoded.returncode == 0, decoded.stderr
+    frames = [line for line in decoded.stdout.splitlines() if line.startswith("#")]
+    names = [_SFBT_FRAME.match(line)[1] for line in frames]
+    assert names[names.index("wait_forever"):] == CALLS, decoded.stdout
+    # levels count inline frames; only a frame on the stack has an address
+    assert [int(line[1:].split()[0]) for line in frames] == list(range(len(frames)))
+    addressed = {name for name, line in zip(names, frames) if " 0x" in line}
+    assert {"wait_forever", "leaf", "main"} <= addressed
+    assert not addressed & {"inner", "outer", "work"}
+    folded = sfbt_command("fold", inlined_archive)
+    assert folded.returncode == 0, folded.stderr
+    assert ";".join(reversed(CALLS)) + ";" in folded.stdout, folded.stdout
+
+
+def test_flame_and_pprof_carry_inline_frames(inlined_archive, tmp_path):
+    from live_harness import sfbt_command
+    speedscope = tmp_path / "inlined.json"
+    written = sfbt_command("flame", "--format", "speedscope", inlined_archive, "-o", speedscope)
+    assert written.returncode == 0, written.stderr
+    document = json.loads(speedscope.read_text())
+    frames = [frame["name"] for frame in document["shared"]["frames"]]
+    stack = [frames[i] for i in document["profiles"][0]["samples"][0]]
+    assert stack[:len(CALLS)] == CALLS[::-1], stack
+    svg = tmp_path / "inlined.svg"
+    assert sfbt_command("flame", inlined_archive, "-o", svg).returncode == 0
+    assert all(f"<title>{name} " in svg.read_text() for name in CALLS)
+
+    go = shutil.which("go")
+    require(go, "go is not installed (golang-go: ./install.sh --test-debuggers)")
+    profile = tmp_path / "inlined.pb.gz"
+    written = sfbt_command("flame", "--format", "pprof", inlined_archive, "-o", profile)
+    assert written.returncode == 0, written.stderr
+    traces = subprocess.run([go, "tool", "pprof", "-traces", str(profile)],
+                            capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert traces.returncode == 0, traces.stderr
+    lines = [line.split("|")[-1].strip() for line in traces.stdout.splitlines()]
+    shown = [re.sub(r"^\d+\s+", "", line) for line in lines if line]
+    start = shown.index("wait_forever")
+    # one location holds leaf, inner, outer and work: pprof marks the
+    # calls inlined into work
+    assert shown[start:start + len(CALLS)] == [
+        "wait_forever", "leaf (inline)", "inner (inline)", "outer (inline)", "work", "main"]

@@ -12,11 +12,13 @@ the DWARF line tables and symbol tables of sfbt.archive.symbolize.
 import os
 import struct
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 from .arch import Arch, arch_for_machine
 from .errors import LocatedError, TargetMemoryError
 from .files import open_regular
+
+T = TypeVar("T")
 
 ET_REL = 1
 PT_LOAD = 1
@@ -328,18 +330,24 @@ def open_elf(path: str):
         raise
 
 
-def read_build_id(path: str) -> Optional[str]:
-    """The file's GNU build id in hex; None when it has none or is not a
-    readable ELF file."""
+def read_elf(path: str, read: Callable[["ElfImage"], T]) -> Optional[T]:
+    """``read(image)`` of the ELF file at ``path``; None when it cannot be
+    opened, is not ELF, or ``read`` meets bad data."""
     try:
         stream, image = open_elf(path)
     except (OSError, ElfError):
         return None
     with stream:
         try:
-            return image.build_id()
+            return read(image)
         except (OSError, ElfError, struct.error):
             return None
+
+
+def read_build_id(path: str) -> Optional[str]:
+    """The file's GNU build id in hex; None when it has none or is not a
+    readable ELF file."""
+    return read_elf(path, ElfImage.build_id)
 
 
 def memory_image(target, base: int, name: str = "ELF image in memory") -> Optional[ElfImage]:

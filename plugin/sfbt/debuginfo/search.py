@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Optional
 
-from ..elf import SHT_NOBITS, ElfError, open_elf
+from ..elf import SHT_NOBITS, read_elf
 from ..files import open_regular
 
 #: GDB's default debug-file-directory
@@ -33,21 +33,17 @@ class FileFacts:
 
 def file_facts(path):
     """The FileFacts of the ELF file at path, or None when it cannot be read."""
-    try:
-        stream, image = open_elf(path)
-    except (OSError, ElfError):
-        return None
-    with stream:
-        try:
-            sections = image.sections()
-            has_dwarf = any(s.name in (".debug_info", ".zdebug_info") and s.size
-                            and s.type != SHT_NOBITS for s in sections)
-            link = image.section(".gnu_debuglink")
-            return FileFacts(image.build_id(), has_dwarf,
-                             _debuglink(image.section_data(link), image.header.endian)
-                             if link is not None else None)
-        except (OSError, ElfError, struct.error):
-            return None
+    return read_elf(path, _facts)
+
+
+def _facts(image):
+    sections = image.sections()
+    has_dwarf = any(s.name in (".debug_info", ".zdebug_info") and s.size
+                    and s.type != SHT_NOBITS for s in sections)
+    link = image.section(".gnu_debuglink")
+    return FileFacts(image.build_id(), has_dwarf,
+                     _debuglink(image.section_data(link), image.header.endian)
+                     if link is not None else None)
 
 
 def _debuglink(data, endian):

@@ -14,7 +14,7 @@ The names below are imported from their modules when first asked for: a
 walk does not import the synthesis cache.
 """
 
-import importlib
+from ..lazy import lazy_exports
 
 _MODULE_OF = {
     "Inexpressible": "convert",
@@ -26,10 +26,4 @@ _MODULE_OF = {
 
 __all__ = sorted(_MODULE_OF)
 
-
-def __getattr__(name):
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULE_OF)

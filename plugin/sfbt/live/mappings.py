@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, open_elf
+from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, read_elf
 from ..errors import TargetMemoryError
 from ..unwind.target import Module
 from .images import Located, memory_build_id, no_file_path
@@ -142,17 +142,8 @@ def file_modules(mappings, locate=None, memory=None):
 def _file_image(path, start):
     """(load bias, build id) of the ELF file at ``path`` mapped at
     ``start``, or None (not an ELF file: a locale archive, a font)."""
-    try:
-        stream, image = open_elf(path)
-    except (OSError, ElfError):
-        return None
-    with stream:
-        try:
-            bias = _load_bias(image, start)
-            build_id = image.build_id()
-        except (OSError, ElfError, struct.error):
-            return None
-    return None if bias is None else (bias, build_id)
+    found = read_elf(path, lambda image: (_load_bias(image, start), image.build_id()))
+    return None if found is None or found[0] is None else found
 
 
 def _memory_image(memory, start):

@@ -5,7 +5,7 @@ that a walk, which reads sections, does not import the dumper or the
 writer.
 """
 
-import importlib
+from ..lazy import lazy_exports
 
 _MODULE_OF = {
     "dump_text": "dump", "lookup_text": "dump",
@@ -18,10 +18,4 @@ _MODULE_OF = {
 
 __all__ = sorted(_MODULE_OF)
 
-
-def __getattr__(name):
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _MODULE_OF)

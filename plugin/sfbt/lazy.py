@@ -1,0 +1,19 @@
+"""Names a package exports from its modules, each imported when first
+asked for (so that a walk, which reads sections, imports neither the
+dumper nor the writer nor the synthesis cache)."""
+
+import importlib
+import sys
+
+
+def lazy_exports(package, module_of):
+    """The module-level ``__getattr__`` of ``package`` that imports each
+    name of ``module_of`` ({name: module under package}) on first use and
+    keeps it in the package's namespace."""
+    def __getattr__(name):
+        if name not in module_of:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module_of[name]}", package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+    return __getattr__

@@ -417,16 +417,23 @@ def test_record_never_downloads_and_the_other_commands_do(stripped, server, monk
     assert all(f'data-name="{name}"' in svg.read_text() for name in OURS)
 
 
-def test_cbf_load_in_gdb_asks_debuginfod(gdb, stripped, server, monkeypatch, tmp_path):
-    """cbf-load names frames of images GDB has not loaded (here: the
-    archive's program, while GDB holds another) from their files, and so
-    from debuginfod too."""
+def _archive_and_another_program(stripped, tmp_path):
+    """(an archive of the stripped program's stack, another program for
+    the debugger to hold)."""
     program, _, _ = stripped
     archive = tmp_path / "stack.sfbt"
     with Running(program) as running:
         saved = run_sfbt("stack", running.pid, "--format", "archive", "-o", archive)
     assert saved.returncode == 0, saved.stderr
     other, _ = split(tmp_path / "other", "other", "-O1")
+    return archive, other
+
+
+def test_cbf_load_in_gdb_asks_debuginfod(gdb, stripped, server, monkeypatch, tmp_path):
+    """cbf-load names frames of images GDB has not loaded (here: the
+    archive's program, while GDB holds another) from their files, and so
+    from debuginfod too."""
+    archive, other = _archive_and_another_program(stripped, tmp_path)
     out = gdb.run([other], ["set debuginfod enabled off", f"cbf-load {archive}"],
                   environment={"DEBUGINFOD_URLS": server.url})
     assert named_ours(out), out
@@ -434,12 +441,7 @@ def test_cbf_load_in_gdb_asks_debuginfod(gdb, stripped, server, monkeypatch, tmp
 
 
 def test_cbf_load_in_lldb_asks_debuginfod(lldb, stripped, server, tmp_path):
-    program, _, _ = stripped
-    archive = tmp_path / "stack.sfbt"
-    with Running(program) as running:
-        saved = run_sfbt("stack", running.pid, "--format", "archive", "-o", archive)
-    assert saved.returncode == 0, saved.stderr
-    other, _ = split(tmp_path / "other", "other", "-O1")
+    archive, other = _archive_and_another_program(stripped, tmp_path)
     out = lldb.run([other], [f"cbf-load {archive}"],
                    environment={"DEBUGINFOD_URLS": server.url})
     assert named_ours(out), out

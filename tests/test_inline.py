@@ -64,9 +64,9 @@ def _ours(symbols, address):
 
 def test_chains_match_addr2line(inlined):
     require(shutil.which("addr2line") and shutil.which("objdump"), "binutils missing")
-    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.live.symbols import module_symbols
     from sfbt.unwind.modules import Module
-    symbols = ModuleSymbols(Module(str(inlined), 0, 0, 1 << 40))
+    symbols = module_symbols(Module(str(inlined), 0, 0, 1 << 40))
     compared, deep = 0, 0
     for address in _text_addresses(inlined):
         if symbols.function(address) is None:

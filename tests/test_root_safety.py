@@ -17,7 +17,7 @@ import pytest
 
 from conftest import FIXTURES, PLUGIN, require, run_sfbt
 from sfbt.cache import Cache, identity
-from sfbt.live.symbols import CACHE_FORMAT
+from sfbt.symbols.symbolizer import CACHE_FORMAT
 
 NOBODY = 65534
 LIBRARY = r"""
@@ -136,7 +136,8 @@ def test_planted_entries_are_neither_written_through_nor_believed(victim_program
         keep = tmp_path / "keep"
         keep.write_text("precious\n")
         created = tmp_path / "created"
-        functions, aranges = _planted_names(program)
+        # the library's: its DWARF is read (the program has none)
+        functions, aranges = _planted_names(os.path.join(real, "libvictim.so"))
         os.symlink(keep, os.path.join(cache.path, functions))
         os.symlink(created, os.path.join(cache.path, aranges))
         os.makedirs(Cache("synth").path, 0o700, exist_ok=True)
@@ -217,7 +218,7 @@ def _own_vdso():
 def test_a_rewritten_vdso_names_only_itself():
     """A process may rewrite its vDSO in memory: its names stay its own."""
     from sfbt.live.mappings import vdso_module
-    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.live.symbols import module_symbols
     from sfbt.unwind.modules import SFrameSources
     start, data = _own_vdso()
     require(b"__vdso_clock_gettime\0" in data, "this vDSO has no __vdso_clock_gettime")
@@ -229,7 +230,7 @@ def test_a_rewritten_vdso_names_only_itself():
     for module, name in ((rewritten, "__vdso_PWNED_gettime"),
                          (honest, "__vdso_clock_gettime")):
         source = sources.for_module(module)
-        names = {ModuleSymbols(module).function(f.start) for f in source.section.functions}
+        names = {module_symbols(module).function(f.start) for f in source.section.functions}
         assert name in names and not ({"__vdso_PWNED_gettime", "__vdso_clock_gettime"}
                                       - {name}) & names, names
     assert not os.path.exists(os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "vdso"))

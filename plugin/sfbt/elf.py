@@ -122,9 +122,10 @@ class ElfImage:
             ident = read(base, 64)
         except ElfError:
             raise ElfError("not a readable ELF file: shorter than an ELF header") from None
-        self.header = parse_header(ident)
-        if self.header is None:
+        header = parse_header(ident)
+        if header is None:
             raise ElfError("not a readable ELF file: no 64-bit ELF header")
+        self.header: ElfHeader = header
         self._segments = None
         self._sections = None
         self.file_size = None  # known for a file

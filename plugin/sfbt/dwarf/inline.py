@@ -9,7 +9,7 @@ that a look-up is one bisection."""
 from bisect import bisect_right
 from typing import NamedTuple
 
-from ..archive.symbolize import file_names
+from .lines import file_names
 
 DW_TAG_SUBPROGRAM = "DW_TAG_subprogram"
 DW_TAG_INLINED = "DW_TAG_inlined_subroutine"

@@ -32,8 +32,7 @@ CACHE_FORMAT = 4
 CACHE = Cache("symbols")
 #: what each kind of JSON entry holds: rows of these types
 ROW_TYPES: Dict[str, Tuple[Any, ...]] = {
-    "aranges": (int, int, int), "lines": (int, (str, type(None)), int, bool),
-    "inlines": (int, int, list)}
+    "lines": (int, (str, type(None)), int, bool), "inlines": (int, int, list)}
 #: the unit key of a file's whole line table (a file without .debug_aranges)
 EVERY_UNIT = -1
 #: the sections whose presence says a file has line tables
@@ -189,13 +188,8 @@ class FileSymbolizer:
         lines but no .debug_aranges."""
         if not self._has_lines:
             return None
-        if self._ranges is None:
-            key = self._key("aranges")
-            ranges = _decoded(CACHE.get(key), "aranges") if key is not None else None
-            if ranges is None:
-                ranges = address_ranges(self._image)
-                if key is not None:
-                    self._keep(key, _json(ranges))
+        if self._ranges is None:  # read in place: faster than from the cache
+            ranges = address_ranges(self._image)
             self._ranges = (ranges, [start for start, _, _ in ranges])
         ranges, starts = self._ranges
         if not ranges:

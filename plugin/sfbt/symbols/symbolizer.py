@@ -25,6 +25,7 @@ from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
 from ..dwarf.lines import MAX_EXPANSION, address_ranges, every_unit_rows, unit_rows
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
+from .plt import plt_table
 from .table import FunctionTable
 
 #: bumped when what the cache holds changes meaning
@@ -103,6 +104,7 @@ class FileSymbolizer:
         self._cached = cached
         self._stripped: Optional[FileSymbolizer] = None
         self._functions: Optional[FunctionTable] = None
+        self._plt: Optional[FunctionTable] = None
         self._dwarf: Any = None
         self._ranges: Optional[Tuple[Rows, List[int]]] = None
         self._units: Dict[int, Tuple[Rows, List[int]]] = {}
@@ -130,11 +132,24 @@ class FileSymbolizer:
     # -- function names ---------------------------------------------------------------------
 
     def function(self, address: int) -> Optional[str]:
-        """The name of the function holding the file address, or None."""
+        """The name of the function holding the file address (of the PLT
+        stub there: ``puts@plt``), or None."""
         table = self.function_table()
         if not len(table) and self._stripped is not None:
             return self._stripped.function(address)
-        return table.function(address)
+        return table.function(address) or self._plt_stub(address)
+
+    def _plt_stub(self, address: int) -> Optional[str]:
+        """The name of the PLT stub at the address (a separate debug
+        file's stubs are the stripped file's), or None."""
+        if self._plt is None:
+            try:
+                self._plt = plt_table(self._image)
+            except (OSError, ElfError, struct.error):  # a damaged PLT: no names
+                self._plt = FunctionTable.empty(self._image)
+        if not len(self._plt) and self._stripped is not None:
+            return self._stripped._plt_stub(address)
+        return self._plt.function(address)
 
     def function_table(self) -> FunctionTable:
         if self._functions is None:

@@ -42,16 +42,24 @@ def _name_bytes(strings: bytes, at: int) -> bytes:
 class FunctionTable:
     """The function symbols of one symbol table: ``starts`` sorted, and
     for each its ``ends`` and the offset of its name in the string table
-    ``strings`` (a section); ``read(offset, size)`` reads the file."""
+    ``strings`` (a section); ``read(offset, size)`` reads the file.  Each
+    name is shown followed by ``suffix`` (PLT stubs': ``@plt``)."""
 
     def __init__(self, starts: "array[int]", ends: "array[int]", names: "array[int]",
-                 strings: Optional[Section], read: Callable[[int, int], bytes]):
+                 strings: Optional[Section], read: Callable[[int, int], bytes],
+                 suffix: str = ""):
         self.starts = starts
         self.ends = ends
         self.names = names
         self.strings = strings
         self._read = read
+        self.suffix = suffix
         self._named: Dict[int, str] = {}
+
+    def name_entries(self, names: Dict[int, str]) -> None:
+        """Give entries (by index) names of their own, not in the string
+        table."""
+        self._named.update(names)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -73,7 +81,8 @@ class FunctionTable:
         data = self._read(strings.offset + at, min(MAX_NAME, strings.size - at))
         end = data.find(b"\0")
         # bytes that are not UTF-8 kept, to be printed escaped (sfbt.printable)
-        return data[:end if end >= 0 else len(data)].decode("utf-8", "surrogateescape")
+        return data[:end if end >= 0 else len(data)].decode("utf-8", "surrogateescape") \
+            + self.suffix
 
     @classmethod
     def read(cls, image: ElfImage) -> "FunctionTable":

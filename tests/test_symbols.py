@@ -1,0 +1,151 @@
+"""The one symbolizer of an ELF file (sfbt.symbols): function names from
+the symbol table read in place, with the choice rules GDB's minimal
+symbols follow, PLT stubs named as GDB names them, and the function
+table kept in sfbt's cache, a damaged entry rebuilt."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sfbt.cache import identity
+from sfbt.symbols.symbolizer import CACHE, CACHE_FORMAT, FileSymbolizer
+
+CROSS = Path(__file__).resolve().parent / "cross"
+
+NAMES = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static int counted;
+__attribute__((noinline)) static int local_work(int x) { return x * 3 + counted++; }
+int global_work(int x) __attribute__((alias("local_work")));
+int weak_work(int x) __attribute__((weak, alias("local_work")));
+__asm__(".text\n.globl sizeless\n.type sizeless,@function\nsizeless:\n ret\n nop\n nop\n");
+int main(int argc, char **argv) {
+    puts("x");
+    printf("%d\n", atoi(argv[0]) + global_work(argc));
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """{binding: program}: the same source linked for lazy binding and
+    with -z now (its stubs in .plt.got)."""
+    directory = tmp_path_factory.mktemp("symbols")
+    source = directory / "names.c"
+    source.write_text(NAMES)
+    built = {}
+    for name, flags in (("lazy", []), ("now", ["-Wl,-z,now"])):
+        built[name] = directory / name
+        subprocess.run(["gcc", "-O1", "-fPIE", "-pie", *flags, "-o", str(built[name]),
+                        str(source)], check=True)
+    return built
+
+
+def _nm(program):
+    """{name: address} of the program's symbols."""
+    listed = subprocess.run(["nm", str(program)], check=True, capture_output=True,
+                            text=True).stdout
+    return {fields[2]: int(fields[0], 16) for fields in map(str.split, listed.splitlines())
+            if len(fields) == 3}
+
+
+def _plt_addresses(program):
+    """Each PLT stub's address and one inside it, from objdump."""
+    dumped = subprocess.run(["objdump", "-d", "-j", ".plt", "-j", ".plt.sec", "-j",
+                             ".plt.got", str(program)], capture_output=True, text=True).stdout
+    starts = [int(start, 16) for start in re.findall(r"^([0-9a-f]+) <[^>]*@plt>:$",
+                                                     dumped, re.M)]
+    return [address for start in starts for address in (start, start + 4)]
+
+
+def _gdb_names(gdb, program, addresses):
+    """GDB's `info symbol` name of each address (None: no symbol)."""
+    out = gdb.run([str(program)], [f"info symbol {a:#x}" for a in addresses], plugin=False)
+    names = []
+    for line in out.splitlines():
+        if line.startswith("No symbol matches"):
+            names.append(None)
+        elif " in section " in line:
+            names.append(re.sub(r" \+ \d+$", "", line.split(" in section ")[0]))
+    assert len(names) == len(addresses), out
+    return names
+
+
+def test_plt_stubs_are_named_as_gdb_names_them(gdb, programs):
+    compared = 0
+    for program in programs.values():
+        addresses = _plt_addresses(program)
+        assert len(addresses) >= 6, program  # puts, printf, atoi (or strtol), ...
+        symbols = FileSymbolizer.open(str(program))
+        try:
+            ours = [symbols.function(address) for address in addresses]
+        finally:
+            symbols.close()
+        assert ours == _gdb_names(gdb, program, addresses)
+        assert "puts@plt" in ours
+        compared += len(addresses)
+    print(f"PLT addresses named as GDB names them: {compared}")
+
+
+def test_aarch64_plt_stubs_are_named_as_gdb_names_them(cross_gdb):
+    program = CROSS / "aarch64" / "dynamic-v3"
+    symbols = FileSymbolizer.open(str(program))
+    try:
+        table = symbols.function_table()
+        first = symbols.function(0)  # the PLT's table read on a miss
+        assert first is None and len(table)
+        plt = symbols._plt
+        addresses = [a for start in plt.starts for a in (start, start + 8)]
+        ours = [symbols.function(address) for address in addresses]
+    finally:
+        symbols.close()
+    assert len(addresses) >= 6
+    assert ours == _gdb_names(cross_gdb, program, addresses)
+
+
+def test_names_follow_gdbs_choice(gdb, programs):
+    """Of the names at one address the global one (sfbt's rule: GDB's
+    pick among aliases follows the table's order); a symbol without a size
+    ends at the end of its section, as `info symbol` says."""
+    program = programs["lazy"]
+    address = _nm(program)
+    sections = subprocess.run(["readelf", "-SW", str(program)], check=True,
+                              capture_output=True, text=True).stdout
+    text = re.search(r"\] \.text\s+PROGBITS\s+([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+)", sections)
+    text_end = int(text[1], 16) + int(text[2], 16)
+    sizeless = address["sizeless"]
+    asked = [address["local_work"], address["main"] + 4, sizeless, sizeless + 2]
+    symbols = FileSymbolizer.open(str(program))
+    try:
+        ours = [symbols.function(a) for a in asked]
+        assert symbols.function(text_end) != "sizeless"
+    finally:
+        symbols.close()
+    assert ours[0] == "global_work" and ours[1] == "main" and ours[2:] == ["sizeless"] * 2
+    assert ours[1:] == _gdb_names(gdb, program, asked[1:])
+
+
+def test_the_function_table_is_kept_and_a_damaged_entry_rebuilt(programs):
+    program = str(programs["now"])
+    main = _nm(program)["main"]
+    first = FileSymbolizer.open(program)
+    with open(program, "rb") as stream:
+        key = identity(stream.fileno(), CACHE_FORMAT, "functions")
+    try:
+        assert first.function(main) == "main"
+        kept = CACHE.get(key)
+        assert kept is not None and len(kept) == 12 + 20 * len(first.function_table())
+    finally:
+        first.close()
+    for damaged in (kept[:-1], kept[:12], b"\xff" * 7):
+        assert CACHE.put(key, damaged)
+        again = FileSymbolizer.open(program)
+        try:
+            assert again.function(main) == "main"
+        finally:
+            again.close()
+        assert CACHE.get(key) == kept  # rebuilt and kept again

@@ -22,6 +22,13 @@ MAX_BYTES = 1 << 24
 IRELATIVE = {EM_X86_64: 37, EM_AARCH64: 1032}
 
 
+def in_plt(image: ElfImage, address: int) -> bool:
+    """Whether a file address is in a section of PLT stubs (a separate
+    debug file keeps their addresses, not their bytes)."""
+    return any(s.name in PLT_SECTIONS and s.addr <= address < s.addr + s.size
+               for s in image.sections())
+
+
 def plt_table(image: ElfImage) -> FunctionTable:
     """The image's PLT entries whose GOT slot a dynamic relocation names,
     as a FunctionTable of .dynsym's names (shown with ``@plt``)."""

@@ -25,7 +25,7 @@ from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
 from ..dwarf.lines import MAX_EXPANSION, address_ranges, every_unit_rows, unit_rows
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
-from .plt import plt_table
+from .plt import in_plt, plt_table
 from .table import FunctionTable
 
 #: bumped when what the cache holds changes meaning
@@ -142,6 +142,8 @@ class FileSymbolizer:
     def _plt_stub(self, address: int) -> Optional[str]:
         """The name of the PLT stub at the address (a separate debug
         file's stubs are the stripped file's), or None."""
+        if not in_plt(self._image, address):
+            return None
         if self._plt is None:
             try:
                 self._plt = plt_table(self._image)

@@ -16,7 +16,7 @@ import io
 import json
 import struct
 from bisect import bisect_right
-from typing import (IO, Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence,
+from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence,
                     Tuple, TypeVar, Union)
 
 from ..cache import Cache, Key, identity
@@ -25,15 +25,13 @@ from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
 from ..dwarf.lines import MAX_EXPANSION, address_ranges, every_unit_rows, unit_rows
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
+from .line_table import LineTable, Location
 from .plt import in_plt, plt_table
 from .table import FunctionTable
 
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 CACHE = Cache("symbols")
-#: what each kind of JSON entry holds: rows of these types
-ROW_TYPES: Dict[str, Tuple[Any, ...]] = {
-    "lines": (int, (str, type(None)), int, bool), "inlines": (int, int, list)}
 #: the unit key of a file's whole line table (a file without .debug_aranges)
 EVERY_UNIT = -1
 #: the sections whose presence says a file has line tables
@@ -41,13 +39,6 @@ LINE_SECTIONS = (".debug_line", ".zdebug_line")
 
 Rows = List[Sequence[Any]]
 T = TypeVar("T")
-
-
-class Location(NamedTuple):
-    """A source line: the file's name as the line table gives it."""
-
-    file: str
-    line: int
 
 
 def _reason(error: BaseException) -> str:
@@ -107,7 +98,7 @@ class FileSymbolizer:
         self._plt: Optional[FunctionTable] = None
         self._dwarf: Any = None
         self._ranges: Optional[Tuple[Rows, List[int]]] = None
-        self._units: Dict[int, Tuple[Rows, List[int]]] = {}
+        self._units: Dict[int, LineTable] = {}
         self._calls: Dict[int, UnitCalls] = {}
 
     @classmethod
@@ -179,11 +170,10 @@ class FileSymbolizer:
         unit = self._unit_at(address)
         if unit is None:
             return None
-        rows, starts = self._unit_rows(unit)
-        i = bisect_right(starts, address) - 1
-        if i < 0 or rows[i][1] is None:
-            return None
-        return Location(rows[i][1], rows[i][2])
+        table = self._units.get(unit)
+        if table is None:
+            table = self._units[unit] = self._line_table(unit)
+        return table.at(address)
 
     def inlined(self, address: int) -> List[InlinedCall]:
         """[InlinedCall] around a file address, innermost first: the calls
@@ -194,9 +184,7 @@ class FileSymbolizer:
             return []
         calls = self._calls.get(unit)
         if calls is None:
-            segments = self._unit_table(unit, "inlines", "DWARF inline entries",
-                                        lambda dwarf: unit_calls(dwarf, unit))
-            calls = self._calls[unit] = UnitCalls(segments)
+            calls = self._calls[unit] = UnitCalls(self._inline_segments(unit))
         return calls.chain(address)
 
     def _unit_at(self, address: int) -> Optional[int]:
@@ -216,28 +204,35 @@ class FileSymbolizer:
             return int(ranges[i][2])
         return None
 
-    def _unit_rows(self, unit: int) -> Tuple[Rows, List[int]]:
-        found = self._units.get(unit)
-        if found is None:
-            parse = every_unit_rows if unit == EVERY_UNIT else (
-                lambda dwarf: unit_rows(dwarf, unit))
-            rows = self._unit_table(unit, "lines", "DWARF line table", parse)
-            found = self._units[unit] = (rows, [row[0] for row in rows])
-        return found
+    def _line_table(self, unit: int) -> LineTable:
+        """The unit's line rows, from the cache or its line program; none
+        when its DWARF cannot be read (ElfError when strict)."""
+        key = self._key("lines", unit)
+        data = CACHE.get(key) if key is not None else None
+        table = LineTable.from_bytes(data) if data else None
+        if table is None:
+            rows = self._guarded("DWARF line table", lambda: every_unit_rows(
+                self._dwarf_info()) if unit == EVERY_UNIT else unit_rows(
+                    self._dwarf_info(), unit))
+            table = LineTable.from_rows(rows or [])
+            if rows is not None and key is not None:
+                self._keep(key, table.to_bytes())
+        return table
 
-    def _unit_table(self, unit: int, kind: str, what: str,
-                    parse: Callable[[Any], Rows]) -> Rows:
-        """The unit's rows of one kind, from the cache or parse(DWARFInfo);
-        [] when its DWARF cannot be read (ElfError when strict)."""
-        key = self._key(kind, unit)
-        rows = _decoded(CACHE.get(key), kind) if key is not None else None
-        if rows is None:
-            rows = self._guarded(what, lambda: parse(self._dwarf_info()))
-            if rows is None:
+    def _inline_segments(self, unit: int) -> Rows:
+        """The unit's inline segments (sfbt.dwarf.inline.unit_calls), from
+        the cache or its DIEs; none when its DWARF cannot be read
+        (ElfError when strict)."""
+        key = self._key("inlines", unit)
+        segments = _segments(CACHE.get(key)) if key is not None else None
+        if segments is None:
+            segments = self._guarded("DWARF inline entries",
+                                     lambda: unit_calls(self._dwarf_info(), unit))
+            if segments is None:
                 return []
             if key is not None:
-                self._keep(key, _json(rows))
-        return rows
+                self._keep(key, json.dumps(segments, separators=(",", ":")).encode())
+        return segments
 
     def _dwarf_info(self) -> Any:
         """pyelftools' DWARFInfo of the file (imported on first use: a
@@ -274,24 +269,18 @@ class FileSymbolizer:
             CACHE.put(key, data)
 
 
-def _json(rows: Rows) -> bytes:
-    return json.dumps(rows, separators=(",", ":")).encode()
-
-
-def _decoded(data: Optional[bytes], kind: str) -> Optional[Rows]:
-    """The rows an entry holds, or None unless it is a list of rows of
-    ROW_TYPES[kind]."""
+def _segments(data: Optional[bytes]) -> Optional[Rows]:
+    """The inline segments an entry holds: a list of [start, end, chain]
+    (UnitCalls checks each chain), or None."""
     if data is None:
         return None
     try:
         rows = json.loads(data)
     except (ValueError, RecursionError):
         return None
-    types = ROW_TYPES[kind]
     if not isinstance(rows, list) or not all(
-            isinstance(row, list) and len(row) == len(types)
-            and all(isinstance(value, wanted) for value, wanted in zip(row, types))
-            for row in rows):
+            isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
+            and isinstance(row[1], int) and isinstance(row[2], list) for row in rows):
         return None
     return rows
 

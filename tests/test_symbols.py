@@ -1,7 +1,8 @@
 """The one symbolizer of an ELF file (sfbt.symbols): function names from
 the symbol table read in place, with the choice rules GDB's minimal
-symbols follow, PLT stubs named as GDB names them, and the function
-table kept in sfbt's cache, a damaged entry rebuilt."""
+symbols follow, PLT stubs named as GDB names them, the function table
+kept in sfbt's cache, a damaged entry rebuilt, and line programs read
+with struct into the rows pyelftools reads."""
 
 import re
 import subprocess
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from sfbt.cache import identity
+from sfbt.dwarf.line_program import DwarfBytes, every_unit_rows
+from sfbt.dwarf.lines import preferred_rows
+from sfbt.elf import ElfImage
 from sfbt.symbols.symbolizer import CACHE, CACHE_FORMAT, FileSymbolizer
 
 CROSS = Path(__file__).resolve().parent / "cross"
@@ -150,3 +154,43 @@ def test_the_function_table_is_kept_and_a_damaged_entry_rebuilt(programs):
         finally:
             again.close()
         assert CACHE.get(key) == kept  # rebuilt and kept again
+
+
+def _pyelftools_rows(path):
+    """Every line program's rows as pyelftools runs them, as the reader
+    gives them: (address, file name, line, is_stmt), an end of sequence
+    (address, None, 0, True)."""
+    from elftools.elf.elffile import ELFFile
+    from sfbt.dwarf.lines import file_names
+    rows = []
+    with open(path, "rb") as stream:
+        dwarf = ELFFile(stream).get_dwarf_info()
+        for unit in dwarf.iter_CUs():
+            program = dwarf.line_program_for_CU(unit)
+            names = file_names(program)
+            first = 0 if program["version"] >= 5 else 1
+            for entry in program.get_entries():
+                state = entry.state
+                if state is None:
+                    continue
+                if state.end_sequence:
+                    rows.append((state.address, None, 0, True))
+                elif 0 <= state.file - first < len(names):
+                    rows.append((state.address, names[state.file - first], state.line,
+                                 bool(state.is_stmt)))
+    return rows
+
+
+@pytest.mark.parametrize("flags", [["-gdwarf-4"], ["-gdwarf-5"], ["-gdwarf-5", "-gz"]],
+                         ids=["dwarf4", "dwarf5", "dwarf5-compressed"])
+def test_line_programs_read_as_pyelftools_reads_them(tmp_path, flags):
+    source = tmp_path / "names.c"
+    source.write_text(NAMES)
+    program = tmp_path / "program"
+    subprocess.run(["gcc", "-O2", *flags, "-o", str(program), str(source)], check=True)
+    for path in (program, CROSS / "aarch64" / "dynamic-v3"):
+        theirs = _pyelftools_rows(path)
+        with open(path, "rb") as stream:
+            ours = every_unit_rows(DwarfBytes(ElfImage.from_file(stream, str(path))))
+        assert len(ours) > 5
+        assert ours == [tuple(row) for row in preferred_rows(theirs)]

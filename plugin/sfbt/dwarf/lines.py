@@ -1,6 +1,8 @@
-"""DWARF line tables, read a unit at a time: which compilation unit holds
-an address (.debug_aranges, read with struct), the rows of one unit's
-line program and the names of its files (pyelftools)."""
+"""DWARF line tables, what their readers share: which compilation unit
+holds an address (.debug_aranges, read with struct), debug sections
+inflated, the row GDB prefers at an address, and the file names of a
+pyelftools line program (for sfbt.dwarf.inline; line_program.py reads
+the rows themselves with struct)."""
 
 import os
 import struct
@@ -13,7 +15,7 @@ MAX_EXPANSION = 64
 ELFCOMPRESS_ZLIB = 1
 
 
-def _section_bytes(image, section):
+def section_bytes(image, section):
     """A section's bytes, inflated when SHF_COMPRESSED with zlib (to at
     most the size its header gives, itself bounded by MAX_EXPANSION);
     None for another compression or a size beyond reason."""
@@ -33,7 +35,7 @@ def address_ranges(image):
     ranges = []
     try:
         section = image.section(".debug_aranges")
-        data = _section_bytes(image, section) if section is not None else None
+        data = section_bytes(image, section) if section is not None else None
         if not data:
             return []
         endian = image.header.endian
@@ -80,13 +82,6 @@ def preferred_rows(rows):
     return [chosen[address] for address in sorted(chosen)]
 
 
-def unit_rows(dwarf, offset):
-    """preferred_rows of the compilation unit at ``offset`` in .debug_info
-    (pyelftools' DWARFInfo ``dwarf``)."""
-    program = dwarf.line_program_for_CU(dwarf.get_CU_at(offset))
-    return preferred_rows(_line_rows(program)) if program is not None else []
-
-
 def file_names(program):
     """The names of a line program's files, by index (0-based: DWARF 5's
     file numbers; earlier versions' numbers less one)."""
@@ -101,31 +96,3 @@ def file_names(program):
                 name = os.path.join(_text(directories[directory_index]), name)
         names.append(name)
     return names
-
-
-def _line_rows(program):
-    version = program["version"]
-    names = file_names(program)
-    rows = []
-    for entry in program.get_entries():
-        state = entry.state
-        if state is None:
-            continue
-        if state.end_sequence:
-            rows.append((state.address, None, 0, True))
-            continue
-        index = state.file if version >= 5 else state.file - 1
-        if not 0 <= index < len(names):
-            continue
-        rows.append((state.address, names[index], state.line, bool(state.is_stmt)))
-    return rows
-
-
-def every_unit_rows(dwarf):
-    """preferred_rows of every unit: for a file without .debug_aranges."""
-    rows = []
-    for unit in dwarf.iter_CUs():
-        program = dwarf.line_program_for_CU(unit)
-        if program is not None:
-            rows += _line_rows(program)
-    return preferred_rows(rows)

@@ -24,7 +24,7 @@ class Location(NamedTuple):
 
 
 class LineTable:
-    """Look-ups in one unit's rows (sfbt.dwarf.lines.unit_rows)."""
+    """Look-ups in one unit's rows (sfbt.dwarf.line_program.unit_rows)."""
 
     def __init__(self, addresses: "array[int]", files: "array[int]", lines: "array[int]",
                  names: List[str]):

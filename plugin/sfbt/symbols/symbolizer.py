@@ -2,9 +2,11 @@
 chain of a file address, each table read on first use.
 
 Function names come from the symbol table read in place (symbols/table.py).
-Lines and inline chains come from DWARF through pyelftools, but only for
-the compilation unit that holds the address (found through .debug_aranges;
-a file without them has its whole line table read, and no inline chains).
+Lines and inline chains come from the compilation unit that holds the
+address only (found through .debug_aranges; a file without them has its
+whole line table read, and no inline chains): its line program read with
+struct (dwarf/line_program.py), its inlined calls through pyelftools
+(dwarf/inline.py).
 What was read is kept in the ``symbols`` part of sfbt's private cache
 (sfbt.cache), keyed by the file it was read from, so a second run reads
 what the first one parsed.  `sfbt stack`, `record` and `flame` reach it
@@ -22,7 +24,8 @@ from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence,
 from ..cache import Cache, Key, identity
 from ..debuginfo import DebugFiles
 from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
-from ..dwarf.lines import MAX_EXPANSION, address_ranges, every_unit_rows, unit_rows
+from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
+from ..dwarf.lines import MAX_EXPANSION, address_ranges
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from .line_table import LineTable, Location
@@ -97,6 +100,7 @@ class FileSymbolizer:
         self._functions: Optional[FunctionTable] = None
         self._plt: Optional[FunctionTable] = None
         self._dwarf: Any = None
+        self._dwarf_bytes = DwarfBytes(self._image)
         self._ranges: Optional[Tuple[Rows, List[int]]] = None
         self._units: Dict[int, LineTable] = {}
         self._calls: Dict[int, UnitCalls] = {}
@@ -212,8 +216,7 @@ class FileSymbolizer:
         table = LineTable.from_bytes(data) if data else None
         if table is None:
             rows = self._guarded("DWARF line table", lambda: every_unit_rows(
-                self._dwarf_info()) if unit == EVERY_UNIT else unit_rows(
-                    self._dwarf_info(), unit))
+                self._dwarf_bytes) if unit == EVERY_UNIT else unit_rows(self._dwarf_bytes, unit))
             table = LineTable.from_rows(rows or [])
             if rows is not None and key is not None:
                 self._keep(key, table.to_bytes())
@@ -235,8 +238,8 @@ class FileSymbolizer:
         return segments
 
     def _dwarf_info(self) -> Any:
-        """pyelftools' DWARFInfo of the file (imported on first use: a
-        file without line tables never needs it)."""
+        """pyelftools' DWARFInfo of the file, for inline chains (imported
+        on first use: line tables never need it)."""
         if self._dwarf is None:
             from elftools.elf.elffile import ELFFile
             self._dwarf = ELFFile(self._stream).get_dwarf_info()

@@ -1,0 +1,365 @@
+"""DWARF line programs (versions 2 to 5) read with struct, without
+pyelftools: the unit's ``DW_AT_stmt_list`` from its first DIE, then its
+line program run into rows [(address, file name, line, is_stmt)], an
+end of sequence as (address, None, 0, True), as pyelftools gives them."""
+
+import os
+import struct
+from typing import Dict, List, Optional, Tuple
+
+from ..elf import SHF_COMPRESSED, ElfImage
+from .lines import preferred_rows, section_bytes
+
+Row = Tuple[int, Optional[str], int, bool]
+
+DW_AT_stmt_list = 0x10
+DW_FORM_implicit_const = 0x21
+DW_FORM_indirect = 0x16
+DW_LNCT_path = 1
+DW_LNCT_directory_index = 2
+#: fixed sizes of forms; -1: the offset size, -2: the address size
+_FIXED = {0x01: -2, 0x05: 2, 0x06: 4, 0x07: 8, 0x0B: 1, 0x0C: 1, 0x0E: -1, 0x10: -1,
+          0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8, 0x17: -1, 0x19: 0, 0x1C: 4, 0x1D: -1,
+          0x1E: 16, 0x1F: -1, 0x20: 8, 0x21: 0, 0x24: 8, 0x25: 1, 0x26: 2, 0x27: 3,
+          0x28: 4, 0x29: 1, 0x2A: 2, 0x2B: 3, 0x2C: 4, 0x1F20: -1, 0x1F21: -1}
+#: forms whose value is a ULEB128 or SLEB128
+_LEB = {0x0D, 0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}
+#: forms whose value is a length, then that many bytes (the length's size)
+_BLOCK = {0x03: 2, 0x04: 4, 0x09: 0, 0x0A: 1, 0x18: 0}
+#: bytes of one unit read at most (its first DIE, its line program)
+MAX_UNIT = 1 << 26
+DW_FORM_string = 0x08
+DW_FORM_strp = 0x0E
+DW_FORM_line_strp = 0x1F
+
+
+def _uleb(data: bytes, at: int) -> Tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def _sleb(data: bytes, at: int) -> Tuple[int, int]:
+    start = at
+    value, at = _uleb(data, at)
+    bits = 7 * (at - start)
+    return (value - (1 << bits) if value >> (bits - 1) & 1 else value), at
+
+
+def _cstring(data: bytes, at: int) -> Tuple[bytes, int]:
+    end = data.index(b"\0", at)
+    return data[at:end], end + 1
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
+class DwarfBytes:
+    """The DWARF sections of one image, each read (and inflated) on first use."""
+
+    def __init__(self, image: ElfImage):
+        self.image = image
+        self.endian = image.header.endian
+        self._sections: Dict[str, bytes] = {}
+
+    def __getitem__(self, name: str) -> bytes:
+        data = self._sections.get(name)
+        if data is None:
+            section = self.image.section(name)
+            data = (section_bytes(self.image, section) or b"") if section else b""
+            self._sections[name] = data
+        return data
+
+    def piece(self, name: str, offset: int, size: int) -> bytes:
+        """``size`` bytes of a section from ``offset`` (fewer at its end),
+        read alone unless the section is compressed."""
+        section = self.image.section(name)
+        if section is None or offset < 0:
+            return b""
+        if section.flags & SHF_COMPRESSED:
+            return self[name][offset:offset + size]
+        size = min(size, section.size - offset)
+        return self.image.read(section.offset + offset, size) if size > 0 else b""
+
+    def unit(self, name: str, offset: int) -> bytes:
+        """The unit (of .debug_info, a line program) at ``offset``, at
+        most MAX_UNIT bytes of it."""
+        _, _, end = _unit_head(self.piece(name, offset, 12), 0, self.endian)
+        return self.piece(name, offset, min(end, MAX_UNIT))
+
+    def string(self, form: int, value: int) -> bytes:
+        """The string a strp / line_strp form's offset names."""
+        data = self[".debug_line_str" if form == DW_FORM_line_strp else ".debug_str"]
+        return _cstring(data, value)[0]
+
+
+def _unit_head(data: bytes, at: int, endian: str) -> Tuple[int, int, int]:
+    """(offset size, the position after unit_length, the unit's end)."""
+    (length,) = struct.unpack_from(endian + "I", data, at)
+    if length == 0xFFFFFFFF:
+        (length,) = struct.unpack_from(endian + "Q", data, at + 4)
+        return 8, at + 12, at + 12 + length
+    return 4, at + 4, at + 4 + length
+
+
+def _form(data: bytes, at: int, form: int, offset_size: int, address_size: int,
+          endian: str) -> Tuple[object, int]:
+    """(value, position after it) of one attribute value: an int, or the
+    bytes of a string or block."""
+    if form == DW_FORM_string:
+        return _cstring(data, at)
+    if form in _LEB:
+        return (_sleb if form == 0x0D else _uleb)(data, at)
+    if form in _BLOCK:
+        width = _BLOCK[form]
+        if width:
+            length = int.from_bytes(data[at:at + width], "big" if endian == ">" else "little")
+            at += width
+        else:
+            length, at = _uleb(data, at)
+        return data[at:at + length], at + length
+    size = _FIXED.get(form)
+    if size is None:
+        raise ValueError(f"unknown DWARF form {form:#x}")
+    size = offset_size if size == -1 else address_size if size == -2 else size
+    if at + size > len(data):
+        raise ValueError("attribute value past the end of its section")
+    return int.from_bytes(data[at:at + size], "big" if endian == ">" else "little"), at + size
+
+
+def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
+    """The offset in .debug_line of the line program of the unit at
+    ``unit`` in .debug_info, or None when its first DIE has none."""
+    info, endian = dwarf.unit(".debug_info", unit), dwarf.endian
+    offset_size, at, _ = _unit_head(info, 0, endian)
+    (version,) = struct.unpack_from(endian + "H", info, at)
+    if version >= 5:
+        address_size = info[at + 3]
+        abbrev = int.from_bytes(info[at + 4:at + 4 + offset_size],
+                                "big" if endian == ">" else "little")
+        at += 4 + offset_size
+        if info[at - offset_size - 2] in (2, 6):  # type and split type units
+            at += 8 + offset_size
+        elif info[at - offset_size - 2] in (4, 5):  # skeleton and split compile units
+            at += 8
+    else:
+        abbrev = int.from_bytes(info[at + 2:at + 2 + offset_size],
+                                "big" if endian == ">" else "little")
+        address_size = info[at + 2 + offset_size]
+        at += 3 + offset_size
+    code, at = _uleb(info, at)
+    attributes = _abbreviation(dwarf[".debug_abbrev"], abbrev, code)
+    for name, form, implicit in attributes:
+        while form == DW_FORM_indirect:
+            form, at = _uleb(info, at)
+        if form == DW_FORM_implicit_const:
+            value: object = implicit
+        else:
+            value, at = _form(info, at, form, offset_size, address_size, endian)
+        if name == DW_AT_stmt_list:
+            return value if isinstance(value, int) else None
+    return None
+
+
+def _abbreviation(data: bytes, at: int, code: int) -> List[Tuple[int, int, int]]:
+    """[(attribute, form, implicit constant)] of abbreviation ``code`` in
+    the table at ``at``."""
+    while True:
+        found, at = _uleb(data, at)
+        if found == 0:
+            raise ValueError(f"no abbreviation {code}")
+        _, at = _uleb(data, at)  # the tag
+        at += 1  # has children
+        attributes = []
+        while True:
+            name, at = _uleb(data, at)
+            form, at = _uleb(data, at)
+            implicit = 0
+            if form == DW_FORM_implicit_const:
+                implicit, at = _sleb(data, at)
+            if name == 0 and form == 0:
+                break
+            attributes.append((name, form, implicit))
+        if found == code:
+            return attributes
+
+
+def unit_rows(dwarf: DwarfBytes, unit: int) -> List[Row]:
+    """preferred_rows of the unit at ``unit`` in .debug_info."""
+    offset = stmt_list(dwarf, unit)
+    if offset is None:
+        return []
+    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0])
+
+
+def every_unit_rows(dwarf: DwarfBytes) -> List[Row]:
+    """preferred_rows of every line program: for a file without
+    .debug_aranges."""
+    rows: List[Row] = []
+    data = dwarf[".debug_line"]
+    at = 0
+    while at < len(data):
+        found, at = program_rows(dwarf, data, at)
+        rows += found
+    return preferred_rows(rows)
+
+
+def program_rows(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple[List[Row], int]:
+    """(rows, the offset after it) of the line program at ``at`` in data
+    (.debug_line, or the program alone)."""
+    endian = dwarf.endian
+    offset_size, at, end = _unit_head(data, at, endian)
+    if end > len(data):
+        raise ValueError("line program runs past the end of .debug_line")
+    (version,) = struct.unpack_from(endian + "H", data, at)
+    at += 2
+    address_size = 8
+    if version >= 5:
+        address_size = data[at]
+        at += 2
+    header_length = int.from_bytes(data[at:at + offset_size], "big" if endian == ">" else "little")
+    at += offset_size
+    program = at + header_length
+    minimum_length = data[at]
+    at += 2 if version >= 4 else 1  # maximum operations per instruction
+    default_is_stmt, line_base, line_range, opcode_base = struct.unpack_from("<?bBB", data, at)
+    if not line_range:
+        raise ValueError("line program with a line range of 0")
+    at += 4
+    lengths = data[at:at + opcode_base - 1]
+    at += opcode_base - 1
+    if version >= 5:
+        entries, at = _entries(dwarf, data, at, offset_size, address_size)
+        directories = [_text(path) for path, _ in entries]
+        files, at = _entries(dwarf, data, at, offset_size, address_size)
+        names = [_joined(path, index, directories, index > 0) for path, index in files]
+    else:
+        directories = []
+        while data[at]:
+            directory, at = _cstring(data, at)
+            directories.append(_text(directory))
+        at += 1
+        names = []
+        while data[at]:
+            at = _v4_file(data, at, directories, names)
+    state = _Machine(names, 0 if version >= 5 else 1, directories, minimum_length,
+                     default_is_stmt, line_base, line_range, opcode_base)
+    return state.run(data, program, end, lengths, endian), end
+
+
+def _joined(path: bytes, index: int, directories: List[str], join: bool) -> str:
+    name = _text(path)
+    if join and 0 <= index < len(directories) and not name.startswith("/"):
+        name = os.path.join(directories[index], name)
+    return name
+
+
+def _v4_file(data: bytes, at: int, directories: List[str], names: List[str]) -> int:
+    """Read one file entry (DWARF 2 to 4) into names; the position after it."""
+    path, at = _cstring(data, at)
+    index, at = _uleb(data, at)
+    _, at = _uleb(data, at)  # modification time
+    _, at = _uleb(data, at)  # length
+    names.append(_joined(path, index - 1, directories, index >= 1))
+    return at
+
+
+def _entries(dwarf: DwarfBytes, data: bytes, at: int, offset_size: int, address_size: int
+             ) -> Tuple[List[Tuple[bytes, int]], int]:
+    """DWARF 5 directory or file entries: [(path, directory index)]."""
+    count = data[at]
+    at += 1
+    formats = []
+    for _ in range(count):
+        kind, at = _uleb(data, at)
+        form, at = _uleb(data, at)
+        formats.append((kind, form))
+    total, at = _uleb(data, at)
+    found: List[Tuple[bytes, int]] = []
+    for _ in range(total):
+        path, index = b"", 0
+        for kind, form in formats:
+            value, at = _form(data, at, form, offset_size, address_size, dwarf.endian)
+            if kind == DW_LNCT_path and isinstance(value, int):
+                path = dwarf.string(form, value)
+            elif kind == DW_LNCT_path and isinstance(value, bytes):
+                path = value
+            elif kind == DW_LNCT_directory_index and isinstance(value, int):
+                index = value
+        found.append((path, index))
+    return found, at
+
+
+class _Machine:
+    """The line-number state machine of one program (DWARF 5, 6.2.2)."""
+
+    def __init__(self, names: List[str], base: int, directories: List[str],
+                 minimum_length: int, default_is_stmt: bool, line_base: int, line_range: int,
+                 opcode_base: int):
+        self.names = names
+        self.base = base  # the number of the first file: 1 before DWARF 5
+        self.directories = directories
+        self.minimum_length = minimum_length
+        self.default_is_stmt = default_is_stmt
+        self.line_base = line_base
+        self.line_range = line_range
+        self.opcode_base = opcode_base
+
+    def run(self, data: bytes, at: int, end: int, lengths: bytes, endian: str) -> List[Row]:
+        rows: List[Row] = []
+        names, step = self.names, self.minimum_length
+        address, file, line, is_stmt = 0, 1, 1, self.default_is_stmt
+
+        def emit() -> None:
+            index = file - self.base
+            if 0 <= index < len(names):
+                rows.append((address, names[index], line, bool(is_stmt)))
+
+        while at < end:
+            opcode = data[at]
+            at += 1
+            if opcode >= self.opcode_base:
+                adjusted = opcode - self.opcode_base
+                address += adjusted // self.line_range * step
+                line += self.line_base + adjusted % self.line_range
+                emit()
+            elif opcode == 0:  # an extended opcode
+                length, at = _uleb(data, at)
+                after = at + length
+                kind = data[at] if length else 0
+                if kind == 1:  # end of sequence
+                    rows.append((address, None, 0, True))
+                    address, file, line, is_stmt = 0, 1, 1, self.default_is_stmt
+                elif kind == 2:
+                    address = int.from_bytes(data[at + 1:after], "big" if endian == ">"
+                                             else "little")
+                elif kind == 3 and self.base == 1:  # define a file (before DWARF 5)
+                    _v4_file(data, at + 1, self.directories, names)
+                at = after
+            elif opcode == 1:
+                emit()
+            elif opcode == 2:
+                value, at = _uleb(data, at)
+                address += value * step
+            elif opcode == 3:
+                value, at = _sleb(data, at)
+                line += value
+            elif opcode == 4:
+                file, at = _uleb(data, at)
+            elif opcode == 6:
+                is_stmt = not is_stmt
+            elif opcode == 8:
+                address += (255 - self.opcode_base) // self.line_range * step
+            elif opcode == 9:
+                address += struct.unpack_from(endian + "H", data, at)[0]
+                at += 2
+            else:  # operands this reader has no use for
+                for _ in range(lengths[opcode - 1]):
+                    _, at = _uleb(data, at)
+        return rows

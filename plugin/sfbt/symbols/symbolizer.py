@@ -215,10 +215,12 @@ class FileSymbolizer:
         data = CACHE.get(key) if key is not None else None
         table = LineTable.from_bytes(data) if data else None
         if table is None:
-            rows = self._guarded("DWARF line table", lambda: every_unit_rows(
-                self._dwarf_bytes) if unit == EVERY_UNIT else unit_rows(self._dwarf_bytes, unit))
-            table = LineTable.from_rows(rows or [])
-            if rows is not None and key is not None:
+            table = self._guarded("DWARF line table", lambda: LineTable.from_rows(
+                every_unit_rows(self._dwarf_bytes) if unit == EVERY_UNIT
+                else unit_rows(self._dwarf_bytes, unit)))
+            if table is None:
+                return LineTable.from_rows([])
+            if key is not None:
                 self._keep(key, table.to_bytes())
         return table
 

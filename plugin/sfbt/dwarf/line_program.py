@@ -5,10 +5,11 @@ end of sequence as (address, None, 0, True), as pyelftools gives them."""
 
 import os
 import struct
+import zlib
 from typing import Dict, List, Optional, Tuple
 
-from ..elf import SHF_COMPRESSED, ElfImage
-from .lines import preferred_rows, section_bytes
+from ..elf import SHF_COMPRESSED, ElfImage, Section
+from .lines import ELFCOMPRESS_ZLIB, MAX_EXPANSION, preferred_rows
 
 Row = Tuple[int, Optional[str], int, bool]
 
@@ -61,31 +62,46 @@ def _text(value: bytes) -> str:
 
 
 class DwarfBytes:
-    """The DWARF sections of one image, each read (and inflated) on first use."""
+    """The DWARF sections of one image, read on first use; a compressed
+    one inflated only as far as what is asked of it."""
 
     def __init__(self, image: ElfImage):
         self.image = image
         self.endian = image.header.endian
         self._sections: Dict[str, bytes] = {}
+        self._inflating: Dict[str, _Inflating] = {}
 
     def __getitem__(self, name: str) -> bytes:
+        """A whole section."""
         data = self._sections.get(name)
         if data is None:
             section = self.image.section(name)
-            data = (section_bytes(self.image, section) or b"") if section else b""
+            if section is None:
+                data = b""
+            elif section.flags & SHF_COMPRESSED:
+                data = bytes(self._inflated(name, section, 1 << 62))
+            else:
+                data = self.image.section_data(section)
             self._sections[name] = data
         return data
 
     def piece(self, name: str, offset: int, size: int) -> bytes:
-        """``size`` bytes of a section from ``offset`` (fewer at its end),
-        read alone unless the section is compressed."""
+        """``size`` bytes of a section from ``offset`` (fewer at its end)."""
         section = self.image.section(name)
         if section is None or offset < 0:
             return b""
         if section.flags & SHF_COMPRESSED:
-            return self[name][offset:offset + size]
+            return bytes(self._inflated(name, section, offset + size)[offset:offset + size])
         size = min(size, section.size - offset)
         return self.image.read(section.offset + offset, size) if size > 0 else b""
+
+    def _inflated(self, name: str, section: Section, end: int) -> bytearray:
+        inflating = self._inflating.get(name)
+        if inflating is None:
+            inflating = self._inflating[name] = _Inflating(
+                self.image.section_data(section), self.endian,
+                MAX_EXPANSION * (self.image.file_size or 0) + (1 << 20))
+        return inflating.to(end)
 
     def unit(self, name: str, offset: int) -> bytes:
         """The unit (of .debug_info, a line program) at ``offset``, at
@@ -97,6 +113,32 @@ class DwarfBytes:
         """The string a strp / line_strp form's offset names."""
         data = self[".debug_line_str" if form == DW_FORM_line_strp else ".debug_str"]
         return _cstring(data, value)[0]
+
+
+class _Inflating:
+    """A zlib-compressed section (SHF_COMPRESSED), inflated as far as
+    asked; nothing when it is compressed otherwise or claims a size
+    beyond ``limit``."""
+
+    def __init__(self, data: bytes, endian: str, limit: int):
+        kind, _, size = struct.unpack_from(endian + "IIQ", data)
+        usable = kind == ELFCOMPRESS_ZLIB and size <= limit
+        self.size = size if usable else 0
+        self.data = bytearray()
+        self._input = data[24:] if usable else b""
+        self._zlib = zlib.decompressobj()
+
+    def to(self, end: int) -> bytearray:
+        """The bytes inflated, to ``end`` at least (or all there are)."""
+        end = min(end, self.size)
+        while len(self.data) < end and self._input:
+            more = self._zlib.decompress(self._input, min(self.size, end + (1 << 16))
+                                         - len(self.data))
+            self._input = self._zlib.unconsumed_tail
+            if not more:
+                break
+            self.data += more
+        return self.data
 
 
 def _unit_head(data: bytes, at: int, endian: str) -> Tuple[int, int, int]:

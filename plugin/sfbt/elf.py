@@ -6,7 +6,7 @@ It reads only the bytes it needs through a ``read(position, size)``
 callable: file offsets for a file, addresses for an image in memory (whose
 ELF header is at ``base``).  Machine numbers map to sfbt.arch entries.
 pyelftools, slower to open and not needed for these few structures, serves
-the DWARF line tables and inline entries of sfbt.symbols.
+the DWARF inline entries of sfbt.dwarf.inline.
 """
 
 import os

@@ -14,8 +14,8 @@ from . import entries
 from .entries import Sections, Unit
 
 DW_TAG_INLINED = 0x1D
-#: tags whose children may hold inlined calls: a function, a block in it,
-#: what may define a function inside it
+#: tags whose children may hold inlined calls: subprogram, lexical_block,
+#: namespace, class_type, structure_type, try_block, catch_block, union_type
 NESTING = {0x2E, 0x0B, 0x39, 0x02, 0x13, 0x32, 0x25, 0x17}
 NAMES = (entries.DW_AT_NAME, entries.DW_AT_LINKAGE_NAME, entries.DW_AT_MIPS_LINKAGE_NAME)
 #: attributes whose entry may carry a function's name instead of this one
@@ -88,16 +88,15 @@ def unit_calls(dwarf, offset):
     read), as sorted segments [(start, end, chain)], chain a list of
     [name, file, line], innermost first (JSON-ready, to be kept in a
     cache)."""
-    unit = Unit(Sections.of(dwarf), offset)
-    program = dwarf.line_program_for_CU(dwarf.get_CU_at(offset))
-    names = file_names(program) if program is not None else []
-    version = program["version"] if program is not None else 5
-    return _segments(_calls(unit, names, version))
+    calls = _calls(Unit(Sections.of(dwarf), offset))
+    if calls:  # a unit without inlined calls needs no file names
+        _name_files(calls, dwarf.line_program_for_CU(dwarf.get_CU_at(offset)))
+    return _segments(calls)
 
 
-def _calls(unit, files, version):
-    """[(low, high, depth, [name, file, line])] of the unit's inlined
-    calls, in the order of its entries, depth their nesting."""
+def _calls(unit):
+    """[(low, high, depth, [name, file number, line])] of the unit's
+    inlined calls, in the order of its entries, depth their nesting."""
     calls = []
     names = _Names(unit)
     abbreviation, at = unit.entry(unit.first)
@@ -117,7 +116,12 @@ def _calls(unit, files, version):
         depth, tag = depths[-1], abbreviation.tag
         if depth is not None and tag == DW_TAG_INLINED:
             attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
-            calls += _call(unit, names, attributes, depth, files, version)
+            call = [names.name(unit, attributes),
+                    attributes[entries.DW_AT_CALL_FILE][1]
+                    if entries.DW_AT_CALL_FILE in attributes else None,
+                    attributes[entries.DW_AT_CALL_LINE][1]
+                    if entries.DW_AT_CALL_LINE in attributes else 0]
+            calls += [(low, high, depth, call) for low, high in _ranges(unit, attributes)]
             depth += 1
         elif depth is not None and tag in NESTING:
             at = unit.skip(abbreviation, at)
@@ -137,18 +141,16 @@ def _calls(unit, files, version):
     return calls
 
 
-def _call(unit, names, attributes, depth, files, version):
-    """[(low, high, depth, [name, file, line])] of one inlined call's
-    ranges."""
-    index = attributes[entries.DW_AT_CALL_FILE][1] \
-        if entries.DW_AT_CALL_FILE in attributes else None
-    if index is not None and version < 5:
-        index -= 1
-    file = files[index] if index is not None and 0 <= index < len(files) else None
-    line = attributes[entries.DW_AT_CALL_LINE][1] \
-        if entries.DW_AT_CALL_LINE in attributes else 0
-    call = [names.name(unit, attributes), file, line]
-    return [(low, high, depth, call) for low, high in _ranges(unit, attributes)]
+def _name_files(calls, program):
+    """Replace each call's file number by its name in the unit's line
+    program (None when it has none of that number)."""
+    files = file_names(program) if program is not None else []
+    version = program["version"] if program is not None else 5
+    for call in {id(call): call for _, _, _, call in calls}.values():
+        index = call[1]
+        if index is not None and version < 5:
+            index -= 1
+        call[1] = files[index] if index is not None and 0 <= index < len(files) else None
 
 
 def _ranges(unit, attributes):

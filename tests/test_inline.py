@@ -299,3 +299,42 @@ def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
     print(f"clang: inline chains equal to llvm-symbolizer's at {compared} addresses, "
           f"{deep} of them two inlined calls deep or more")
     assert compared > 50 and deep > 10, (compared, deep)
+
+
+def test_damaged_entries_end_in_an_error_not_a_hang(tmp_path):
+    """inline_chain's unit with bytes of its entries, abbreviations and
+    range lists overwritten at random (seeded): each read ends, in
+    segments or in an error its callers catch, within a second."""
+    import random
+    import struct
+    from sfbt.dwarf import inline
+    from sfbt.dwarf.entries import Sections, Unit
+    program = tmp_path / "inline_chain"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(program), str(PROGRAMS / "inline_chain.c")],
+                   check=True, capture_output=True)
+    dwarf, offsets = _units(program)
+    sections = Sections.of(dwarf)
+    offset = max(offsets, key=lambda o: len(inline._calls(Unit(sections, o))))
+    randomly = random.Random(2026)
+    outcomes = {"segments": 0, "error": 0}
+    for _ in range(400):
+        damaged = sections._replace(**{
+            name: _overwritten(getattr(sections, name), randomly, start)
+            for name, start in (("info", offset + 12), ("abbrev", 0), ("rnglists", 12))})
+        began = time.perf_counter()
+        try:
+            inline._segments(inline._calls(Unit(damaged, offset)))
+            outcomes["segments"] += 1
+        except (ValueError, IndexError, struct.error):
+            outcomes["error"] += 1
+        assert time.perf_counter() - began < 1, outcomes
+    print(f"damaged units: {outcomes}")
+    assert outcomes["segments"] > 0 and outcomes["error"] > 0, outcomes
+
+
+def _overwritten(data, randomly, start):
+    """data with one to four bytes after ``start`` set to random values."""
+    data = bytearray(data)
+    for _ in range(randomly.randint(1, 4)):
+        data[randomly.randrange(start, len(data))] = randomly.randrange(256)
+    return bytes(data)

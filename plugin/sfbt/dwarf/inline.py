@@ -27,6 +27,9 @@ CALL_ATTRIBUTES = frozenset(NAMES + NAME_SOURCES + (
     entries.DW_AT_CALL_FILE, entries.DW_AT_CALL_LINE))
 NAME_ATTRIBUTES = frozenset(NAMES + NAME_SOURCES)
 SIBLING = frozenset((entries.DW_AT_SIBLING,))
+#: (call, elementary interval) pairs a unit may hold: damaged ranges that
+#: overlap without end are refused (the C library's largest unit: 1439)
+MAX_MARKS = 10_000_000
 
 
 class InlinedCall(NamedTuple):
@@ -173,6 +176,8 @@ def _segments(calls):
     if not bounds:
         return []
     at = {b: i for i, b in enumerate(bounds)}
+    if sum(at[high] - at[low] for low, high, _, _ in calls) > MAX_MARKS:
+        raise entries.DwarfFormatError(f"inlined calls overlap more than {MAX_MARKS} times")
     # each call marks the elementary intervals it covers
     covering = [[] for _ in bounds]
     for low, high, depth, call in calls:

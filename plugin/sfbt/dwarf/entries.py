@@ -14,7 +14,6 @@ lists in .debug_ranges or .debug_rnglists, also through rnglistx
 import struct
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-
 DW_AT_SIBLING = 0x01
 DW_AT_NAME = 0x03
 DW_AT_LOW_PC = 0x11
@@ -29,7 +28,6 @@ DW_AT_STR_OFFSETS_BASE = 0x72
 DW_AT_ADDR_BASE = 0x73
 DW_AT_RNGLISTS_BASE = 0x74
 DW_AT_MIPS_LINKAGE_NAME = 0x2007
-DW_AT_GNU_ADDR_BASE = 0x2133
 
 DW_FORM_ADDR = 0x01
 DW_FORM_STRING = 0x08
@@ -182,16 +180,14 @@ class Unit:
             raise DwarfFormatError(f"unit at {offset:#x}: DWARF version {self.version}")
         if self.address_size not in (4, 8):
             raise DwarfFormatError(f"unit at {offset:#x}: address size {self.address_size}")
-        self.offset_format = offset_format
         self.address_format = self.endian + ("I" if self.address_size == 4 else "Q")
         self.abbreviations = self._abbreviations(abbrev_offset)
         self.first = at
         top = self.attributes(at, {DW_AT_LOW_PC, DW_AT_STR_OFFSETS_BASE, DW_AT_ADDR_BASE,
-                                   DW_AT_GNU_ADDR_BASE, DW_AT_RNGLISTS_BASE})[0]
+                                   DW_AT_RNGLISTS_BASE})[0]
         header = 2 * self.offset_size  # the tables' headers, when no base is given
         self.str_offsets_base = self._constant(top, DW_AT_STR_OFFSETS_BASE, header)
-        self.addr_base = self._constant(top, DW_AT_ADDR_BASE,
-                                        self._constant(top, DW_AT_GNU_ADDR_BASE, header))
+        self.addr_base = self._constant(top, DW_AT_ADDR_BASE, header)
         self.rnglists_base = self._constant(top, DW_AT_RNGLISTS_BASE, header + 4)
         self.base = self.address(top[DW_AT_LOW_PC]) if DW_AT_LOW_PC in top else 0
 

@@ -11,6 +11,7 @@ Run: python3 bench/inline_units.py [--file PATH] [--address 0x...]...
 """
 
 import argparse
+import io
 import statistics
 import sys
 import time
@@ -43,8 +44,10 @@ def main():
                         help="a file address whose unit sfbt stack reads")
     args = parser.parse_args()
     path = args.file or build_id_path("/usr/lib/debug", read_build_id(LIBC))
-    ours_dwarf = ELFFile(open(path, "rb")).get_dwarf_info()
-    theirs_dwarf = ELFFile(open(path, "rb")).get_dwarf_info()
+    with open(path, "rb") as stream:
+        data = stream.read()
+    ours_dwarf = ELFFile(io.BytesIO(data)).get_dwarf_info()
+    theirs_dwarf = ELFFile(io.BytesIO(data)).get_dwarf_info()
     ours, theirs, differ, segments = {}, {}, [], 0
     for unit in ours_dwarf.iter_CUs():
         offset = unit.cu_offset

@@ -1,5 +1,6 @@
 """The inline model (sfbt.dwarf.inline) against binutils' addr2line -i."""
 
+import io
 import json
 import os
 import re
@@ -181,7 +182,8 @@ def test_flame_and_pprof_carry_inline_frames(inlined_archive, tmp_path):
 def _units(path):
     """pyelftools' DWARFInfo of an ELF file and its units' offsets."""
     from elftools.elf.elffile import ELFFile
-    dwarf = ELFFile(open(path, "rb")).get_dwarf_info()
+    with open(path, "rb") as stream:
+        dwarf = ELFFile(io.BytesIO(stream.read())).get_dwarf_info()
     return dwarf, [unit.cu_offset for unit in dwarf.iter_CUs()]
 
 

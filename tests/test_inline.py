@@ -1,4 +1,6 @@
-"""The inline model (sfbt.dwarf.inline) against binutils' addr2line -i."""
+"""The inline model (sfbt.dwarf.inline) against binutils' addr2line -i (GCC's
+DWARF), llvm-symbolizer (clang's) and pyelftools' reading of the same
+entries (tests/inline_reference.py)."""
 
 import io
 import json
@@ -215,7 +217,8 @@ def test_entry_reader_agrees_with_pyelftools_on_the_test_programs(tmp_path, dwar
         output = tmp_path / source.stem
         kind = [] if "main(" in source.read_text() else ["-shared", "-fPIC"]
         subprocess.run(["gcc", "-O2", f"-gdwarf-{dwarf_version}", *kind, "-o", str(output),
-                        str(source), "-Wl,--unresolved-symbols=ignore-all"], check=True, capture_output=True)
+                        str(source), "-Wl,--unresolved-symbols=ignore-all"],
+                       check=True, capture_output=True)
         counted = _agreeing(output)
         units, segments = units + counted[0], segments + counted[1]
     print(f"DWARF {dwarf_version}: {units} units of {len(programs)} programs, "
@@ -226,8 +229,9 @@ def test_entry_reader_agrees_with_pyelftools_on_the_test_programs(tmp_path, dwar
 def _libc_debug_file():
     from sfbt.debuginfo.search import build_id_path
     from sfbt.elf import read_build_id
-    libc = next((p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6")
-                 if os.path.exists(p)), None)
+    libc = next((path for path in ("/lib/x86_64-linux-gnu/libc.so.6",
+                                   "/lib/aarch64-linux-gnu/libc.so.6")
+                 if os.path.exists(path)), None)
     path = build_id_path("/usr/lib/debug", read_build_id(libc)) if libc else None
     require(path and os.path.exists(path),
             "libc6-dbg is not installed (./install.sh --test-debuggers)")
@@ -258,14 +262,12 @@ def _llvm_symbolizer_frames(path, addresses):
 
 
 def _forms(path):
-    """{(attribute, form)} of the inlined-call abbreviations of a file's units."""
+    """{(tag, attribute, form)} of the abbreviations of a file's units."""
     from sfbt.dwarf.entries import Sections, Unit
-    from sfbt.dwarf.inline import DW_TAG_INLINED
     dwarf, offsets = _units(path)
     sections = Sections.of(dwarf)
-    return {(attribute, form) for offset in offsets
+    return {(abbreviation.tag, attribute, form) for offset in offsets
             for abbreviation in Unit(sections, offset).abbreviations.values()
-            if abbreviation.tag == DW_TAG_INLINED
             for attribute, form, _ in abbreviation.attributes}
 
 
@@ -277,6 +279,7 @@ def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
     require(shutil.which("llvm-symbolizer"),
             "llvm-symbolizer (llvm) is not installed (./install.sh --test-debuggers)")
     from sfbt.dwarf import entries
+    from sfbt.dwarf.inline import DW_TAG_INLINED
     from sfbt.live.symbols import ModuleSymbols
     from sfbt.unwind.modules import Module
     program = tmp_path / "inline_chain"
@@ -284,9 +287,11 @@ def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
     subprocess.run(["clang", "-O2", "-gdwarf-5", "-gdwarf-aranges", "-o", str(program),
                     str(PROGRAMS / "inline_chain.c")], check=True, capture_output=True)
     forms = _forms(program)
-    assert (entries.DW_AT_RANGES, entries.DW_FORM_RNGLISTX) in forms, forms
-    assert any(attribute == entries.DW_AT_LOW_PC and form in entries.ADDRESS_INDICES
-               for attribute, form in forms), forms
+    assert (DW_TAG_INLINED, entries.DW_AT_RANGES, entries.DW_FORM_RNGLISTX) in forms, forms
+    assert any(tag == DW_TAG_INLINED and attribute == entries.DW_AT_LOW_PC
+               and form in entries.ADDRESS_INDICES for tag, attribute, form in forms), forms
+    assert any(attribute == entries.DW_AT_NAME and form in entries.STRING_INDICES
+               for _, attribute, form in forms), forms
     symbols = ModuleSymbols(Module(str(program), 0, 0, 1 << 40))
     addresses = [a for a in _text_addresses(program) if symbols.function(a) is not None]
     compared = deep = 0

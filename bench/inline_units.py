@@ -12,6 +12,7 @@ Run: python3 bench/inline_units.py [--file PATH] [--address 0x...]...
 
 import argparse
 import io
+import os
 import statistics
 import sys
 import time
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "plugin"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from elftools.common.exceptions import ELFError  # noqa: E402
 from elftools.elf.elffile import ELFFile  # noqa: E402
 from inline_reference import unit_calls as reference  # noqa: E402
 from sfbt.archive.symbolize import address_ranges  # noqa: E402
@@ -43,11 +45,18 @@ def main():
     parser.add_argument("--address", action="append", type=lambda text: int(text, 0),
                         help="a file address whose unit sfbt stack reads")
     args = parser.parse_args()
-    path = args.file or build_id_path("/usr/lib/debug", read_build_id(LIBC))
+    path = args.file or build_id_path("/usr/lib/debug", read_build_id(LIBC) or "")
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: no such file (libc6-dbg installs libc's debug file)")
     with open(path, "rb") as stream:
         data = stream.read()
-    ours_dwarf = ELFFile(io.BytesIO(data)).get_dwarf_info()
-    theirs_dwarf = ELFFile(io.BytesIO(data)).get_dwarf_info()
+    try:
+        ours_dwarf, theirs_dwarf = (ELFFile(io.BytesIO(data)).get_dwarf_info()
+                                    for _ in range(2))
+    except ELFError as error:
+        raise SystemExit(f"{path}: {error}")
+    if not any(True for _ in ours_dwarf.iter_CUs()):
+        raise SystemExit(f"{path}: no DWARF units")
     ours, theirs, differ, segments = {}, {}, [], 0
     for unit in ours_dwarf.iter_CUs():
         offset = unit.cu_offset

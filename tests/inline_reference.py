@@ -1,6 +1,6 @@
-"""The inlined calls of a unit read through pyelftools' entry objects:
-what sfbt.dwarf.inline read before it read entries itself, kept as the
-reference its reader must agree with (tests/test_inline.py,
+"""The inlined calls of a unit read through pyelftools' entry objects and
+flattened call by call: what sfbt.dwarf.inline did before it read entries
+itself, kept as the reference it must agree with (tests/test_inline.py,
 bench/inline_units.py)."""
 
 from sfbt.dwarf import inline
@@ -78,4 +78,25 @@ def unit_calls(dwarf, offset):
             continue
         if die.has_children:
             stack += [(child, inner) for child in reversed(list(die.iter_children()))]
-    return inline._segments(calls)
+    return _segments(calls)
+
+
+def _segments(calls):
+    bounds = sorted({b for low, high, _, _ in calls for b in (low, high)})
+    if not bounds:
+        return []
+    at = {b: i for i, b in enumerate(bounds)}
+    covering = [[] for _ in bounds]
+    for low, high, depth, call in calls:
+        for i in range(at[low], at[high]):
+            covering[i].append((depth, call))
+    segments = []
+    for i, held in enumerate(covering[:-1]):
+        if not held:
+            continue
+        chain = [call for _, call in sorted(held, key=lambda d: -d[0])]
+        if segments and segments[-1][1] == bounds[i] and segments[-1][2] == chain:
+            segments[-1][1] = bounds[i + 1]
+        else:
+            segments.append([bounds[i], bounds[i + 1], chain])
+    return segments

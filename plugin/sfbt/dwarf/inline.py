@@ -56,13 +56,11 @@ class _Names:
         passed = []  # the entries followed to it
         name = "??"
         for _ in range(NAME_DEPTH):
-            key = next((k for k in NAMES if k in attributes), None)
-            if key is not None:
-                text = unit.string(attributes[key])
-                name = text.decode("utf-8", "surrogateescape") if text is not None \
-                    else str(attributes[key][1])
+            own = _own_name(unit, attributes)
+            if own is not None:
+                name = own
                 break
-            source = next((attributes[k] for k in NAME_SOURCES if k in attributes), None)
+            source = attributes.get(NAME_SOURCES[0]) or attributes.get(NAME_SOURCES[1])
             target = unit.reference(source) if source is not None else None
             if target is None:
                 break
@@ -83,6 +81,17 @@ class _Names:
         unit = entries.unit_holding(self.unit.sections, offset)
         self.units.append(unit)
         return unit
+
+
+def _own_name(unit, attributes):
+    """The name an entry's own attributes give, or None."""
+    for key in NAMES:
+        value = attributes.get(key)
+        if value is not None:
+            text = unit.string(value)
+            return text.decode("utf-8", "surrogateescape") if text is not None \
+                else str(value[1])
+    return None
 
 
 def unit_calls(dwarf, offset):
@@ -178,16 +187,16 @@ def _segments(calls):
     at = {b: i for i, b in enumerate(bounds)}
     if sum(at[high] - at[low] for low, high, _, _ in calls) > MAX_MARKS:
         raise entries.DwarfFormatError(f"inlined calls overlap more than {MAX_MARKS} times")
-    # each call marks the elementary intervals it covers
+    # each call marks the elementary intervals it covers, deepest calls
+    # first (in the order of the entries among calls as deep)
     covering = [[] for _ in bounds]
-    for low, high, depth, call in calls:
+    for low, high, _, call in sorted(calls, key=lambda c: -c[2]):
         for i in range(at[low], at[high]):
-            covering[i].append((depth, call))
+            covering[i].append(call)
     segments = []
-    for i, held in enumerate(covering[:-1]):
-        if not held:
+    for i, chain in enumerate(covering[:-1]):
+        if not chain:
             continue
-        chain = [call for _, call in sorted(held, key=lambda d: -d[0])]
         if segments and segments[-1][1] == bounds[i] and segments[-1][2] == chain:
             segments[-1][1] = bounds[i + 1]
         else:

@@ -11,6 +11,7 @@ Run: python3 bench/inline_units.py [--file PATH] [--address 0x...]...
 """
 
 import argparse
+import gc
 import io
 import os
 import statistics
@@ -34,9 +35,16 @@ LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
 
 def seconds(read, dwarf, offset):
-    began = time.perf_counter()
-    segments = read(dwarf, offset)
-    return time.perf_counter() - began, segments
+    """(seconds, segments) of one read, with no collection of the other
+    reader's garbage inside it."""
+    gc.collect()
+    gc.disable()
+    try:
+        began = time.perf_counter()
+        segments = read(dwarf, offset)
+        return time.perf_counter() - began, segments
+    finally:
+        gc.enable()
 
 
 def main():

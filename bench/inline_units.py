@@ -35,16 +35,9 @@ LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
 
 def seconds(read, dwarf, offset):
-    """(seconds, segments) of one read, with no collection of the other
-    reader's garbage inside it."""
-    gc.collect()
-    gc.disable()
-    try:
-        began = time.perf_counter()
-        segments = read(dwarf, offset)
-        return time.perf_counter() - began, segments
-    finally:
-        gc.enable()
+    began = time.perf_counter()
+    segments = read(dwarf, offset)
+    return time.perf_counter() - began, segments
 
 
 def main():
@@ -66,6 +59,8 @@ def main():
     if not any(True for _ in ours_dwarf.iter_CUs()):
         raise SystemExit(f"{path}: no DWARF units")
     ours, theirs, differ, segments = {}, {}, [], 0
+    # no collection of one reader's garbage timed in the other's read
+    gc.disable()
     for unit in ours_dwarf.iter_CUs():
         offset = unit.cu_offset
         for dwarf in (ours_dwarf, theirs_dwarf):

@@ -29,9 +29,9 @@ read from GDB only when the row needs them, and the frame pointer this
 unwinder gave a caller is handed back when GDB unwinds that caller.
 
 Chosen once, at load, by what this GDB offers (13.1 is the floor):
-gdb.unwinder.FrameId (GDB 14; on 13 an object whose sp and pc are
-gdb.Values), PendingFrame.pc() (GDB 14; on 13 a register read),
-Progspace.objfile_for_address (on 13, the objfile named like the module).
+PendingFrame.pc() (GDB 14; on 13 a register read), Value.bytes for a
+register's bits (GDB 14; on 13 int()), Progspace.objfile_for_address (on
+13, the objfile named like the module).
 """
 
 import gdb
@@ -41,8 +41,7 @@ from sfbt.dwarf.coverage import CfiCoverage
 from sfbt.dwarf.encoding import CFIError
 from sfbt.elf import ElfError
 from sfbt.errors import SfbtError
-from sfbt.unwind.walk import (FLEX, SFRAME, UnwindStop, Unwinder, lookup_pc,
-                              registers_read)
+from sfbt.unwind.walk import FLEX, SFRAME, UnwindStop, Unwinder, registers_read
 
 from sfbt_gdb_session import (GdbTarget, arch_named, register_bits, state,
                               virtual_address_bits)
@@ -52,24 +51,19 @@ _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 # -- what this GDB offers, chosen once ------------------------------------------
 
-if hasattr(gdb.unwinder, "FrameId"):
-    FrameId = gdb.unwinder.FrameId
-else:
-    class FrameId:
-        """GDB 13's frame id: an object whose sp and pc are gdb.Values."""
+class _FrameId:
+    """The frame id create_unwind_info reads: an object whose sp and pc
+    are gdb.Values (GDB 14's gdb.unwinder.FrameId is one).  GDB copies
+    them there and keeps nothing, so one is reused for every frame."""
 
-        __slots__ = ("sp", "pc")
+    __slots__ = ("sp", "pc")
 
-        def __init__(self, sp, pc):
-            self.sp = sp
-            self.pc = pc
 
-if hasattr(gdb.PendingFrame, "pc"):
-    def _pending_pc(pending, registers):
-        return pending.pc()
-else:
-    def _pending_pc(pending, registers):
-        return int(pending.read_register(registers.pc)) & _MASK64
+#: PendingFrame.pc() (GDB 14); on 13 the PC register is read
+_PENDING_PC = hasattr(gdb.PendingFrame, "pc")
+#: Value.bytes (GDB 14): a register's bits read from them, not by int()
+#: (which costs GDB 18 four times as much)
+_VALUE_BYTES = hasattr(gdb.Value, "bytes")
 
 if hasattr(gdb.Progspace, "objfile_for_address"):
     def _objfile_at(address, module):
@@ -131,18 +125,28 @@ class _Registers:
         self.sp = self.descriptor(arch.sp)
         self.fp = self.descriptor(arch.fp)
         self.ra = self.descriptor(arch.ra) if arch.has_link_register else None
-        #: DWARF number -> whether GDB gives the register as a float
-        #: (s390x keeps an FP or RA in floating-point registers)
-        self._floating = {}
+        self.order = "big" if arch.big_endian else "little"
+        #: DWARF number -> how its gdb.Value becomes an int
+        self._converters = {}
 
     def bits(self, number, value):
         """Register ``number``'s ``value`` (a gdb.Value) as an unsigned
-        64-bit int: register_bits, with the type looked at only once."""
-        floating = self._floating.get(number)
-        if floating is None:
-            floating = self._floating[number] = (
-                value.type.strip_typedefs().code == gdb.TYPE_CODE_FLT)
-        return register_bits(value) if floating else int(value) & _MASK64
+        64-bit int, its raw bits where GDB gives it as a float (s390x
+        keeps an FP or RA in floating-point registers): the way chosen once
+        per register."""
+        convert = self._converters.get(number)
+        if convert is None:
+            convert = self._converters[number] = self._converter(value)
+        return convert(value)
+
+    def _converter(self, value):
+        type_ = value.type.strip_typedefs()
+        if _VALUE_BYTES and type_.sizeof == 8:
+            order = self.order
+            return lambda value: int.from_bytes(value.bytes, order)
+        if type_.code == gdb.TYPE_CODE_FLT:
+            return register_bits
+        return lambda value: int(value) & _MASK64
 
     def descriptor(self, number):
         descriptor = self._by_number.get(number)
@@ -200,6 +204,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         super().__init__("sframe")
         self.mode = "auto"
         self._architectures = {}  # gdb.Architecture -> _Registers or None
+        self._frame_id = _FrameId()
         #: (level, pc) of the last frame GDB asked about: kept across
         #: forget_stop, which GDB's events may call between two frames of
         #: one walk up the stack.  GDB asks about a stack's frames innermost
@@ -269,12 +274,16 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             registers = self._architectures[gdb_arch] = self._registers(gdb_arch)
         if registers is None:
             return None
-        pc = _pending_pc(pending, registers)
+        arch = registers.arch
+        # PC and SP: 64-bit integer registers on every architecture sfbt knows
+        pc = (pending.pc() if _PENDING_PC
+              else int(pending.read_register(registers.pc)) & _MASK64)
         level = pending.level()
         younger, self._younger = self._younger, (level, pc)
-        arch = registers.arch
         try:
-            sp = int(pending.read_register(registers.sp)) & _MASK64
+            value = pending.read_register(registers.sp)
+            sp = (int.from_bytes(value.bytes, registers.order) if _VALUE_BYTES
+                  else int(value) & _MASK64)
         except gdb.error:
             sp = None  # unavailable: the step says whether it needed it
         known = {arch.sp: sp}  # the registers read so far, None where unavailable
@@ -296,7 +305,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         walker.target.pending = pending
         is_caller = level > 0 and (self._same_rows.get(pc)
                                    or self._is_caller(pc, level, younger, walker))
-        address = lookup_pc(pc, is_caller)
+        address = pc - 1 if is_caller and pc else pc  # lookup_pc
         plan = self._plans.get(address)
         if plan is None:
             plan = self._plans[address] = self._plan(address, registers)
@@ -315,7 +324,32 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             return None  # the row ends the stack, or it would not move up: GDB decides
         if caller is None:
             return None
-        return self._unwind_info(pending, level, caller, start, registers)
+        # GDB's unwind info for this frame, from the caller the step found
+        values = caller.registers
+        cfa = caller.cfa
+        sp = values[arch.sp]
+        fp = values.get(arch.fp)
+        ra = caller.pc
+        frame_id = self._frame_id
+        frame_id.sp = cfa_value = gdb.Value(cfa)
+        frame_id.pc = start
+        info = pending.create_unwind_info(frame_id)
+        ra_value = self._ra_values.get(ra)
+        if ra_value is None:
+            ra_value = self._ra_values[ra] = gdb.Value(ra)
+        info.add_saved_register(registers.pc, ra_value)
+        info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))
+        if fp is not None:
+            last = self._fp_value
+            if last is None or last[0] != fp:
+                last = self._fp_value = (fp, gdb.Value(fp))
+            info.add_saved_register(registers.fp, last[1])
+        if registers.ra is not None:
+            # After the return, x30 (AArch64) or r14 (s390x) holds the
+            # return address; GDB reads it to unwind the caller's caller.
+            info.add_saved_register(registers.ra, ra_value)
+        self._caller = (level + 1, ra, sp, fp)
+        return info
 
     @staticmethod
     def _registers(gdb_arch):
@@ -407,32 +441,6 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             return not all(coverage.covers(f.start) for f in section.functions)
         except SfbtError:
             return True  # bad data: the frames there decide one by one
-
-    def _unwind_info(self, pending, level, caller, start, registers):
-        """GDB's unwind info for the frame whose caller the step found."""
-        arch = registers.arch
-        values = caller.registers
-        cfa = caller.cfa
-        sp = values[arch.sp]
-        fp = values.get(arch.fp)
-        cfa_value = gdb.Value(cfa)
-        ra_value = self._ra_values.get(caller.pc)
-        if ra_value is None:
-            ra_value = self._ra_values[caller.pc] = gdb.Value(caller.pc)
-        info = pending.create_unwind_info(FrameId(cfa_value, start))
-        info.add_saved_register(registers.pc, ra_value)
-        info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))
-        if fp is not None:
-            last = self._fp_value
-            if last is None or last[0] != fp:
-                last = self._fp_value = (fp, gdb.Value(fp))
-            info.add_saved_register(registers.fp, last[1])
-        if registers.ra is not None:
-            # After the return, x30 (AArch64) or r14 (s390x) holds the
-            # return address; GDB reads it to unwind the caller's caller.
-            info.add_saved_register(registers.ra, ra_value)
-        self._caller = (level + 1, caller.pc, sp, fp)
-        return info
 
 
 frame_unwinder = SFrameFrameUnwinder()

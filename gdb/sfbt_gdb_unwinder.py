@@ -224,7 +224,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         self._depths = {}  # pc -> _inline_depth(pc)
         self._walker = None  # the core's Unwinder for this walk up the stack
         self._inferior = None
-        #: (level + 1, return address, SP, FP) the last frame unwound gave
+        #: (level + 1, the caller's registers) of the last frame unwound
         self._caller = None
         #: (FP, it as a gdb.Value): the frame pointer is often the same
         #: from frame to frame (a row without FP rule keeps it)
@@ -286,19 +286,20 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
                   else int(value) & _MASK64)
         except gdb.error:
             sp = None  # unavailable: the step says whether it needed it
-        known = {arch.sp: sp}  # the registers read so far, None where unavailable
         caller = self._caller
         walker = self._walker
-        if caller is not None and caller[0] <= level and caller[1] == pc and caller[2] == sp:
+        if (caller is not None and caller[0] <= level and caller[1].get(arch.pc) == pc
+                and caller[1].get(arch.sp) == sp):
             # the frame this unwinder unwound the last frame to: the same
-            # walk up the same stack, and the frame pointer it gave
-            if caller[3] is not None:
-                known[arch.fp] = caller[3]
+            # walk up the same stack, whose registers it gave
+            known = caller[1]
         else:
             # Another walk: GDB may have run the program since the last
             # (a `stepi N` stops N times, with no event for the first N-1),
             # so no stack page read before is kept.
             walker = None
+            known = {arch.sp: sp}
+        # known: the registers read so far, None where unavailable
         if walker is None or walker.arch is not arch:
             walker = self._walker = Unwinder(
                 _PendingTarget(arch, state.module_map()), state.module_map())
@@ -348,7 +349,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             # After the return, x30 (AArch64) or r14 (s390x) holds the
             # return address; GDB reads it to unwind the caller's caller.
             info.add_saved_register(registers.ra, ra_value)
-        self._caller = (level + 1, ra, sp, fp)
+        self._caller = (level + 1, values)
         return info
 
     @staticmethod

@@ -10,7 +10,8 @@ or anything goes wrong in one, it returns None and GDB's other unwinders
 run: it never raises into GDB.
 
 Each frame is unwound by the core's frame step (sfbt.unwind.walk,
-Unwinder.step), the one the walk of `sframe-bt` takes: the row in force at
+Unwinder.caller_registers: Unwinder.step before its Frame), the one the
+walk of `sframe-bt` takes: the row in force at
 the frame's PC, or at PC - 1 where the frame made a call.  A frame made no
 call where every frame below it is an inline frame (execution stopped in
 it, and GDB shows the functions inlined there above it) or where the real
@@ -57,6 +58,9 @@ class _FrameId:
     them there and keeps nothing, so one is reused for every frame."""
 
     __slots__ = ("sp", "pc")
+    #: asked for by GDB: an attribute it does not find costs it an
+    #: AttributeError, message and all, per frame
+    special = None
 
 
 #: PendingFrame.pc() (GDB 14); on 13 the PC register is read
@@ -224,7 +228,8 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         self._depths = {}  # pc -> _inline_depth(pc)
         self._walker = None  # the core's Unwinder for this walk up the stack
         self._inferior = None
-        #: (level + 1, the caller's registers) of the last frame unwound
+        #: (level + 1, PC, SP, registers) of the caller of the last frame
+        #: unwound: the registers known in that caller when GDB asks about it
         self._caller = None
         #: (FP, it as a gdb.Value): the frame pointer is often the same
         #: from frame to frame (a row without FP rule keeps it)
@@ -288,11 +293,10 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             sp = None  # unavailable: the step says whether it needed it
         caller = self._caller
         walker = self._walker
-        if (caller is not None and caller[0] <= level and caller[1].get(arch.pc) == pc
-                and caller[1].get(arch.sp) == sp):
+        if caller is not None and caller[0] <= level and caller[1] == pc and caller[2] == sp:
             # the frame this unwinder unwound the last frame to: the same
             # walk up the same stack, whose registers it gave
-            known = caller[1]
+            known = caller[3]
         else:
             # Another walk: GDB may have run the program since the last
             # (a `stepi N` stops N times, with no event for the first N-1),
@@ -320,17 +324,16 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
                 except gdb.error:
                     known[number] = None
         try:
-            caller = walker.step(pc, is_caller, known, level, self._row_at)
+            found = walker.caller_registers(pc, is_caller, known, level, self._row_at)
         except UnwindStop:
             return None  # the row ends the stack, or it would not move up: GDB decides
-        if caller is None:
+        if found is None:
             return None
         # GDB's unwind info for this frame, from the caller the step found
-        values = caller.registers
-        cfa = caller.cfa
+        values, cfa, _, _ = found
         sp = values[arch.sp]
         fp = values.get(arch.fp)
-        ra = caller.pc
+        ra = values[arch.pc]
         frame_id = self._frame_id
         frame_id.sp = cfa_value = gdb.Value(cfa)
         frame_id.pc = start
@@ -349,7 +352,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             # After the return, x30 (AArch64) or r14 (s390x) holds the
             # return address; GDB reads it to unwind the caller's caller.
             info.add_saved_register(registers.ra, ra_value)
-        self._caller = (level + 1, values)
+        self._caller = (level + 1, ra, sp, values)
         return info
 
     @staticmethod

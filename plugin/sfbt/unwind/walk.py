@@ -202,11 +202,14 @@ class Unwinder:
 
     def caller(self, frame):
         """The frame that called ``frame``; UnwindStop when there is none."""
+        level = frame.level
         if frame.signal_trampoline:
-            return self._caller_of_signal_frame(frame.level, frame.registers)
-        caller = self.step(frame.pc, not frame.interrupted, frame.registers, frame.level)
-        if caller is not None:
-            return caller
+            registers = self._signal_frame_registers(level, frame.registers)
+            return self._frame(level + 1, registers, registers[self._sp], SIGNAL, None)
+        found = self.caller_registers(frame.pc, not frame.interrupted, frame.registers, level)
+        if found is not None:
+            registers, cfa, how, module = found
+            return self._frame(level + 1, registers, cfa, how, module)
         caller = self._caller_from_return_address_at_sp(frame)
         if caller is not None:
             return caller
@@ -227,6 +230,16 @@ class Unwinder:
         the module map's, rows synthesized from DWARF CFI included).
         UnwindStop where the row ends the stack or the stack would not move
         up; TargetMemoryError where a saved word cannot be read."""
+        found = self.caller_registers(pc, is_caller, known, level, rows)
+        if found is None:
+            return None
+        registers, cfa, how, module = found
+        return self._frame(level + 1, registers, cfa, how, module)
+
+    def caller_registers(self, pc, is_caller, known, level=0, rows=None):
+        """The step (see step()) up to the caller's Frame: (the caller's
+        registers, its CFA, how it was found, the module whose rows gave
+        it), or None.  GDB's frame unwinder wants no more, once per frame."""
         address = pc - 1 if is_caller and pc else pc  # lookup_pc, once per frame
         if rows is None:
             try:
@@ -244,7 +257,8 @@ class Unwinder:
             plan = self._plans[id(row)] = RowPlan(row, self.arch.signal_frame is not None)
         if plan.ends is not None:
             if plan.ends == SIGNAL_ROW:  # a v3 signal FDE: the kernel's frame, whatever its code
-                return self._caller_of_signal_frame(level, known)
+                registers = self._signal_frame_registers(level, known)
+                return registers, registers[self._sp], SIGNAL, None
             raise UnwindStop(STOP_OUTERMOST)
         sp_number = self._sp
         base = known.get(plan.cfa_register)
@@ -285,10 +299,20 @@ class Unwinder:
                 registers[fp_number] = fp
         if self._link_register:
             registers[self._ra] = ra
-        trampoline = self._return_trampolines.get(ra)
+        return registers, cfa, how, module
+
+    def _frame(self, level, registers, cfa, how, module):
+        """The Frame at ``level`` whose registers a step found: one a
+        signal interrupted (its pc where execution stopped), or one whose
+        pc is a return address."""
+        pc = registers[self._pc]
+        if how == SIGNAL:
+            return Frame(level, pc, registers, SIGNAL, None, True,
+                         self.is_signal_trampoline(pc, True), cfa)
+        trampoline = self._return_trampolines.get(pc)
         if trampoline is None:
-            trampoline = self.is_signal_trampoline(ra)
-        return Frame(level + 1, ra, registers, how, module, False, trampoline, cfa)
+            trampoline = self.is_signal_trampoline(pc)
+        return Frame(level, pc, registers, how, module, False, trampoline, cfa)
 
     def _register(self, registers, level, number):
         value = registers.get(number)
@@ -388,7 +412,9 @@ class Unwinder:
         return Frame(frame.level + 1, ra, registers, FRAME_POINTER, None, False,
                      self.is_signal_trampoline(ra), caller_sp)
 
-    def _caller_of_signal_frame(self, level, registers):
+    def _signal_frame_registers(self, level, registers):
+        """The registers the kernel saved in the signal frame at
+        ``level``, whose SP is in ``registers``."""
         arch = self.arch
         layout = arch.signal_frame
         sp = self._register(registers, level, arch.sp)
@@ -396,11 +422,8 @@ class Unwinder:
         count = 1 + max(slot for _, slot in layout.slots)
         block = self.read((sp + layout.registers_offset) & _MASK64, count * size)
         order = self._order
-        registers = {number: int.from_bytes(block[slot * size:(slot + 1) * size], order)
-                     for number, slot in layout.slots}
-        pc = registers[arch.pc]
-        return Frame(level + 1, pc, registers, SIGNAL, None, True,
-                     self.is_signal_trampoline(pc, True), registers[arch.sp])
+        return {number: int.from_bytes(block[slot * size:(slot + 1) * size], order)
+                for number, slot in layout.slots}
 
     def _virtual_address_bits(self):
         """What strip_return_address keeps: the target's virtual-address

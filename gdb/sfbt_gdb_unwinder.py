@@ -164,15 +164,17 @@ class _Registers:
 
 class _PendingTarget(GdbTarget):
     """The inferior's memory as a frame unwinder may read it: the address
-    size for signed return addresses from the pending frame (an unwinder
-    may not ask GDB for frames)."""
+    size for signed return addresses read from the first pending frame of
+    the walk, while it is valid (an unwinder may not ask GDB for frames),
+    where return addresses may be signed."""
 
-    pending = None
+    def __init__(self, arch, module_map, pending):
+        super().__init__(arch, module_map)
+        if arch.pointer_authentication:
+            self._va_bits = virtual_address_bits(arch, pending)
 
     @property
     def virtual_address_bits(self):
-        if self._va_bits is None:
-            self._va_bits = virtual_address_bits(self.arch, self.pending)
         return self._va_bits
 
 
@@ -224,6 +226,9 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         #: the step's rows: every address it asks for was looked up first
         self._row_at = self._rows_at.__getitem__
         self._plans = {}  # lookup address -> _plan(address)
+        #: pc -> the plan at pc - 1 for a frame above #0 where pc and
+        #: pc - 1 have the same row (the frame made a call, whatever GDB shows)
+        self._caller_plans = {}
         self._same_rows = {}  # pc -> whether pc and pc - 1 have the same row
         self._depths = {}  # pc -> _inline_depth(pc)
         self._walker = None  # the core's Unwinder for this walk up the stack
@@ -297,27 +302,32 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             # the frame this unwinder unwound the last frame to: the same
             # walk up the same stack, whose registers it gave
             known = caller[3]
+            from_caller = True
         else:
             # Another walk: GDB may have run the program since the last
             # (a `stepi N` stops N times, with no event for the first N-1),
             # so no stack page read before is kept.
             walker = None
             known = {arch.sp: sp}
+            from_caller = False
         # known: the registers read so far, None where unavailable
         if walker is None or walker.arch is not arch:
             walker = self._walker = Unwinder(
-                _PendingTarget(arch, state.module_map()), state.module_map())
-        walker.target.pending = pending
-        is_caller = level > 0 and (self._same_rows.get(pc)
-                                   or self._is_caller(pc, level, younger, walker))
-        address = pc - 1 if is_caller and pc else pc  # lookup_pc
-        plan = self._plans.get(address)
-        if plan is None:
-            plan = self._plans[address] = self._plan(address, registers)
-        if not plan:
-            return None
-        start, reads = plan
-        for number, descriptor in reads:
+                _PendingTarget(arch, state.module_map(), pending), state.module_map())
+        plan = self._caller_plans.get(pc) if level else None
+        if plan is not None:
+            is_caller = True
+        else:
+            is_caller = level > 0 and self._is_caller(pc, level, younger, walker)
+            address = pc - 1 if is_caller and pc else pc  # lookup_pc
+            plan = self._plans.get(address)
+            if plan is None:
+                plan = self._plans[address] = self._plan(address, registers)
+            if not plan:
+                return None
+            if is_caller and self._same_rows[pc]:
+                self._caller_plans[pc] = plan
+        for number, descriptor in plan[2] if from_caller else plan[1]:
             if number not in known:
                 try:
                     known[number] = registers.bits(number, pending.read_register(descriptor))
@@ -336,7 +346,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         ra = values[arch.pc]
         frame_id = self._frame_id
         frame_id.sp = cfa_value = gdb.Value(cfa)
-        frame_id.pc = start
+        frame_id.pc = plan[0]
         info = pending.create_unwind_info(frame_id)
         ra_value = self._ra_values.get(ra)
         if ra_value is None:
@@ -401,14 +411,18 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         """What a frame whose row is in force at ``address`` needs beyond
         the step: (the frame id's function start, a gdb.Value; the
         registers other than SP (read for every frame) the step by the row
-        reads, as (DWARF number, GDB's descriptor)); () where GDB should
+        reads, as (DWARF number, GDB's descriptor); those of them the
+        registers the step gave a caller never hold); () where GDB should
         decide (see _rows)."""
         module, row, _ = self._rows(address)
         if row is None:
             return ()
+        arch = registers.arch
         start = gdb.Value(row.function.start + module.load_bias)
-        return start, tuple((number, registers.descriptor(number))
-                            for number in registers_read(registers.arch, row)[1:])
+        reads = tuple((number, registers.descriptor(number))
+                      for number in registers_read(arch, row)[1:])
+        given = (arch.pc, arch.fp, arch.ra if arch.has_link_register else arch.pc)
+        return start, reads, tuple(read for read in reads if read[0] not in given)
 
     def _has_cfi(self, module, address):
         try:

@@ -31,6 +31,7 @@ STOP_LOOP = "previous frame identical to this frame (corrupt stack?)"
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _PAGE = 0x1000
 _PAGE_START = ~(_PAGE - 1)
+_PAGE_OFFSET = _PAGE - 1
 
 
 class UnwindStop(SfbtError):
@@ -155,7 +156,7 @@ class Unwinder:
 
     def read_word(self, address):
         data = self._pages.get(address & _PAGE_START)
-        at = address & (_PAGE - 1)
+        at = address & _PAGE_OFFSET
         if data and at <= self._last_word:  # the common case: the page is read
             return self._word(data, at)[0]
         return self._word(self.read(address, self._word_size))[0]

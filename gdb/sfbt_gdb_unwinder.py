@@ -25,9 +25,9 @@ Per frame the work is small: the rows for an address are looked up once
 per stop (dropped when the program runs or its memory, registers or
 objfiles change); stack memory is read a page at a time and kept while GDB
 walks up one stack (from the frame this unwinder unwound the last frame
-to; GDB may run the program without an event in between); registers are
-read from GDB only when the row needs them, and the frame pointer this
-unwinder gave a caller is handed back when GDB unwinds that caller.
+to; GDB may run the program without an event in between); the registers
+this unwinder gave a caller are that caller's when GDB unwinds it, and
+others are read from GDB only when the row needs them.
 
 Chosen once, at load, by what this GDB offers (13.1 is the floor):
 PendingFrame.pc() (GDB 14; on 13 a register read), Value.bytes for a
@@ -66,7 +66,7 @@ class _FrameId:
 #: PendingFrame.pc() (GDB 14); on 13 the PC register is read
 _PENDING_PC = hasattr(gdb.PendingFrame, "pc")
 #: Value.bytes (GDB 14): a register's bits read from them, not by int()
-#: (which costs GDB 18 four times as much)
+#: (which costs GDB 18 five times as much)
 _VALUE_BYTES = hasattr(gdb.Value, "bytes")
 
 if hasattr(gdb.Progspace, "objfile_for_address"):

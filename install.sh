@@ -48,6 +48,8 @@ TEST_APT_PACKAGES=(
   nodejs  # runs the flame graph's script: tests/test_flame.py
   debuginfod  # a real debuginfod server: tests/test_debuginfo.py
   libc6-dbg  # the C library's debug file under /usr/lib/debug: the same
+  clang  # DWARF 5 as LLVM writes it (strx, addrx, rnglistx): tests/test_inline.py
+  llvm  # llvm-symbolizer, the reference for clang's inline chains: the same
 )
 
 VENV="${XDG_DATA_HOME:-$HOME/.local/share}/sfbt/venv"

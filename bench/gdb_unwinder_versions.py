@@ -3,7 +3,8 @@ revision's, in one gdb at a 10,000-frame -O2 recursion: both registered
 (`set sframe unwinder on`, GDB's DWARF unwinders off), each enabled in
 turn, the frame and register caches flushed before each bt; medians of
 paired, interleaved rounds (bench/pairing.py) of the bt times and of the
-time spent inside each unwinder.  The other revision's
+time spent inside each unwinder, wall-clock and CPU time of GDB's thread
+(on a shared machine the CPU time is the steadier figure).  The other revision's
 gdb/sfbt_gdb_unwinder.py must import from this checkout's plugin (as
 d0ce4d2's, the unwinder's own copy of the frame step, does).  Both bts
 must print the same frames.
@@ -48,32 +49,34 @@ def _timed_calls(unwinder):
     # a subclass whose __call__ adds up its time: GDB calls the instance
     call = type(unwinder).__call__
     def timed(self, pending):
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         try:
             return call(self, pending)
         finally:
-            _inside[self] += time.perf_counter() - began
+            spent = _inside[self]
+            spent[0] += time.perf_counter() - began
+            spent[1] += time.thread_time() - began_cpu
     unwinder.__class__ = type("Timed", (type(unwinder),), {"__call__": timed})
 _timed_calls(ours)
 _timed_calls(other)
 def _bt(unwinder):
     ours.enabled = unwinder is ours
     other.enabled = unwinder is other
-    _inside[unwinder] = 0.0
+    _inside[unwinder] = [0.0, 0.0]
     gdb.execute("maint flush register-cache", to_string=True)
     gdb.invalidate_cached_frames()
     began = time.perf_counter()
     text = gdb.execute("bt", to_string=True)
-    return time.perf_counter() - began, _inside[unwinder], text
+    return time.perf_counter() - began, *_inside[unwinder], text
 def bench_versions(rounds):
     times = []
     for index in range(rounds):
         order = (ours, other) if index %% 2 == 0 else (other, ours)
         done = {unwinder: _bt(unwinder) for unwinder in order}
-        if done[ours][2] != done[other][2]:
+        if done[ours][3] != done[other][3]:
             raise SystemExit("the two unwinders' bt differ")
-        frames = done[ours][2].count("\n#") + 1
-        times.append([done[ours][:2], done[other][:2], frames])
+        frames = done[ours][3].count("\n#") + 1
+        times.append([done[ours][:3], done[other][:3], frames])
     print("BENCH " + json.dumps(times))
 end
 '''
@@ -126,9 +129,13 @@ def measure(gdb, program, script, rounds, against):
     inside = Paired([a[1] / b[1] for a, b, _ in times], [a[1] for a, _, _ in times],
                     [b[1] for _, b, _ in times])
     print(inside.line("time inside the unwinder"))
-    per_frame = [(a[1] - b[1]) / frames * 1e6 for a, b, _ in times]
-    print(f"inside the unwinder, this checkout minus {against}: "
-          f"{statistics.median(per_frame):+.2f} us per frame")
+    cpu = Paired([a[2] / b[2] for a, b, _ in times], [a[2] for a, _, _ in times],
+                 [b[2] for _, b, _ in times])
+    print(cpu.line("CPU time of GDB's thread inside the unwinder"))
+    for what, index in (("time", 1), ("CPU time", 2)):
+        per_frame = [(a[index] - b[index]) / frames * 1e6 for a, b, _ in times]
+        print(f"inside the unwinder, this checkout minus {against}: "
+              f"{statistics.median(per_frame):+.2f} us per frame ({what})")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ or anything goes wrong in one, it returns None and GDB's other unwinders
 run: it never raises into GDB.
 
 Each frame is unwound by the core's frame step (sfbt.unwind.walk,
-Unwinder.step), the one the walk of `sframe-bt` takes: the row in force at
+Unwinder.caller_registers: Unwinder.step before its Frame), the one the
+walk of `sframe-bt` takes: the row in force at
 the frame's PC, or at PC - 1 where the frame made a call.  A frame made no
 call where every frame below it is an inline frame (execution stopped in
 it, and GDB shows the functions inlined there above it) or where the real
@@ -24,14 +25,14 @@ Per frame the work is small: the rows for an address are looked up once
 per stop (dropped when the program runs or its memory, registers or
 objfiles change); stack memory is read a page at a time and kept while GDB
 walks up one stack (from the frame this unwinder unwound the last frame
-to; GDB may run the program without an event in between); registers are
-read from GDB only when the row needs them, and the frame pointer this
-unwinder gave a caller is handed back when GDB unwinds that caller.
+to; GDB may run the program without an event in between); the registers
+this unwinder gave a caller are that caller's when GDB unwinds it, and
+others are read from GDB only when the row needs them.
 
 Chosen once, at load, by what this GDB offers (13.1 is the floor):
-gdb.unwinder.FrameId (GDB 14; on 13 an object whose sp and pc are
-gdb.Values), PendingFrame.pc() (GDB 14; on 13 a register read),
-Progspace.objfile_for_address (on 13, the objfile named like the module).
+PendingFrame.pc() (GDB 14; on 13 a register read), Value.bytes for a
+register's bits (GDB 14; on 13 int()), Progspace.objfile_for_address (on
+13, the objfile named like the module).
 """
 
 import gdb
@@ -41,8 +42,7 @@ from sfbt.dwarf.coverage import CfiCoverage
 from sfbt.dwarf.encoding import CFIError
 from sfbt.elf import ElfError
 from sfbt.errors import SfbtError
-from sfbt.unwind.walk import (FLEX, SFRAME, UnwindStop, Unwinder, lookup_pc,
-                              registers_read)
+from sfbt.unwind.walk import FLEX, SFRAME, UnwindStop, Unwinder, registers_read
 
 from sfbt_gdb_session import (GdbTarget, arch_named, register_bits, state,
                               virtual_address_bits)
@@ -52,24 +52,22 @@ _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 # -- what this GDB offers, chosen once ------------------------------------------
 
-if hasattr(gdb.unwinder, "FrameId"):
-    FrameId = gdb.unwinder.FrameId
-else:
-    class FrameId:
-        """GDB 13's frame id: an object whose sp and pc are gdb.Values."""
+class _FrameId:
+    """The frame id create_unwind_info reads: an object whose sp and pc
+    are gdb.Values (GDB 14's gdb.unwinder.FrameId is one).  GDB copies
+    them there and keeps nothing, so one is reused for every frame."""
 
-        __slots__ = ("sp", "pc")
+    __slots__ = ("sp", "pc")
+    #: asked for by GDB: an attribute it does not find costs it an
+    #: AttributeError, message and all, per frame
+    special = None
 
-        def __init__(self, sp, pc):
-            self.sp = sp
-            self.pc = pc
 
-if hasattr(gdb.PendingFrame, "pc"):
-    def _pending_pc(pending, registers):
-        return pending.pc()
-else:
-    def _pending_pc(pending, registers):
-        return int(pending.read_register(registers.pc)) & _MASK64
+#: PendingFrame.pc() (GDB 14); on 13 the PC register is read
+_PENDING_PC = hasattr(gdb.PendingFrame, "pc")
+#: Value.bytes (GDB 14): a register's bits read from them, not by int()
+#: (which costs GDB 18 five times as much)
+_VALUE_BYTES = hasattr(gdb.Value, "bytes")
 
 if hasattr(gdb.Progspace, "objfile_for_address"):
     def _objfile_at(address, module):
@@ -131,18 +129,28 @@ class _Registers:
         self.sp = self.descriptor(arch.sp)
         self.fp = self.descriptor(arch.fp)
         self.ra = self.descriptor(arch.ra) if arch.has_link_register else None
-        #: DWARF number -> whether GDB gives the register as a float
-        #: (s390x keeps an FP or RA in floating-point registers)
-        self._floating = {}
+        self.order = "big" if arch.big_endian else "little"
+        #: DWARF number -> how its gdb.Value becomes an int
+        self._converters = {}
 
     def bits(self, number, value):
         """Register ``number``'s ``value`` (a gdb.Value) as an unsigned
-        64-bit int: register_bits, with the type looked at only once."""
-        floating = self._floating.get(number)
-        if floating is None:
-            floating = self._floating[number] = (
-                value.type.strip_typedefs().code == gdb.TYPE_CODE_FLT)
-        return register_bits(value) if floating else int(value) & _MASK64
+        64-bit int, its raw bits where GDB gives it as a float (s390x
+        keeps an FP or RA in floating-point registers): the way chosen once
+        per register."""
+        convert = self._converters.get(number)
+        if convert is None:
+            convert = self._converters[number] = self._converter(value)
+        return convert(value)
+
+    def _converter(self, value):
+        type_ = value.type.strip_typedefs()
+        if _VALUE_BYTES and type_.sizeof == 8:
+            order = self.order
+            return lambda value: int.from_bytes(value.bytes, order)
+        if type_.code == gdb.TYPE_CODE_FLT:
+            return register_bits
+        return lambda value: int(value) & _MASK64
 
     def descriptor(self, number):
         descriptor = self._by_number.get(number)
@@ -156,15 +164,17 @@ class _Registers:
 
 class _PendingTarget(GdbTarget):
     """The inferior's memory as a frame unwinder may read it: the address
-    size for signed return addresses from the pending frame (an unwinder
-    may not ask GDB for frames)."""
+    size for signed return addresses read from the first pending frame of
+    the walk, while it is valid (an unwinder may not ask GDB for frames),
+    where return addresses may be signed."""
 
-    pending = None
+    def __init__(self, arch, module_map, pending):
+        super().__init__(arch, module_map)
+        if arch.pointer_authentication:
+            self._va_bits = virtual_address_bits(arch, pending)
 
     @property
     def virtual_address_bits(self):
-        if self._va_bits is None:
-            self._va_bits = virtual_address_bits(self.arch, self.pending)
         return self._va_bits
 
 
@@ -200,6 +210,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         super().__init__("sframe")
         self.mode = "auto"
         self._architectures = {}  # gdb.Architecture -> _Registers or None
+        self._frame_id = _FrameId()
         #: (level, pc) of the last frame GDB asked about: kept across
         #: forget_stop, which GDB's events may call between two frames of
         #: one walk up the stack.  GDB asks about a stack's frames innermost
@@ -215,11 +226,15 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         #: the step's rows: every address it asks for was looked up first
         self._row_at = self._rows_at.__getitem__
         self._plans = {}  # lookup address -> _plan(address)
+        #: pc -> the plan at pc - 1 for a frame above #0 where pc and
+        #: pc - 1 have the same row (the frame made a call, whatever GDB shows)
+        self._caller_plans = {}
         self._same_rows = {}  # pc -> whether pc and pc - 1 have the same row
         self._depths = {}  # pc -> _inline_depth(pc)
         self._walker = None  # the core's Unwinder for this walk up the stack
         self._inferior = None
-        #: (level + 1, return address, SP, FP) the last frame unwound gave
+        #: (level + 1, PC, SP, registers) of the caller of the last frame
+        #: unwound: the registers known in that caller when GDB asks about it
         self._caller = None
         #: (FP, it as a gdb.Value): the frame pointer is often the same
         #: from frame to frame (a row without FP rule keeps it)
@@ -269,53 +284,86 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             registers = self._architectures[gdb_arch] = self._registers(gdb_arch)
         if registers is None:
             return None
-        pc = _pending_pc(pending, registers)
+        arch = registers.arch
+        # PC and SP: 64-bit integer registers on every architecture sfbt knows
+        pc = (pending.pc() if _PENDING_PC
+              else int(pending.read_register(registers.pc)) & _MASK64)
         level = pending.level()
         younger, self._younger = self._younger, (level, pc)
-        arch = registers.arch
         try:
-            sp = int(pending.read_register(registers.sp)) & _MASK64
+            value = pending.read_register(registers.sp)
+            sp = (int.from_bytes(value.bytes, registers.order) if _VALUE_BYTES
+                  else int(value) & _MASK64)
         except gdb.error:
             sp = None  # unavailable: the step says whether it needed it
-        known = {arch.sp: sp}  # the registers read so far, None where unavailable
         caller = self._caller
         walker = self._walker
         if caller is not None and caller[0] <= level and caller[1] == pc and caller[2] == sp:
             # the frame this unwinder unwound the last frame to: the same
-            # walk up the same stack, and the frame pointer it gave
-            if caller[3] is not None:
-                known[arch.fp] = caller[3]
+            # walk up the same stack, whose registers it gave
+            known = caller[3]
+            from_caller = True
         else:
             # Another walk: GDB may have run the program since the last
             # (a `stepi N` stops N times, with no event for the first N-1),
             # so no stack page read before is kept.
             walker = None
+            known = {arch.sp: sp}
+            from_caller = False
+        # known: the registers read so far, None where unavailable
         if walker is None or walker.arch is not arch:
             walker = self._walker = Unwinder(
-                _PendingTarget(arch, state.module_map()), state.module_map())
-        walker.target.pending = pending
-        is_caller = level > 0 and (self._same_rows.get(pc)
-                                   or self._is_caller(pc, level, younger, walker))
-        address = lookup_pc(pc, is_caller)
-        plan = self._plans.get(address)
-        if plan is None:
-            plan = self._plans[address] = self._plan(address, registers)
-        if not plan:
-            return None
-        start, reads = plan
-        for number, descriptor in reads:
+                _PendingTarget(arch, state.module_map(), pending), state.module_map())
+        plan = self._caller_plans.get(pc) if level else None
+        if plan is not None:
+            is_caller = True
+        else:
+            is_caller = level > 0 and self._is_caller(pc, level, younger, walker)
+            address = pc - 1 if is_caller and pc else pc  # lookup_pc
+            plan = self._plans.get(address)
+            if plan is None:
+                plan = self._plans[address] = self._plan(address, registers)
+            if not plan:
+                return None
+            if is_caller and self._same_rows[pc]:
+                self._caller_plans[pc] = plan
+        for number, descriptor in plan[2] if from_caller else plan[1]:
             if number not in known:
                 try:
                     known[number] = registers.bits(number, pending.read_register(descriptor))
                 except gdb.error:
                     known[number] = None
         try:
-            caller = walker.step(pc, is_caller, known, level, self._row_at)
+            found = walker.caller_registers(pc, is_caller, known, level, self._row_at)
         except UnwindStop:
             return None  # the row ends the stack, or it would not move up: GDB decides
-        if caller is None:
+        if found is None:
             return None
-        return self._unwind_info(pending, level, caller, start, registers)
+        # GDB's unwind info for this frame, from the caller the step found
+        values, cfa, _, _ = found
+        sp = values[arch.sp]
+        fp = values.get(arch.fp)
+        ra = values[arch.pc]
+        frame_id = self._frame_id
+        frame_id.sp = cfa_value = gdb.Value(cfa)
+        frame_id.pc = plan[0]
+        info = pending.create_unwind_info(frame_id)
+        ra_value = self._ra_values.get(ra)
+        if ra_value is None:
+            ra_value = self._ra_values[ra] = gdb.Value(ra)
+        info.add_saved_register(registers.pc, ra_value)
+        info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))
+        if fp is not None:
+            last = self._fp_value
+            if last is None or last[0] != fp:
+                last = self._fp_value = (fp, gdb.Value(fp))
+            info.add_saved_register(registers.fp, last[1])
+        if registers.ra is not None:
+            # After the return, x30 (AArch64) or r14 (s390x) holds the
+            # return address; GDB reads it to unwind the caller's caller.
+            info.add_saved_register(registers.ra, ra_value)
+        self._caller = (level + 1, ra, sp, values)
+        return info
 
     @staticmethod
     def _registers(gdb_arch):
@@ -363,14 +411,18 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         """What a frame whose row is in force at ``address`` needs beyond
         the step: (the frame id's function start, a gdb.Value; the
         registers other than SP (read for every frame) the step by the row
-        reads, as (DWARF number, GDB's descriptor)); () where GDB should
+        reads, as (DWARF number, GDB's descriptor); those of them the
+        registers the step gave a caller never hold); () where GDB should
         decide (see _rows)."""
         module, row, _ = self._rows(address)
         if row is None:
             return ()
+        arch = registers.arch
         start = gdb.Value(row.function.start + module.load_bias)
-        return start, tuple((number, registers.descriptor(number))
-                            for number in registers_read(registers.arch, row)[1:])
+        reads = tuple((number, registers.descriptor(number))
+                      for number in registers_read(arch, row)[1:])
+        given = (arch.pc, arch.fp, arch.ra if arch.has_link_register else arch.pc)
+        return start, reads, tuple(read for read in reads if read[0] not in given)
 
     def _has_cfi(self, module, address):
         try:
@@ -407,32 +459,6 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             return not all(coverage.covers(f.start) for f in section.functions)
         except SfbtError:
             return True  # bad data: the frames there decide one by one
-
-    def _unwind_info(self, pending, level, caller, start, registers):
-        """GDB's unwind info for the frame whose caller the step found."""
-        arch = registers.arch
-        values = caller.registers
-        cfa = caller.cfa
-        sp = values[arch.sp]
-        fp = values.get(arch.fp)
-        cfa_value = gdb.Value(cfa)
-        ra_value = self._ra_values.get(caller.pc)
-        if ra_value is None:
-            ra_value = self._ra_values[caller.pc] = gdb.Value(caller.pc)
-        info = pending.create_unwind_info(FrameId(cfa_value, start))
-        info.add_saved_register(registers.pc, ra_value)
-        info.add_saved_register(registers.sp, cfa_value if sp == cfa else gdb.Value(sp))
-        if fp is not None:
-            last = self._fp_value
-            if last is None or last[0] != fp:
-                last = self._fp_value = (fp, gdb.Value(fp))
-            info.add_saved_register(registers.fp, last[1])
-        if registers.ra is not None:
-            # After the return, x30 (AArch64) or r14 (s390x) holds the
-            # return address; GDB reads it to unwind the caller's caller.
-            info.add_saved_register(registers.ra, ra_value)
-        self._caller = (level + 1, caller.pc, sp, fp)
-        return info
 
 
 frame_unwinder = SFrameFrameUnwinder()

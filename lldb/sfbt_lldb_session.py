@@ -1,6 +1,7 @@
 """sfbt's Session and Target over LLDB's SB API."""
 
 import collections
+import os
 import re
 import signal
 
@@ -246,6 +247,35 @@ class LldbSession(Session):
         if module is not None and module.path != target.GetExecutable().fullpath:
             return name, f" from {module.path}"
         return name, " ()"
+
+    def source_name(self, path):
+        return os.path.basename(path)  # as LLDB's bt shows a file
+
+    def outer_name(self, lookup_pc):
+        name, _ = self.describe(lookup_pc)
+        return None if name == "??" else name
+
+    def innermost_frames(self, thread):
+        """LLDB's own frames down to its first one on the stack: the frames
+        of the inlined calls it shows there (as deep as it stepped into
+        them), then the function's own."""
+        frames = []
+        frame = thread.handle.GetFrameAtIndex(0)
+        while frame.IsValid():  # (not thread.frames: that unwinds them all)
+            frames.append(self._describe_frame(frame))
+            if not frame.IsInlined():
+                return frames
+            frame = thread.handle.GetFrameAtIndex(len(frames))
+        return None  # no frame of a function's own: LLDB could not say
+
+    def _describe_frame(self, frame):
+        """(name, where) of one of LLDB's frames: where its line entry says
+        (for a function that calls an inlined one, the call's place)."""
+        name = frame.GetFunctionName()
+        line = frame.GetLineEntry()
+        if name and line.IsValid() and line.GetLine():
+            return name, f" at {line.GetFileSpec().GetFilename()}:{line.GetLine()}"
+        return self.describe(frame.GetPC())
 
     def stop_reason(self, thread):
         handle = thread.handle

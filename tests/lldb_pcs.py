@@ -2,8 +2,10 @@
 own frames on one line, one per stack frame: LLDB lists a function inlined
 into another as a frame of its own with the same CFA, and gives the outer
 function the address of the inlined call; the innermost of them has the
-real PC.  `test-provider-plans` prints the frame provider's plans for
-made-up frame lists."""
+real PC.  `test-lldb-inlined` prints, for each of LLDB's frames, 1 where
+it is a function inlined into the next one, else 0.
+`test-provider-plans` prints the frame provider's plans for made-up frame
+lists."""
 
 
 
@@ -19,8 +21,16 @@ def lldb_pcs(debugger, command, exe_ctx, result, internal_dict):
     result.AppendMessage("LLDB-PCS " + " ".join(f"{pc:#x}" for pc in pcs))
 
 
+def lldb_inlined(debugger, command, exe_ctx, result, internal_dict):
+    thread = exe_ctx.GetThread()
+    result.AppendMessage("LLDB-INLINED " + " ".join(
+        str(int(frame.IsInlined())) for frame in thread.frames))
+
+
 def __lldb_init_module(debugger, internal_dict):
     debugger.HandleCommand(f"command script add -o -f {__name__}.lldb_pcs test-lldb-pcs")
+    debugger.HandleCommand(
+        f"command script add -o -f {__name__}.lldb_inlined test-lldb-inlined")
     debugger.HandleCommand(
         f"command script add -o -f {__name__}.provider_plans test-provider-plans")
 

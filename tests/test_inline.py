@@ -1,5 +1,8 @@
-"""The inline model (sfbt.dwarf.inline) against binutils' addr2line -i."""
+"""The inline model (sfbt.dwarf.inline) against binutils' addr2line -i (GCC's
+DWARF), llvm-symbolizer (clang's) and pyelftools' reading of the same
+entries (tests/inline_reference.py)."""
 
+import io
 import json
 import os
 import re
@@ -11,7 +14,7 @@ import subprocess
 import pytest
 
 from conftest import require
-from gdb_support import compile_program
+from gdb_support import PROGRAMS, compile_program
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +179,169 @@ def test_flame_and_pprof_carry_inline_frames(inlined_archive, tmp_path):
     # calls inlined into work
     assert shown[start:start + len(CALLS)] == [
         "wait_forever", "leaf (inline)", "inner (inline)", "outer (inline)", "work", "main"]
+
+
+def _units(path):
+    """pyelftools' DWARFInfo of an ELF file and its units' offsets."""
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as stream:
+        dwarf = ELFFile(io.BytesIO(stream.read())).get_dwarf_info()
+    return dwarf, [unit.cu_offset for unit in dwarf.iter_CUs()]
+
+
+def _agreeing(path, every=1):
+    """(units, segments) of the file's units (each ``every``th) whose
+    inlined calls sfbt's entry reader and pyelftools' entries
+    (tests/inline_reference.py) read alike; fails at the first that differ."""
+    from inline_reference import unit_calls as reference
+    from sfbt.dwarf.inline import unit_calls
+    dwarf, offsets = _units(path)
+    theirs, _ = _units(path)
+    segments = 0
+    for offset in offsets[::every]:
+        ours = unit_calls(dwarf, offset)
+        assert ours == reference(theirs, offset), f"{path}: unit at {offset:#x}"
+        segments += len(ours)
+    return len(offsets[::every]), segments
+
+
+@pytest.mark.parametrize("dwarf_version", ["4", "5"])
+def test_entry_reader_agrees_with_pyelftools_on_the_test_programs(tmp_path, dwarf_version):
+    """Every unit of every C program of the tests (a shared library for
+    those without main; the libraries a program calls left unresolved),
+    compiled at -O2: the same segments, DWARF 4 (.debug_ranges) and 5
+    (.debug_rnglists, line_strp)."""
+    units = segments = 0
+    programs = sorted(PROGRAMS.glob("*.c"))
+    for source in programs:
+        output = tmp_path / source.stem
+        kind = [] if "main(" in source.read_text() else ["-shared", "-fPIC"]
+        subprocess.run(["gcc", "-O2", f"-gdwarf-{dwarf_version}", *kind, "-o", str(output),
+                        str(source), "-Wl,--unresolved-symbols=ignore-all"],
+                       check=True, capture_output=True)
+        counted = _agreeing(output)
+        units, segments = units + counted[0], segments + counted[1]
+    print(f"DWARF {dwarf_version}: {units} units of {len(programs)} programs, "
+          f"{segments} inline segments alike")
+    assert units >= len(programs) and segments > 100, (units, segments)
+
+
+def _libc_debug_file():
+    from sfbt.debuginfo.search import build_id_path
+    from sfbt.elf import read_build_id
+    libc = next((path for path in ("/lib/x86_64-linux-gnu/libc.so.6",
+                                   "/lib/aarch64-linux-gnu/libc.so.6")
+                 if os.path.exists(path)), None)
+    path = build_id_path("/usr/lib/debug", read_build_id(libc)) if libc else None
+    require(path and os.path.exists(path),
+            "libc6-dbg is not installed (./install.sh --test-debuggers)")
+    return path
+
+
+def test_entry_reader_agrees_with_pyelftools_on_libc():
+    """One unit in 16 of the C library's debug file (libc6-dbg; every unit:
+    bench/inline_units.py): the same segments."""
+    units, segments = _agreeing(_libc_debug_file(), every=16)
+    print(f"libc: {units} units, {segments} inline segments alike")
+    assert units > 50 and segments > 100, (units, segments)
+
+
+def _llvm_symbolizer_frames(path, addresses):
+    """[[(name, file base name, line)] innermost first] of each address,
+    as llvm-symbolizer --inlines shows them (short function names)."""
+    out = subprocess.run(["llvm-symbolizer", "--inlines", "--functions=short",
+                          f"--obj={path}"], input="".join(f"{a:#x}\n" for a in addresses),
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    frames = []
+    for block in out.strip("\n").split("\n\n"):
+        lines = block.splitlines()
+        frames.append([(name, os.path.basename(where.rsplit(":", 2)[0]),
+                        int(where.rsplit(":", 2)[1]))
+                       for name, where in zip(lines[::2], lines[1::2])])
+    return frames
+
+
+def _forms(path):
+    """{(tag, attribute, form)} of the abbreviations of a file's units."""
+    from sfbt.dwarf.entries import Sections, Unit
+    dwarf, offsets = _units(path)
+    sections = Sections.of(dwarf)
+    return {(abbreviation.tag, attribute, form) for offset in offsets
+            for abbreviation in Unit(sections, offset).abbreviations.values()
+            for attribute, form, _ in abbreviation.attributes}
+
+
+def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
+    """inline_chain.c by clang -O2 -gdwarf-5: inlined calls' ranges through
+    DW_FORM_rnglistx, their addresses through addrx, names through strx;
+    at every instruction the inline chain llvm-symbolizer shows."""
+    require(shutil.which("clang"), "clang is not installed (./install.sh --test-debuggers)")
+    require(shutil.which("llvm-symbolizer"),
+            "llvm-symbolizer (llvm) is not installed (./install.sh --test-debuggers)")
+    from sfbt.dwarf import entries
+    from sfbt.dwarf.inline import DW_TAG_INLINED
+    from sfbt.live.symbols import module_symbols
+    from sfbt.unwind.modules import Module
+    program = tmp_path / "inline_chain"
+    # clang leaves .debug_aranges out unless asked
+    subprocess.run(["clang", "-O2", "-gdwarf-5", "-gdwarf-aranges", "-o", str(program),
+                    str(PROGRAMS / "inline_chain.c")], check=True, capture_output=True)
+    forms = _forms(program)
+    assert (DW_TAG_INLINED, entries.DW_AT_RANGES, entries.DW_FORM_RNGLISTX) in forms, forms
+    assert any(tag == DW_TAG_INLINED and attribute == entries.DW_AT_LOW_PC
+               and form in entries.ADDRESS_INDICES for tag, attribute, form in forms), forms
+    assert any(attribute == entries.DW_AT_NAME and form in entries.STRING_INDICES
+               for _, attribute, form in forms), forms
+    symbols = module_symbols(Module(str(program), 0, 0, 1 << 40))
+    addresses = [a for a in _text_addresses(program) if symbols.function(a) is not None]
+    compared = deep = 0
+    for address, theirs in zip(addresses, _llvm_symbolizer_frames(program, addresses)):
+        calls = symbols.inlined(address)
+        names = [call.name for call in calls] + [symbols.function(address)]
+        sites = [(os.path.basename(call.file or "??"), call.line) for call in calls]
+        assert names == [name for name, _, _ in theirs], hex(address)
+        assert sites == [(file, line) for _, file, line in theirs[1:]], hex(address)
+        compared += 1
+        deep += len(calls) >= 2
+    print(f"clang: inline chains equal to llvm-symbolizer's at {compared} addresses, "
+          f"{deep} of them two inlined calls deep or more")
+    assert compared > 50 and deep > 10, (compared, deep)
+
+
+def test_damaged_entries_end_in_an_error_not_a_hang(tmp_path):
+    """inline_chain's unit with bytes of its entries, abbreviations and
+    range lists overwritten at random (seeded): each read ends, in
+    segments or in an error its callers catch, within a second."""
+    import random
+    import struct
+    from sfbt.dwarf import inline
+    from sfbt.dwarf.entries import Sections, Unit
+    program = tmp_path / "inline_chain"
+    subprocess.run(["gcc", "-O2", "-g", "-o", str(program), str(PROGRAMS / "inline_chain.c")],
+                   check=True, capture_output=True)
+    dwarf, offsets = _units(program)
+    sections = Sections.of(dwarf)
+    offset = max(offsets, key=lambda o: len(inline._calls(Unit(sections, o))))
+    randomly = random.Random(2026)
+    outcomes = {"segments": 0, "error": 0}
+    for _ in range(400):
+        damaged = sections._replace(**{
+            name: _overwritten(getattr(sections, name), randomly, start)
+            for name, start in (("info", offset + 12), ("abbrev", 0), ("rnglists", 12))})
+        began = time.perf_counter()
+        try:
+            inline._segments(inline._calls(Unit(damaged, offset)))
+            outcomes["segments"] += 1
+        except (ValueError, IndexError, struct.error):
+            outcomes["error"] += 1
+        assert time.perf_counter() - began < 1, outcomes
+    print(f"damaged units: {outcomes}")
+    assert outcomes["segments"] > 0 and outcomes["error"] > 0, outcomes
+
+
+def _overwritten(data, randomly, start):
+    """data with one to four bytes after ``start`` set to random values."""
+    data = bytearray(data)
+    for _ in range(randomly.randint(1, 4)):
+        data[randomly.randrange(start, len(data))] = randomly.randrange(256)
+    return bytes(data)

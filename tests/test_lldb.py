@@ -11,7 +11,7 @@ import pytest
 from gdb_support import (build_recurse, compile_program, run_gdb, sframe_frames,
                          split_sections, variant_id)
 from conftest import run_sfbt
-from lldb_support import lldb_pcs, mark, run_lldb
+from lldb_support import frame_names, lldb_pcs, mark, run_lldb, stack_frames
 
 VARIANTS = [("O0", True), ("O2", False), ("O2", True)]
 
@@ -25,7 +25,7 @@ COMPARE = [mark("STOP"), "test-lldb-pcs", "sframe-bt -v"]
 
 
 def assert_same_as_lldb(section):
-    frames = sframe_frames(section)
+    frames = stack_frames(section)
     (theirs,) = lldb_pcs(section)
     ours = [pc for _, pc, _ in frames]
     assert ours and ours == theirs[:len(ours)], section[-3000:]
@@ -65,11 +65,11 @@ def test_threads(lldb, build_dir):
     assert len(sections) == 5
     deep = 0
     for section in sections:
-        frames = sframe_frames(section)
+        frames = stack_frames(section)
         (theirs,) = lldb_pcs(section)
         ours = [pc for _, pc, _ in frames]
         assert ours and ours == theirs[:len(ours)], section
-        deep += any(name == "inner" for _, _, name in frames)
+        deep += "inner" in frame_names(section)
     assert deep >= 1
 
 
@@ -155,7 +155,7 @@ def test_provider_bt_all_on_threads_returns(lldb, build_dir):
     assert len(sections) == 5
     for section in sections:
         (provided,) = lldb_pcs(section)
-        ours = [pc for _, pc, _ in sframe_frames(section)]
+        ours = [pc for _, pc, _ in stack_frames(section)]
         assert ours and provided[:len(ours)] == ours, section
     assert "thread #5: " in out.split("sframe-provider status")[-1]
 
@@ -188,7 +188,8 @@ def test_cbf_archives_cross_between_lldb_and_gdb(lldb, gdb, build_dir, tmp_path)
                              mark("BT"), "sframe-bt",
                              f"cbf-save {from_lldb}", mark("LOAD"),
                              f"cbf-load {from_lldb}"])
-    lldb_frames = sframe_frames(out.split("==BT==")[1].split("==LOAD==")[0])
+    lldb_bt = out.split("==BT==")[1].split("==LOAD==")[0]
+    lldb_frames = stack_frames(lldb_bt)
     assert "Saved 1 backtrace" in out
     gdb_out = run_gdb(gdb, [str(program)], ["break stop_here", "run 12",
                                        "echo ==BT==\\n", "sframe-bt", f"cbf-save {from_gdb}",
@@ -199,16 +200,16 @@ def test_cbf_archives_cross_between_lldb_and_gdb(lldb, gdb, build_dir, tmp_path)
     assert [(pc, name) for _, pc, name in gdb_loaded] == [
         (pc, name) for _, pc, name in gdb_frames]
     out = run_lldb(lldb, program, [mark("LOAD"), f"cbf-load {from_gdb}"])
-    lldb_loaded = sframe_frames(out.split("==LOAD==")[1])
-    assert [pc for _, pc, _ in lldb_loaded] == [pc for _, pc, _ in gdb_frames]
-    assert [name for _, _, name in lldb_loaded] == [name for _, _, name in lldb_frames]
+    loaded = out.split("==LOAD==")[1]
+    assert [pc for _, pc, _ in sframe_frames(loaded)] == [pc for _, pc, _ in gdb_frames]
+    assert frame_names(loaded) == frame_names(lldb_bt)
 
 
 def test_ten_thousand_frames(lldb, build_dir):
     program = build_recurse(build_dir, "O2", True)
     out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run 10000",
                              mark("BT"), "sframe-bt -3"])
-    frames = sframe_frames(out.split("==BT==")[1])
+    frames = stack_frames(out.split("==BT==")[1])
     # stop_here ... lib_apply (6 frames), 10,001 x recurse, main
     assert [level for level, _, _ in frames] == [10005, 10006, 10007]
     assert frames[-1][2] == "main"

@@ -9,6 +9,7 @@ from sfbt.unwind.modules import ModuleMap
 from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
                          write_section)
 from sfbt.sframe import constants as C
+from sfbt.unwind.plan import RowPlan
 from sfbt.unwind.target import Module
 from sfbt.unwind.walk import (FLEX, FRAME_POINTER, SFRAME, SIGNAL, Unwinder,
                               registers_read)
@@ -86,6 +87,29 @@ def test_step_by_the_row_at_pc_or_before_it():
                              target.memory)
     frames, _ = Unwinder(target, target.module_map()).walk(limit=2)
     assert [f.pc for f in frames] == [0x1204, 0x1120]
+
+
+def test_step_plans_are_kept_per_row_and_checked_against_it():
+    """The step reads a row through its RowPlan, made once per row and kept
+    on the module map for every walk of it; a plan found under a row's
+    identity but made from another row is not used."""
+    target = build_amd64_stack()
+    module_map = target.module_map()
+    frames, _ = Unwinder(target, module_map).walk()
+    plans = module_map.plans(X86_64.name)
+    _, row = module_map.row_for(0x111f)
+    assert plans[id(row)].row is row
+    made = dict(plans)
+    again, _ = Unwinder(target, module_map).walk()
+    assert [f.pc for f in again] == [f.pc for f in frames] and plans == made
+    # a plan of main's frame-pointer row under the leaf's row: remade
+    _, leaf_row = module_map.row_for(0x1210)
+    _, other = module_map.row_for(0x102f)
+    assert other is not leaf_row
+    plans[id(leaf_row)] = RowPlan(other, True)
+    frames, stop = Unwinder(target, module_map).walk()
+    assert [f.pc for f in frames] == [0x1210, 0x1120, 0x1030, 0x1305]
+    assert stop == "outermost frame" and plans[id(leaf_row)].row is leaf_row
 
 
 def test_step_reads_registers_when_asked_and_takes_given_rows():

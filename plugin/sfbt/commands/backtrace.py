@@ -2,10 +2,11 @@
 
 from typing import List, Optional, Tuple
 
-from ..archive.report import frame_line, frames_of, inline_frame_line
+from ..archive.report import frames_of
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
+from .layout import layout_of
 from .session import Session, Thread
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
@@ -42,7 +43,9 @@ HELP = {
              "GDB's own `set backtrace limit`).",
         fallback="`set sframe fallback fp|none`"),
     "lldb": _HELP.format(
-        layout="Frames are printed in GDB's `bt` layout",
+        layout="Frames are printed in GDB's `bt` layout, each call inlined into the\n"
+               "function of the frame below it a frame of its own, marked [inlined]\n"
+               "as LLDB's `bt` marks it",
         ends="The walk ends at main, after N + 1 frames, or at the backtrace\n"
              "limit (`sframe-settings set backtrace-limit N`).",
         fallback="`sframe-settings set fallback fp|none`"),
@@ -120,24 +123,25 @@ def registers_line(frame: Frame, arch) -> str:
     return "        " + ", ".join(parts)
 
 
-def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[str]:
+def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
+                    layout) -> List[str]:
     """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
     where inline frames are expanded, a list of them, innermost first:
     the frames of the calls inlined at the frame's PC, then the frame's
     own function.  They are escaped here (sfbt.printable).  Inline frames
-    are numbered and counted (N, -N) as frames of their own, as GDB's
-    `bt` does, and shown without an address."""
-    rows = []  # (frame, name, where, whether the frame's address is shown)
+    are numbered and counted (N, -N) as frames of their own, as `bt`
+    does, and printed as ``layout`` (sfbt.commands.layout) prints them."""
+    rows = []  # (frame, name, where, index among the frame's lines, last index)
     for frame in frames:
         if frame.signal_trampoline:
-            rows.append((frame, "<signal handler called>", "", True))
+            rows.append((frame, "<signal handler called>", "", 0, 0))
             continue
         try:
-            named = describe(frame)
+            named = frames_of(describe(frame))
         except Exception:  # a frame the debugger cannot name is still shown
-            named = ("??", " ()")
-        for index, (name, where) in enumerate(frames_of(named)):
-            rows.append((frame, printable(name), printable(where), index == 0))
+            named = [("??", " ()")]
+        for index, (name, where) in enumerate(named):
+            rows.append((frame, printable(name), printable(where), index, len(named) - 1))
     shown, more = rows, False
     if count is not None and count >= 0:
         shown, more = rows[:count], len(rows) > count
@@ -145,15 +149,13 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch) -> List[
         shown = rows[count:]
     first = len(rows) - len(shown) if count is not None and count < 0 else 0
     lines = []
-    for level, (frame, name, where, addressed) in enumerate(shown, first):
-        if addressed:
-            line = frame_line(level, frame.pc, name, where)
-        else:
-            line = inline_frame_line(level, name, where)
-        if verbose:
-            line += f"  [{how_found(frame) if addressed else 'inline'}]"
+    for level, (frame, name, where, index, last) in enumerate(shown, first):
+        line = layout.line(level, frame.pc, name, where, index, last)
+        own = layout.is_own(index, last)
+        if verbose and (own or layout.inline_how):
+            line += f"  [{how_found(frame) if own else layout.inline_how}]"
         lines.append(line)
-        if full and addressed:
+        if full and own:
             lines.append(registers_line(frame, arch))
     if more:
         lines.append("(More stack frames follow...)")
@@ -177,5 +179,6 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
         if frame.level == 0 and innermost:
             return innermost
         return session.describe_frames(frame.lookup_pc)
-    lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch)
+    lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
+                            layout_of(session.debugger))
     return "\n".join(lines)

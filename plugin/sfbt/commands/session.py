@@ -116,7 +116,7 @@ class Session:
         from ..dwarf.inline import expanded
         outer = (self.outer_name(lookup_pc) or symbols.function(lookup_pc - module.load_bias)
                  or described[0])
-        frames = [(name, f" at {line[0]}:{line[1]}" if line else " ()")
+        frames = [(name, f" at {self.source_name(line[0])}:{line[1]}" if line else " ()")
                   for name, line in expanded(calls, outer, None)]
         frames[0] = (frames[0][0], described[1])
         return frames
@@ -129,6 +129,11 @@ class Session:
         one its describer already holds."""
         return _elf_symbolizer(module)
 
+    def source_name(self, path: str) -> str:
+        """A source file's name as the debugger's bt shows it: as the
+        debug information gives it (GDB)."""
+        return path
+
     def outer_name(self, lookup_pc: int) -> Optional[str]:
         """The name of the function whose own code holds ``lookup_pc``
         (the frame calls were inlined into) as the debugger names it, or
@@ -138,9 +143,9 @@ class Session:
     def innermost_frames(self, thread: Thread) -> Optional[List[Tuple[str, str]]]:
         """The debugger's own frames of ``thread``'s innermost stack frame,
         innermost first: those of the calls inlined there that it shows
-        (GDB shows none at the entry of an inlined call it stepped to, all
-        at a breakpoint on it), then the function's own; None to let
-        describe_frames() describe it."""
+        (at the entry of inlined calls GDB and LLDB stepped to, fewer than
+        the DWARF chain has; at a breakpoint on one, all), then the
+        function's own; None to let describe_frames() describe it."""
         return None
 
     def backtrace_limit(self) -> Optional[int]:

@@ -1,22 +1,35 @@
 """Inlined calls: for a PC, the chain of calls the compiler inlined around
 it, from one compilation unit's DW_TAG_inlined_subroutine entries.
 
-A unit's entries are read once (pyelftools, on the first address asked
-for in that unit, as the line tables are) and flattened into sorted,
-non-overlapping segments, each with the chain that holds over it, so
-that a look-up is one bisection."""
+A unit's entries are read once (sfbt.dwarf.entries, on the first address
+asked for in that unit, as the line tables are) and flattened into
+sorted, non-overlapping segments, each with the chain that holds over it,
+so that a look-up is one bisection."""
 
 from bisect import bisect_right
 from typing import NamedTuple
 
 from .lines import file_names
+from . import entries
+from .entries import Sections, Unit
 
-DW_TAG_SUBPROGRAM = "DW_TAG_subprogram"
-DW_TAG_INLINED = "DW_TAG_inlined_subroutine"
-#: attributes whose DIE may carry a function's name instead of this one
-NAME_SOURCES = ("DW_AT_abstract_origin", "DW_AT_specification")
+DW_TAG_INLINED = 0x1D
+#: tags whose children may hold inlined calls: subprogram, lexical_block,
+#: namespace, class_type, structure_type, try_block, catch_block, union_type
+NESTING = {0x2E, 0x0B, 0x39, 0x02, 0x13, 0x32, 0x25, 0x17}
+NAMES = (entries.DW_AT_NAME, entries.DW_AT_LINKAGE_NAME, entries.DW_AT_MIPS_LINKAGE_NAME)
+#: attributes whose entry may carry a function's name instead of this one
+NAME_SOURCES = (entries.DW_AT_ABSTRACT_ORIGIN, entries.DW_AT_SPECIFICATION)
 #: links followed at most to find a name (a loop in damaged DWARF ends)
 NAME_DEPTH = 8
+CALL_ATTRIBUTES = frozenset(NAMES + NAME_SOURCES + (
+    entries.DW_AT_LOW_PC, entries.DW_AT_HIGH_PC, entries.DW_AT_RANGES,
+    entries.DW_AT_CALL_FILE, entries.DW_AT_CALL_LINE))
+NAME_ATTRIBUTES = frozenset(NAMES + NAME_SOURCES)
+SIBLING = frozenset((entries.DW_AT_SIBLING,))
+#: (call, elementary interval) pairs a unit may hold: damaged ranges that
+#: overlap without end are refused (the C library's largest unit: 1439)
+MAX_MARKS = 10_000_000
 
 
 class InlinedCall(NamedTuple):
@@ -29,82 +42,139 @@ class InlinedCall(NamedTuple):
     line: int
 
 
-def _name(die):
-    """A function DIE's name, following abstract origins and
-    specifications; "??" when none is found."""
-    for _ in range(NAME_DEPTH):
-        attributes = die.attributes
-        for key in ("DW_AT_name", "DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
-            if key in attributes:
-                value = attributes[key].value
-                return value.decode("utf-8", "surrogateescape") \
-                    if isinstance(value, bytes) else str(value)
-        origin = next((attributes[k] for k in NAME_SOURCES if k in attributes), None)
-        if origin is None:
-            return "??"
-        die = die.get_DIE_from_attribute(origin.name)
-    return "??"
+class _Names:
+    """Function names of one unit's entries, following abstract origins
+    and specifications (into other units too), each entry's found once."""
+
+    def __init__(self, unit):
+        self.unit = unit
+        self.units = [unit]
+        self.found = {}
+
+    def name(self, unit, attributes):
+        """The name an entry's attributes give, "??" when none is found."""
+        passed = []  # the entries followed to it
+        name = "??"
+        for _ in range(NAME_DEPTH):
+            own = _own_name(unit, attributes)
+            if own is not None:
+                name = own
+                break
+            source = attributes.get(NAME_SOURCES[0]) or attributes.get(NAME_SOURCES[1])
+            target = unit.reference(source) if source is not None else None
+            if target is None:
+                break
+            if target in self.found:
+                name = self.found[target]
+                break
+            passed.append(target)
+            unit = self._unit_of(target)
+            attributes = unit.attributes(target, NAME_ATTRIBUTES)[0]
+        for target in passed:
+            self.found[target] = name
+        return name
+
+    def _unit_of(self, offset):
+        for unit in self.units:
+            if unit.offset <= offset < unit.end:
+                return unit
+        unit = entries.unit_holding(self.unit.sections, offset)
+        self.units.append(unit)
+        return unit
 
 
-def _ranges(dwarf, unit, die, base):
-    """[(low, high)] of a DIE: low/high pc, or its range list."""
-    attributes = die.attributes
-    if "DW_AT_low_pc" in attributes and "DW_AT_high_pc" in attributes:
-        low = attributes["DW_AT_low_pc"].value
-        high = attributes["DW_AT_high_pc"]
-        end = high.value if high.form == "DW_FORM_addr" else low + high.value
-        return [(low, end)] if end > low else []
-    if "DW_AT_ranges" not in attributes:
-        return []
-    lists = dwarf.range_lists()
-    if lists is None:
-        return []
-    found = []
-    for entry in lists.get_range_list_at_offset(attributes["DW_AT_ranges"].value, cu=unit):
-        if hasattr(entry, "base_address"):
-            base = entry.base_address
-        elif entry.end_offset > entry.begin_offset:
-            shift = 0 if entry.is_absolute else base
-            found.append((entry.begin_offset + shift, entry.end_offset + shift))
-    return found
+def _own_name(unit, attributes):
+    """The name an entry's own attributes give, or None."""
+    for key in NAMES:
+        value = attributes.get(key)
+        if value is not None:
+            text = unit.string(value)
+            return text.decode("utf-8", "surrogateescape") if text is not None \
+                else str(value[1])
+    return None
 
 
 def unit_calls(dwarf, offset):
     """The inlined calls of the compilation unit at ``offset`` in
-    .debug_info (pyelftools' DWARFInfo ``dwarf``), as sorted segments
-    [(start, end, chain)], chain a list of [name, file, line], innermost
-    first (JSON-ready, to be kept in a cache)."""
-    unit = dwarf.get_CU_at(offset)
-    top = unit.get_top_DIE()
-    base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
-    program = dwarf.line_program_for_CU(unit)
-    names = file_names(program) if program is not None else []
-    version = program["version"] if program is not None else 5
-    calls = []  # (low, high, depth, [name, file, line])
-    # DIEs walked with an explicit stack of (die, inline depth)
-    stack = [(child, 0) for child in reversed(list(top.iter_children()))]
-    while stack:
-        die, depth = stack.pop()
-        inner = depth
-        if die.tag == DW_TAG_INLINED:
-            attributes = die.attributes
-            index = attributes["DW_AT_call_file"].value \
-                if "DW_AT_call_file" in attributes else None
-            if index is not None and version < 5:
-                index -= 1
-            file = names[index] if index is not None and 0 <= index < len(names) else None
-            line = attributes["DW_AT_call_line"].value if "DW_AT_call_line" in attributes else 0
-            call = [_name(die), file, line]
-            for low, high in _ranges(dwarf, unit, die, base):
-                calls.append((low, high, depth, call))
-            inner = depth + 1
-        elif die.tag not in (DW_TAG_SUBPROGRAM, "DW_TAG_lexical_block", "DW_TAG_namespace",
-                             "DW_TAG_class_type", "DW_TAG_structure_type", "DW_TAG_try_block",
-                             "DW_TAG_catch_block", "DW_TAG_union_type"):
-            continue
-        if die.has_children:
-            stack += [(child, inner) for child in reversed(list(die.iter_children()))]
+    .debug_info (pyelftools' DWARFInfo ``dwarf``, whose sections are
+    read), as sorted segments [(start, end, chain)], chain a list of
+    [name, file, line], innermost first (JSON-ready, to be kept in a
+    cache)."""
+    calls = _calls(Unit(Sections.of(dwarf), offset))
+    if calls:  # a unit without inlined calls needs no file names
+        _name_files(calls, dwarf.line_program_for_CU(dwarf.get_CU_at(offset)))
     return _segments(calls)
+
+
+def _calls(unit):
+    """[(low, high, depth, [name, file number, line])] of the unit's
+    inlined calls, in the order of its entries, depth their nesting."""
+    calls = []
+    names = _Names(unit)
+    abbreviation, at = unit.entry(unit.first)
+    if abbreviation is None or not abbreviation.children:
+        return calls
+    at = unit.skip(abbreviation, at)
+    # the inline depth of the children of each entry open around ``at``,
+    # None for an entry whose children are passed over
+    depths = [0]
+    while depths:
+        if at >= unit.end:
+            raise entries.DwarfFormatError(f"unit at {unit.offset:#x}: entries run past its end")
+        abbreviation, at = unit.entry(at)
+        if abbreviation is None:
+            depths.pop()
+            continue
+        depth, tag = depths[-1], abbreviation.tag
+        if depth is not None and tag == DW_TAG_INLINED:
+            attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
+            call = [names.name(unit, attributes),
+                    attributes[entries.DW_AT_CALL_FILE][1]
+                    if entries.DW_AT_CALL_FILE in attributes else None,
+                    attributes[entries.DW_AT_CALL_LINE][1]
+                    if entries.DW_AT_CALL_LINE in attributes else 0]
+            calls += [(low, high, depth, call) for low, high in _ranges(unit, attributes)]
+            depth += 1
+        elif depth is not None and tag in NESTING:
+            at = unit.skip(abbreviation, at)
+        elif abbreviation.children:
+            attributes, after = unit.attributes(at, SIBLING, abbreviation)
+            sibling = unit.reference(attributes[entries.DW_AT_SIBLING]) \
+                if entries.DW_AT_SIBLING in attributes else None
+            if sibling is not None and after <= sibling <= unit.end:
+                at = sibling
+                continue
+            at, depth = after, None
+        else:
+            at = unit.skip(abbreviation, at)
+            continue
+        if abbreviation.children:
+            depths.append(depth)
+    return calls
+
+
+def _name_files(calls, program):
+    """Replace each call's file number by its name in the unit's line
+    program (None when it has none of that number)."""
+    files = file_names(program) if program is not None else []
+    version = program["version"] if program is not None else 5
+    for call in {id(call): call for _, _, _, call in calls}.values():
+        index = call[1]
+        if index is not None and version < 5:
+            index -= 1
+        call[1] = files[index] if index is not None and 0 <= index < len(files) else None
+
+
+def _ranges(unit, attributes):
+    """[(low, high)] of an entry: low/high pc, or its range list."""
+    if entries.DW_AT_LOW_PC in attributes and entries.DW_AT_HIGH_PC in attributes:
+        low = unit.address(attributes[entries.DW_AT_LOW_PC])
+        form, value = attributes[entries.DW_AT_HIGH_PC]
+        end = unit.address((form, value)) if form in entries.ADDRESS_FORMS else low + value
+        return [(low, end)] if end > low else []
+    if entries.DW_AT_RANGES not in attributes:
+        return []
+    return unit.ranges(attributes[entries.DW_AT_RANGES])
 
 
 def _segments(calls):
@@ -115,16 +185,18 @@ def _segments(calls):
     if not bounds:
         return []
     at = {b: i for i, b in enumerate(bounds)}
-    # each call marks the elementary intervals it covers
+    if sum(at[high] - at[low] for low, high, _, _ in calls) > MAX_MARKS:
+        raise entries.DwarfFormatError(f"inlined calls overlap more than {MAX_MARKS} times")
+    # each call marks the elementary intervals it covers, deepest calls
+    # first (in the order of the entries among calls as deep)
     covering = [[] for _ in bounds]
-    for low, high, depth, call in calls:
+    for low, high, _, call in sorted(calls, key=lambda c: -c[2]):
         for i in range(at[low], at[high]):
-            covering[i].append((depth, call))
+            covering[i].append(call)
     segments = []
-    for i, held in enumerate(covering[:-1]):
-        if not held:
+    for i, chain in enumerate(covering[:-1]):
+        if not chain:
             continue
-        chain = [call for _, call in sorted(held, key=lambda d: -d[0])]
         if segments and segments[-1][1] == bounds[i] and segments[-1][2] == chain:
             segments[-1][1] = bounds[i + 1]
         else:
@@ -147,7 +219,7 @@ class UnitCalls:
     def __init__(self, segments):
         # segments may come from a cache file: malformed ones are dropped
         self.segments = [s for s in segments if _well_formed(s)]
-        self.starts = [segment[0] for segment in segments]
+        self.starts = [segment[0] for segment in self.segments]
 
     def chain(self, address):
         """[InlinedCall] around the address, innermost first."""

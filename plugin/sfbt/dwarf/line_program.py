@@ -6,50 +6,21 @@ end of sequence as (address, None, 0, True), as pyelftools gives them."""
 import os
 import struct
 import zlib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Literal, Optional, Tuple
 
 from ..elf import SHF_COMPRESSED, ElfImage, Section
+from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDATA,
+                      DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit,
+                      sleb, uleb)
 from .lines import ELFCOMPRESS_ZLIB, MAX_EXPANSION, preferred_rows
 
 Row = Tuple[int, Optional[str], int, bool]
 
-DW_AT_stmt_list = 0x10
-DW_FORM_implicit_const = 0x21
-DW_FORM_indirect = 0x16
-DW_LNCT_path = 1
-DW_LNCT_directory_index = 2
-#: fixed sizes of forms; -1: the offset size, -2: the address size
-_FIXED = {0x01: -2, 0x05: 2, 0x06: 4, 0x07: 8, 0x0B: 1, 0x0C: 1, 0x0E: -1, 0x10: -1,
-          0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8, 0x17: -1, 0x19: 0, 0x1C: 4, 0x1D: -1,
-          0x1E: 16, 0x1F: -1, 0x20: 8, 0x21: 0, 0x24: 8, 0x25: 1, 0x26: 2, 0x27: 3,
-          0x28: 4, 0x29: 1, 0x2A: 2, 0x2B: 3, 0x2C: 4, 0x1F20: -1, 0x1F21: -1}
-#: forms whose value is a ULEB128 or SLEB128
-_LEB = {0x0D, 0x0F, 0x15, 0x1A, 0x1B, 0x22, 0x23, 0x1F01, 0x1F02}
-#: forms whose value is a length, then that many bytes (the length's size)
-_BLOCK = {0x03: 2, 0x04: 4, 0x09: 0, 0x0A: 1, 0x18: 0}
-#: bytes of one unit read at most (its first DIE, its line program)
+DW_AT_STMT_LIST = 0x10
+DW_LNCT_PATH = 1
+DW_LNCT_DIRECTORY_INDEX = 2
+#: bytes of one unit read at most (its first entry, its line program)
 MAX_UNIT = 1 << 26
-DW_FORM_string = 0x08
-DW_FORM_strp = 0x0E
-DW_FORM_line_strp = 0x1F
-
-
-def _uleb(data: bytes, at: int) -> Tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, at
-
-
-def _sleb(data: bytes, at: int) -> Tuple[int, int]:
-    start = at
-    value, at = _uleb(data, at)
-    bits = 7 * (at - start)
-    return (value - (1 << bits) if value >> (bits - 1) & 1 else value), at
 
 
 def _cstring(data: bytes, at: int) -> Tuple[bytes, int]:
@@ -68,6 +39,7 @@ class DwarfBytes:
     def __init__(self, image: ElfImage):
         self.image = image
         self.endian = image.header.endian
+        self.byteorder: Literal["little", "big"] = "big" if self.endian == ">" else "little"
         self._sections: Dict[str, bytes] = {}
         self._inflating: Dict[str, _Inflating] = {}
 
@@ -111,7 +83,7 @@ class DwarfBytes:
 
     def string(self, form: int, value: int) -> bytes:
         """The string a strp / line_strp form's offset names."""
-        data = self[".debug_line_str" if form == DW_FORM_line_strp else ".debug_str"]
+        data = self[".debug_line_str" if form == DW_FORM_LINE_STRP else ".debug_str"]
         return _cstring(data, value)[0]
 
 
@@ -151,85 +123,39 @@ def _unit_head(data: bytes, at: int, endian: str) -> Tuple[int, int, int]:
 
 
 def _form(data: bytes, at: int, form: int, offset_size: int, address_size: int,
-          endian: str) -> Tuple[object, int]:
-    """(value, position after it) of one attribute value: an int, or the
-    bytes of a string or block."""
-    if form == DW_FORM_string:
+          byteorder: Literal["little", "big"]) -> Tuple[object, int]:
+    """(value, position after it) of one value of a line table's entry
+    formats (sfbt.dwarf.entries' forms): an int, or the bytes of a string
+    or block."""
+    if form == DW_FORM_STRING:
         return _cstring(data, at)
-    if form in _LEB:
-        return (_sleb if form == 0x0D else _uleb)(data, at)
-    if form in _BLOCK:
-        width = _BLOCK[form]
+    if form in LEB_FORMS:
+        return (sleb if form == DW_FORM_SDATA else uleb)(data, at)
+    if form in BLOCK_FORMS:
+        width = BLOCK_FORMS[form]
         if width:
-            length = int.from_bytes(data[at:at + width], "big" if endian == ">" else "little")
+            length = int.from_bytes(data[at:at + width], byteorder)
             at += width
         else:
-            length, at = _uleb(data, at)
+            length, at = uleb(data, at)
         return data[at:at + length], at + length
-    size = _FIXED.get(form)
+    size = FIXED_SIZES.get(form, offset_size if form in OFFSET_FORMS
+                           else address_size if form == DW_FORM_ADDR else None)
     if size is None:
-        raise ValueError(f"unknown DWARF form {form:#x}")
-    size = offset_size if size == -1 else address_size if size == -2 else size
+        raise ValueError(f"unknown DWARF form {form:#x} in a line table")
     if at + size > len(data):
-        raise ValueError("attribute value past the end of its section")
-    return int.from_bytes(data[at:at + size], "big" if endian == ">" else "little"), at + size
+        raise ValueError("line table entry past the end of its program")
+    return int.from_bytes(data[at:at + size], byteorder), at + size
 
 
 def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
     """The offset in .debug_line of the line program of the unit at
-    ``unit`` in .debug_info, or None when its first DIE has none."""
-    info, endian = dwarf.unit(".debug_info", unit), dwarf.endian
-    offset_size, at, _ = _unit_head(info, 0, endian)
-    (version,) = struct.unpack_from(endian + "H", info, at)
-    if version >= 5:
-        address_size = info[at + 3]
-        abbrev = int.from_bytes(info[at + 4:at + 4 + offset_size],
-                                "big" if endian == ">" else "little")
-        at += 4 + offset_size
-        if info[at - offset_size - 2] in (2, 6):  # type and split type units
-            at += 8 + offset_size
-        elif info[at - offset_size - 2] in (4, 5):  # skeleton and split compile units
-            at += 8
-    else:
-        abbrev = int.from_bytes(info[at + 2:at + 2 + offset_size],
-                                "big" if endian == ">" else "little")
-        address_size = info[at + 2 + offset_size]
-        at += 3 + offset_size
-    code, at = _uleb(info, at)
-    attributes = _abbreviation(dwarf[".debug_abbrev"], abbrev, code)
-    for name, form, implicit in attributes:
-        while form == DW_FORM_indirect:
-            form, at = _uleb(info, at)
-        if form == DW_FORM_implicit_const:
-            value: object = implicit
-        else:
-            value, at = _form(info, at, form, offset_size, address_size, endian)
-        if name == DW_AT_stmt_list:
-            return value if isinstance(value, int) else None
-    return None
-
-
-def _abbreviation(data: bytes, at: int, code: int) -> List[Tuple[int, int, int]]:
-    """[(attribute, form, implicit constant)] of abbreviation ``code`` in
-    the table at ``at``."""
-    while True:
-        found, at = _uleb(data, at)
-        if found == 0:
-            raise ValueError(f"no abbreviation {code}")
-        _, at = _uleb(data, at)  # the tag
-        at += 1  # has children
-        attributes = []
-        while True:
-            name, at = _uleb(data, at)
-            form, at = _uleb(data, at)
-            implicit = 0
-            if form == DW_FORM_implicit_const:
-                implicit, at = _sleb(data, at)
-            if name == 0 and form == 0:
-                break
-            attributes.append((name, form, implicit))
-        if found == code:
-            return attributes
+    ``unit`` in .debug_info, or None when its first entry has none."""
+    sections = Sections(dwarf.unit(".debug_info", unit), dwarf[".debug_abbrev"], b"", b"",
+                        dwarf[".debug_addr"], b"", b"", b"", dwarf.endian == "<")
+    top = Unit(sections, 0)
+    found = top.attributes(top.first, {DW_AT_STMT_LIST})[0]
+    return found[DW_AT_STMT_LIST][1] if DW_AT_STMT_LIST in found else None
 
 
 def unit_rows(dwarf: DwarfBytes, unit: int) -> List[Row]:
@@ -265,7 +191,7 @@ def program_rows(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple[List[Row], in
     if version >= 5:
         address_size = data[at]
         at += 2
-    header_length = int.from_bytes(data[at:at + offset_size], "big" if endian == ">" else "little")
+    header_length = int.from_bytes(data[at:at + offset_size], dwarf.byteorder)
     at += offset_size
     program = at + header_length
     minimum_length = data[at]
@@ -305,9 +231,9 @@ def _joined(path: bytes, index: int, directories: List[str], join: bool) -> str:
 def _v4_file(data: bytes, at: int, directories: List[str], names: List[str]) -> int:
     """Read one file entry (DWARF 2 to 4) into names; the position after it."""
     path, at = _cstring(data, at)
-    index, at = _uleb(data, at)
-    _, at = _uleb(data, at)  # modification time
-    _, at = _uleb(data, at)  # length
+    index, at = uleb(data, at)
+    _, at = uleb(data, at)  # modification time
+    _, at = uleb(data, at)  # length
     names.append(_joined(path, index - 1, directories, index >= 1))
     return at
 
@@ -319,20 +245,20 @@ def _entries(dwarf: DwarfBytes, data: bytes, at: int, offset_size: int, address_
     at += 1
     formats = []
     for _ in range(count):
-        kind, at = _uleb(data, at)
-        form, at = _uleb(data, at)
+        kind, at = uleb(data, at)
+        form, at = uleb(data, at)
         formats.append((kind, form))
-    total, at = _uleb(data, at)
+    total, at = uleb(data, at)
     found: List[Tuple[bytes, int]] = []
     for _ in range(total):
         path, index = b"", 0
         for kind, form in formats:
-            value, at = _form(data, at, form, offset_size, address_size, dwarf.endian)
-            if kind == DW_LNCT_path and isinstance(value, int):
+            value, at = _form(data, at, form, offset_size, address_size, dwarf.byteorder)
+            if kind == DW_LNCT_PATH and isinstance(value, int):
                 path = dwarf.string(form, value)
-            elif kind == DW_LNCT_path and isinstance(value, bytes):
+            elif kind == DW_LNCT_PATH and isinstance(value, bytes):
                 path = value
-            elif kind == DW_LNCT_directory_index and isinstance(value, int):
+            elif kind == DW_LNCT_DIRECTORY_INDEX and isinstance(value, int):
                 index = value
         found.append((path, index))
     return found, at
@@ -372,7 +298,7 @@ class _Machine:
                 line += self.line_base + adjusted % self.line_range
                 emit()
             elif opcode == 0:  # an extended opcode
-                length, at = _uleb(data, at)
+                length, at = uleb(data, at)
                 after = at + length
                 kind = data[at] if length else 0
                 if kind == 1:  # end of sequence
@@ -387,13 +313,13 @@ class _Machine:
             elif opcode == 1:
                 emit()
             elif opcode == 2:
-                value, at = _uleb(data, at)
+                value, at = uleb(data, at)
                 address += value * step
             elif opcode == 3:
-                value, at = _sleb(data, at)
+                value, at = sleb(data, at)
                 line += value
             elif opcode == 4:
-                file, at = _uleb(data, at)
+                file, at = uleb(data, at)
             elif opcode == 6:
                 is_stmt = not is_stmt
             elif opcode == 8:
@@ -403,5 +329,5 @@ class _Machine:
                 at += 2
             else:  # operands this reader has no use for
                 for _ in range(lengths[opcode - 1]):
-                    _, at = _uleb(data, at)
+                    _, at = uleb(data, at)
         return rows

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..dwarf.ondemand import FunctionRows
     from ..sframe.model import SFrameSection
     from ..sframe.rules import FrameRow
+    from .plan import RowPlan
 
 #: {DWARF register: its rule, None where unchanged}
 RegisterRules = Dict[int, Optional["Rule"]]
@@ -294,6 +295,7 @@ class ModuleMap:
         self._rows: Dict[Tuple[int, bool], Found] = {}
         self._steps: Dict[bool, Dict[int, Step]] = {}
         self._rules: Dict[Tuple[Module, int], Optional[RegisterRules]] = {}
+        self._plans: Dict[str, Dict[int, "RowPlan"]] = {}
         self._rule_registers: Optional[List[int]] = None
 
     def module_for(self, pc: int) -> Optional[Module]:
@@ -337,6 +339,12 @@ class ModuleMap:
         """{pc: what step_for(pc) gave}, as synthesis is now on or off: a
         walk looks there first."""
         return self._steps.setdefault(getattr(self.sources, "synthesize", True), {})
+
+    def plans(self, arch_name: str) -> Dict[int, "RowPlan"]:
+        """{id(row): the step's RowPlan for that row on the architecture}:
+        kept as long as the rows, each plan holding the row it was made
+        from (the step checks it is that row)."""
+        return self._plans.setdefault(arch_name, {})
 
     def step_for(self, pc: int) -> Step:
         """(module, FrameRow or None, how: SFRAME, FLEX or SYNTH) for

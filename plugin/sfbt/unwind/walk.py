@@ -11,6 +11,7 @@ import struct
 
 from ..errors import SfbtError, TargetMemoryError
 from ..sframe import SFrameError
+from .plan import SIGNAL as SIGNAL_ROW, RowPlan
 
 # How a frame was found.
 INNERMOST = "innermost"
@@ -29,6 +30,8 @@ STOP_LOOP = "previous frame identical to this frame (corrupt stack?)"
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _PAGE = 0x1000
+_PAGE_START = ~(_PAGE - 1)
+_PAGE_OFFSET = _PAGE - 1
 
 
 class UnwindStop(SfbtError):
@@ -116,10 +119,12 @@ class Unwinder:
         arch = self.arch
         self._order = "big" if arch.big_endian else "little"
         self._word_size = arch.pointer_size
+        self._last_word = _PAGE - arch.pointer_size  # the last offset a word in a page starts at
         #: (a word,) at an offset of a buffer
         self._word = struct.Struct(("<", ">")[arch.big_endian]
                                    + {4: "I", 8: "Q"}[arch.pointer_size]).unpack_from
         self._steps = module_map.steps()
+        self._plans = module_map.plans(arch.name)  # id(row) -> its RowPlan
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
         self._sp_from_cfa = arch.sp_from_cfa
         self._link_register = arch.has_link_register
@@ -150,9 +155,9 @@ class Unwinder:
         return data
 
     def read_word(self, address):
-        data = self._pages.get(address & ~(_PAGE - 1))
-        at = address & (_PAGE - 1)
-        if data and at + self._word_size <= _PAGE:  # the common case: the page is read
+        data = self._pages.get(address & _PAGE_START)
+        at = address & _PAGE_OFFSET
+        if data and at <= self._last_word:  # the common case: the page is read
             return self._word(data, at)[0]
         return self._word(self.read(address, self._word_size))[0]
 
@@ -198,11 +203,14 @@ class Unwinder:
 
     def caller(self, frame):
         """The frame that called ``frame``; UnwindStop when there is none."""
+        level = frame.level
         if frame.signal_trampoline:
-            return self._caller_of_signal_frame(frame.level, frame.registers)
-        caller = self.step(frame.pc, not frame.interrupted, frame.registers, frame.level)
-        if caller is not None:
-            return caller
+            registers = self._signal_frame_registers(level, frame.registers)
+            return self._frame(level + 1, registers, registers[self._sp], SIGNAL, None)
+        found = self.caller_registers(frame.pc, not frame.interrupted, frame.registers, level)
+        if found is not None:
+            registers, cfa, how, module = found
+            return self._frame(level + 1, registers, cfa, how, module)
         caller = self._caller_from_return_address_at_sp(frame)
         if caller is not None:
             return caller
@@ -223,7 +231,17 @@ class Unwinder:
         the module map's, rows synthesized from DWARF CFI included).
         UnwindStop where the row ends the stack or the stack would not move
         up; TargetMemoryError where a saved word cannot be read."""
-        address = lookup_pc(pc, is_caller)
+        found = self.caller_registers(pc, is_caller, known, level, rows)
+        if found is None:
+            return None
+        registers, cfa, how, module = found
+        return self._frame(level + 1, registers, cfa, how, module)
+
+    def caller_registers(self, pc, is_caller, known, level=0, rows=None):
+        """The step (see step()) up to the caller's Frame: (the caller's
+        registers, its CFA, how it was found, the module whose rows gave
+        it), or None.  GDB's frame unwinder wants no more, once per frame."""
+        address = pc - 1 if is_caller and pc else pc  # lookup_pc, once per frame
         if rows is None:
             try:
                 module, row, how = (self._steps.get(address)
@@ -235,55 +253,67 @@ class Unwinder:
             module, row, how = rows(address)
         if row is None:
             return None
-        if row.signal and self.arch.signal_frame is not None:
-            # a v3 signal FDE: the kernel's frame, whatever its code
-            return self._caller_of_signal_frame(level, known)
-        if row.outermost:
+        plan = self._plans.get(id(row))
+        if plan is None or plan.row is not row:
+            plan = self._plans[id(row)] = RowPlan(row, self.arch.signal_frame is not None)
+        if plan.ends is not None:
+            if plan.ends == SIGNAL_ROW:  # a v3 signal FDE: the kernel's frame, whatever its code
+                registers = self._signal_frame_registers(level, known)
+                return registers, registers[self._sp], SIGNAL, None
             raise UnwindStop(STOP_OUTERMOST)
-        rule = row.cfa
-        base = known.get(rule.register)
+        sp_number = self._sp
+        base = known.get(plan.cfa_register)
         if base is None:
-            base = self._register(known, level, rule.register)
-        cfa = (base + rule.offset) & _MASK64
-        if rule.deref:
+            base = self._register(known, level, plan.cfa_register)
+        cfa = (base + plan.cfa_offset) & _MASK64
+        if plan.cfa_deref:
             cfa = self.read_word(cfa)
         caller_sp = (cfa + self._sp_from_cfa) & _MASK64
-        old_sp = known.get(self._sp)
+        old_sp = known.get(sp_number)
         # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
         # catches a frame that repeats itself.
         if old_sp is not None and caller_sp < old_sp:
             raise UnwindStop(STOP_NOT_UP)
-        rule = row.ra
-        if rule is None:
-            if not self._link_register:
-                raise UnwindStop(f"no return address rule at PC {pc:#x}")
+        if plan.ra_saved_at is not None:
+            ra = self.read_word((cfa + plan.ra_saved_at) & _MASK64)
+        elif plan.ra is not None:
+            ra = self._location(known, level, plan.ra, cfa)
+        elif self._link_register:
             ra = self._register(known, level, self._ra)
-        elif rule.register is None and rule.deref:
-            ra = self.read_word((cfa + rule.offset) & _MASK64)
         else:
-            ra = self._location(known, level, rule, cfa)
-        if row.mangled_ra:
+            raise UnwindStop(f"no return address rule at PC {pc:#x}")
+        if plan.mangled_ra:
             ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
-        registers = {self._sp: caller_sp, self._pc: ra}
+        registers = {sp_number: caller_sp, self._pc: ra}
         if how == SYNTH:
             rules = self.module_map.register_rules(module, address)
             if rules:  # none of SP, PC, FP and RA
                 self._saved_registers(known, rules, cfa, registers)
-        rule = row.fp
-        if rule is None:
-            fp = known.get(self._fp)
-            if fp is not None:
-                registers[self._fp] = fp
-        elif rule.register is None and rule.deref:
-            registers[self._fp] = self.read_word((cfa + rule.offset) & _MASK64)
+        fp_number = self._fp
+        if plan.fp_saved_at is not None:
+            registers[fp_number] = self.read_word((cfa + plan.fp_saved_at) & _MASK64)
+        elif plan.fp is not None:
+            registers[fp_number] = self._location(known, level, plan.fp, cfa)
         else:
-            registers[self._fp] = self._location(known, level, rule, cfa)
+            fp = known.get(fp_number)
+            if fp is not None:
+                registers[fp_number] = fp
         if self._link_register:
             registers[self._ra] = ra
-        trampoline = self._return_trampolines.get(ra)
+        return registers, cfa, how, module
+
+    def _frame(self, level, registers, cfa, how, module):
+        """The Frame at ``level`` whose registers a step found: one a
+        signal interrupted (its pc where execution stopped), or one whose
+        pc is a return address."""
+        pc = registers[self._pc]
+        if how == SIGNAL:
+            return Frame(level, pc, registers, SIGNAL, None, True,
+                         self.is_signal_trampoline(pc, True), cfa)
+        trampoline = self._return_trampolines.get(pc)
         if trampoline is None:
-            trampoline = self.is_signal_trampoline(ra)
-        return Frame(level + 1, ra, registers, how, module, False, trampoline, cfa)
+            trampoline = self.is_signal_trampoline(pc)
+        return Frame(level, pc, registers, how, module, False, trampoline, cfa)
 
     def _register(self, registers, level, number):
         value = registers.get(number)
@@ -383,7 +413,9 @@ class Unwinder:
         return Frame(frame.level + 1, ra, registers, FRAME_POINTER, None, False,
                      self.is_signal_trampoline(ra), caller_sp)
 
-    def _caller_of_signal_frame(self, level, registers):
+    def _signal_frame_registers(self, level, registers):
+        """The registers the kernel saved in the signal frame at
+        ``level``, whose SP is in ``registers``."""
         arch = self.arch
         layout = arch.signal_frame
         sp = self._register(registers, level, arch.sp)
@@ -391,11 +423,8 @@ class Unwinder:
         count = 1 + max(slot for _, slot in layout.slots)
         block = self.read((sp + layout.registers_offset) & _MASK64, count * size)
         order = self._order
-        registers = {number: int.from_bytes(block[slot * size:(slot + 1) * size], order)
-                     for number, slot in layout.slots}
-        pc = registers[arch.pc]
-        return Frame(level + 1, pc, registers, SIGNAL, None, True,
-                     self.is_signal_trampoline(pc, True), registers[arch.sp])
+        return {number: int.from_bytes(block[slot * size:(slot + 1) * size], order)
+                for number, slot in layout.slots}
 
     def _virtual_address_bits(self):
         """What strip_return_address keeps: the target's virtual-address

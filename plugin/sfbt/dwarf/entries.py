@@ -1,0 +1,432 @@
+"""A compilation unit's debugging information entries read straight from
+its bytes, for what inline chains need (sfbt.dwarf.inline).
+
+pyelftools builds an object per entry and per attribute; a large unit of
+the C library's takes it a tenth of a second.  Here a unit's abbreviation
+table is parsed once, an entry is read by its abbreviation's forms (an
+entry of fixed size skipped in one step), a subtree nobody asked for is
+skipped through DW_AT_sibling, and only the attributes asked for are
+decoded.  DWARF 2 to 5: strings through DW_FORM_strp, line_strp and strx
+(DW_AT_str_offsets_base), addresses through addrx (DW_AT_addr_base), range
+lists in .debug_ranges or .debug_rnglists, also through rnglistx
+(DW_AT_rnglists_base)."""
+
+import struct
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+DW_AT_SIBLING = 0x01
+DW_AT_NAME = 0x03
+DW_AT_LOW_PC = 0x11
+DW_AT_HIGH_PC = 0x12
+DW_AT_ABSTRACT_ORIGIN = 0x31
+DW_AT_SPECIFICATION = 0x47
+DW_AT_RANGES = 0x55
+DW_AT_CALL_FILE = 0x58
+DW_AT_CALL_LINE = 0x59
+DW_AT_LINKAGE_NAME = 0x6E
+DW_AT_STR_OFFSETS_BASE = 0x72
+DW_AT_ADDR_BASE = 0x73
+DW_AT_RNGLISTS_BASE = 0x74
+DW_AT_MIPS_LINKAGE_NAME = 0x2007
+
+DW_FORM_ADDR = 0x01
+DW_FORM_STRING = 0x08
+DW_FORM_SDATA = 0x0D
+DW_FORM_STRP = 0x0E
+DW_FORM_REF_ADDR = 0x10
+DW_FORM_INDIRECT = 0x16
+DW_FORM_SEC_OFFSET = 0x17
+DW_FORM_FLAG_PRESENT = 0x19
+DW_FORM_STRX = 0x1A
+DW_FORM_ADDRX = 0x1B
+DW_FORM_IMPLICIT_CONST = 0x21
+DW_FORM_RNGLISTX = 0x23
+DW_FORM_LINE_STRP = 0x1F
+DW_FORM_GNU_ADDR_INDEX = 0x1F01
+DW_FORM_GNU_STR_INDEX = 0x1F02
+
+#: forms whose size does not depend on the unit: size in bytes
+FIXED_SIZES = {0x05: 2, 0x06: 4, 0x07: 8, 0x0B: 1, 0x0C: 1,
+               0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8, 0x19: 0, 0x1C: 4, 0x1E: 16, 0x20: 8,
+               0x21: 0, 0x24: 8, 0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4, 0x29: 1, 0x2A: 2,
+               0x2B: 3, 0x2C: 4}
+#: forms of an offset into another section, as wide as the unit's offsets
+OFFSET_FORMS = {DW_FORM_STRP, DW_FORM_SEC_OFFSET, DW_FORM_LINE_STRP, 0x1D, 0x1F20, 0x1F21}
+#: forms of one LEB128 number
+LEB_FORMS = {0x0D, 0x0F, 0x15, DW_FORM_STRX, DW_FORM_ADDRX, 0x22, DW_FORM_RNGLISTX,
+             DW_FORM_GNU_ADDR_INDEX, DW_FORM_GNU_STR_INDEX}
+#: forms of a block: the size of the length before the bytes (0: LEB128)
+BLOCK_FORMS = {0x0A: 1, 0x03: 2, 0x04: 4, 0x09: 0, 0x18: 0}
+#: forms of a reference inside the unit
+UNIT_REFERENCES = {0x11, 0x12, 0x13, 0x14, 0x15}
+#: forms of an index into .debug_addr
+ADDRESS_INDICES = {DW_FORM_ADDRX, 0x29, 0x2A, 0x2B, 0x2C, DW_FORM_GNU_ADDR_INDEX}
+#: forms of an address: in place or in .debug_addr
+ADDRESS_FORMS = ADDRESS_INDICES | {DW_FORM_ADDR}
+#: forms of an index into .debug_str_offsets
+STRING_INDICES = {DW_FORM_STRX, 0x25, 0x26, 0x27, 0x28, DW_FORM_GNU_STR_INDEX}
+
+
+class DwarfFormatError(ValueError):
+    """The DWARF cannot be read as it says it is laid out."""
+
+
+def uleb(data, at: int) -> Tuple[int, int]:
+    """(value, offset after it) of the unsigned LEB128 number at ``at``."""
+    byte = data[at]
+    if byte < 0x80:
+        return byte, at + 1
+    value, shift = byte & 0x7F, 7
+    while True:
+        at += 1
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at + 1
+        shift += 7
+
+
+def sleb(data, at: int) -> Tuple[int, int]:
+    """(value, offset after it) of the signed LEB128 number at ``at``."""
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return (value - (1 << shift) if byte & 0x40 else value), at
+
+
+class Abbreviation(NamedTuple):
+    """One entry of an abbreviation table: the tag, whether its entries
+    have children, their attributes as (attribute, form, implicit
+    value), and their size when every form has a fixed one."""
+
+    tag: int
+    children: bool
+    attributes: Tuple[Tuple[int, int, int], ...]
+    size: Optional[int]
+
+
+class Sections(NamedTuple):
+    """The bytes of the sections a unit's entries refer to (b"" when a
+    file has none)."""
+
+    info: bytes
+    abbrev: bytes
+    str: bytes
+    line_str: bytes
+    addr: bytes
+    str_offsets: bytes
+    rnglists: bytes
+    ranges: bytes
+    little_endian: bool
+
+    @classmethod
+    def of(cls, dwarf) -> "Sections":
+        """The sections of pyelftools' DWARFInfo (decompressed and, in a
+        relocatable file, relocated already)."""
+        def data(name):
+            section = getattr(dwarf, f"debug_{name}_sec", None)
+            if not section:
+                return b""
+            stream = section.stream
+            if hasattr(stream, "getvalue"):
+                return stream.getvalue()
+            stream.seek(0)
+            return stream.read(section.size)
+        return cls(*map(data, ("info", "abbrev", "str", "line_str", "addr", "str_offsets",
+                               "rnglists", "ranges")), dwarf.config.little_endian)
+
+
+class Unit:
+    """One unit of .debug_info: its header, its abbreviations and the
+    bases (low pc, string offsets, addresses, range lists) of its top
+    entry."""
+
+    def __init__(self, sections: Sections, offset: int):
+        self.sections = sections
+        info = self.info = sections.info
+        self.endian = "<" if sections.little_endian else ">"
+        self.byteorder = "little" if sections.little_endian else "big"
+        self.offset = offset
+        (length,) = struct.unpack_from(self.endian + "I", info, offset)
+        at = offset + 4
+        self.offset_size = 4
+        if length == 0xFFFFFFFF:
+            (length,) = struct.unpack_from(self.endian + "Q", info, at)
+            at += 8
+            self.offset_size = 8
+        self.end = at + length
+        if self.end > len(info):
+            raise DwarfFormatError(f"unit at {offset:#x} runs past .debug_info's end")
+        (self.version,) = struct.unpack_from(self.endian + "H", info, at)
+        at += 2
+        offset_format = self.endian + ("I" if self.offset_size == 4 else "Q")
+        if self.version >= 5:
+            unit_type, self.address_size = info[at], info[at + 1]
+            (abbrev_offset,) = struct.unpack_from(offset_format, info, at + 2)
+            at += 2 + self.offset_size
+            if unit_type in (4, 5):  # skeleton, split compile: a unit id
+                at += 8
+            elif unit_type in (2, 6):  # type, split type: signature, offset
+                at += 8 + self.offset_size
+        elif self.version >= 2:
+            (abbrev_offset,) = struct.unpack_from(offset_format, info, at)
+            self.address_size = info[at + self.offset_size]
+            at += self.offset_size + 1
+        else:
+            raise DwarfFormatError(f"unit at {offset:#x}: DWARF version {self.version}")
+        if self.address_size not in (4, 8):
+            raise DwarfFormatError(f"unit at {offset:#x}: address size {self.address_size}")
+        self.address_format = self.endian + ("I" if self.address_size == 4 else "Q")
+        self.abbreviations = self._abbreviations(abbrev_offset)
+        self.first = at
+        top = self.attributes(at, {DW_AT_LOW_PC, DW_AT_STR_OFFSETS_BASE, DW_AT_ADDR_BASE,
+                                   DW_AT_RNGLISTS_BASE})[0]
+        header = 2 * self.offset_size  # the tables' headers, when no base is given
+        self.str_offsets_base = self._constant(top, DW_AT_STR_OFFSETS_BASE, header)
+        self.addr_base = self._constant(top, DW_AT_ADDR_BASE, header)
+        self.rnglists_base = self._constant(top, DW_AT_RNGLISTS_BASE, header + 4)
+        self.base = self.address(top[DW_AT_LOW_PC]) if DW_AT_LOW_PC in top else 0
+
+    @staticmethod
+    def _constant(attributes, attribute, default):
+        return attributes[attribute][1] if attribute in attributes else default
+
+    def _abbreviations(self, offset: int) -> Dict[int, Abbreviation]:
+        data = self.sections.abbrev
+        table = {}
+        at = offset
+        while True:
+            code, at = uleb(data, at)
+            if code == 0:
+                return table
+            tag, at = uleb(data, at)
+            children = data[at] != 0
+            at += 1
+            attributes = []
+            size = 0
+            while True:
+                attribute, at = uleb(data, at)
+                form, at = uleb(data, at)
+                if attribute == 0 and form == 0:
+                    break
+                implicit = 0
+                if form == DW_FORM_IMPLICIT_CONST:
+                    implicit, at = sleb(data, at)
+                attributes.append((attribute, form, implicit))
+                width = self._fixed_size(form)
+                size = None if size is None or width is None else size + width
+            table[code] = Abbreviation(tag, children, tuple(attributes), size)
+
+    def _fixed_size(self, form: int) -> Optional[int]:
+        if form in FIXED_SIZES:
+            return FIXED_SIZES[form]
+        if form == DW_FORM_ADDR:
+            return self.address_size
+        if form in OFFSET_FORMS:
+            return self.offset_size
+        if form == DW_FORM_REF_ADDR:
+            return self.address_size if self.version == 2 else self.offset_size
+        return None
+
+    def entry(self, at: int) -> Tuple[Optional[Abbreviation], int]:
+        """(abbreviation, offset of its attributes) of the entry at
+        ``at``; (None, next offset) for a null entry."""
+        code, at = uleb(self.info, at)
+        if code == 0:
+            return None, at
+        abbreviation = self.abbreviations.get(code)
+        if abbreviation is None:
+            raise DwarfFormatError(f"entry at {at:#x}: no abbreviation {code}")
+        return abbreviation, at
+
+    def skip(self, abbreviation: Abbreviation, at: int) -> int:
+        """The offset after the attributes at ``at``."""
+        if abbreviation.size is not None:
+            return at + abbreviation.size
+        return self.attributes(at, (), abbreviation)[1]
+
+    def attributes(self, at: int, wanted, abbreviation: Abbreviation = None):
+        """({attribute: (form, value)} of the wanted attributes, offset
+        after the entry's attributes) of the entry whose attributes start
+        at ``at`` (of the entry at ``at`` when no abbreviation is given).
+        A value is the form's number (an offset, an index, a constant),
+        or the bytes of a DW_FORM_string."""
+        if abbreviation is None:
+            abbreviation, at = self.entry(at)
+            if abbreviation is None:
+                return {}, at
+        info = self.info
+        found = {}
+        for attribute, form, implicit in abbreviation.attributes:
+            while form == DW_FORM_INDIRECT:
+                form, at = uleb(info, at)
+            width = FIXED_SIZES.get(form)
+            if width is None and form not in LEB_FORMS and form not in BLOCK_FORMS \
+                    and form != DW_FORM_STRING:
+                width = self._fixed_size(form)
+                if width is None:
+                    raise DwarfFormatError(f"attributes at {at:#x}: unknown form {form:#x}")
+            if width is not None:
+                if attribute in wanted:
+                    if form == DW_FORM_IMPLICIT_CONST:
+                        value = implicit
+                    elif form == DW_FORM_FLAG_PRESENT:
+                        value = 1
+                    else:
+                        value = int.from_bytes(info[at:at + width], self.byteorder)
+                    found[attribute] = (form, value)
+                at += width
+            elif form in LEB_FORMS:
+                if attribute in wanted:
+                    value, at = (sleb if form == DW_FORM_SDATA else uleb)(info, at)
+                    found[attribute] = (form, value)
+                else:
+                    while info[at] & 0x80:
+                        at += 1
+                    at += 1
+            elif form == DW_FORM_STRING:
+                end = info.index(b"\0", at)
+                if attribute in wanted:
+                    found[attribute] = (form, info[at:end])
+                at = end + 1
+            else:
+                prefix = BLOCK_FORMS[form]
+                if prefix:
+                    size = int.from_bytes(info[at:at + prefix], self.byteorder)
+                    at += prefix
+                else:
+                    size, at = uleb(info, at)
+                at += size
+        if at > self.end:
+            raise DwarfFormatError(f"entry at {at:#x} runs past its unit's end")
+        return found, at
+
+    def _indexed(self, table: bytes, base: int, index: int, size: int) -> int:
+        at = base + index * size
+        if at + size > len(table):
+            raise DwarfFormatError(f"index {index} past its table's end")
+        return struct.unpack_from(self.endian + ("I" if size == 4 else "Q"), table, at)[0]
+
+    def address(self, value: Tuple[int, int]) -> int:
+        """The address a (form, value) of DW_AT_low_pc and the like says."""
+        form, number = value
+        if form in ADDRESS_INDICES:
+            return self._indexed(self.sections.addr, self.addr_base, number,
+                                 self.address_size)
+        return number
+
+    def string(self, value: Tuple[int, object]) -> Optional[bytes]:
+        """The bytes of a string attribute's (form, value), or None when
+        its form is not a string the file holds."""
+        form, number = value
+        if form == DW_FORM_STRING:
+            return number
+        if form == DW_FORM_STRP:
+            table = self.sections.str
+        elif form == DW_FORM_LINE_STRP:
+            table = self.sections.line_str
+        elif form in STRING_INDICES:
+            table = self.sections.str
+            number = self._indexed(self.sections.str_offsets, self.str_offsets_base,
+                                   number, self.offset_size)
+        else:
+            return None
+        end = table.find(b"\0", number)
+        if number >= len(table) or end < 0:
+            raise DwarfFormatError(f"string at {number:#x} past its section's end")
+        return table[number:end]
+
+    def reference(self, value: Tuple[int, int]) -> Optional[int]:
+        """The .debug_info offset a reference's (form, value) points at,
+        or None when it points into another file or a type unit."""
+        form, number = value
+        if form in UNIT_REFERENCES:
+            return self.offset + number
+        if form == DW_FORM_REF_ADDR:
+            return number
+        return None
+
+    def ranges(self, value: Tuple[int, int]) -> List[Tuple[int, int]]:
+        """[(low, high)] of a DW_AT_ranges' (form, value), empty ranges
+        left out."""
+        form, number = value
+        if self.version >= 5:
+            if form == DW_FORM_RNGLISTX:
+                number = self.rnglists_base + self._indexed(
+                    self.sections.rnglists, self.rnglists_base, number, self.offset_size)
+            return self._range_list(number)
+        return self._old_range_list(number)
+
+    def _range_list(self, at: int) -> List[Tuple[int, int]]:
+        """A .debug_rnglists list (DWARF 5)."""
+        data, base, found = self.sections.rnglists, self.base, []
+        address, size = self.address_format, self.address_size
+        while True:
+            kind = data[at]
+            at += 1
+            if kind == 0:  # end of list
+                return found
+            if kind == 1:  # base_addressx
+                index, at = uleb(data, at)
+                base = self.address((DW_FORM_ADDRX, index))
+                continue
+            if kind == 5:  # base_address
+                (base,) = struct.unpack_from(address, data, at)
+                at += size
+                continue
+            if kind in (2, 3):  # startx_endx, startx_length
+                index, at = uleb(data, at)
+                low = self.address((DW_FORM_ADDRX, index))
+                second, at = uleb(data, at)
+                high = self.address((DW_FORM_ADDRX, second)) if kind == 2 else low + second
+            elif kind == 4:  # offset_pair
+                low, at = uleb(data, at)
+                high, at = uleb(data, at)
+                low, high = low + base, high + base
+            elif kind == 6:  # start_end
+                low, high = struct.unpack_from(self.endian + 2 * address[1], data, at)
+                at += 2 * size
+            elif kind == 7:  # start_length
+                (low,) = struct.unpack_from(address, data, at)
+                length, at = uleb(data, at + size)
+                high = low + length
+            else:
+                raise DwarfFormatError(f"range list entry at {at - 1:#x}: kind {kind}")
+            if high > low:
+                found.append((low, high))
+
+    def _old_range_list(self, at: int) -> List[Tuple[int, int]]:
+        """A .debug_ranges list (DWARF 2 to 4)."""
+        data, base, found = self.sections.ranges, self.base, []
+        pair = self.endian + 2 * self.address_format[1]
+        largest = (1 << (8 * self.address_size)) - 1
+        while True:
+            low, high = struct.unpack_from(pair, data, at)
+            at += 2 * self.address_size
+            if low == 0 and high == 0:
+                return found
+            if low == largest:
+                base = high
+            elif high > low:
+                found.append((low + base, high + base))
+
+
+def unit_holding(sections: Sections, offset: int) -> Unit:
+    """The unit of .debug_info that holds ``offset``."""
+    at = 0
+    info = sections.info
+    endian = "<" if sections.little_endian else ">"
+    while at + 4 <= len(info):
+        (length,) = struct.unpack_from(endian + "I", info, at)
+        end = at + 4 + length
+        if length == 0xFFFFFFFF:
+            (length,) = struct.unpack_from(endian + "Q", info, at + 4)
+            end = at + 12 + length
+        if at <= offset < end:
+            return Unit(sections, at)
+        at = end
+    raise DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")

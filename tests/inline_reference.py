@@ -1,0 +1,102 @@
+"""The inlined calls of a unit read through pyelftools' entry objects and
+flattened call by call: what sfbt.dwarf.inline did before it read entries
+itself, kept as the reference it must agree with (tests/test_inline.py,
+bench/inline_units.py)."""
+
+from sfbt.dwarf import inline
+
+DW_TAG_INLINED = "DW_TAG_inlined_subroutine"
+NESTING = ("DW_TAG_subprogram", "DW_TAG_lexical_block", "DW_TAG_namespace",
+           "DW_TAG_class_type", "DW_TAG_structure_type", "DW_TAG_try_block",
+           "DW_TAG_catch_block", "DW_TAG_union_type")
+NAME_SOURCES = ("DW_AT_abstract_origin", "DW_AT_specification")
+
+
+def _name(die):
+    for _ in range(inline.NAME_DEPTH):
+        attributes = die.attributes
+        for key in ("DW_AT_name", "DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
+            if key in attributes:
+                value = attributes[key].value
+                return value.decode("utf-8", "surrogateescape") \
+                    if isinstance(value, bytes) else str(value)
+        origin = next((attributes[k] for k in NAME_SOURCES if k in attributes), None)
+        if origin is None:
+            return "??"
+        die = die.get_DIE_from_attribute(origin.name)
+    return "??"
+
+
+def _ranges(dwarf, unit, die, base):
+    attributes = die.attributes
+    if "DW_AT_low_pc" in attributes and "DW_AT_high_pc" in attributes:
+        low = attributes["DW_AT_low_pc"].value
+        high = attributes["DW_AT_high_pc"]
+        end = high.value if high.form == "DW_FORM_addr" else low + high.value
+        return [(low, end)] if end > low else []
+    if "DW_AT_ranges" not in attributes:
+        return []
+    lists = dwarf.range_lists()
+    if lists is None:
+        return []
+    found = []
+    for entry in lists.get_range_list_at_offset(attributes["DW_AT_ranges"].value, cu=unit):
+        if hasattr(entry, "base_address"):
+            base = entry.base_address
+        elif entry.end_offset > entry.begin_offset:
+            shift = 0 if entry.is_absolute else base
+            found.append((entry.begin_offset + shift, entry.end_offset + shift))
+    return found
+
+
+def unit_calls(dwarf, offset):
+    """sfbt.dwarf.inline.unit_calls, through pyelftools' DIEs."""
+    unit = dwarf.get_CU_at(offset)
+    top = unit.get_top_DIE()
+    base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
+    program = dwarf.line_program_for_CU(unit)
+    names = inline.file_names(program) if program is not None else []
+    version = program["version"] if program is not None else 5
+    calls = []
+    stack = [(child, 0) for child in reversed(list(top.iter_children()))]
+    while stack:
+        die, depth = stack.pop()
+        inner = depth
+        if die.tag == DW_TAG_INLINED:
+            attributes = die.attributes
+            index = attributes["DW_AT_call_file"].value \
+                if "DW_AT_call_file" in attributes else None
+            if index is not None and version < 5:
+                index -= 1
+            file = names[index] if index is not None and 0 <= index < len(names) else None
+            line = attributes["DW_AT_call_line"].value if "DW_AT_call_line" in attributes else 0
+            call = [_name(die), file, line]
+            for low, high in _ranges(dwarf, unit, die, base):
+                calls.append((low, high, depth, call))
+            inner = depth + 1
+        elif die.tag not in NESTING:
+            continue
+        if die.has_children:
+            stack += [(child, inner) for child in reversed(list(die.iter_children()))]
+    return _segments(calls)
+
+
+def _segments(calls):
+    bounds = sorted({b for low, high, _, _ in calls for b in (low, high)})
+    if not bounds:
+        return []
+    at = {b: i for i, b in enumerate(bounds)}
+    covering = [[] for _ in bounds]
+    for low, high, depth, call in calls:
+        for i in range(at[low], at[high]):
+            covering[i].append((depth, call))
+    segments = []
+    for i, held in enumerate(covering[:-1]):
+        if not held:
+            continue
+        chain = [call for _, call in sorted(held, key=lambda d: -d[0])]
+        if segments and segments[-1][1] == bounds[i] and segments[-1][2] == chain:
+            segments[-1][1] = bounds[i + 1]
+        else:
+            segments.append([bounds[i], bounds[i + 1], chain])
+    return segments

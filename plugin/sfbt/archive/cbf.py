@@ -52,6 +52,7 @@ form on short traces.
 """
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from ..errors import EncodeError, LocatedError, SfbtError
 
@@ -94,20 +95,31 @@ class FrameTextError(SfbtError):
     """Malformed text for `sfbt cbf encode`; the message names the line."""
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(tuple):
     """A frame: ``kind`` "pc" (a program counter, e.g. the innermost frame),
-    "ra" (a return address) or "async" (an async resume point)."""
+    "ra" (a return address) or "async" (an async resume point), and its
+    ``address``.  A tuple (kind, address), so that a frame is made and
+    hashed without a call into Python: an archive decodes millions, and
+    its readers remember what they print per frame."""
 
-    kind: str
-    address: int
+    __slots__ = ()
 
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise EncodeError(f"unknown frame kind {self.kind!r} "
+    def __new__(cls, kind, address):
+        if kind not in KINDS:
+            raise EncodeError(f"unknown frame kind {kind!r} "
                              f"(expected one of {', '.join(KINDS)})")
-        if self.address < 0:
-            raise EncodeError(f"negative address {self.address:#x}")
+        if address < 0:
+            raise EncodeError(f"negative address {address:#x}")
+        return tuple.__new__(cls, (kind, address))
+
+    kind = property(itemgetter(0))
+    address = property(itemgetter(1))
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+    def __repr__(self):
+        return f"Frame(kind={self[0]!r}, address={self[1]!r})"
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,9 @@ class Backtrace:
     truncated: bool = False
     word_size: int = 64
     over_limit: bool = False  # decoding stopped at its frame limit
+    #: the entries after the first two as a tuple that other traces of
+    #: an archive with the same ones share (TraceDecoder), else ()
+    callers: tuple = field(default=(), compare=False)
 
 
 def _signed_length(value, bits):
@@ -266,6 +281,96 @@ def decode(data: bytes, strict: bool = True, limit: int = DEFAULT_LIMIT) -> "Bac
     return Backtrace(reader.frames, reader.truncated, reader.word_size, reader.over_limit)
 
 
+class TraceDecoder:
+    """decode(data, strict=False, limit) for the many traces of an archive,
+    remembering what the traces share.
+
+    Samples taken in one function differ in their innermost frames and
+    share their callers: the bytes after a trace's second frame decode to
+    the same entries whenever they start from the same frame (a delta
+    counts from its address, a rep repeats it), so those entries are
+    decoded once per (info byte, second frame, bytes) and kept, at most
+    MAX_KEPT entries in all.  Only bytes that decode without an error are
+    kept; any other trace is decoded on its own."""
+
+    MAX_KEPT = 1 << 18
+
+    def __init__(self):
+        self._callers = {}  # (info byte, second frame, bytes) -> (entries, truncated)
+        self._kept = 0
+
+    def decode(self, data, limit=DEFAULT_LIMIT):
+        head = _two_frames(data)
+        if head is None:
+            return decode(data, strict=False, limit=limit)
+        word_size, first, second, at = head
+        key = (data[0], second, data[at:])
+        kept = self._callers.get(key)
+        if kept is None:
+            try:
+                decoded = decode(data, limit=limit)
+            except CBFError:
+                return decode(data, strict=False, limit=limit)
+            callers = tuple(decoded.frames[2:])
+            if self._keep(key, callers, decoded.truncated):
+                decoded.callers = callers
+            return decoded
+        callers, truncated = kept
+        if len(callers) + 2 > limit:
+            return decode(data, strict=False, limit=limit)
+        return Backtrace([first, second, *callers], truncated, word_size, callers=callers)
+
+    def _keep(self, key, callers, truncated):
+        """Whether the callers are kept."""
+        if len(callers) > self.MAX_KEPT:
+            return False
+        if self._kept + len(callers) > self.MAX_KEPT:
+            self._callers.clear()
+            self._kept = 0
+        self._callers[key] = (callers, truncated)
+        self._kept += len(callers)
+        return True
+
+
+#: (word size, mask) of each valid info byte
+_WORDS = {info: (WORD_SIZES[info & 3], (1 << WORD_SIZES[info & 3]) - 1)
+          for info in range(256) if info & 3 != 3 and info >> 2 == VERSION}
+
+
+def _two_frames(data):
+    """(word size, first frame, second frame, offset of the next
+    instruction) of a trace that starts with two address instructions
+    (read as _Reader.read reads them), else None."""
+    word = _WORDS.get(data[0]) if data else None
+    if word is None:
+        return None
+    word_size, mask = word
+    first = _address_instruction(data, 1, word_size)
+    if first is None:
+        return None
+    kind, value, _, at = first
+    first = tuple.__new__(Frame, (kind, value & mask))
+    second = _address_instruction(data, at, word_size)
+    if second is None:
+        return None
+    kind, value, absolute, at = second
+    address = (value if absolute else value + first[1]) & mask
+    return word_size, first, tuple.__new__(Frame, (kind, address)), at
+
+
+def _address_instruction(data, at, word_size):
+    """(kind, value, whether absolute, offset after it) of the address
+    instruction at ``at`` if there is a whole one, else None."""
+    operation = _ADDRESS_OPCODES.get(data[at]) if at < len(data) else None
+    if operation is None:
+        return None
+    kind, length, absolute = operation
+    end = at + 1 + length
+    if length * 8 > word_size or end > len(data):
+        return None
+    return kind, int.from_bytes(data[at + 1:end], "big", signed=True), absolute, end
+
+
 class _Reader:
     def __init__(self, data, limit):
         self.data = data
@@ -314,7 +419,7 @@ class _Reader:
         word_bytes = self.word_size // 8
         data, frames, limit = self.data, self.frames, self.limit
         size = len(data)
-        new, from_bytes, append = object.__new__, int.from_bytes, frames.append
+        new, from_bytes, append = tuple.__new__, int.from_bytes, frames.append
         address_ops = _ADDRESS_OPCODES
         address = 0
         previous = None
@@ -343,10 +448,7 @@ class _Reader:
                 address = (value if absolute else value + address) & mask
                 # A Frame known to be valid, without the checks of its
                 # constructor (decoding makes millions).
-                entry = new(Frame)
-                fields = entry.__dict__
-                fields["kind"] = kind
-                fields["address"] = address
+                entry = new(Frame, (kind, address))
                 if len(frames) >= limit:
                     self.position = position
                     self.over_limit = True

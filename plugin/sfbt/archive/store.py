@@ -187,7 +187,9 @@ def iter_records(stream: IO[bytes],
     view = memoryview(data)
     while True:
         if len(data) - start < _RECORD_HEAD.size:
-            data, start = data[start:] + stream.read(READ_AHEAD_BYTES), 0
+            data = data[start:]
+            data, start = data + stream.read(max(READ_AHEAD_BYTES,
+                                                 _RECORD_HEAD.size - len(data))), 0
             view = memoryview(data)
             if not data:
                 return

@@ -190,10 +190,12 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
 def _function_name(describe):
     """trace_names' name_of: the functions' names (inline frames
     included), None where one is "??"."""
-    from .archive.report import frames_of
 
     def name_of(lookup):
-        return [None if name == "??" else name for name, _ in frames_of(describe(lookup))]
+        named = describe(lookup)
+        if not isinstance(named, list):  # the usual (name, where)
+            return None if named[0] == "??" else named[0]
+        return [None if name == "??" else name for name, _ in named]
     return name_of
 
 

@@ -141,8 +141,9 @@ class Backtrace:
     truncated: bool = False
     word_size: int = 64
     over_limit: bool = False  # decoding stopped at its frame limit
-    #: the entries after the first two as a tuple that other traces of
-    #: an archive with the same ones share (TraceDecoder), else ()
+    #: the entries after the first (the callers' frames) as a tuple that
+    #: other traces of an archive with the same ones share (TraceDecoder),
+    #: else ()
     callers: tuple = field(default=(), compare=False)
 
 
@@ -285,9 +286,9 @@ class TraceDecoder:
     """decode(data, strict=False, limit) for the many traces of an archive,
     remembering what the traces share.
 
-    Samples taken in one function differ in their innermost frames and
-    share their callers: the bytes after a trace's second frame decode to
-    the same entries whenever they start from the same frame (a delta
+    Samples taken in one function differ in their first frame (the PC)
+    and share their callers: the second frame and the bytes after it
+    decode to the same entries whenever it is the same frame (a delta
     counts from its address, a rep repeats it), so those entries are
     decoded once per (info byte, second frame, bytes) and kept, at most
     MAX_KEPT entries in all.  Only bytes that decode without an error are
@@ -311,14 +312,14 @@ class TraceDecoder:
                 decoded = decode(data, limit=limit)
             except CBFError:
                 return decode(data, strict=False, limit=limit)
-            callers = tuple(decoded.frames[2:])
+            callers = tuple(decoded.frames[1:])
             if self._keep(key, callers, decoded.truncated):
                 decoded.callers = callers
             return decoded
         callers, truncated = kept
-        if len(callers) + 2 > limit:
+        if len(callers) + 1 > limit:
             return decode(data, strict=False, limit=limit)
-        return Backtrace([first, second, *callers], truncated, word_size, callers=callers)
+        return Backtrace([first, *callers], truncated, word_size, callers=callers)
 
     def _keep(self, key, callers, truncated):
         """Whether the callers are kept."""

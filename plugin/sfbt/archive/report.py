@@ -93,7 +93,7 @@ class FrameTexts:
     costs more than finding the line's names.  The lines of the callers
     traces share are joined once (text)."""
 
-    MAX_KEPT = 1 << 19
+    MAX_KEPT = 1 << 16
     MAX_KEPT_CHARACTERS = 1 << 24
 
     def __init__(self, describe):
@@ -106,8 +106,9 @@ class FrameTexts:
         if frame.__class__ is not cbf.Frame:
             raise _NotAFrame
         kind, address = frame
-        named = frames_of(self.describe(address if kind == "pc" or not address
-                                        else address - 1))
+        named = self.describe(address if kind == "pc" or not address else address - 1)
+        if not isinstance(named, list):  # the usual (name, where)
+            return (f"{address:#018x} in {named[0]}{named[1]}",)
         return tuple(f"{address:#018x} in {name}{where}" if index == 0
                      else f"{name}{where}"
                      for index, (name, where) in enumerate(named))
@@ -218,8 +219,9 @@ class FrameNames:
             return ()  # omitted frames have no names
         kind, address = frame
         found = self.name_of(address - 1 if kind != "pc" and address else address)
-        return tuple(name if name is not None else f"{address:#x}"
-                     for name in (found if isinstance(found, list) else [found]))
+        if not isinstance(found, list):  # the usual one name
+            return (found if found is not None else f"{address:#x}",)
+        return tuple(name if name is not None else f"{address:#x}" for name in found)
 
     def names(self, frames):
         """trace_names of frames."""

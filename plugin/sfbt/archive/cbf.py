@@ -346,30 +346,28 @@ def _two_frames(data):
     if word is None:
         return None
     word_size, mask = word
-    first = _address_instruction(data, 1, word_size)
-    if first is None:
-        return None
-    kind, value, _, at = first
-    first = tuple.__new__(Frame, (kind, value & mask))
-    second = _address_instruction(data, at, word_size)
-    if second is None:
-        return None
-    kind, value, absolute, at = second
-    address = (value if absolute else value + first[1]) & mask
-    return word_size, first, tuple.__new__(Frame, (kind, address)), at
-
-
-def _address_instruction(data, at, word_size):
-    """(kind, value, whether absolute, offset after it) of the address
-    instruction at ``at`` if there is a whole one, else None."""
-    operation = _ADDRESS_OPCODES.get(data[at]) if at < len(data) else None
+    size, from_bytes = len(data), int.from_bytes
+    # the first: absolute or a delta from 0 alike
+    operation = _ADDRESS_OPCODES.get(data[1]) if size > 1 else None
     if operation is None:
         return None
-    kind, length, absolute = operation
-    end = at + 1 + length
-    if length * 8 > word_size or end > len(data):
+    kind, length, _ = operation
+    end = 2 + length
+    if length * 8 > word_size or end > size:
         return None
-    return kind, int.from_bytes(data[at + 1:end], "big", signed=True), absolute, end
+    first = from_bytes(data[2:end], "big", signed=True) & mask
+    at = end
+    operation = _ADDRESS_OPCODES.get(data[at]) if size > at else None
+    if operation is None:
+        return None
+    second_kind, length, absolute = operation
+    end = at + 1 + length
+    if length * 8 > word_size or end > size:
+        return None
+    value = from_bytes(data[at + 1:end], "big", signed=True)
+    second = (value if absolute else value + first) & mask
+    return (word_size, tuple.__new__(Frame, (kind, first)),
+            tuple.__new__(Frame, (second_kind, second)), end)
 
 
 class _Reader:

@@ -176,11 +176,11 @@ def _levels(start, count):
 def frame_lines(frames, truncated, describe):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
     looked up at address - 1 (inside the call), except a zero one (a
-    smashed stack), as walk.Frame.lookup_pc does.  ``describe`` is a
-    FrameTexts, or describe(address) giving (name, where) or a list of
-    them (frames_of), printable (frame_line)."""
-    texts = describe if isinstance(describe, FrameTexts) else FrameTexts(describe)
-    return texts.lines(frames, truncated)
+    smashed stack), as walk.Frame.lookup_pc does.  ``describe(address)``
+    gives (name, where) or a list of them (frames_of), printable
+    (frame_line); a FrameTexts of it, kept across traces, formats each
+    frame once."""
+    return FrameTexts(describe).lines(frames, truncated)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -251,9 +251,8 @@ def trace_names(frames, name_of):
     out): ``name_of(lookup address)`` (as frame_lines looks up), printable
     (frame_line), or the frame's address where it gives None; or a list
     of them, innermost first, where calls were inlined at the address.
-    ``name_of`` may be a FrameNames of one (kept across traces)."""
-    names = name_of if isinstance(name_of, FrameNames) else FrameNames(name_of)
-    return names.names(frames)
+    A FrameNames of name_of, kept across traces, names each frame once."""
+    return FrameNames(name_of).names(frames)
 
 
 def folded_line(names, weight):

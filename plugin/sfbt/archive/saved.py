@@ -199,8 +199,7 @@ def _lws_traces(stream):
 
 def saved_trace_lines(trace, make_describer):
     """sframe-bt's layout for a saved trace; ``make_describer(images)`` gives
-    describe(lookup address) -> (name, where), or a FrameTexts of one (kept
-    across traces, it formats each frame once)."""
+    describe(lookup address) -> (name, where) (frame_lines)."""
     lines = [trace.heading] if trace.heading else []
     return lines + frame_lines(trace.frames, trace.truncated, make_describer(trace.images))
 

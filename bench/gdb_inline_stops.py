@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from debuggers import gdb_slots  # noqa: E402
 from gdb_sframe_only import build  # noqa: E402
 from inline_stops import (Tally, describe, gdb_stops, inlined_functions,  # noqa: E402
-                          instruction_file, thread_stops, threads_alike)
+                          instruction_file, symbol_addresses, thread_stops,
+                          threads_alike)
 from live_harness import LiveWalks  # noqa: E402
 
 SCRIPT = r"""
@@ -110,12 +112,14 @@ def compare_stacks(options, program, script):
     equal = alike = total = 0
     examples = []
     try:
+        time.sleep(0.5)  # past the loading of libraries
+        addresses = symbol_addresses(process.pid)
         for ours, theirs in thread_stops(process.pid, options.stacks, random.Random(1),
                                          walks.text):
             total += 1
             equal += ours == theirs
-            alike += threads_alike(ours, theirs)
-            if not threads_alike(ours, theirs):
+            alike += threads_alike(ours, theirs, addresses)
+            if not threads_alike(ours, theirs, addresses):
                 examples += [f"sfbt stack:  {' '.join(ours.get(tid, []))}\n"
                              f"    eu-stack -i: {' '.join(names)}"
                              for tid, names in theirs.items() if ours.get(tid) != names]

@@ -14,11 +14,13 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from conftest import ROOT
+from live_harness import wait_stopped
 
 GDB_INLINE_STOPS = ROOT / "tests" / "gdb_inline_stops.py"
 #: the C runtime's code linked into every program: no debug information
@@ -45,7 +47,6 @@ def instruction_file(program, path):
                 and instruction[2] not in ("nop", "nopw", "nopl", "xchg", "cs"):
             addresses.append(instruction[1])
     Path(path).write_text("\n".join([main, *addresses]) + "\n")
-    return len(addresses)
 
 
 def inlined_functions(program):
@@ -136,38 +137,51 @@ def thread_names(text, thread, frame):
 _CLONE = re.compile(r"(?:\.(?:part|isra|constprop|cold)(?:\.\d+)?)+$")
 
 
-def same_function(ours, theirs):
+def symbol_addresses(pid):
+    """{name: {(file, address)}} of the code symbols of each file mapped
+    executable in ``pid`` and of its separate debug file (nm): names that
+    share one name one function."""
+    sys.path.insert(0, str(ROOT / "plugin"))
+    from sfbt.debuginfo import DebugFiles
+    from sfbt.elf import read_build_id
+    with open(f"/proc/{pid}/maps") as maps:
+        files = {fields[5] for fields in map(str.split, maps)
+                 if len(fields) >= 6 and "x" in fields[1] and fields[5].startswith("/")}
+    found = defaultdict(set)
+    debug_files = DebugFiles()
+    for path in files:
+        debug = debug_files.find(path, read_build_id(path))
+        for source, dynamic in ((path, ["-D"]), (path, []), (debug, [])):
+            if source is None:
+                continue
+            listed = subprocess.run(["nm", "--defined-only", *dynamic, source],
+                                    capture_output=True, text=True).stdout
+            for fields in map(str.split, listed.splitlines()):
+                if len(fields) == 3 and fields[1] in "tTwWiI":
+                    found[fields[2].split("@")[0]].add((path, int(fields[0], 16)))
+    return found
+
+
+def same_function(ours, theirs, addresses):
     """Whether sfbt stack's ``ours`` and eu-stack's ``theirs`` name one
     frame alike but for how each names a function's own frame: a clone's
-    symbol against DWARF's name, an alias (``__snprintf``) against the
-    one eu-stack prefers (``__GI___snprintf``), and the signal
-    trampoline, which sfbt shows as `bt` does."""
+    symbol against DWARF's name, one of a function's aliases against
+    another (``realloc``, ``__GI___libc_realloc``: ``addresses`` from
+    symbol_addresses), and the signal trampoline, which sfbt shows as
+    `bt` does."""
     if ours == "<signal handler called>":
         return theirs == "__restore_rt"
     ours, theirs = _CLONE.sub("", ours), _CLONE.sub("", theirs)
-    return ours == theirs or theirs == "__GI_" + ours
+    return ours == theirs or bool(addresses.get(ours, set()) & addresses.get(theirs, set()))
 
 
-def threads_alike(ours, theirs):
+def threads_alike(ours, theirs, addresses):
     """Whether two {tid: names} match thread by thread, frame by frame,
     up to same_function."""
     return ours.keys() == theirs.keys() and all(
-        len(ours[tid]) == len(names) and all(map(same_function, ours[tid], names))
+        len(ours[tid]) == len(names)
+        and all(same_function(a, b, addresses) for a, b in zip(ours[tid], names))
         for tid, names in theirs.items())
-
-
-def wait_state(pid, states, timeout=10.0):
-    """Wait until each thread of ``pid`` is in one of ``states``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
-                seen.append(stat.read().rpartition(")")[2].split()[0])
-        if all(state in states for state in seen):
-            return
-        time.sleep(0.002)
-    raise RuntimeError(f"process {pid} did not reach state {states}")
 
 
 def thread_stops(pid, count, draw, walk, max_delay=0.05):
@@ -178,7 +192,7 @@ def thread_stops(pid, count, draw, walk, max_delay=0.05):
         os.kill(pid, signal.SIGCONT)
         time.sleep(draw.uniform(0.001, max_delay))
         os.kill(pid, signal.SIGSTOP)
-        wait_state(pid, "tT")
+        wait_stopped(pid)
         ours = thread_names(walk(pid), _SFBT_THREAD, _SFBT_FRAME)
         theirs = subprocess.run(["eu-stack", "-i", "-s", "-p", str(pid)],
                                 capture_output=True, text=True, timeout=120)

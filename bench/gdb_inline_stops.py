@@ -9,7 +9,8 @@ with those of GDB's own `bt` (tail-call frames left out), to main, at
 - stops where SIGINT interrupted the running script after a drawn delay,
 - breakpoints on drawn instructions of Lua's code,
 - breakpoints on drawn functions that the compiler inlined somewhere,
-and after `step`s from each of those stops (into inlined functions).
+and after `step`s from each of those stops (into inlined functions) and,
+from breakpoints on inlined functions, `finish` (out of them).
 Then `sfbt stack` on the script stopped (SIGSTOP) at drawn times is
 compared with `eu-stack -i -s -p`, names to main.
 Prints equal/total per GDB and per kind of stop, and the mismatches.
@@ -19,7 +20,8 @@ Debian's source package (`apt-get source lua5.4`, in a directory of your
 choice).
 
 Run: python3 bench/gdb_inline_stops.py --lua SRC [--gdb PATH]... [--interrupts N]
-         [--instructions N] [--functions N] [--seeds N] [--stacks N] [--examples N]
+         [--instructions N] [--functions N] [--seeds N] [--first-seed N] [--stacks N]
+         [--examples N]
 """
 
 import argparse
@@ -88,16 +90,16 @@ def gdb_runs(options, program, script, workdir):
     functions = workdir / "inlined"
     functions.write_text("\n".join(inlined_functions(program)) + "\n")
     runs = []
-    for seed in range(1, options.seeds + 1):
+    for seed in range(options.first_seed, options.first_seed + options.seeds):
         runs.append((f"interrupts, seed {seed}", ["--args", program, script],
                      ["break main", "run", "delete",
-                      f"test-interrupt-stops {seed} {options.interrupts} 2"]))
+                      f"test-interrupt-stops {seed} {options.interrupts} step,step"]))
         runs.append((f"instructions, seed {seed}", ["--args", program, script, "3"],
                      ["break main", "run", "delete",
-                      f"test-insn-stops {seed} {options.instructions} {instructions} 1"]))
+                      f"test-insn-stops {seed} {options.instructions} {instructions} step"]))
         runs.append((f"inlined functions, seed {seed}", ["--args", program, script, "2"],
                      ["break main", "run", "delete",
-                      f"test-function-stops {seed} {options.functions} {functions} 2"]))
+                      f"test-function-stops {seed} {options.functions} {functions} step,step,finish"]))
     return runs
 
 
@@ -137,6 +139,7 @@ def main():
     parser.add_argument("--lua", required=True, help="Lua's src directory")
     parser.add_argument("--gdb", action="append", help="a gdb (default: every GDB set up)")
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--interrupts", type=int, default=50,
                         help="interrupts per seed, each followed by 2 steps (default 50)")
     parser.add_argument("--instructions", type=int, default=400,

@@ -7,16 +7,17 @@ line `STOP <json>` {"how", "pc", "bt", "sframe"}.
 
 Commands:
 
-``test-interrupt-stops SEED COUNT [STEPS]``
+``test-interrupt-stops SEED COUNT [MOVES]``
     COUNT times: continue, interrupted by SIGINT after a drawn delay (up
-    to 50 ms), and compare; then up to STEPS (default 2) `step`s, each
-    compared (`step` goes into inlined functions).
-``test-insn-stops SEED COUNT FILE [STEPS]``
+    to 50 ms), and compare; then run each of MOVES (commands joined by
+    ",", default "step,step") and compare after it (`step` goes into
+    inlined functions, `finish` out of them).
+``test-insn-stops SEED COUNT FILE [MOVES]``
     breakpoints at COUNT instructions drawn from FILE (one address a
     line, the program's file addresses; the first line is main's), each
     deleted once hit; continue until the program exits, comparing at each
-    stop and after up to STEPS `step`s.
-``test-function-stops SEED COUNT FILE [STEPS]``
+    stop and after each of MOVES (default "step").
+``test-function-stops SEED COUNT FILE [MOVES]``
     the same, with breakpoints on COUNT functions drawn from FILE (one
     name a line), each deleted after three hits: a function inlined
     somewhere stops in its inlined copies, frame #0 the inlined function,
@@ -77,10 +78,12 @@ def compare(how):
     return True
 
 
-def steps(how, count):
-    for index in range(count):
-        run("step")
-        if not compare(f"{how} step {index + 1}"):
+def moves(how, commands):
+    """Run each of ``commands`` and compare after it; False once the
+    program has exited."""
+    for command in commands:
+        run(command)
+        if not compare(f"{how} {command}"):
             return False
     return True
 
@@ -90,10 +93,10 @@ def load_base(main_address):
     return int(gdb.parse_and_eval("&main")) - main_address
 
 
-def stop_at(seed, count, locations, how, step_count, hits):
+def stop_at(seed, count, locations, how, commands, hits):
     """Break at ``count`` of ``locations`` (drawn), each deleted after
     ``hits`` hits; run until the program exits, comparing at each stop
-    (and after `step`s)."""
+    (and after each of ``commands``)."""
     draw = random.Random(seed)
     points = {}
     for location in draw.sample(locations, min(count, len(locations))):
@@ -107,7 +110,7 @@ def stop_at(seed, count, locations, how, step_count, hits):
         compare(how)
         for point in spent:
             point.delete()
-        if not steps(how, step_count):
+        if not moves(how, commands):
             break
     for point in points.values():
         if point.is_valid():
@@ -119,8 +122,8 @@ class InterruptStops(gdb.Command):
         super().__init__("test-interrupt-stops", gdb.COMMAND_USER)
 
     def invoke(self, argument, from_tty):
-        seed, count, *step_count = argument.split()
-        step_count = int(step_count[0]) if step_count else 2
+        seed, count, *commands = argument.split()
+        commands = (commands[0] if commands else "step,step").split(",")
         draw = random.Random(int(seed))
         for _ in range(int(count)):
             pid = gdb.selected_inferior().pid
@@ -132,7 +135,7 @@ class InterruptStops(gdb.Command):
                                        f" kill -{signal.SIGINT.value} {pid}"])
             run("continue")
             killer.wait()
-            if not compare("interrupt") or not steps("interrupt", step_count):
+            if not compare("interrupt") or not moves("interrupt", commands):
                 return
 
 
@@ -141,12 +144,12 @@ class InstructionStops(gdb.Command):
         super().__init__("test-insn-stops", gdb.COMMAND_USER)
 
     def invoke(self, argument, from_tty):
-        seed, count, path, *step_count = argument.split()
+        seed, count, path, *commands = argument.split()
         with open(path) as lines:
             main, *addresses = [int(line, 16) for line in lines if line.strip()]
         base = load_base(main)
         stop_at(int(seed), int(count), [f"*{address + base:#x}" for address in addresses],
-                "instruction", int(step_count[0]) if step_count else 1, 1)
+                "instruction", (commands[0] if commands else "step").split(","), 1)
 
 
 class FunctionStops(gdb.Command):
@@ -154,11 +157,11 @@ class FunctionStops(gdb.Command):
         super().__init__("test-function-stops", gdb.COMMAND_USER)
 
     def invoke(self, argument, from_tty):
-        seed, count, path, *step_count = argument.split()
+        seed, count, path, *commands = argument.split()
         with open(path) as lines:
             names = sorted({line.strip() for line in lines if line.strip()})
         stop_at(int(seed), int(count), names, "function",
-                int(step_count[0]) if step_count else 1, 3)
+                (commands[0] if commands else "step").split(","), 3)
 
 
 InterruptStops()

@@ -78,7 +78,7 @@ class Tally:
         self.mismatches = []
 
     def add(self, stop):
-        how = stop["how"].split(" step")[0] + (" step" if " step" in stop["how"] else "")
+        how = stop["how"]
         self.total += 1
         self.by_how[how] += 1
         if stop["bt"] == stop["sframe"]:

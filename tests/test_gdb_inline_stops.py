@@ -2,8 +2,8 @@
 bench/gdb_inline_stops.py): in every GDB of the matrix, `sframe-bt`'s
 function names, inline frames included, equal GDB's own `bt`'s (tail-call
 frames left out), to main, at breakpoints on drawn instructions and on
-the functions the compiler inlined, after `step`s from each of those
-stops, and where SIGINT interrupted busy.c's threads at drawn times
+the functions the compiler inlined, after `step`s (and `finish`) from
+each of those stops, and where SIGINT interrupted busy.c's threads at drawn times
 (recursing through qsort, snprintf and a signal handler).  And `sfbt
 stack` names the frames `eu-stack -i -s` names on busy.c stopped at drawn
 times (up to the name of a function's own frame: sfbt takes the symbol
@@ -56,14 +56,15 @@ def test_names_at_random_stops_equal_gdb_bt(gdb, programs):
     inline_deep = 0
     for name, (program, arguments, instructions, functions) in built.items():
         inlined = set(functions.read_text().split())
-        for command in (f"test-insn-stops 1 25 {instructions} 1",
-                        f"test-function-stops 1 40 {functions} 2"):
+        for command in (f"test-insn-stops 1 25 {instructions} step",
+                        f"test-function-stops 1 40 {functions} step,step,finish"):
             stops, problems = gdb_stops(gdb, ["--args", program, *arguments],
                                         ["break main", "run", "delete", command], timeout=600)
             _check(gdb, tally, stops, problems, f"{name}: {command}")
             inline_deep += sum(1 for stop in stops if inlined & set(stop["bt"][1:]))
     print(f"{gdb.id}: {tally.line()}; {inline_deep} stops with inline frames above #0")
-    assert tally.by_how["instruction"] >= 20 and tally.by_how["function"] >= 10, tally.line()
+    assert tally.by_how["instruction"] >= 20 and tally.by_how["function"] >= 10 \
+        and tally.by_how["function finish"] >= 5, tally.line()
     assert inline_deep >= 10
 
 
@@ -71,7 +72,7 @@ def test_names_where_sigint_interrupted_equal_gdb_bt(gdb, programs):
     _, busy = programs
     stops, problems = gdb_stops(gdb, ["--args", busy, "2"],
                                 ["handle SIGUSR1 nostop noprint pass", "break main", "run",
-                                 "delete", "test-interrupt-stops 1 12 1"], timeout=600)
+                                 "delete", "test-interrupt-stops 1 12 step"], timeout=600)
     tally = Tally()
     _check(gdb, tally, stops, problems, "busy, interrupted")
     print(f"{gdb.id}: {tally.line()}")

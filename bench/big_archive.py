@@ -5,7 +5,12 @@ path: lock, read the archive a record at a time, copy it, add a trace)
 and their peak memory, each in its own process.
 
 Goals (issue 14): decode under 10 s and 300 MB peak RSS.
-Run: python3 bench/big_archive.py [--traces N] [--rounds R]
+Run: python3 bench/big_archive.py [--traces N] [--rounds R] [--baseline PLUGIN]
+
+With --baseline (another checkout's plugin/ directory) each round runs
+the baseline's command and ours in turn (the first of the two alternating)
+and prints the median of the rounds' CPU ratios, ours over the baseline's:
+on a shared machine the paired ratio says more than either time.
 """
 
 import argparse
@@ -84,9 +89,9 @@ def write_archive(path, traces, seed=14):
                                 + strings))
 
 
-def measure(command):
+def measure(command, plugin=ROOT / "plugin"):
     """(wall seconds, CPU seconds, peak RSS in MB) of a child process."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "plugin"))
+    env = dict(os.environ, PYTHONPATH=str(plugin))
     began = time.perf_counter()
     child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
@@ -103,6 +108,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--baseline", help="a plugin/ directory to compare with")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "big.sfbt")
@@ -115,7 +121,19 @@ def main():
         for what, command in (("cbf decode", sfbt + ["cbf", "decode", path]),
                               ("fold", sfbt + ["fold", path]),
                               ("--append", [sys.executable, "-c", APPEND, path])):
-            runs = [measure(command) for _ in range(args.rounds)]
+            runs, ratios = [], []
+            for number in range(args.rounds):
+                if args.baseline and number % 2:
+                    ours = measure(command)
+                    theirs = measure(command, args.baseline)
+                elif args.baseline:
+                    theirs = measure(command, args.baseline)
+                    ours = measure(command)
+                else:
+                    ours = measure(command)
+                runs.append(ours)
+                if args.baseline:
+                    ratios.append(ours[1] / theirs[1])
             seconds = sorted(r[0] for r in runs)[len(runs) // 2]
             cpu = sorted(r[1] for r in runs)[len(runs) // 2]
             peak = max(r[2] for r in runs)
@@ -124,6 +142,9 @@ def main():
                 line += (f"  goal < {DECODE_SECONDS:.0f} s and < {DECODE_MEGABYTES} MB: "
                          + ("met" if seconds < DECODE_SECONDS and peak < DECODE_MEGABYTES
                             else "NOT met"))
+            if ratios:
+                line += (f"; CPU {sorted(ratios)[len(ratios) // 2]:.2f}x the baseline's "
+                         f"(median of {len(ratios)} paired rounds)")
             print(line, flush=True)
 
 

@@ -287,6 +287,50 @@ def outer_function_name(pc):
     return name or minimal_symbol(pc)
 
 
+def inlined_block_names(pc):
+    """The functions GDB has inlined at pc, innermost first (one inline
+    frame each in its `bt`), or None when GDB has no blocks there."""
+    try:
+        block = gdb.block_for_pc(pc)
+    except RuntimeError:
+        block = None
+    if block is None:
+        return None
+    names = []
+    while block is not None:
+        if block.function is not None:
+            names.append(decoded(lambda: block.function.print_name))
+        block = block.superblock
+    return names[:-1]  # the last is the function's own
+
+
+class GdbInlineSource:
+    """A module's inline chains from DWARF (``symbols``, an ElfSymbolizer),
+    less the calls GDB has no inline block for at the PC: GDB shows no
+    frame for those.  (GDB 18 has none for a call of glibc's extern-inline
+    tolower that GCC 12 inlined into Lua's match_class, whose range list
+    holds empty ranges; GDB 13, addr2line and eu-stack show the call.)"""
+
+    def __init__(self, symbols, load_bias):
+        self.symbols = symbols
+        self.load_bias = load_bias
+
+    def function(self, address):
+        return self.symbols.function(address)
+
+    def inlined(self, address):
+        calls = self.symbols.inlined(address)
+        names = inlined_block_names(address + self.load_bias) if calls else None
+        if names is None or len(names) >= len(calls):
+            return calls
+        kept = []
+        for call in calls:  # the calls GDB has, in order, by name
+            if len(kept) < len(names) and call.name == names[len(kept)]:
+                kept.append(call)
+        # names GDB spells otherwise (C++'s print names): DWARF's chain
+        return kept if len(kept) == len(names) else calls
+
+
 def gdb_stack_frames():
     """GDB's own frames of the selected thread that are on the stack:
     [(pc, interrupted)].
@@ -381,6 +425,10 @@ class GdbSession(Session):
 
     def outer_name(self, lookup_pc):
         return outer_function_name(lookup_pc)
+
+    def inline_source(self, module):
+        symbols = super().inline_source(module)
+        return None if symbols is None else GdbInlineSource(symbols, module.load_bias)
 
     def innermost_frames(self, thread):
         """GDB's own frames down to its first one on the stack: the inline

@@ -1,13 +1,15 @@
 """The archive file: traces stored once with a count, atomic writes, safe
 appends, and damaged files read up to the damage."""
 
+import io
 import os
 import struct
 
 import pytest
 
 from sfbt.archive import cbf
-from sfbt.archive.store import (KIND_EVENT, MAGIC, Archive, ArchiveError,
+from sfbt.archive import store
+from sfbt.archive.store import (KIND_EVENT, MAGIC, Archive, ArchiveError, iter_records,
                           parse_archive, read_archive, save_archive)
 from sfbt.archive.imagemap import Image, ImageMap
 
@@ -129,3 +131,37 @@ def test_events_must_name_known_traces():
     archive, error = parse_archive(MAGIC + broken.pending_bytes())
     assert "event names unknown trace 7" in error.message
     assert len(archive.image_maps) == 1
+
+
+def _records(data):
+    """(the records iter_records gives, and the error it ends with)."""
+    stream = io.BytesIO(data)
+    stream.seek(len(MAGIC))
+    records = []
+    try:
+        for record in iter_records(stream, "a.sfbt"):
+            records.append(record)
+    except ArchiveError as error:
+        return records, str(error)
+    return records, None
+
+
+def test_records_read_ahead_in_any_size_of_piece(monkeypatch):
+    """Whatever reads ahead (pieces smaller than a record header, than a
+    record, larger than the file), the records and the damage found are
+    the same, the size of a truncated file too."""
+    whole = MAGIC + sample_archive().pending_bytes()
+    corrupt = bytearray(whole)
+    corrupt[len(whole) - 30] ^= 1
+    cases = [whole[:length] for length in range(len(MAGIC), len(whole) + 1)]
+    cases += [bytes(corrupt), whole + b"\x02", whole + b"\x09\xff\xff\xff\x7f"]
+    expected = {data: _records(data) for data in cases}
+    for size in (1, 3, 5, 7, 64):
+        monkeypatch.setattr(store, "READ_AHEAD_BYTES", size)
+        for data in cases:
+            assert _records(data) == expected[data]
+    assert expected[whole][1] is None and len(expected[whole][0]) == 6  # 1 map, 2 traces, 3 events
+    assert expected[bytes(corrupt)][1].endswith("record checksum mismatch: corrupt")
+    assert expected[whole[:-3]][1].endswith(f"the end of the file ({len(whole) - 3} bytes): "
+                                            "truncated")
+    assert expected[whole + b"\x02"][1] == f"a.sfbt+{len(whole):#x}: truncated record header"

@@ -1,14 +1,15 @@
 """Compact Backtrace Format: byte vectors, errors, round trips, and the
 encoder's size against an exhaustive search over legal encodings."""
 
+import copy
 import itertools
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sfbt.archive.cbf import (Backtrace, CBFError, Frame, FrameTextError, Omitted, decode, encode,
-                      format_frames, parse_frames)
+from sfbt.archive.cbf import (DEFAULT_LIMIT, Backtrace, CBFError, Frame, FrameTextError, Omitted,
+                              TraceDecoder, decode, encode, format_frames, parse_frames)
 
 WORD_SIZES = (16, 32, 64)
 INFO = {16: 0x00, 32: 0x01, 64: 0x02}
@@ -387,3 +388,100 @@ def test_any_bytes(data):
         return
     assert strict == lenient
     assert len(encode(strict.frames, strict.word_size, strict.truncated)) <= len(data)
+
+
+# Frames are (kind, address) tuples
+
+
+def test_a_frame_is_its_kind_and_address():
+    frame = Frame("ra", 0x401000)
+    assert (frame.kind, frame.address) == ("ra", 0x401000)
+    assert frame == Frame(kind="ra", address=0x401000) and frame != Frame("pc", 0x401000)
+    assert hash(frame) == hash(Frame("ra", 0x401000))
+    assert frame != Omitted(1) and Omitted(1) != frame
+    assert repr(frame) == "Frame(kind='ra', address=4198400)"
+    assert copy.deepcopy(frame) == frame and type(copy.copy(frame)) is Frame
+    with pytest.raises(ValueError, match="negative address"):
+        Frame("pc", -1)
+
+
+# An archive's decoder: the callers traces share decoded once
+
+
+def _as_decoded(result):
+    return result.frames, result.truncated, result.word_size, result.over_limit
+
+
+@st.composite
+def archive_traces(draw):
+    """CBF traces as an archive holds them: two frames (the second often
+    the same) before callers drawn from a few, some of them damaged."""
+    bits = draw(st.sampled_from(WORD_SIZES))
+    mask = (1 << bits) - 1
+    addresses = st.one_of(st.sampled_from([0x10, 0x7FF0, mask]), st.integers(0, mask))
+    heads = st.lists(st.builds(Frame, st.sampled_from(["pc", "ra", "async"]), addresses),
+                     min_size=0, max_size=2)
+    callers = draw(st.lists(traces(bits, longest_run=20), min_size=1, max_size=3))
+    seconds = draw(st.lists(st.builds(Frame, st.just("ra"), addresses), min_size=1,
+                            max_size=2))
+    out = []
+    for _ in range(draw(st.integers(1, 8))):
+        head = draw(heads)
+        if len(head) == 2 and draw(st.booleans()):
+            head[1] = draw(st.sampled_from(seconds))
+        frames, truncated = draw(st.sampled_from(callers))
+        data = encode(head + frames, bits, truncated)
+        damage = draw(st.sampled_from(["none", "none", "cut", "flip", "append"]))
+        if damage == "cut":
+            data = data[:draw(st.integers(0, len(data) - 1))]
+        elif damage == "flip":
+            at = draw(st.integers(0, len(data) - 1))
+            data = data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1:]
+        elif damage == "append":
+            data += draw(st.binary(min_size=1, max_size=4))
+        out.append(data)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(archive_traces())
+def test_the_archive_decoder_is_lenient_decode(datas):
+    """For any traces, in any order and with any limit (those just under
+    and at a trace's frames too), TraceDecoder gives what
+    decode(strict=False) gives; the callers it hands out are the frames'
+    last entries."""
+    decoder = TraceDecoder()
+    for data in datas + datas:
+        count = len(decode(data, strict=False).frames)
+        for limit in (DEFAULT_LIMIT, count, count - 1, 3):
+            result = decoder.decode(data, limit)
+            assert _as_decoded(result) == _as_decoded(decode(data, strict=False, limit=limit))
+            if result.callers:
+                assert tuple(result.frames[-len(result.callers):]) == result.callers
+                assert len(result.frames) == len(result.callers) + 1
+
+
+def test_the_archive_decoder_shares_callers_of_the_same_second_frame():
+    callers = [ra(0x7F0000001000), ra(0x7F0000002000), Omitted(3), ra(0x401000)]
+    decoder = TraceDecoder()
+    first = decoder.decode(encode([pc(0x7F0000000010), ra(0x7F0000000800)] + callers))
+    second = decoder.decode(encode([pc(0x7F0000000020), ra(0x7F0000000800)] + callers))
+    other = decoder.decode(encode([pc(0x7F0000000020), ra(0x7F0000000900)] + callers))
+    assert first.callers == (ra(0x7F0000000800), *callers)
+    assert second.callers is first.callers
+    assert other.callers[1:] == first.callers[1:]
+    assert second.frames == [pc(0x7F0000000020), ra(0x7F0000000800)] + callers
+    # more frames than the limit: what decode() says, not the callers kept
+    data = encode([pc(0x7F0000000030), ra(0x7F0000000800)] + callers)
+    assert _as_decoded(decoder.decode(data, 5)) == _as_decoded(decode(data, False, 5))
+    assert decoder.decode(data, 5).over_limit and not decoder.decode(data, 5).callers
+
+
+def test_the_archive_decoder_keeps_a_bounded_number_of_callers(monkeypatch):
+    monkeypatch.setattr(TraceDecoder, "MAX_KEPT", 4)
+    decoder = TraceDecoder()
+    long = decoder.decode(encode([pc(1), ra(2)] + [ra(a) for a in range(3, 7)]))
+    assert not long.callers  # five callers are more than are kept
+    for second in range(10, 20):
+        assert decoder.decode(encode([pc(1), ra(second), ra(3), ra(4)])).callers
+        assert decoder._kept <= 4

@@ -130,22 +130,15 @@ def _symbolizer(args):
     return Symbolizer(executables=args.exe, debug_dirs=args.debug_dir)
 
 
-def _describer(symbolizer, images):
-    """Without an image map (a bare .cbf, an lws log) addresses are taken
-    as addresses of the --exe file (a non-PIE program's)."""
-    if not images:
-        return symbolizer.describe_file_address
-    return symbolizer.describer(images)
-
-
-def _frame_texts(symbolizer):
-    """saved_trace_lines' make_describer: a FrameTexts for each image map,
-    kept while its images are (PerImageMap), so that the frames traces
-    share are formatted once."""
+def _per_image_map(symbolizer, make):
+    """A make_describer(images) giving ``make(describe)`` for each image
+    map, kept while its images are (PerImageMap), so that what traces
+    share is worked out once.  Without an image map (a bare .cbf, an lws
+    log) addresses are taken as addresses of the --exe file (a non-PIE
+    program's)."""
     from .archive.imagemap import PerImageMap
-    from .archive.report import FrameTexts
-    without_map = FrameTexts(symbolizer.describe_file_address)
-    per_map = PerImageMap(lambda images: FrameTexts(symbolizer.describer(images)))
+    without_map = make(symbolizer.describe_file_address)
+    per_map = PerImageMap(lambda images: make(symbolizer.describer(images)))
     return lambda images: per_map(images) if images else without_map
 
 
@@ -197,23 +190,25 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
 def _function_name(describe):
     """trace_names' name_of: the functions' names (inline frames
     included), None where one is "??"."""
-    from .archive.report import frames_of
 
     def name_of(lookup):
-        return [None if name == "??" else name for name, _ in frames_of(describe(lookup))]
+        named = describe(lookup)
+        if not isinstance(named, list):  # the usual (name, where)
+            return None if named[0] == "??" else named[0]
+        return [None if name == "??" else name for name, _ in named]
     return name_of
 
 
 def _run_cbf_decode(args):
     from .archive import cbf
-    from .archive.saved import saved_trace_lines
-    symbolizer = _symbolizer(args)
-    frame_texts = _frame_texts(symbolizer)
+    from .archive.report import FrameTexts
+    from .archive.saved import saved_trace_text
+    frame_texts = _per_image_map(_symbolizer(args), FrameTexts)
 
     def write_trace(trace):
-        lines = saved_trace_lines(trace, frame_texts)
-        if lines:
-            sys.stdout.write("\n".join(lines) + "\n")
+        text = saved_trace_text(trace, frame_texts)
+        if text:
+            sys.stdout.write(text + "\n")
 
     def bare_cbf(data):
         sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
@@ -223,12 +218,13 @@ def _run_cbf_decode(args):
 
 
 def _run_fold(args):
-    from .archive.report import folded_line, trace_names
-    symbolizer = _symbolizer(args)
+    from .archive.report import FrameNames
+    frame_names = _per_image_map(_symbolizer(args),
+                                 lambda describe: FrameNames(_function_name(describe)))
 
     def write_trace(trace):
-        name_of = _function_name(_describer(symbolizer, trace.images))
-        sys.stdout.write(folded_line(trace_names(trace.frames, name_of), trace.weight) + "\n")
+        folded = frame_names(trace.images).folded(trace.frames, trace.weight, trace.callers)
+        sys.stdout.write(folded + "\n")
 
     _each_saved_trace(args.file, write_trace)
 

@@ -52,6 +52,7 @@ form on short traces.
 """
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from ..errors import EncodeError, LocatedError, SfbtError
 
@@ -94,20 +95,31 @@ class FrameTextError(SfbtError):
     """Malformed text for `sfbt cbf encode`; the message names the line."""
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(tuple):
     """A frame: ``kind`` "pc" (a program counter, e.g. the innermost frame),
-    "ra" (a return address) or "async" (an async resume point)."""
+    "ra" (a return address) or "async" (an async resume point), and its
+    ``address``.  A tuple (kind, address), so that a frame is made and
+    hashed without a call into Python: an archive decodes millions, and
+    its readers remember what they print per frame."""
 
-    kind: str
-    address: int
+    __slots__ = ()
 
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise EncodeError(f"unknown frame kind {self.kind!r} "
+    def __new__(cls, kind, address):
+        if kind not in KINDS:
+            raise EncodeError(f"unknown frame kind {kind!r} "
                              f"(expected one of {', '.join(KINDS)})")
-        if self.address < 0:
-            raise EncodeError(f"negative address {self.address:#x}")
+        if address < 0:
+            raise EncodeError(f"negative address {address:#x}")
+        return tuple.__new__(cls, (kind, address))
+
+    kind = property(itemgetter(0))
+    address = property(itemgetter(1))
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+    def __repr__(self):
+        return f"Frame(kind={self[0]!r}, address={self[1]!r})"
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,10 @@ class Backtrace:
     truncated: bool = False
     word_size: int = 64
     over_limit: bool = False  # decoding stopped at its frame limit
+    #: the entries after the first (the callers' frames) as a tuple that
+    #: other traces of an archive with the same ones share (TraceDecoder),
+    #: else ()
+    callers: tuple = field(default=(), compare=False)
 
 
 def _signed_length(value, bits):
@@ -266,6 +282,94 @@ def decode(data: bytes, strict: bool = True, limit: int = DEFAULT_LIMIT) -> "Bac
     return Backtrace(reader.frames, reader.truncated, reader.word_size, reader.over_limit)
 
 
+class TraceDecoder:
+    """decode(data, strict=False, limit) for the many traces of an archive,
+    remembering what the traces share.
+
+    Samples taken in one function differ in their first frame (the PC)
+    and share their callers: the second frame and the bytes after it
+    decode to the same entries whenever it is the same frame (a delta
+    counts from its address, a rep repeats it), so those entries are
+    decoded once per (info byte, second frame, bytes) and kept, at most
+    MAX_KEPT entries in all.  Only bytes that decode without an error are
+    kept; any other trace is decoded on its own."""
+
+    MAX_KEPT = 1 << 18
+
+    def __init__(self):
+        self._callers = {}  # (info byte, second frame, bytes) -> (entries, truncated)
+        self._kept = 0
+
+    def decode(self, data, limit=DEFAULT_LIMIT):
+        head = _two_frames(data)
+        if head is None:
+            return decode(data, strict=False, limit=limit)
+        word_size, first, second, at = head
+        key = (data[0], second, data[at:])
+        kept = self._callers.get(key)
+        if kept is None:
+            try:
+                decoded = decode(data, limit=limit)
+            except CBFError:
+                return decode(data, strict=False, limit=limit)
+            callers = tuple(decoded.frames[1:])
+            if self._keep(key, callers, decoded.truncated):
+                decoded.callers = callers
+            return decoded
+        callers, truncated = kept
+        if len(callers) + 1 > limit:
+            return decode(data, strict=False, limit=limit)
+        return Backtrace([first, *callers], truncated, word_size, callers=callers)
+
+    def _keep(self, key, callers, truncated):
+        """Whether the callers are kept."""
+        if len(callers) > self.MAX_KEPT:
+            return False
+        if self._kept + len(callers) > self.MAX_KEPT:
+            self._callers.clear()
+            self._kept = 0
+        self._callers[key] = (callers, truncated)
+        self._kept += len(callers)
+        return True
+
+
+#: (word size, mask) of each valid info byte
+_WORDS = {info: (WORD_SIZES[info & 3], (1 << WORD_SIZES[info & 3]) - 1)
+          for info in range(256) if info & 3 != 3 and info >> 2 == VERSION}
+
+
+def _two_frames(data):
+    """(word size, first frame, second frame, offset of the next
+    instruction) of a trace that starts with two address instructions
+    (read as _Reader.read reads them), else None."""
+    word = _WORDS.get(data[0]) if data else None
+    if word is None:
+        return None
+    word_size, mask = word
+    size, from_bytes = len(data), int.from_bytes
+    # the first: absolute or a delta from 0 alike
+    operation = _ADDRESS_OPCODES.get(data[1]) if size > 1 else None
+    if operation is None:
+        return None
+    kind, length, _ = operation
+    end = 2 + length
+    if length * 8 > word_size or end > size:
+        return None
+    first = from_bytes(data[2:end], "big", signed=True) & mask
+    at = end
+    operation = _ADDRESS_OPCODES.get(data[at]) if size > at else None
+    if operation is None:
+        return None
+    second_kind, length, absolute = operation
+    end = at + 1 + length
+    if length * 8 > word_size or end > size:
+        return None
+    value = from_bytes(data[at + 1:end], "big", signed=True)
+    second = (value if absolute else value + first) & mask
+    return (word_size, tuple.__new__(Frame, (kind, first)),
+            tuple.__new__(Frame, (second_kind, second)), end)
+
+
 class _Reader:
     def __init__(self, data, limit):
         self.data = data
@@ -314,7 +418,7 @@ class _Reader:
         word_bytes = self.word_size // 8
         data, frames, limit = self.data, self.frames, self.limit
         size = len(data)
-        new, from_bytes, append = object.__new__, int.from_bytes, frames.append
+        new, from_bytes, append = tuple.__new__, int.from_bytes, frames.append
         address_ops = _ADDRESS_OPCODES
         address = 0
         previous = None
@@ -343,10 +447,7 @@ class _Reader:
                 address = (value if absolute else value + address) & mask
                 # A Frame known to be valid, without the checks of its
                 # constructor (decoding makes millions).
-                entry = new(Frame)
-                fields = entry.__dict__
-                fields["kind"] = kind
-                fields["address"] = address
+                entry = new(Frame, (kind, address))
                 if len(frames) >= limit:
                     self.position = position
                     self.over_limit = True

@@ -1,7 +1,10 @@
 """Printing archived backtraces outside the debugger: sframe-bt's layout,
 and folded stacks for flame graphs."""
 
+import functools
 import time
+from itertools import chain, islice
+from operator import add
 
 from ..printable import printable
 from . import cbf
@@ -28,71 +31,169 @@ def frames_of(named):
     return named if isinstance(named, list) else [named]
 
 
+class _NotAFrame(Exception):
+    """An Omitted entry where FrameTexts takes each entry's lines to be
+    its texts."""
+
+
+class _Remembered(dict):
+    """``make(key)`` of each key looked up, at most ``limit`` of them kept:
+    what misses is made by the lookup itself, so that a trace's entries
+    are looked up in one map() over them."""
+
+    def __init__(self, make, limit):
+        super().__init__()
+        self.make = make
+        self.limit = limit
+
+    def __missing__(self, key):
+        value = self.make(key)
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = value
+        return value
+
+
+class _PerCallers:
+    """``make(callers, *details)`` remembered per tuple of callers that
+    traces share (cbf.Backtrace.callers: the same tuple each time) and
+    details, while the values kept measure at most ``limit`` (``size``
+    of each)."""
+
+    def __init__(self, make, size, limit):
+        self.make = make
+        self.size = size
+        self.limit = limit
+        self._kept = {}  # (id(callers), *details) -> (callers, value)
+        self._used = 0
+
+    def __call__(self, callers, *details):
+        key = (id(callers), *details)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is callers:
+            return kept[1]
+        value = self.make(callers, *details)
+        size = self.size(value)
+        if size <= self.limit:
+            if self._used + size > self.limit:
+                self._kept.clear()
+                self._used = 0
+            self._kept[key] = (callers, value)
+            self._used += size
+        return value
+
+
 class FrameTexts:
     """A frame's lines after their levels (frame_line's layout, split
     after ``#N ``: ``0xADDR in FUNC at FILE:LINE``, then one line per
     frame of a call inlined there, inline_frame_line's), from
     ``describe(lookup address)`` -> (name, where) or a list of them
-    (frames_of), printable (frame_line), remembered by address and whether
-    it is a PC: an archive's traces share most of their frames, and
-    formatting a line costs more than finding the line's names."""
+    (frames_of), printable (frame_line), remembered per frame: an
+    archive's traces share most of their frames, and formatting a line
+    costs more than finding the line's names.  The lines of the callers
+    traces share are joined once (text)."""
 
-    MAX_KEPT = 1 << 18
+    MAX_KEPT = 1 << 16
+    MAX_KEPT_CHARACTERS = 1 << 24
 
     def __init__(self, describe):
         self.describe = describe
-        self.at_pc = {}
-        self.at_return = {}  # return and async addresses, looked up at address - 1
+        self._texts = _Remembered(self._make, self.MAX_KEPT)
+        self._callers_text = _PerCallers(self._joined_lines, len,
+                                         self.MAX_KEPT_CHARACTERS)
 
-    def text(self, frame):
-        """The frame's texts: a tuple, innermost first."""
-        address = frame.address
-        at_pc = frame.kind == "pc"
-        kept = self.at_pc if at_pc else self.at_return
-        texts = kept.get(address)
-        if texts is None:
-            named = frames_of(self.describe(address if at_pc or not address else address - 1))
-            texts = tuple(f"{address:#018x} in {name}{where}" if index == 0
-                          else f"{name}{where}"
-                          for index, (name, where) in enumerate(named))
-            if len(kept) >= self.MAX_KEPT:
-                kept.clear()
-            kept[address] = texts
-        return texts
+    def _make(self, frame):
+        if frame.__class__ is not cbf.Frame:
+            raise _NotAFrame
+        kind, address = frame
+        named = self.describe(address if kind == "pc" or not address else address - 1)
+        if not isinstance(named, list):  # the usual (name, where)
+            return (f"{address:#018x} in {named[0]}{named[1]}",)
+        return tuple(f"{address:#018x} in {name}{where}" if index == 0
+                     else f"{name}{where}"
+                     for index, (name, where) in enumerate(named))
+
+    def lines(self, frames, truncated):
+        """frame_lines of frames."""
+        lines = self._lines(frames, 0)[0]
+        if truncated:
+            lines.append("Backtrace stopped: truncated")
+        return lines
+
+    def text(self, frames, truncated, callers=()):
+        """The lines of frames joined by newlines, ``callers`` being the
+        frames' last entries as a tuple other traces share
+        (cbf.Backtrace.callers), or ()."""
+        if not callers:
+            return "\n".join(self.lines(frames, truncated))
+        lines, level = self._lines_one_by_one(frames[:len(frames) - len(callers)], 0)
+        text = self._callers_text(callers, level)
+        if text:
+            lines.append(text)
+        if truncated:
+            lines.append("Backtrace stopped: truncated")
+        return "\n".join(lines)
+
+    def _joined_lines(self, frames, level):
+        return "\n".join(self._lines(frames, level)[0])
+
+    def _lines(self, frames, level):
+        """(lines, the level after them) of frames from ``level`` on."""
+        try:
+            # the usual entries, without omitted frames: each text of
+            # each frame a line, its level the next one
+            texts = list(chain.from_iterable(map(self._texts.__getitem__, frames)))
+        except _NotAFrame:
+            return self._lines_one_by_one(frames, level)
+        return list(map(add, _levels(level, len(texts)), texts)), level + len(texts)
+
+    def _lines_one_by_one(self, frames, level):
+        """_lines of any entries: of a few, faster."""
+        lines = []
+        omitted, texts = cbf.Omitted, self._texts
+        for frame in frames:
+            if frame.__class__ is omitted:
+                lines.append(f"... {frame.count} frames omitted")
+                level += frame.count
+                continue
+            for text in texts[frame]:
+                lines.append((_LEVELS[level] if level < len(_LEVELS) else f"#{level:<2} ")
+                             + text)
+                level += 1
+        return lines, level
 
 
-_LEVELS = [f"#{level:<2} " for level in range(100)]
+_LEVELS = [f"#{level:<2} " for level in range(1 << 10)]
+
+
+def _levels(start, count):
+    """The prefixes ``#N `` of levels start to start + count - 1 (or more)."""
+    if start + count <= len(_LEVELS):
+        return islice(_LEVELS, start, None)
+    return [f"#{level:<2} " for level in range(start, start + count)]
 
 
 def frame_lines(frames, truncated, describe):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
     looked up at address - 1 (inside the call), except a zero one (a
-    smashed stack), as walk.Frame.lookup_pc does.  ``describe`` is a
-    FrameTexts, or describe(address) giving (name, where) or a list of
-    them (frames_of), printable (frame_line)."""
-    texts = describe if isinstance(describe, FrameTexts) else FrameTexts(describe)
-    at_pc, at_return, text_of = texts.at_pc, texts.at_return, texts.text
-    lines, level = [], 0
-    append, omitted, levels = lines.append, cbf.Omitted, _LEVELS
-    for frame in frames:
-        if frame.__class__ is omitted:
-            append(f"... {frame.count} frames omitted")
-            level += frame.count
-            continue
-        # FrameTexts.text, its dictionaries read here: millions in an archive
-        for text in (at_pc if frame.kind == "pc" else at_return).get(frame.address) \
-                or text_of(frame):
-            append((levels[level] if level < 100 else f"#{level:<2} ") + text)
-            level += 1
-    if truncated:
-        append("Backtrace stopped: truncated")
-    return lines
+    smashed stack), as walk.Frame.lookup_pc does.  ``describe(address)``
+    gives (name, where) or a list of them (frames_of), printable
+    (frame_line); a FrameTexts of it, kept across traces, formats each
+    frame once."""
+    return FrameTexts(describe).lines(frames, truncated)
+
+
+@functools.lru_cache(maxsize=1024)
+def _utc_time(seconds):
+    """The time of day in UTC at ``seconds``: a trace heading's; events
+    come many to a second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
 
 
 def trace_heading(number, event, count):
     """The heading of a stored trace: how often (count), and its first
     capture (event)."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.time_ns / 1e9))
+    when = _utc_time(int(event.time_ns / 1e9))
     details = [f"thread {printable(event.thread)}", printable(event.reason), f"{when} UTC"]
     if event.label:
         details.append(f"label '{printable(event.label)}'")
@@ -100,20 +201,58 @@ def trace_heading(number, event, count):
     return f"Backtrace {number}, captured {times} ({', '.join(details)}):"
 
 
+class FrameNames:
+    """trace_names' names of each frame, from ``name_of(lookup address)``
+    (trace_names), remembered per frame as FrameTexts' lines are, and
+    those of the callers traces share joined once (folded)."""
+
+    MAX_KEPT_CHARACTERS = FrameTexts.MAX_KEPT_CHARACTERS
+
+    def __init__(self, name_of):
+        self.name_of = name_of
+        self._names = _Remembered(self._make, FrameTexts.MAX_KEPT)
+        self._callers_folded = _PerCallers(self._folded, lambda value: len(value[0]),
+                                           self.MAX_KEPT_CHARACTERS)
+
+    def _make(self, frame):
+        if frame.__class__ is not cbf.Frame:
+            return ()  # omitted frames have no names
+        kind, address = frame
+        found = self.name_of(address - 1 if kind != "pc" and address else address)
+        if not isinstance(found, list):  # the usual one name
+            return (found if found is not None else f"{address:#x}",)
+        return tuple(name if name is not None else f"{address:#x}" for name in found)
+
+    def names(self, frames):
+        """trace_names of frames."""
+        return list(chain.from_iterable(map(self._names.__getitem__, frames)))
+
+    def _folded(self, frames):
+        """(the names of frames, root first, joined by ";", how many)."""
+        names = self.names(frames)
+        return ";".join(reversed(names)), len(names)
+
+    def folded(self, frames, weight, callers=()):
+        """folded_line of the names of frames, ``callers`` as
+        FrameTexts.text takes them."""
+        if not callers:
+            return folded_line(self.names(frames), weight)
+        outer, count = self._callers_folded(callers)
+        inner = self.names(frames[:len(frames) - len(callers)])
+        if not count:
+            return folded_line(inner, weight)
+        if not inner:
+            return f"{outer} {weight}"
+        return f"{outer};{folded_line(inner, weight)}"
+
+
 def trace_names(frames, name_of):
     """The names of a trace's frames, innermost first (omitted frames left
     out): ``name_of(lookup address)`` (as frame_lines looks up), printable
     (frame_line), or the frame's address where it gives None; or a list
-    of them, innermost first, where calls were inlined at the address."""
-    names = []
-    for frame in frames:
-        if isinstance(frame, cbf.Omitted):
-            continue
-        address = frame.address
-        found = name_of(address - 1 if frame.kind != "pc" and address else address)
-        for name in found if isinstance(found, list) else [found]:
-            names.append(name if name is not None else f"{frame.address:#x}")
-    return names
+    of them, innermost first, where calls were inlined at the address.
+    A FrameNames of name_of, kept across traces, names each frame once."""
+    return FrameNames(name_of).names(frames)
 
 
 def folded_line(names, weight):

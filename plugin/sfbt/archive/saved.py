@@ -30,6 +30,7 @@ class SavedTrace:
     truncated: bool
     images: list
     weight: int
+    callers: tuple = ()  # cbf.Backtrace.callers
 
 
 #: The most bytes read whole: a bare CBF trace (a million frames fit) or
@@ -119,7 +120,8 @@ class SavedFile:
             for number, event, count, decoded in reader.traces():
                 images = reader.image_map(event.image_map_index).images
                 yield SavedTrace(trace_heading(number, event, count),
-                                 decoded.frames, decoded.truncated, images, count)
+                                 decoded.frames, decoded.truncated, images, count,
+                                 decoded.callers)
         finally:
             self.error = reader.error or self._copy_error
             self.recording = reader.recording
@@ -197,7 +199,15 @@ def _lws_traces(stream):
 
 def saved_trace_lines(trace, make_describer):
     """sframe-bt's layout for a saved trace; ``make_describer(images)`` gives
-    describe(lookup address) -> (name, where), or a FrameTexts of one (kept
-    across traces, it formats each frame once)."""
+    describe(lookup address) -> (name, where) (frame_lines)."""
     lines = [trace.heading] if trace.heading else []
     return lines + frame_lines(trace.frames, trace.truncated, make_describer(trace.images))
+
+
+def saved_trace_text(trace, make_frame_texts):
+    """The lines of saved_trace_lines joined by newlines, from
+    ``make_frame_texts(images)`` -> a FrameTexts (kept across traces)."""
+    text = make_frame_texts(trace.images).text(trace.frames, trace.truncated, trace.callers)
+    if not trace.heading:
+        return text
+    return f"{trace.heading}\n{text}" if text else trace.heading

@@ -171,38 +171,52 @@ def is_archive(data: bytes) -> bool:
     return data[:len(MAGIC)] == MAGIC
 
 
+#: How much of an archive iter_records reads at a time.
+READ_AHEAD_BYTES = 1 << 20
+
+
 def iter_records(stream: IO[bytes],
                  where: Optional[str] = None) -> Iterator[Tuple[int, int, bytes]]:
     """(offset, kind, payload) for each record of the archive open in
-    ``stream`` (positioned after the magic), read one at a time.  The
-    first damage, or a record beyond the limits, raises ArchiveError at
-    its offset."""
+    ``stream`` (positioned after the magic), read READ_AHEAD_BYTES (or a
+    whole record) at a time: the stream's position is anywhere after the
+    records given.  The first damage, or a record beyond the limits,
+    raises ArchiveError at its offset."""
     at = len(MAGIC)
+    data, start = b"", 0  # data[start:] was read from ``at`` on
+    view = memoryview(data)
     while True:
-        head = stream.read(_RECORD_HEAD.size)
-        if not head:
-            return
-        if len(head) < _RECORD_HEAD.size:
-            raise ArchiveError("truncated record header", at, where)
-        kind, length = _RECORD_HEAD.unpack(head)
+        if len(data) - start < _RECORD_HEAD.size:
+            data = data[start:]
+            data, start = data + stream.read(max(READ_AHEAD_BYTES,
+                                                 _RECORD_HEAD.size - len(data))), 0
+            view = memoryview(data)
+            if not data:
+                return
+            if len(data) < _RECORD_HEAD.size:
+                raise ArchiveError("truncated record header", at, where)
+        kind, length = _RECORD_HEAD.unpack_from(data, start)
         if length > MAX_RECORD_BYTES:
             raise ArchiveError(f"record of {length} bytes is larger than the "
                                f"{MAX_RECORD_BYTES} sfbt reads", at, where)
-        end = at + _RECORD_HEAD.size + length + _CRC.size
-        if end > MAX_ARCHIVE_BYTES:
+        size = _RECORD_HEAD.size + length + _CRC.size
+        if at + size > MAX_ARCHIVE_BYTES:
             raise ArchiveError(f"archive is larger than the {MAX_ARCHIVE_BYTES} "
                                "bytes sfbt reads", at, where)
-        rest = stream.read(length + _CRC.size)
-        if len(rest) < length + _CRC.size:
-            size = at + _RECORD_HEAD.size + len(rest)
-            raise ArchiveError(f"record of {length} bytes runs past the end of the "
-                               f"file ({size} bytes): truncated", at, where)
-        payload = rest[:length]
-        (crc,) = _CRC.unpack_from(rest, length)
-        if zlib.crc32(payload, zlib.crc32(head)) != crc:
+        if len(data) - start < size:
+            data = data[start:]
+            data, start = data + stream.read(max(READ_AHEAD_BYTES, size - len(data))), 0
+            view = memoryview(data)
+            if len(data) < size:
+                raise ArchiveError(f"record of {length} bytes runs past the end of the "
+                                   f"file ({at + len(data)} bytes): truncated", at, where)
+        payload_end = start + _RECORD_HEAD.size + length
+        (crc,) = _CRC.unpack_from(data, payload_end)
+        if zlib.crc32(view[start:payload_end]) != crc:
             raise ArchiveError("record checksum mismatch: corrupt", at, where)
-        yield at, kind, payload
-        at = end
+        yield at, kind, data[start + _RECORD_HEAD.size:payload_end]
+        at += size
+        start += size
 
 
 def archive_budget() -> DecodeBudget:
@@ -240,8 +254,28 @@ def _check_event(payload: bytes, offset: int, trace_count: int,
         raise ArchiveError(f"event names unknown trace {trace_id}", offset)
     if index >= image_map_count:
         raise ArchiveError(f"event names unknown image map {index}", offset)
-    return Event(trace_id, index, time_ns,
-                 *_unpack_strings(payload, _EVENT_HEAD.size, 4, offset))
+    return Event(trace_id, index, time_ns, *_event_strings(payload, offset))
+
+
+#: An archive's events repeat a few blocks of strings (architecture,
+#: thread, stop reason, label): up to MAX_KEPT_STRINGS of them, of at
+#: most MAX_KEPT_STRINGS_BYTES each, are decoded once.
+MAX_KEPT_STRINGS = 4096
+MAX_KEPT_STRINGS_BYTES = 256
+_kept_strings: Dict[bytes, Tuple[str, ...]] = {}
+
+
+def _event_strings(payload: bytes, offset: int) -> Tuple[str, ...]:
+    """The four strings of an event record (at ``offset``)."""
+    block = payload[_EVENT_HEAD.size:]
+    strings = _kept_strings.get(block)
+    if strings is None:
+        strings = tuple(_unpack_strings(payload, _EVENT_HEAD.size, 4, offset))
+        if len(block) <= MAX_KEPT_STRINGS_BYTES:
+            if len(_kept_strings) >= MAX_KEPT_STRINGS:
+                _kept_strings.clear()
+            _kept_strings[block] = strings
+    return strings
 
 
 def parse_archive(data: bytes,
@@ -358,6 +392,7 @@ class ArchiveReader:
         """(number, first Event, count, decoded Backtrace) for each
         captured trace, in id order."""
         budget = self.frame_budget
+        decoder = cbf.TraceDecoder()
         for number, (offset, length) in enumerate(
                 zip(self._trace_offsets, self._trace_lengths), 1):
             payload = self._first_events[number - 1]
@@ -365,7 +400,7 @@ class ArchiveReader:
                 continue
             event = _check_event(payload, 0, len(self._trace_offsets), len(self._maps))
             limit = min(cbf.DEFAULT_LIMIT, budget)
-            decoded = cbf.decode(self._read(offset, length), strict=False, limit=limit)
+            decoded = decoder.decode(self._read(offset, length), limit)
             if decoded.over_limit and limit < cbf.DEFAULT_LIMIT:
                 if (self.error is None or self.error.offset is None
                         or self.error.offset > offset):

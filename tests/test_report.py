@@ -1,0 +1,133 @@
+"""Printing archived traces: what FrameTexts and FrameNames remember (each
+frame's lines and names, the joined lines and names of callers traces
+share) never changes what they print, written here plainly as the layout
+is defined: frame_line, inline_frame_line, folded stacks root first."""
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sfbt.archive.cbf import Frame, Omitted
+from sfbt.archive.report import (FrameNames, FrameTexts, folded_line, frame_line,
+                                 frames_of, inline_frame_line, trace_heading)
+from sfbt.archive.store import Event
+
+
+def describe(address):
+    """(name, where), or a list of them where calls were inlined (none at
+    all for some addresses)."""
+    if address % 11 == 0:
+        return []
+    if address % 7 == 0:
+        return [(f"inlined{address % 5}", " at a.h:3"), (f"outer{address % 3}", " at a.c:9")]
+    return f"f{address % 13}", f" from /lib/l{address % 2}.so"
+
+
+def name_of(address):
+    """A name, None (no name) or a list of them."""
+    if address % 5 == 0:
+        return None
+    if address % 7 == 0:
+        return ["inlined", "", None]
+    return f"f{address % 13}"
+
+
+def _lookup(frame):
+    return frame.address if frame.kind == "pc" or not frame.address else frame.address - 1
+
+
+def plain_lines(frames, truncated):
+    lines, level = [], 0
+    for entry in frames:
+        if isinstance(entry, Omitted):
+            lines.append(f"... {entry.count} frames omitted")
+            level += entry.count
+            continue
+        for index, (name, where) in enumerate(frames_of(describe(_lookup(entry)))):
+            lines.append(frame_line(level, entry.address, name, where) if index == 0
+                         else inline_frame_line(level, name, where))
+            level += 1
+    if truncated:
+        lines.append("Backtrace stopped: truncated")
+    return lines
+
+
+def plain_folded(frames, weight):
+    names = []
+    for entry in frames:
+        if isinstance(entry, Frame):
+            found = name_of(_lookup(entry))
+            for name in found if isinstance(found, list) else [found]:
+                names.append(name if name is not None else f"{entry.address:#x}")
+    return ";".join(reversed(names)) + f" {weight}"
+
+
+entries = st.one_of(
+    st.builds(Frame, st.sampled_from(["pc", "ra", "async"]), st.integers(0, 80)),
+    st.builds(Omitted, st.integers(1, 2000)))
+
+
+@st.composite
+def traces(draw):
+    """(frames, truncated, callers) of a few traces, their callers (a
+    tuple, or none) drawn from a few shared ones."""
+    shared = draw(st.lists(st.lists(entries, max_size=8).map(tuple), min_size=1, max_size=3))
+    out = []
+    for _ in range(draw(st.integers(1, 10))):
+        head = draw(st.lists(entries, max_size=3))
+        callers = draw(st.sampled_from(shared + [()]))
+        out.append((head + list(callers), draw(st.booleans()), callers))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(traces())
+def test_frame_texts_print_the_plain_layout(cases):
+    texts = FrameTexts(describe)
+    for frames, truncated, callers in cases + cases:
+        expected = plain_lines(frames, truncated)
+        assert texts.lines(frames, truncated) == expected
+        assert texts.text(frames, truncated, callers) == "\n".join(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(traces(), st.integers(1, 1000))
+def test_frame_names_fold_the_plain_names(cases, weight):
+    names = FrameNames(name_of)
+    for frames, _, callers in cases + cases:
+        assert names.folded(frames, weight, callers) == plain_folded(frames, weight)
+        assert folded_line(names.names(frames), weight) == plain_folded(frames, weight)
+
+
+def test_levels_past_the_prepared_ones():
+    callers = tuple(Frame("ra", 1 + address % 60) for address in range(1100))
+    texts = FrameTexts(describe)
+    for head in ([], [Frame("pc", 3)] * 1030, [Omitted(5000), Frame("pc", 7)]):
+        frames = head + list(callers)
+        assert texts.text(frames, False, callers) == "\n".join(plain_lines(frames, False))
+
+
+def test_what_is_kept_is_bounded(monkeypatch):
+    monkeypatch.setattr(FrameTexts, "MAX_KEPT", 3)
+    monkeypatch.setattr(FrameTexts, "MAX_KEPT_CHARACTERS", 200)
+    monkeypatch.setattr(FrameNames, "MAX_KEPT_CHARACTERS", 20)
+    texts, names = FrameTexts(describe), FrameNames(name_of)
+    shared = [tuple(Frame("ra", a) for a in range(start, start + length))
+              for start, length in ((1, 2), (20, 9), (40, 1))]
+    for number in range(60):
+        callers = shared[number % 3]
+        frames = [Frame("pc", number)] + list(callers)
+        assert texts.text(frames, False, callers) == "\n".join(plain_lines(frames, False))
+        assert names.folded(frames, 1, callers) == plain_folded(frames, 1)
+        assert len(texts._texts) <= 3 and len(names._names) <= 3
+        assert texts._callers_text._used <= 200 and names._callers_folded._used <= 20
+
+
+def test_headings_tell_the_time_as_gmtime_does():
+    for time_ns in (0, 999_999_999, 1_000_000_000, 1_764_115_200_999_999_999,
+                    (1 << 63) - 1, (1 << 64) - 1):
+        event = Event(1, 0, time_ns, "x86_64", "1 (4242)", "SIGPROF")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time_ns / 1e9))
+        assert trace_heading(3, event, 2) == (f"Backtrace 3, captured 2 times (thread 1 (4242), "
+                                              f"SIGPROF, {when} UTC):")

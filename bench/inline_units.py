@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from elftools.common.exceptions import ELFError  # noqa: E402
 from elftools.elf.elffile import ELFFile  # noqa: E402
 from inline_reference import unit_calls as reference  # noqa: E402
-from sfbt.archive.symbolize import address_ranges  # noqa: E402
+from sfbt.dwarf.lines import address_ranges  # noqa: E402
 from sfbt.debuginfo.search import build_id_path  # noqa: E402
 from sfbt.dwarf.inline import unit_calls  # noqa: E402
 from sfbt.elf import open_elf, read_build_id  # noqa: E402

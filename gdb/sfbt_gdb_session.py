@@ -305,7 +305,7 @@ def inlined_block_names(pc):
 
 
 class GdbInlineSource:
-    """A module's inline chains from DWARF (``symbols``, an ElfSymbolizer),
+    """A module's inline chains from DWARF (``symbols``, a FileSymbolizer),
     less the calls GDB has no inline block for at the PC: GDB shows no
     frame for those.  (GDB 18 has none for a call of glibc's extern-inline
     tolower that GCC 12 inlined into Lua's match_class, whose range list

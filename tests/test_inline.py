@@ -67,9 +67,9 @@ def _ours(symbols, address):
 
 def test_chains_match_addr2line(inlined):
     require(shutil.which("addr2line") and shutil.which("objdump"), "binutils missing")
-    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.live.symbols import module_symbols
     from sfbt.unwind.modules import Module
-    symbols = ModuleSymbols(Module(str(inlined), 0, 0, 1 << 40))
+    symbols = module_symbols(Module(str(inlined), 0, 0, 1 << 40))
     compared, deep = 0, 0
     for address in _text_addresses(inlined):
         if symbols.function(address) is None:
@@ -280,7 +280,7 @@ def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
             "llvm-symbolizer (llvm) is not installed (./install.sh --test-debuggers)")
     from sfbt.dwarf import entries
     from sfbt.dwarf.inline import DW_TAG_INLINED
-    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.live.symbols import module_symbols
     from sfbt.unwind.modules import Module
     program = tmp_path / "inline_chain"
     # clang leaves .debug_aranges out unless asked
@@ -292,7 +292,7 @@ def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
                and form in entries.ADDRESS_INDICES for tag, attribute, form in forms), forms
     assert any(attribute == entries.DW_AT_NAME and form in entries.STRING_INDICES
                for _, attribute, form in forms), forms
-    symbols = ModuleSymbols(Module(str(program), 0, 0, 1 << 40))
+    symbols = module_symbols(Module(str(program), 0, 0, 1 << 40))
     addresses = [a for a in _text_addresses(program) if symbols.function(a) is not None]
     compared = deep = 0
     for address, theirs in zip(addresses, _llvm_symbolizer_frames(program, addresses)):

@@ -4,6 +4,7 @@ to main."""
 
 import ast
 import re
+import subprocess
 
 import pytest
 
@@ -220,7 +221,7 @@ def test_bare_cbf_of_a_pie_program_names_no_function_after_the_last(lldb, build_
     # not addresses of its file, and no function covers them (_fini, the
     # last symbol, has no size).
     from conftest import run_sfbt
-    from sfbt.archive.symbolize import ElfSymbolizer
+    from sfbt.symbols.symbolizer import FileSymbolizer
 
     program = build_recurse(build_dir, "O2", True)
     saved = tmp_path / "bare.cbf"
@@ -233,14 +234,15 @@ def test_bare_cbf_of_a_pie_program_names_no_function_after_the_last(lldb, build_
     assert len(decoded) == len(loaded) == 11
     assert [name for _, _, name in decoded] == ["??"] * 11
     assert [pc for _, pc, _ in decoded] == [pc for _, pc, _ in loaded]
-    symbols = ElfSymbolizer(str(program))
+    listed = subprocess.run(["nm", str(program)], check=True, capture_output=True,
+                            text=True).stdout.split("\n")
+    address = {fields[2]: int(fields[0], 16) for fields in map(str.split, listed)
+               if len(fields) == 3}
+    symbols = FileSymbolizer.open(str(program))
     try:
-        table, _ = symbols._function_table()
-        fini = next(start for start, _, name in table if name == "_fini")
-        assert symbols.function(fini) == "_fini"
-        assert symbols.function(fini + 0x1000) is None
-        assert symbols.function(next(start for start, _, name in table
-                                     if name == "recurse") + 4) == "recurse"
+        assert symbols.function(address["_fini"]) == "_fini"
+        assert symbols.function(address["_fini"] + 0x1000) is None
+        assert symbols.function(address["recurse"] + 4) == "recurse"
     finally:
         symbols.close()
 

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import FIXTURES, PLUGIN, require, run_sfbt
 from sfbt.cache import Cache, identity
-from sfbt.live.symbols import CACHE_FORMAT
+from sfbt.symbols.symbolizer import CACHE_FORMAT
 
 NOBODY = 65534
 LIBRARY = r"""
@@ -117,8 +117,9 @@ def test_a_copy_with_the_same_build_id_does_not_poison_later_stacks(victim_progr
 def _planted_names(program):
     cache = Cache("symbols")
     with open(program, "rb") as stream:
-        return [cache.entry_name(identity(stream.fileno(), CACHE_FORMAT, kind))
-                for kind in ("functions", "aranges")]
+        # its function table, and the line rows of its one unit (at 0)
+        return [cache.entry_name(identity(stream.fileno(), CACHE_FORMAT, *kind))
+                for kind in (("functions",), ("lines", 0))]
 
 
 def test_planted_entries_are_neither_written_through_nor_believed(victim_program, tmp_path):
@@ -136,9 +137,10 @@ def test_planted_entries_are_neither_written_through_nor_believed(victim_program
         keep = tmp_path / "keep"
         keep.write_text("precious\n")
         created = tmp_path / "created"
-        functions, aranges = _planted_names(program)
+        # the library's: its DWARF is read (the program has none)
+        functions, lines = _planted_names(os.path.join(real, "libvictim.so"))
         os.symlink(keep, os.path.join(cache.path, functions))
-        os.symlink(created, os.path.join(cache.path, aranges))
+        os.symlink(created, os.path.join(cache.path, lines))
         os.makedirs(Cache("synth").path, 0o700, exist_ok=True)
         os.symlink(keep, os.path.join(Cache("synth").path, "x"))
         os.makedirs(os.path.join(os.path.dirname(cache.path), "vdso"), exist_ok=True)
@@ -146,12 +148,12 @@ def test_planted_entries_are_neither_written_through_nor_believed(victim_program
         planted = stack(running.pid, timeout=60)
         assert planted.stdout == clean.stdout and planted.stderr == ""
         assert keep.read_text() == "precious\n" and not created.exists()
-        for name in (functions, aranges):
+        for name in (functions, lines):
             status = os.lstat(os.path.join(cache.path, name))
             assert stat.S_ISREG(status.st_mode) and stat.S_IMODE(status.st_mode) == 0o600
         for plant in (lambda path: os.mkfifo(path), lambda path: os.symlink("/dev/urandom", path),
                       lambda path: open(path, "wb").write(b"\xdb\xff\xff\xff\x7f")):
-            for name in (functions, aranges):
+            for name in (functions, lines):
                 os.unlink(os.path.join(cache.path, name))
                 plant(os.path.join(cache.path, name))
             began = time.monotonic()
@@ -217,7 +219,7 @@ def _own_vdso():
 def test_a_rewritten_vdso_names_only_itself():
     """A process may rewrite its vDSO in memory: its names stay its own."""
     from sfbt.live.mappings import vdso_module
-    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.live.symbols import module_symbols
     from sfbt.unwind.modules import SFrameSources
     start, data = _own_vdso()
     require(b"__vdso_clock_gettime\0" in data, "this vDSO has no __vdso_clock_gettime")
@@ -229,7 +231,7 @@ def test_a_rewritten_vdso_names_only_itself():
     for module, name in ((rewritten, "__vdso_PWNED_gettime"),
                          (honest, "__vdso_clock_gettime")):
         source = sources.for_module(module)
-        names = {ModuleSymbols(module).function(f.start) for f in source.section.functions}
+        names = {module_symbols(module).function(f.start) for f in source.section.functions}
         assert name in names and not ({"__vdso_PWNED_gettime", "__vdso_clock_gettime"}
                                       - {name}) & names, names
     assert not os.path.exists(os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "vdso"))

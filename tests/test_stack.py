@@ -335,7 +335,7 @@ def test_the_vdso_is_a_module_with_rows(workers):
     nothing is written to the cache for it."""
     from sfbt.live.mappings import VDSO, VDSO_NAME
     from sfbt.live.process import Process
-    from sfbt.live.symbols import ModuleSymbols
+    from sfbt.live.symbols import module_symbols
     from sfbt.unwind.modules import SFrameSources
     with Running(workers) as running:
         process = Process(running.pid)
@@ -344,22 +344,22 @@ def test_the_vdso_is_a_module_with_rows(workers):
     assert (vdso.start, vdso.end) == (mapping.start, mapping.end)
     source = SFrameSources().for_module(vdso)
     assert source.origin == "synth" and source.section.functions
-    symbols = ModuleSymbols(vdso)
+    symbols = module_symbols(vdso)
     names = {symbols.function(f.start) for f in source.section.functions}
     assert names & {"__vdso_clock_gettime", "clock_gettime"}, names
     assert not os.path.exists(os.path.join(os.environ["XDG_CACHE_HOME"], "sfbt", "vdso"))
 
 
 def test_names_and_lines_are_cached_per_file(workers):
-    """The second run reads function tables, address ranges and line rows
-    from the private cache, keyed by the file they came from; a damaged
-    entry is rebuilt, never believed."""
+    """The second run reads function tables and line rows from the
+    private cache, keyed by the file they came from; a damaged entry is
+    rebuilt, never believed."""
     from sfbt.cache import Cache, identity
-    from sfbt.live.symbols import CACHE_FORMAT
+    from sfbt.symbols.symbolizer import CACHE_FORMAT
     cache = Cache("symbols")
-    with open(workers, "rb") as stream:
-        named = {cache.entry_name(identity(stream.fileno(), CACHE_FORMAT, kind))
-                 for kind in ("functions", "aranges")}
+    with open(workers, "rb") as stream:  # workers.c is its one unit, at 0
+        named = {cache.entry_name(identity(stream.fileno(), CACHE_FORMAT, *kind))
+                 for kind in (("functions",), ("lines", 0))}
     with Running(workers) as running:
         first = run_sfbt("stack", running.pid)
         entries = set(os.listdir(cache.path))

@@ -20,6 +20,9 @@ SEAMS = (
     "plugin/sfbt/commands/session.py",  # Session
     "plugin/sfbt/sframe/model.py",   # SFrameSection
     "plugin/sfbt/archive/store.py",  # Archive
+    "plugin/sfbt/symbols/symbolizer.py",  # FileSymbolizer
+    "plugin/sfbt/symbols/line_table.py",  # Location
+    "plugin/sfbt/live/session.py",   # SnapshotSession
 )
 
 

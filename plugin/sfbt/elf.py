@@ -6,7 +6,7 @@ It reads only the bytes it needs through a ``read(position, size)``
 callable: file offsets for a file, addresses for an image in memory (whose
 ELF header is at ``base``).  Machine numbers map to sfbt.arch entries.
 pyelftools, slower to open and not needed for these few structures, serves
-the DWARF line tables and symbol tables of sfbt.archive.symbolize.
+the DWARF inline entries of sfbt.dwarf.inline.
 """
 
 import os
@@ -122,9 +122,10 @@ class ElfImage:
             ident = read(base, 64)
         except ElfError:
             raise ElfError("not a readable ELF file: shorter than an ELF header") from None
-        self.header = parse_header(ident)
-        if self.header is None:
+        header = parse_header(ident)
+        if header is None:
             raise ElfError("not a readable ELF file: no 64-bit ELF header")
+        self.header: ElfHeader = header
         self._segments = None
         self._sections = None
         self.file_size = None  # known for a file

@@ -6,6 +6,8 @@ is a terminal, a thread writes that on one line of stderr, rewritten as it
 changes and wiped when the command is done."""
 
 import sys
+import threading
+from typing import IO, Optional
 
 #: seconds a command runs before its progress line is shown
 DELAY = 1.0
@@ -25,32 +27,31 @@ class ProgressLine:
     """While entered, the progress line on ``stream`` (stderr) when it is
     a terminal."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream: Optional[IO[str]] = None):
         self.stream = stream or sys.stderr
-        self._stop = None
-        self._thread = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
         self._written = False
 
-    def __enter__(self):
+    def __enter__(self) -> "ProgressLine":
         self.start()
         return self
 
-    def __exit__(self, *exception):
+    def __exit__(self, *exception: object) -> None:
         self.stop()
 
-    def start(self):
+    def start(self) -> None:
         """Show the line from DELAY seconds on (a terminal only)."""
         try:
             terminal = self.stream.isatty()
         except (AttributeError, ValueError):
             terminal = False
         if terminal:
-            import threading
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._show, daemon=True)
             self._thread.start()
 
-    def _show(self):
+    def _show(self) -> None:
         from .printable import printable
         if self._stop.wait(DELAY):
             return
@@ -67,7 +68,7 @@ class ProgressLine:
             if self._stop.wait(REFRESH):
                 return
 
-    def stop(self):
+    def stop(self) -> None:
         """Wipe the line (again: nothing)."""
         if self._thread is None:
             return

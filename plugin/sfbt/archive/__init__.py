@@ -5,6 +5,6 @@
 - ``lws``: libwebsockets' ``~m#`` compressed backtraces;
 - ``store``: sfbt's archive file, many backtraces each stored once;
 - ``saved``: reading every form cbf-save writes;
-- ``symbolize``: names and lines from ELF files, offline;
+- ``symbolize``: the ELF file of each archived image, symbolized by sfbt.symbols;
 - ``report``: printing backtraces, and folded stacks.
 """

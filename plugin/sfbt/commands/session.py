@@ -7,7 +7,7 @@ it reads (the module map, symbols) for that long.
 """
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from ..arch import Arch
 from ..unwind.modules import ModuleMap
@@ -15,20 +15,18 @@ from ..unwind.target import Module, Target
 from ..unwind.walk import Frame
 from .settings import Settings
 
+if TYPE_CHECKING:
+    from ..symbols.symbolizer import FileSymbolizer
 
-def _elf_symbolizer(module: Module) -> Any:
-    """The symbolizer of the module's file (its separate debug file when
-    there is one), or None when it has no readable file."""
-    from ..archive.symbolize import ElfSymbolizer
+
+def _elf_symbolizer(module: Module) -> Optional["FileSymbolizer"]:
+    """The symbolizer of the module's file (over its separate debug file
+    when there is one), or None when it has no readable file."""
     from ..debuginfo import DebugFiles
-    from ..elf import ElfError
+    from ..symbols.symbolizer import module_symbolizer
     if module.image is not None:
         return None
-    path = DebugFiles().find(module.path, module.build_id) or module.path
-    try:
-        return ElfSymbolizer(path)
-    except (OSError, ElfError):
-        return None
+    return module_symbolizer(module, DebugFiles())
 
 
 @dataclass(frozen=True)
@@ -123,11 +121,12 @@ class Session:
         frames[0] = (frames[0][0], described[1])
         return frames
 
-    def inline_source(self, module: Module) -> Any:
+    def inline_source(self, module: Module) -> Optional["FileSymbolizer"]:
         """What gives the module's inline chains and function names
         (``inlined(file address)``, ``function(file address)``), or None:
-        by default the symbolizer of its file, read again by each
-        session; a session with a cached symbolizer gives its own."""
+        by default the FileSymbolizer of its file (sfbt.symbols, whose
+        tables sfbt's cache keeps); the debugger-free session gives the
+        one its describer already holds."""
         return _elf_symbolizer(module)
 
     def source_name(self, path: str) -> str:

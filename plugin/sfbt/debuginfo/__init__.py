@@ -1,7 +1,8 @@
 """Separate debug files: found where GDB and eu-stack find them
 (``search``), downloaded from debuginfod servers (``debuginfod``) and kept
-in the private cache (``downloads``).  Both symbolizers (live/symbols.py
-and archive/symbolize.py) ask a ``DebugFiles``."""
+in the private cache (``downloads``).  The symbolizer's adapters
+(live/symbols.py, archive/symbolize.py, sfbt.symbols.module_symbolizer)
+ask a ``DebugFiles``."""
 
 from .search import DEFAULT_ROOTS, DebugFiles
 

@@ -8,7 +8,10 @@
 - ``synthesize``: a whole SFrame v3 section from an ELF image's CFI;
 - ``ondemand``: the rows of one function at a time, as walks reach them;
 - ``synth_cache``: whole synthesized sections cached per file they were made from;
-- ``coverage``: which addresses an object's CFI covers.
+- ``coverage``: which addresses an object's CFI covers;
+- ``lines``: the unit that holds an address (.debug_aranges), what line readers share;
+- ``line_program``: one unit's line rows, read with struct;
+- ``inline``: the calls inlined around an address.
 
 The names below are imported from their modules when first asked for: a
 walk does not import the synthesis cache.

@@ -9,7 +9,7 @@ so that a look-up is one bisection."""
 from bisect import bisect_right
 from typing import NamedTuple
 
-from ..archive.symbolize import file_names
+from .lines import file_names
 from . import entries
 from .entries import Sections, Unit
 

@@ -15,6 +15,7 @@ from bisect import bisect_right
 from dataclasses import replace
 from types import SimpleNamespace
 
+from ..arch import Arch
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
 from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
@@ -110,10 +111,11 @@ class Core:
         image = ElfImage(self._read_file, 0, self.path)
         if image.header.type != ET_CORE:
             raise CoreError(f"{self.path}: not a core file (ELF type {image.header.type})")
-        self.arch = image.arch
-        if self.arch is None or not self.arch.regset:
-            raise CoreError(f"{self.path}: {self.arch.name if self.arch else 'its machine'} "
+        arch = image.arch
+        if arch is None or not arch.regset:
+            raise CoreError(f"{self.path}: {arch.name if arch else 'its machine'} "
                             "is not supported (sfbt stack reads x86-64 and AArch64)")
+        self.arch: Arch = arch
         endian = image.header.endian
         self._loads = sorted((s.vaddr, s.vaddr + s.filesz, s.offset)
                              for s in image.segments() if s.type == PT_LOAD and s.filesz)

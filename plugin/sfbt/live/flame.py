@@ -20,7 +20,7 @@ from ..elf import ElfError, open_elf
 from ..printable import printable
 from ..unwind.target import Module
 from .mappings import VDSO_NAME
-from .symbols import ModuleSymbols
+from .symbols import module_symbols
 
 WIDTH = 1200
 ROW = 16
@@ -51,7 +51,8 @@ class ImageNamer:
             if first is not None:
                 module = Module(path, image.base - first, image.base, image.end_of_text,
                                 build_id, image.base)
-            self._symbols[key] = ModuleSymbols(module, self._debug_files) if module else None
+            symbols = module_symbols(module, self._debug_files) if module else None
+            self._symbols[key] = (module.load_bias, symbols) if symbols else None
         return self._symbols[key]
 
     def image_of(self, address, images):
@@ -70,10 +71,11 @@ class ImageNamer:
         image = self.image_of(address, images)
         if image is None:
             return [(f"{address:#x}", None)]
-        symbols = self._module(image)
-        if symbols is None:
+        found = self._module(image)
+        if found is None:
             return [(self._unnamed(address, image), None)]
-        at = address - symbols.module.load_bias
+        load_bias, symbols = found
+        at = address - load_bias
         function = symbols.function(at)
         return [(printable(name) if name else self._unnamed(address, image), line)
                 for name, line in expanded(symbols.inlined(at), function, symbols.line(at))]

@@ -5,12 +5,18 @@ on each of its threads and, with --format, cbf-save --all-threads
 (live/stack.py); `sfbt record` walks its samples through one."""
 
 import signal as signals
-from typing import List, Optional
+from typing import Callable, Iterable, List, Optional, Tuple
+
+from ..arch import Arch
 
 from ..commands.session import Session, Thread
 from ..commands.settings import Settings
+from ..debuginfo import DebugFiles
+from ..symbols.symbolizer import FileSymbolizer
 from ..unwind.modules import ModuleMap, SFrameSources
-from .mappings import display_path, mapping_at
+from ..unwind.target import Module
+from ..unwind.walk import Frame
+from .mappings import Mapping, display_path, mapping_at
 from .memory import ThreadState, ThreadTarget
 from .symbols import Describer
 
@@ -28,8 +34,12 @@ class SnapshotSession(Session):
     #: bt's words, as GDB prints them
     debugger = "gdb"
 
-    def __init__(self, arch, modules, read, numbered=(), executable=None, sources=None,
-                 mappings=None, debug_files=None):
+    def __init__(self, arch: Arch, modules: List[Module],
+                 read: Callable[[int, int], bytes],
+                 numbered: Iterable[Tuple[int, ThreadState]] = (),
+                 executable: Optional[str] = None, sources: Optional[SFrameSources] = None,
+                 mappings: Optional[List[Mapping]] = None,
+                 debug_files: Optional[DebugFiles] = None):
         self._arch = arch
         self.modules = modules
         self.read = read
@@ -44,7 +54,7 @@ class SnapshotSession(Session):
         self.mappings = mappings
 
     @property
-    def arch(self):
+    def arch(self) -> Arch:
         return self._arch
 
     def has_stack(self) -> bool:
@@ -62,13 +72,13 @@ class SnapshotSession(Session):
     def module_map(self) -> ModuleMap:
         return self._module_map
 
-    def debugger_frames(self, thread: Thread):
+    def debugger_frames(self, thread: Thread) -> List[Tuple[int, bool]]:
         return []  # no debugger: SFrame's frames are all there are
 
-    def describe(self, lookup_pc: int, module=None):
+    def describe(self, lookup_pc: int, module: Optional[Module] = None) -> Tuple[str, str]:
         return self.describer(lookup_pc)
 
-    def inline_source(self, module):
+    def inline_source(self, module: Module) -> Optional[FileSymbolizer]:
         """The module's symbols, their inline chains kept in sfbt's cache."""
         return self.describer.symbols(module)
 
@@ -87,7 +97,7 @@ class SnapshotSession(Session):
     def backtrace_limit(self) -> Optional[int]:
         return FRAME_LIMIT
 
-    def why_stopped(self, last, stop: str) -> str:
+    def why_stopped(self, last: Frame, stop: str) -> str:
         """The walk's stop reason, with what sfbt knows of the last frame's
         image: gone since the thread was copied, or its file not the one
         mapped."""
@@ -95,15 +105,16 @@ class SnapshotSession(Session):
             return (f"PC {last.pc:#x} is in no mapping (in a library unloaded "
                     "since the thread was copied?)")
         module = self._module_map.module_for(last.lookup_pc)
-        if module is not None and getattr(module, "note", ""):
+        if module is not None and getattr(module, "note", None):
             return f"{stop} (in {display_path(module)})"
         return stop
 
-    def image_path(self, module) -> str:
+    def image_path(self, module: Module) -> str:
         return display_path(module)
 
 
-def process_session(pid, only=None, sources=None):
+def process_session(pid: int, only: Optional[int] = None,
+                    sources: Optional[SFrameSources] = None) -> SnapshotSession:
     """The SnapshotSession of process ``pid`` (only its thread ``only`` if
     given): each thread stopped in turn, only while its registers and
     stack are copied, and let go before the session is returned."""
@@ -130,7 +141,8 @@ def process_session(pid, only=None, sources=None):
         process.close()
 
 
-def core_session(path, executable=None, only=None):
+def core_session(path: str, executable: Optional[str] = None, only: Optional[int] = None
+                 ) -> Tuple[SnapshotSession, Callable[[], None]]:
     """(SnapshotSession, check) of the core file at ``path`` (only its
     thread ``only`` if given); ``check()`` after the walks raises where
     the core changed while it was read."""

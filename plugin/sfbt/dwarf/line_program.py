@@ -1,0 +1,333 @@
+"""DWARF line programs (versions 2 to 5) read with struct, without
+pyelftools: the unit's ``DW_AT_stmt_list`` from its first DIE, then its
+line program run into rows [(address, file name, line, is_stmt)], an
+end of sequence as (address, None, 0, True), as pyelftools gives them."""
+
+import os
+import struct
+import zlib
+from typing import Dict, List, Literal, Optional, Tuple
+
+from ..elf import SHF_COMPRESSED, ElfImage, Section
+from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDATA,
+                      DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit,
+                      sleb, uleb)
+from .lines import ELFCOMPRESS_ZLIB, MAX_EXPANSION, preferred_rows
+
+Row = Tuple[int, Optional[str], int, bool]
+
+DW_AT_STMT_LIST = 0x10
+DW_LNCT_PATH = 1
+DW_LNCT_DIRECTORY_INDEX = 2
+#: bytes of one unit read at most (its first entry, its line program)
+MAX_UNIT = 1 << 26
+
+
+def _cstring(data: bytes, at: int) -> Tuple[bytes, int]:
+    end = data.index(b"\0", at)
+    return data[at:end], end + 1
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
+class DwarfBytes:
+    """The DWARF sections of one image, read on first use; a compressed
+    one inflated only as far as what is asked of it."""
+
+    def __init__(self, image: ElfImage):
+        self.image = image
+        self.endian = image.header.endian
+        self.byteorder: Literal["little", "big"] = "big" if self.endian == ">" else "little"
+        self._sections: Dict[str, bytes] = {}
+        self._inflating: Dict[str, _Inflating] = {}
+
+    def __getitem__(self, name: str) -> bytes:
+        """A whole section."""
+        data = self._sections.get(name)
+        if data is None:
+            section = self.image.section(name)
+            if section is None:
+                data = b""
+            elif section.flags & SHF_COMPRESSED:
+                data = bytes(self._inflated(name, section, 1 << 62))
+            else:
+                data = self.image.section_data(section)
+            self._sections[name] = data
+        return data
+
+    def piece(self, name: str, offset: int, size: int) -> bytes:
+        """``size`` bytes of a section from ``offset`` (fewer at its end)."""
+        section = self.image.section(name)
+        if section is None or offset < 0:
+            return b""
+        if section.flags & SHF_COMPRESSED:
+            return bytes(self._inflated(name, section, offset + size)[offset:offset + size])
+        size = min(size, section.size - offset)
+        return self.image.read(section.offset + offset, size) if size > 0 else b""
+
+    def _inflated(self, name: str, section: Section, end: int) -> bytearray:
+        inflating = self._inflating.get(name)
+        if inflating is None:
+            inflating = self._inflating[name] = _Inflating(
+                self.image.section_data(section), self.endian,
+                MAX_EXPANSION * (self.image.file_size or 0) + (1 << 20))
+        return inflating.to(end)
+
+    def unit(self, name: str, offset: int) -> bytes:
+        """The unit (of .debug_info, a line program) at ``offset``, at
+        most MAX_UNIT bytes of it."""
+        _, _, end = _unit_head(self.piece(name, offset, 12), 0, self.endian)
+        return self.piece(name, offset, min(end, MAX_UNIT))
+
+    def string(self, form: int, value: int) -> bytes:
+        """The string a strp / line_strp form's offset names."""
+        data = self[".debug_line_str" if form == DW_FORM_LINE_STRP else ".debug_str"]
+        return _cstring(data, value)[0]
+
+
+class _Inflating:
+    """A zlib-compressed section (SHF_COMPRESSED), inflated as far as
+    asked; nothing when it is compressed otherwise or claims a size
+    beyond ``limit``."""
+
+    def __init__(self, data: bytes, endian: str, limit: int):
+        kind, _, size = struct.unpack_from(endian + "IIQ", data)
+        usable = kind == ELFCOMPRESS_ZLIB and size <= limit
+        self.size = size if usable else 0
+        self.data = bytearray()
+        self._input = data[24:] if usable else b""
+        self._zlib = zlib.decompressobj()
+
+    def to(self, end: int) -> bytearray:
+        """The bytes inflated, to ``end`` at least (or all there are)."""
+        end = min(end, self.size)
+        while len(self.data) < end and self._input:
+            more = self._zlib.decompress(self._input, min(self.size, end + (1 << 16))
+                                         - len(self.data))
+            self._input = self._zlib.unconsumed_tail
+            if not more:
+                break
+            self.data += more
+        return self.data
+
+
+def _unit_head(data: bytes, at: int, endian: str) -> Tuple[int, int, int]:
+    """(offset size, the position after unit_length, the unit's end)."""
+    (length,) = struct.unpack_from(endian + "I", data, at)
+    if length == 0xFFFFFFFF:
+        (length,) = struct.unpack_from(endian + "Q", data, at + 4)
+        return 8, at + 12, at + 12 + length
+    return 4, at + 4, at + 4 + length
+
+
+def _form(data: bytes, at: int, form: int, offset_size: int, address_size: int,
+          byteorder: Literal["little", "big"]) -> Tuple[object, int]:
+    """(value, position after it) of one value of a line table's entry
+    formats (sfbt.dwarf.entries' forms): an int, or the bytes of a string
+    or block."""
+    if form == DW_FORM_STRING:
+        return _cstring(data, at)
+    if form in LEB_FORMS:
+        return (sleb if form == DW_FORM_SDATA else uleb)(data, at)
+    if form in BLOCK_FORMS:
+        width = BLOCK_FORMS[form]
+        if width:
+            length = int.from_bytes(data[at:at + width], byteorder)
+            at += width
+        else:
+            length, at = uleb(data, at)
+        return data[at:at + length], at + length
+    size = FIXED_SIZES.get(form, offset_size if form in OFFSET_FORMS
+                           else address_size if form == DW_FORM_ADDR else None)
+    if size is None:
+        raise ValueError(f"unknown DWARF form {form:#x} in a line table")
+    if at + size > len(data):
+        raise ValueError("line table entry past the end of its program")
+    return int.from_bytes(data[at:at + size], byteorder), at + size
+
+
+def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
+    """The offset in .debug_line of the line program of the unit at
+    ``unit`` in .debug_info, or None when its first entry has none."""
+    sections = Sections(dwarf.unit(".debug_info", unit), dwarf[".debug_abbrev"], b"", b"",
+                        dwarf[".debug_addr"], b"", b"", b"", dwarf.endian == "<")
+    top = Unit(sections, 0)
+    found = top.attributes(top.first, {DW_AT_STMT_LIST})[0]
+    return found[DW_AT_STMT_LIST][1] if DW_AT_STMT_LIST in found else None
+
+
+def unit_rows(dwarf: DwarfBytes, unit: int) -> List[Row]:
+    """preferred_rows of the unit at ``unit`` in .debug_info."""
+    offset = stmt_list(dwarf, unit)
+    if offset is None:
+        return []
+    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0])
+
+
+def every_unit_rows(dwarf: DwarfBytes) -> List[Row]:
+    """preferred_rows of every line program: for a file without
+    .debug_aranges."""
+    rows: List[Row] = []
+    data = dwarf[".debug_line"]
+    at = 0
+    while at < len(data):
+        found, at = program_rows(dwarf, data, at)
+        rows += found
+    return preferred_rows(rows)
+
+
+def program_rows(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple[List[Row], int]:
+    """(rows, the offset after it) of the line program at ``at`` in data
+    (.debug_line, or the program alone)."""
+    endian = dwarf.endian
+    offset_size, at, end = _unit_head(data, at, endian)
+    if end > len(data):
+        raise ValueError("line program runs past the end of .debug_line")
+    (version,) = struct.unpack_from(endian + "H", data, at)
+    at += 2
+    address_size = 8
+    if version >= 5:
+        address_size = data[at]
+        at += 2
+    header_length = int.from_bytes(data[at:at + offset_size], dwarf.byteorder)
+    at += offset_size
+    program = at + header_length
+    minimum_length = data[at]
+    at += 2 if version >= 4 else 1  # maximum operations per instruction
+    default_is_stmt, line_base, line_range, opcode_base = struct.unpack_from("<?bBB", data, at)
+    if not line_range:
+        raise ValueError("line program with a line range of 0")
+    at += 4
+    lengths = data[at:at + opcode_base - 1]
+    at += opcode_base - 1
+    if version >= 5:
+        entries, at = _entries(dwarf, data, at, offset_size, address_size)
+        directories = [_text(path) for path, _ in entries]
+        files, at = _entries(dwarf, data, at, offset_size, address_size)
+        names = [_joined(path, index, directories, index > 0) for path, index in files]
+    else:
+        directories = []
+        while data[at]:
+            directory, at = _cstring(data, at)
+            directories.append(_text(directory))
+        at += 1
+        names = []
+        while data[at]:
+            at = _v4_file(data, at, directories, names)
+    state = _Machine(names, 0 if version >= 5 else 1, directories, minimum_length,
+                     default_is_stmt, line_base, line_range, opcode_base)
+    return state.run(data, program, end, lengths, endian), end
+
+
+def _joined(path: bytes, index: int, directories: List[str], join: bool) -> str:
+    name = _text(path)
+    if join and 0 <= index < len(directories) and not name.startswith("/"):
+        name = os.path.join(directories[index], name)
+    return name
+
+
+def _v4_file(data: bytes, at: int, directories: List[str], names: List[str]) -> int:
+    """Read one file entry (DWARF 2 to 4) into names; the position after it."""
+    path, at = _cstring(data, at)
+    index, at = uleb(data, at)
+    _, at = uleb(data, at)  # modification time
+    _, at = uleb(data, at)  # length
+    names.append(_joined(path, index - 1, directories, index >= 1))
+    return at
+
+
+def _entries(dwarf: DwarfBytes, data: bytes, at: int, offset_size: int, address_size: int
+             ) -> Tuple[List[Tuple[bytes, int]], int]:
+    """DWARF 5 directory or file entries: [(path, directory index)]."""
+    count = data[at]
+    at += 1
+    formats = []
+    for _ in range(count):
+        kind, at = uleb(data, at)
+        form, at = uleb(data, at)
+        formats.append((kind, form))
+    total, at = uleb(data, at)
+    found: List[Tuple[bytes, int]] = []
+    for _ in range(total):
+        path, index = b"", 0
+        for kind, form in formats:
+            value, at = _form(data, at, form, offset_size, address_size, dwarf.byteorder)
+            if kind == DW_LNCT_PATH and isinstance(value, int):
+                path = dwarf.string(form, value)
+            elif kind == DW_LNCT_PATH and isinstance(value, bytes):
+                path = value
+            elif kind == DW_LNCT_DIRECTORY_INDEX and isinstance(value, int):
+                index = value
+        found.append((path, index))
+    return found, at
+
+
+class _Machine:
+    """The line-number state machine of one program (DWARF 5, 6.2.2)."""
+
+    def __init__(self, names: List[str], base: int, directories: List[str],
+                 minimum_length: int, default_is_stmt: bool, line_base: int, line_range: int,
+                 opcode_base: int):
+        self.names = names
+        self.base = base  # the number of the first file: 1 before DWARF 5
+        self.directories = directories
+        self.minimum_length = minimum_length
+        self.default_is_stmt = default_is_stmt
+        self.line_base = line_base
+        self.line_range = line_range
+        self.opcode_base = opcode_base
+
+    def run(self, data: bytes, at: int, end: int, lengths: bytes, endian: str) -> List[Row]:
+        rows: List[Row] = []
+        names, step = self.names, self.minimum_length
+        address, file, line, is_stmt = 0, 1, 1, self.default_is_stmt
+
+        def emit() -> None:
+            index = file - self.base
+            if 0 <= index < len(names):
+                rows.append((address, names[index], line, bool(is_stmt)))
+
+        while at < end:
+            opcode = data[at]
+            at += 1
+            if opcode >= self.opcode_base:
+                adjusted = opcode - self.opcode_base
+                address += adjusted // self.line_range * step
+                line += self.line_base + adjusted % self.line_range
+                emit()
+            elif opcode == 0:  # an extended opcode
+                length, at = uleb(data, at)
+                after = at + length
+                kind = data[at] if length else 0
+                if kind == 1:  # end of sequence
+                    rows.append((address, None, 0, True))
+                    address, file, line, is_stmt = 0, 1, 1, self.default_is_stmt
+                elif kind == 2:
+                    address = int.from_bytes(data[at + 1:after], "big" if endian == ">"
+                                             else "little")
+                elif kind == 3 and self.base == 1:  # define a file (before DWARF 5)
+                    _v4_file(data, at + 1, self.directories, names)
+                at = after
+            elif opcode == 1:
+                emit()
+            elif opcode == 2:
+                value, at = uleb(data, at)
+                address += value * step
+            elif opcode == 3:
+                value, at = sleb(data, at)
+                line += value
+            elif opcode == 4:
+                file, at = uleb(data, at)
+            elif opcode == 6:
+                is_stmt = not is_stmt
+            elif opcode == 8:
+                address += (255 - self.opcode_base) // self.line_range * step
+            elif opcode == 9:
+                address += struct.unpack_from(endian + "H", data, at)[0]
+                at += 2
+            else:  # operands this reader has no use for
+                for _ in range(lengths[opcode - 1]):
+                    _, at = uleb(data, at)
+        return rows

@@ -1,0 +1,107 @@
+"""Names of PLT stubs, as GDB gives them (``puts@plt``): each entry of
+.plt, .plt.sec and .plt.got jumps through a GOT slot, and the dynamic
+relocation of that slot names the function, or is an IRELATIVE one
+(``*ABS*+0x9f550@plt``): BFD's synthetic symbols, which GDB shows, are
+found the same way.  The slot is decoded from the
+entry's instructions: x86-64's ``jmp *disp32(%rip)``, AArch64's
+``adrp x16, page`` then ``ldr x17, [x16, #offset]``."""
+
+import struct
+from array import array
+from typing import Dict, Iterator, List, Tuple, Union
+
+from ..elf import SHT_RELA, ElfImage, Section
+from .table import FunctionTable
+
+EM_X86_64 = 62
+EM_AARCH64 = 183
+PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got")
+#: bytes of one section of stubs or relocations read at most
+MAX_BYTES = 1 << 24
+#: the IRELATIVE relocation type of each machine
+IRELATIVE = {EM_X86_64: 37, EM_AARCH64: 1032}
+
+
+def in_plt(image: ElfImage, address: int) -> bool:
+    """Whether a file address is in a section of PLT stubs (a separate
+    debug file keeps their addresses, not their bytes)."""
+    return any(s.name in PLT_SECTIONS and s.addr <= address < s.addr + s.size
+               for s in image.sections())
+
+
+def plt_table(image: ElfImage) -> FunctionTable:
+    """The image's PLT entries whose GOT slot a dynamic relocation names,
+    as a FunctionTable of .dynsym's names (shown with ``@plt``)."""
+    sections = image.sections()
+    dynsym = image.section(".dynsym")
+    decode = {EM_X86_64: _x86_64_slot, EM_AARCH64: _aarch64_slot}.get(image.header.machine)
+    if decode is None or dynsym is None or not 0 < dynsym.link < len(sections):
+        return FunctionTable.empty(image)
+    slots = _slot_names(image, sections, dynsym)
+    found: Dict[int, Tuple[int, Union[int, str]]] = {}  # start -> (end, name)
+    for section in sections:
+        if section.name not in PLT_SECTIONS or not slots or section.size > MAX_BYTES:
+            continue
+        data = image.section_data(section)
+        size = section.entsize or 16
+        for at in range(0, len(data) - size + 1, size):
+            slot = decode(data[at:at + size], section.addr + at, image.header.endian)
+            if slot in slots:
+                found[section.addr + at] = (section.addr + at + size, slots[slot])
+    starts = array("Q", sorted(found))
+    names = [found[start][1] for start in starts]
+    table = FunctionTable(starts, array("Q", (found[s][0] for s in starts)),
+                          array("I", (n if isinstance(n, int) else 0 for n in names)),
+                          sections[dynsym.link], image.read, "@plt")
+    table.name_entries({i: n + "@plt" for i, n in enumerate(names) if isinstance(n, str)})
+    return table
+
+
+def _slot_names(image: ElfImage, sections: List[Section], dynsym: Section
+                ) -> Dict[int, Union[int, str]]:
+    """{GOT slot address: name offset in .dynstr, or the name of an
+    IRELATIVE relocation's target} of the dynamic relocations (.rela.plt's,
+    .rela.dyn's)."""
+    irelative = IRELATIVE.get(image.header.machine)
+    symbols = image.section_data(dynsym) if dynsym.size <= MAX_BYTES else b""
+    endian = image.header.endian
+    slots: Dict[int, Union[int, str]] = {}
+    for section in sections:
+        if section.type != SHT_RELA or section.link != dynsym.index \
+                or section.size > MAX_BYTES:
+            continue
+        data = image.section_data(section)
+        for offset, info, addend in struct.iter_unpack(endian + "QQq",
+                                                       data[:len(data) // 24 * 24]):
+            at = (info >> 32) * 24
+            if at and at + 4 <= len(symbols):
+                slots[offset] = struct.unpack_from(endian + "I", symbols, at)[0]
+            elif not at and info & 0xFFFFFFFF == irelative:
+                slots[offset] = f"*ABS*+{addend:#x}"
+    return slots
+
+
+def _x86_64_slot(entry: bytes, address: int, endian: str) -> int:
+    """The slot of an entry's ``jmp *disp32(%rip)`` (ff 25), or -1."""
+    at = entry.find(b"\xff\x25")
+    if at < 0 or at + 6 > len(entry):
+        return -1
+    return address + at + 6 + struct.unpack_from("<i", entry, at + 2)[0]
+
+
+def _aarch64_slot(entry: bytes, address: int, endian: str) -> int:
+    """The slot of an entry's ``adrp x16`` and ``ldr x17, [x16, #imm]``, or -1."""
+    words = list(_words(entry, endian))
+    for i in range(len(words) - 1):
+        adrp, ldr = words[i], words[i + 1]
+        if adrp & 0x9F00001F == 0x90000010 and ldr & 0xFFC003FF == 0xF9400211:
+            page = ((adrp >> 29) & 3 | (adrp >> 3) & 0x1FFFFC) << 12
+            if page & (1 << 32):
+                page -= 1 << 33
+            return ((address + 4 * i) & ~0xFFF) + page + ((ldr >> 10) & 0xFFF) * 8
+    return -1
+
+
+def _words(entry: bytes, endian: str) -> Iterator[int]:
+    for (word,) in struct.iter_unpack(endian + "I", entry[:len(entry) // 4 * 4]):
+        yield word

@@ -1,0 +1,344 @@
+"""The one symbolizer of an ELF file: the function, source line and inline
+chain of a file address, each table read on first use.
+
+Function names come from the symbol table read in place (symbols/table.py).
+Lines and inline chains come from the compilation unit that holds the
+address only (found through .debug_aranges; a file without them has its
+whole line table read, and no inline chains): its line program read with
+struct (dwarf/line_program.py), its inlined calls through pyelftools
+(dwarf/inline.py).
+What was read is kept in the ``symbols`` part of sfbt's private cache
+(sfbt.cache), keyed by the file it was read from, so a second run reads
+what the first one parsed.  `sfbt stack`, `record` and `flame` reach it
+through live/symbols.py's ``Describer`` (a module map), `cbf decode`,
+`fold` and `cbf-load` through archive/symbolize.py's ``Symbolizer`` (an
+archived image map)."""
+
+import io
+import json
+import struct
+from bisect import bisect_right
+from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence,
+                    Tuple, TypeVar, Union)
+
+from ..cache import Cache, Key, identity
+from ..debuginfo import DebugFiles
+from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
+from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
+from ..dwarf.lines import MAX_EXPANSION, address_ranges
+from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
+from ..files import open_regular
+from .line_table import LineTable, Location
+from .plt import in_plt, plt_table
+from .table import FunctionTable
+
+#: bumped when what the cache holds changes meaning
+CACHE_FORMAT = 5
+CACHE = Cache("symbols")
+#: the unit key of a file's whole line table (a file without .debug_aranges)
+EVERY_UNIT = -1
+#: the sections whose presence says a file has line tables
+LINE_SECTIONS = (".debug_line", ".zdebug_line")
+
+Rows = List[Sequence[Any]]
+T = TypeVar("T")
+
+
+def _reason(error: BaseException) -> str:
+    """One line for an exception raised while reading a damaged file."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def check_sections(image: ElfImage) -> None:
+    """Refuse sections that pyelftools would read past the end of the file
+    (it allocates the section's size before reading) or decompress beyond
+    reason, and symbol tables whose entries are not 64-bit ones."""
+    file_size = image.file_size or 0
+    for section in image.sections():
+        if section.type == SHT_NOBITS:
+            continue
+        if section.offset + section.size > file_size:
+            raise ElfError(f"section {section.name or section.index} of {section.size} "
+                           f"bytes at {section.offset:#x} runs past the end of the file "
+                           f"({file_size} bytes)")
+        if section.flags & SHF_COMPRESSED and section.size >= 24:
+            (size,) = struct.unpack_from(image.header.endian + "Q",
+                                         image.read(section.offset + 8, 8))
+            if size > MAX_EXPANSION * file_size + (1 << 20):
+                raise ElfError(f"section {section.name} claims to expand to {size} bytes")
+        if section.type in (SHT_SYMTAB, SHT_DYNSYM) and section.entsize != 24:
+            raise ElfError(f"symbol table {section.name} has entries of "
+                           f"{section.entsize} bytes, not 24")
+
+
+class FileSymbolizer:
+    """Names, lines and inline chains of one ELF file's addresses.
+
+    ``strict``: a damaged symbol table or DWARF raises ElfError naming the
+    file (`cbf decode` says so); otherwise it gives no names or lines
+    (`sfbt stack` prints what it can).  A file whose sections cannot be
+    read raises ElfError when opened, either way."""
+
+    def __init__(self, stream: IO[bytes], name: str, strict: bool = True,
+                 cached: bool = True):
+        self.path = name
+        self.strict = strict
+        self._stream = stream
+        try:
+            self._image = ElfImage.from_file(stream, name)
+            self.build_id: Optional[str] = self._image.build_id()
+            #: the address of the file's first byte as loaded
+            self.base_address: int = self._image.first_load_address() or 0
+            check_sections(self._image)
+            self._has_lines = any(s.name in LINE_SECTIONS for s in self._image.sections())
+        except (OSError, ElfError, struct.error) as error:
+            stream.close()
+            raise ElfError(f"{name}: not a readable ELF file: {_reason(error)}") from None
+        self._cached = cached
+        self._stripped: Optional[FileSymbolizer] = None
+        self._functions: Optional[FunctionTable] = None
+        self._plt: Optional[FunctionTable] = None
+        self._dwarf: Any = None
+        self._dwarf_bytes = DwarfBytes(self._image)
+        self._ranges: Optional[Tuple[Rows, List[int]]] = None
+        self._units: Dict[int, LineTable] = {}
+        self._calls: Dict[int, UnitCalls] = {}
+
+    @classmethod
+    def open(cls, path: str, strict: bool = True) -> "FileSymbolizer":
+        """The symbolizer of the regular file at path (OSError, ElfError)."""
+        return cls(open_regular(path), path, strict)
+
+    @classmethod
+    def of_image(cls, data: bytes, name: str) -> "FileSymbolizer":
+        """The symbolizer of an image read from memory (the vDSO's): kept
+        in no cache, whose keys name files."""
+        return cls(io.BytesIO(data), name, strict=False, cached=False)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def use_names_of(self, stripped: "FileSymbolizer") -> None:
+        """Name functions from ``stripped`` (the file this one is the
+        separate debug file of) when this file has no function symbols."""
+        self._stripped = stripped
+
+    # -- function names ---------------------------------------------------------------------
+
+    def function(self, address: int) -> Optional[str]:
+        """The name of the function holding the file address (of the PLT
+        stub there: ``puts@plt``), or None."""
+        table = self.function_table()
+        if not len(table) and self._stripped is not None:
+            return self._stripped.function(address)
+        return table.function(address) or self._plt_stub(address)
+
+    def _plt_stub(self, address: int) -> Optional[str]:
+        """The name of the PLT stub at the address (a separate debug
+        file's stubs are the stripped file's), or None."""
+        if not in_plt(self._image, address):
+            return None
+        if self._plt is None:
+            try:
+                self._plt = plt_table(self._image)
+            except (OSError, ElfError, struct.error):  # a damaged PLT: no names
+                self._plt = FunctionTable.empty(self._image)
+        if not len(self._plt) and self._stripped is not None:
+            return self._stripped._plt_stub(address)
+        return self._plt.function(address)
+
+    def function_table(self) -> FunctionTable:
+        if self._functions is None:
+            self._functions = self._function_table()
+        return self._functions
+
+    def _function_table(self) -> FunctionTable:
+        key = self._key("functions")
+        if key is not None:
+            data = CACHE.get(key)
+            table = FunctionTable.from_bytes(data, self._image) if data else None
+            if table is not None:
+                return table
+        table = self._guarded("symbol table", lambda: FunctionTable.read(self._image))
+        if table is None:
+            return FunctionTable.empty(self._image)
+        if key is not None:
+            self._keep(key, table.to_bytes())
+        return table
+
+    # -- lines and inline chains ------------------------------------------------------------
+
+    def line(self, address: int) -> Optional[Location]:
+        """(file, line) of a file address, or None."""
+        unit = self._unit_at(address)
+        if unit is None:
+            return None
+        table = self._units.get(unit)
+        if table is None:
+            table = self._units[unit] = self._line_table(unit)
+        return table.at(address)
+
+    def inlined(self, address: int) -> List[InlinedCall]:
+        """[InlinedCall] around a file address, innermost first: the calls
+        the compiler inlined there (sfbt.dwarf.inline); none in a file
+        without .debug_aranges."""
+        unit = self._unit_at(address)
+        if unit is None or unit == EVERY_UNIT:
+            return []
+        calls = self._calls.get(unit)
+        if calls is None:
+            calls = self._calls[unit] = UnitCalls(self._inline_segments(unit))
+        return calls.chain(address)
+
+    def _unit_at(self, address: int) -> Optional[int]:
+        """The offset in .debug_info of the unit whose .debug_aranges hold
+        the address (None when none does), EVERY_UNIT in a file with
+        lines but no .debug_aranges."""
+        if not self._has_lines:
+            return None
+        if self._ranges is None:  # read in place: faster than from the cache
+            ranges = address_ranges(self._image)
+            self._ranges = (ranges, [start for start, _, _ in ranges])
+        ranges, starts = self._ranges
+        if not ranges:
+            return EVERY_UNIT
+        i = bisect_right(starts, address) - 1
+        if i >= 0 and address < ranges[i][1]:
+            return int(ranges[i][2])
+        return None
+
+    def _line_table(self, unit: int) -> LineTable:
+        """The unit's line rows, from the cache or its line program; none
+        when its DWARF cannot be read (ElfError when strict)."""
+        key = self._key("lines", unit)
+        data = CACHE.get(key) if key is not None else None
+        table = LineTable.from_bytes(data) if data else None
+        if table is None:
+            table = self._guarded("DWARF line table", lambda: LineTable.from_rows(
+                every_unit_rows(self._dwarf_bytes) if unit == EVERY_UNIT
+                else unit_rows(self._dwarf_bytes, unit)))
+            if table is None:
+                return LineTable.from_rows([])
+            if key is not None:
+                self._keep(key, table.to_bytes())
+        return table
+
+    def _inline_segments(self, unit: int) -> Rows:
+        """The unit's inline segments (sfbt.dwarf.inline.unit_calls), from
+        the cache or its DIEs; none when its DWARF cannot be read
+        (ElfError when strict)."""
+        key = self._key("inlines", unit)
+        segments = _segments(CACHE.get(key)) if key is not None else None
+        if segments is None:
+            segments = self._guarded("DWARF inline entries",
+                                     lambda: unit_calls(self._dwarf_info(), unit))
+            if segments is None:
+                return []
+            if key is not None:
+                self._keep(key, json.dumps(segments, separators=(",", ":")).encode())
+        return segments
+
+    def _dwarf_info(self) -> Any:
+        """pyelftools' DWARFInfo of the file, for inline chains (imported
+        on first use: line tables never need it)."""
+        if self._dwarf is None:
+            from elftools.elf.elffile import ELFFile
+            self._dwarf = ELFFile(self._stream).get_dwarf_info()
+        return self._dwarf
+
+    # -- what every table shares ------------------------------------------------------------
+
+    def _guarded(self, what: str, read: Callable[[], T]) -> Optional[T]:
+        """read()'s table; a damaged file's errors (pyelftools raises many
+        kinds) become one ElfError naming the file when strict, else None."""
+        try:
+            return read()
+        except Exception as error:
+            if self.strict:
+                raise ElfError(f"{self.path}: unreadable {what}: {_reason(error)}") from None
+            return None
+
+    def _key(self, *kind: Union[str, int]) -> Optional[Key]:
+        if not self._cached:
+            return None
+        try:
+            return identity(self._stream.fileno(), CACHE_FORMAT, *kind)
+        except OSError:
+            return None
+
+    def _keep(self, key: Key, data: bytes) -> None:
+        """Put data read from the file under key, unless the file changed
+        while it was read (the key would not say what it is)."""
+        if self._key(*key[1:-4]) == key:
+            CACHE.put(key, data)
+
+
+def _segments(data: Optional[bytes]) -> Optional[Rows]:
+    """The inline segments an entry holds: a list of [start, end, chain]
+    (UnitCalls checks each chain), or None."""
+    if data is None:
+        return None
+    try:
+        rows = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(rows, list) or not all(
+            isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
+            and isinstance(row[1], int) and isinstance(row[2], list) for row in rows):
+        return None
+    return rows
+
+
+class ModuleFile(Protocol):
+    """What a loaded module says of its file (sfbt.unwind.target.Module)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def build_id(self) -> Optional[str]: ...
+
+    @property
+    def image(self) -> Optional[bytes]: ...
+
+
+def module_symbolizer(module: ModuleFile, debug_files: DebugFiles,
+                      strict: bool = True) -> Optional[FileSymbolizer]:
+    """The symbolizer of a loaded module: of its file (over its separate
+    debug file), or of the image read from memory its Module carries (the
+    vDSO's); None when it has none that can be read."""
+    if module.image is not None:
+        try:
+            return FileSymbolizer.of_image(module.image, module.path)
+        except ElfError:
+            return None
+    return file_symbolizer(module.path, module.build_id, debug_files, strict)
+
+
+def file_symbolizer(path: Optional[str], build_id: Optional[str], debug_files: DebugFiles,
+                    strict: bool = True) -> Optional[FileSymbolizer]:
+    """The symbolizer of the file at ``path`` (None: only the build id is
+    known), over its separate debug file when there is one; None when
+    neither can be read."""
+    found = _opened(path, strict) if path is not None else None
+    debug = debug_files.find(path, build_id or (found.build_id if found else None))
+    return over_debug_file(found, _opened(debug, strict) if debug else None)
+
+
+def over_debug_file(found: Optional[FileSymbolizer], debug: Optional[FileSymbolizer]
+                    ) -> Optional[FileSymbolizer]:
+    """The symbolizer of the debug file (naming functions from the file
+    ``found`` when it has no symbols of its own), else found."""
+    if debug is None:
+        return found
+    if found is not None:
+        debug.use_names_of(found)
+    return debug
+
+
+def _opened(path: str, strict: bool) -> Optional[FileSymbolizer]:
+    try:
+        return FileSymbolizer.open(path, strict)
+    except (OSError, ElfError):
+        return None

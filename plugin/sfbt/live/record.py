@@ -64,12 +64,15 @@ class EndingSignals:
     """While entered, SIGINT, SIGTERM and SIGHUP end the recording rather
     than the program: each notes its name in ``caught`` and wakes
     ``sleep``; the loop then stops between two samples, never inside one.
-    SIGCHLD (a seized thread stopped by itself) wakes ``sleep`` too."""
+    SIGCHLD (a seized thread stopped) wakes ``sleep`` too, and sets
+    ``child_stopped``."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
         self.caught = None
+        #: set by each SIGCHLD: a seized thread stopped (cleared by its reader)
+        self.child_stopped = False
         self._wake = None
         self._kept = {}
         self._kept_wakeup = None
@@ -94,7 +97,8 @@ class EndingSignals:
             self.caught = signal.Signals(number).name
 
     def _woken(self, number, frame):
-        """Only wakes ``sleep`` (through the wakeup descriptor)."""
+        """Notes the stop; ``sleep`` is woken through the wakeup descriptor."""
+        self.child_stopped = True
 
     def sleep(self, seconds):
         """Sleep, until a signal at the latest."""
@@ -203,8 +207,9 @@ class Recorder:
         self._trace_ids = {}
         self._marks = {}  # tid -> its idle mark (Process.idle_mark) after its last stop
         self._awaited = {}  # tid -> its Pending sample while it is yet to stop
-        #: sleep(seconds), woken early by a thread that stops (set by run)
-        self._sleep = None
+        #: the EndingSignals of the recording (set by run): its sleep is
+        #: woken by a thread that stops
+        self._signals = None
         self._copied = []  # tids copied since the idle marks were read
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
@@ -283,7 +288,7 @@ class Recorder:
         """Take in the copies of the threads that stopped since they were
         interrupted (waited for until ``until``, time.perf_counter); the
         tids gone."""
-        states, gone = self.process.collect(until, self._sleep)
+        states, gone = self.process.collect(until, self._signals.sleep)
         for tid, state in states.items():
             for pending in self._awaited.pop(tid):
                 pending.state, pending.awaited = state, False
@@ -295,6 +300,14 @@ class Recorder:
                 pending.awaited, pending.dropped = False, True
             self._marks.pop(tid, None)
         return gone
+
+    def _take_stops(self):
+        """What SIGCHLD said: the threads that stopped since are collected
+        (those interrupted) or let run on (those that stopped by
+        themselves, see SeizedProcess.reap)."""
+        self._signals.child_stopped = False
+        self.collect()
+        self.process.reap()
 
     def mark_idle(self):
         """Note what says each thread copied since has not run since: read
@@ -311,7 +324,8 @@ class Recorder:
         word_size = 8 * self.process.arch.pointer_size
         pending = self._pending
         while pending and (until is None or time.monotonic() < until):
-            self.collect()  # a thread that stopped since waits no longer
+            if self._signals.child_stopped:  # a thread that stopped waits no longer
+                self._take_stops()
             if pending[0].awaited:
                 break
             sample = pending.popleft()
@@ -369,7 +383,7 @@ class Recorder:
         walked when the recording ends.  ``on_first_sample()`` is called
         once the first sample was taken."""
         interval = 1.0 / self.hz
-        self._sleep = signals.sleep
+        self._signals = signals
         if self._sample():
             self.collect(time.perf_counter() + STOP_WAIT)
             self.walk_pending()
@@ -392,7 +406,8 @@ class Recorder:
                 # threads copied, then sleep (a stop wakes it: SIGCHLD)
                 self.walk_pending(until=due - WALK_MARGIN)
                 self.mark_idle()
-                self.process.reap()
+                if signals.child_stopped:
+                    self._take_stops()
                 now = time.monotonic()
                 if now < due:
                     signals.sleep(min(due - now, FLUSH_INTERVAL))

@@ -116,17 +116,20 @@ class Process:
         stay where no new one took their place: a thread copied before may
         still have frames in a library unloaded since.  ProcessError once
         the process is gone."""
-        try:
-            mappings = read_maps(self.pid)
-        except OSError:
-            raise ProcessExited(f"process {self.pid} exited") from None
-        if keep_gone:
-            starts = [m.start for m in mappings]
-            mappings = sorted(mappings + [old for old in self.mappings
-                                          if not _overlaps(mappings, starts, old)],
-                              key=lambda m: m.start)
-        if mappings == self.mappings:
-            return False
+        # maps says whether they changed; smaps, read only then, what
+        # each mapping's pages are
+        for changed in (False, True):
+            try:
+                mappings = read_maps(self.pid, changed)
+            except OSError:
+                raise ProcessExited(f"process {self.pid} exited") from None
+            if keep_gone:
+                starts = [m.start for m in mappings]
+                mappings = sorted(mappings + [old for old in self.mappings
+                                              if not _overlaps(mappings, starts, old)],
+                                  key=lambda m: m.start)
+            if mappings == self.mappings:
+                return False
         self._set_mappings(mappings)
         return True
 
@@ -210,18 +213,29 @@ class Process:
             files = self._counters[tid] = (stat, schedstat)
         return files
 
-    def idle_mark(self, tid):
-        """What says a thread has not run since: its run time and run count
-        (/proc/.../schedstat) while it is not running, else None."""
+    def run_counters(self, tid):
+        """Thread ``tid``'s run time, wait time and run count
+        (/proc/.../schedstat's text), or None once it is gone.  The run
+        count grows each time it gets a processor: where they are those of
+        its idle_mark, it has not run since."""
         try:
-            files = self._counter_files(tid)
-            stat = os.pread(files[0], 512, 0)
-            counters = os.pread(files[1], 128, 0)
+            return os.pread(self._counter_files(tid)[1], 128, 0)
         except OSError:
             self._forget_thread(tid)
             return None
+
+    def idle_mark(self, tid):
+        """What says a thread has not run since: its run_counters while it
+        is not running, else None."""
+        try:
+            stat = os.pread(self._counter_files(tid)[0], 512, 0)
+        except OSError:
+            self._forget_thread(tid)
+            return None
+        counters = self.run_counters(tid)
         state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-        if state in (b"R", b"", b"Z", b"X") or counters.startswith(b"0 0 0"):
+        if (counters is None or state in (b"R", b"", b"Z", b"X")
+                or counters.startswith(b"0 0 0")):
             return None  # running, or exited (a snapshot finds it gone)
         return counters
 
@@ -234,11 +248,10 @@ class Process:
         """Seconds thread ``tid`` has run and waited for a processor in
         all (/proc/.../schedstat; exact while it is not running), or None
         once it is gone."""
+        counters = (self.run_counters(tid) or b"").split()
         try:
-            counters = os.pread(self._counter_files(tid)[1], 128, 0).split()
             return (int(counters[0]) + int(counters[1])) / 1e9
-        except (OSError, IndexError, ValueError):
-            self._forget_thread(tid)
+        except (IndexError, ValueError):
             return None
 
     def _forget_thread(self, tid):

@@ -267,7 +267,7 @@ class Recorder:
         copying = [(tid, name) for tid, name in threads
                    if not self.process.stopping(tid)
                    and (not self._marks.get(tid)
-                        or self.process.idle_mark(tid) != self._marks[tid])]
+                        or self.process.run_counters(tid) != self._marks[tid])]
         self.process.interrupt(copying)
         for tid, name in threads:
             if self.process.stopping(tid):

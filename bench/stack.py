@@ -13,12 +13,16 @@ Then where sfbt's time goes, in one process: the interpreter's start,
 imports, reading the process, the snapshots, the session, the walks and names.
 
 Then `sfbt stack PID` against `eu-stack -s -p PID` (names and source
-lines, as sfbt prints) on Debian's /usr/bin/python3 running 5 threads (no
-`.sframe`: every row comes from `.eh_frame`), with sfbt's cache filled and
-with an empty one each run (goals <= 2 and <= 4); and `sfbt --version`
-against `/usr/bin/python3 -c pass` (goal <= 2).
+lines, as sfbt prints), with sfbt's cache filled and with an empty one each
+run (goals <= 2 and <= 4), on three targets: Debian's /usr/bin/python3
+running 5 threads (no `.sframe`: every row comes from `.eh_frame`), the
+9-thread program above, and bench/programs/many_libraries.c with 100
+distinct libraries loaded (generated here, each a function or two,
+dlopen'ed), 3 threads waiting inside them.  And `sfbt --version` against
+`/usr/bin/python3 -c pass` (goal <= 2).
 
-Run: python3 bench/stack.py [--rounds N] [--gdb PATH] [--parts workers,python,version]
+Run: python3 bench/stack.py [--rounds N] [--gdb PATH]
+                            [--parts workers,python,libraries,version]
 """
 
 import argparse
@@ -85,7 +89,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--gdb", default="gdb")
-    parser.add_argument("--parts", default="workers,python,version",
+    parser.add_argument("--parts", default="workers,python,libraries,version",
                         help="what to measure, comma-separated")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -96,9 +100,14 @@ def main():
             program = compile_program(work, "workers", "O2", True, ["workers.c"])
             with running([str(program)]) as pid:
                 measure(args, pid, env)
+                against_eu_stack(args, pid, env, work, "the 9-thread program (workers.c)")
         if "python" in parts:
             with running([PYTHON, "-c", PYTHON_THREADS]) as pid:
-                against_eu_stack(args, pid, env, work)
+                against_eu_stack(args, pid, env, work, PYTHON)
+        if "libraries" in parts:
+            with running(many_libraries(work)) as pid:
+                against_eu_stack(args, pid, env, work,
+                                 f"many_libraries.c, {LIBRARIES} libraries loaded")
         if "version" in parts:
             version(args, env)
     finally:
@@ -114,6 +123,37 @@ PYTHON_THREADS = ("import threading, time\n"
                   "time.sleep(1e6)\n")
 
 
+#: how many distinct libraries many_libraries.c loads
+LIBRARIES = 100
+#: each library: lib_wait, which calls back (a frame in it on the stack),
+#: and a function of its own (no two libraries alike)
+LIBRARY = ("__attribute__((noinline)) void lib_wait(void (*wait)(void))\n"
+           "{{\n    wait();\n    __asm__ volatile(\"\" ::: \"memory\");\n}}\n"
+           "int lib_value_{n}(int x) {{ return x * {n} + 1; }}\n")
+
+
+def many_libraries(work):
+    """The command of bench/programs/many_libraries.c with its LIBRARIES
+    libraries, built in ``work`` with SFrame data as tests/programs are."""
+    directory = work / "libraries"
+    directory.mkdir()
+    flags = ["gcc", "-g", "-O2", "-Wa,--gsframe"]
+    builds, libraries = [], []
+    for n in range(LIBRARIES):
+        source = directory / f"lib{n}.c"
+        source.write_text(LIBRARY.format(n=n))
+        libraries.append(str(directory / f"lib{n}.so"))
+        builds.append(subprocess.Popen(flags + ["-shared", "-fPIC", "-o", libraries[-1],
+                                                str(source)]))
+    program = str(directory / "many_libraries")
+    builds.append(subprocess.Popen(flags + ["-fPIE", "-pie", "-o", program,
+                                            str(ROOT / "bench/programs/many_libraries.c"),
+                                            "-lpthread", "-ldl"]))
+    if any(build.wait() for build in builds):
+        raise SystemExit("building many_libraries.c and its libraries failed")
+    return [program] + libraries
+
+
 @contextlib.contextmanager
 def running(command):
     """The pid (text) of a process that has printed "ready"."""
@@ -126,7 +166,7 @@ def running(command):
         target.wait()
 
 
-def against_eu_stack(args, pid, env, work):
+def against_eu_stack(args, pid, env, work, what):
     eu_stack = shutil.which("eu-stack")
     if not eu_stack:
         print("eu-stack: not installed (apt-get install elfutils)")
@@ -137,7 +177,7 @@ def against_eu_stack(args, pid, env, work):
     eu = [eu_stack, "-s", "-p", pid]
     _, text = timed(sfbt, filled)
     threads = text.count("\nThread ") + text.startswith("Thread ")
-    print(f"target: {PYTHON}, {threads} threads, pid {pid}")
+    print(f"target: {what}, {threads} threads, pid {pid}")
     timed(eu, env)
 
     def eus():

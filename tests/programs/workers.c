@@ -2,7 +2,9 @@
  * 0 .. BUSY-1 compute (counting their work), the others wait: in
  * nanosleep, on a condition variable, in poll or in read.  Prints "ready"
  * once every worker runs; with SECONDS > 0, reads a line from stdin, then
- * exits SECONDS later, printing the work done meanwhile.
+ * exits SECONDS later, printing the work done meanwhile; with SECONDS < 0,
+ * prints the work done so far for each line read from stdin, and exits at
+ * its end.
  * Usage: workers [BUSY [SECONDS]] */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -101,13 +103,20 @@ int main(int argc, char **argv)
     pthread_barrier_wait(&started);
     printf("ready\n");
     fflush(stdout);
-    if (seconds <= 0)
+    char line[8];
+    if (seconds < 0) {
+        while (fgets(line, sizeof line, stdin)) {
+            printf("work %lu\n", total_work());
+            fflush(stdout);
+        }
+        return 0;
+    }
+    if (seconds == 0)
         for (;;)
             pause();
     /* the timed run starts at a line on stdin (or its end) */
-    char go[8];
-    if (!fgets(go, sizeof go, stdin))
-        go[0] = 0;
+    if (!fgets(line, sizeof line, stdin))
+        line[0] = 0;
     unsigned long before = total_work();
     sleep(seconds);
     printf("work %lu\n", total_work() - before);

@@ -90,6 +90,9 @@ class Archive:
         self._buckets: Dict[int, List[int]] = {}  # hash -> trace ids
         self._image_map_index: Dict[bytes, int] = {}
         self._pending: List[Tuple[int, bytes]] = []  # records not yet written
+        #: an event's strings, packed once per distinct four (a recording
+        #: repeats the same few)
+        self._packed_strings: Dict[Tuple[str, ...], bytes] = {}
 
     def _add_record(self, kind: int, payload: bytes) -> None:
         self._pending.append((kind, payload))
@@ -118,8 +121,10 @@ class Archive:
     def add_event(self, event: Event) -> None:
         self.events.append(event)
         self.traces[event.trace_id].events.append(event)
-        strings = b"".join(_pack_string(s) for s in (
-            event.architecture, event.thread, event.reason, event.label))
+        key = (event.architecture, event.thread, event.reason, event.label)
+        strings = self._packed_strings.get(key)
+        if strings is None:
+            strings = self._packed_strings[key] = b"".join(_pack_string(s) for s in key)
         self._add_record(KIND_EVENT, _EVENT_HEAD.pack(
             event.trace_id, event.image_map_index, event.time_ns) + strings)
 

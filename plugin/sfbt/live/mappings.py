@@ -7,7 +7,7 @@ written)."""
 
 import io
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, read_elf
@@ -40,17 +40,28 @@ class Mapping:
         return self.path.startswith("/")
 
 
+#: what a mapping's line starts with (its start address, as the kernel
+#: writes it); smaps' other lines start with a key's capital letter
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
 def parse_maps(text):
     """[Mapping] of /proc/PID/maps' or /proc/PID/smaps' text."""
-    mappings = []
+    lines = []  # the fields of each mapping's line
+    changed = []  # smaps' Anonymous of each (None where not given)
     for line in text.splitlines():
+        if line[:1] not in _HEX_DIGITS:  # smaps: "Key: value" of the last mapping
+            if line.startswith("Anonymous:") and lines:
+                fields = line.split()
+                if fields[1:2] and fields[1].isdigit():
+                    changed[-1] = int(fields[1])
+            continue
         fields = line.split(None, 5)
-        if fields and fields[0].endswith(":"):  # smaps: "Key: value" of the last mapping
-            if fields[0] == "Anonymous:" and mappings and fields[1:2] and fields[1].isdigit():
-                mappings[-1] = replace(mappings[-1], changed=int(fields[1]))
-            continue
-        if len(fields) < 5:
-            continue
+        if len(fields) >= 5 and not fields[0].endswith(":"):
+            lines.append(fields)
+            changed.append(None)
+    mappings = []
+    for fields, kilobytes in zip(lines, changed):
         start, _, end = fields[0].partition("-")
         perms = fields[1]
         path = fields[5] if len(fields) > 5 else ""
@@ -58,14 +69,15 @@ def parse_maps(text):
             path = path[:-len(" (deleted)")]
         mappings.append(Mapping(int(start, 16), int(end, 16), perms[0] == "r",
                                 perms[1] == "w", int(fields[2], 16), path, fields[3],
-                                int(fields[4])))
+                                int(fields[4]), kilobytes))
     return mappings
 
 
-def read_maps(pid):
+def read_maps(pid, changed=True):
     """The process's mappings, from smaps (which says which pages are no
-    longer their file's)."""
-    with open(f"/proc/{pid}/smaps") as stream:
+    longer their file's); without ``changed``, from maps (a tenth of the
+    text, and no page of the process looked at), which does not say."""
+    with open(f"/proc/{pid}/{'smaps' if changed else 'maps'}") as stream:
         return parse_maps(stream.read())
 
 

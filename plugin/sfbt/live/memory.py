@@ -2,6 +2,7 @@
 it was stopped, and the rest of the address space (a live process's, read
 on demand, or a core's)."""
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from ..errors import TargetMemoryError
@@ -11,6 +12,11 @@ from ..unwind.target import Target
 STACK_COPY_LIMIT = 1 << 20
 #: below the stack pointer: x86-64's red zone, where a leaf keeps data
 RED_ZONE = 128
+#: the copy starts at a multiple of this: the walk reads memory a block of
+#: this size at a time (unwind.walk), and the block that holds the red
+#: zone is then read from the copy whole, never from the thread as it
+#: runs on
+COPY_ALIGN = 0x1000
 
 
 @dataclass
@@ -29,11 +35,12 @@ class ThreadState:
 
 
 def stack_range(sp, mappings):
-    """[start, end) of the stack to copy for a stack pointer: up to the end
-    of its mapping, at most STACK_COPY_LIMIT."""
+    """[start, end) of the stack to copy for a stack pointer: from the
+    COPY_ALIGN block of its red zone up to the end of its mapping, at most
+    STACK_COPY_LIMIT above it."""
     for mapping in mappings:
         if mapping.start <= sp < mapping.end:
-            start = max(mapping.start, sp - RED_ZONE)
+            start = max(mapping.start, (sp - RED_ZONE) & -COPY_ALIGN)
             return start, min(mapping.end, sp + STACK_COPY_LIMIT)
     return sp, sp
 
@@ -79,11 +86,14 @@ class CachedReads:
 
     def __init__(self, read_raw, mappings):
         self._read_raw = read_raw
-        self._constant = sorted((m.start, m.end) for m in mappings if not m.writable)
+        constant = sorted((m.start, m.end) for m in mappings if not m.writable)
+        self._constant_starts = [start for start, _ in constant]
+        self._constant_ends = [end for _, end in constant]
         self._pages = {}
 
     def _is_constant(self, address, end):
-        return any(start <= address and end <= stop for start, stop in self._constant)
+        i = bisect_right(self._constant_starts, address) - 1
+        return i >= 0 and end <= self._constant_ends[i]
 
     def __call__(self, address, size):
         if size <= 0:

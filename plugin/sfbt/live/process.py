@@ -5,7 +5,7 @@ a time as that takes."""
 import errno
 import os
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from ..elf import ElfError, open_elf
 from ..errors import SfbtError
@@ -14,9 +14,6 @@ from .images import ProcessImages
 from .mappings import VDSO, file_modules, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
-
-#: how often SeizedProcess.collect polls for stops
-POLL = 0.0001
 
 
 class ProcessError(SfbtError):
@@ -41,6 +38,13 @@ def _status_field(pid, name):
         if line.startswith(name + ":"):
             return line.split(":", 1)[1].split()
     return []
+
+
+def _overlaps(mappings, starts, mapping):
+    """Whether ``mapping`` overlaps one of ``mappings`` (sorted, none
+    overlapping another; ``starts`` their starts)."""
+    i = bisect_left(starts, mapping.end) - 1
+    return i >= 0 and mappings[i].end > mapping.start
 
 
 def permission_error(pid, error):
@@ -82,7 +86,7 @@ class Process:
         except OSError as error:
             raise ProcessError(f"process {pid}: cannot read its mappings: "
                                f"{error.strerror or error}") from None
-        self._counter_files = {}  # tid -> open fds of its stat and schedstat
+        self._counters = {}  # tid -> open fds of its stat and schedstat
         self._names = {}
 
     def _set_mappings(self, mappings):
@@ -112,17 +116,20 @@ class Process:
         stay where no new one took their place: a thread copied before may
         still have frames in a library unloaded since.  ProcessError once
         the process is gone."""
-        try:
-            mappings = read_maps(self.pid)
-        except OSError:
-            raise ProcessExited(f"process {self.pid} exited") from None
-        if keep_gone:
-            mappings = sorted(mappings + [old for old in self.mappings
-                                          if not any(m.start < old.end and old.start < m.end
-                                                     for m in mappings)],
-                              key=lambda m: m.start)
-        if mappings == self.mappings:
-            return False
+        # maps says whether they changed; smaps, read only then, what
+        # each mapping's pages are
+        for changed in (False, True):
+            try:
+                mappings = read_maps(self.pid, changed)
+            except OSError:
+                raise ProcessExited(f"process {self.pid} exited") from None
+            if keep_gone:
+                starts = [m.start for m in mappings]
+                mappings = sorted(mappings + [old for old in self.mappings
+                                              if not _overlaps(mappings, starts, old)],
+                                  key=lambda m: m.start)
+            if mappings == self.mappings:
+                return False
         self._set_mappings(mappings)
         return True
 
@@ -190,23 +197,45 @@ class Process:
             threads.append((tid, name))
         return threads
 
-    def idle_mark(self, tid):
-        """What says a thread has not run since: its run time and run count
-        (/proc/.../schedstat) while it is not running, else None.  The two
-        files stay open: a read at offset 0 gives their current text."""
-        files = self._counter_files.get(tid)
+    def _counter_files(self, tid):
+        """(stat, schedstat) of thread ``tid``, open descriptors kept: a
+        read at offset 0 gives their current text.  OSError once it is
+        gone."""
+        files = self._counters.get(tid)
+        if files is None:
+            base = f"/proc/{self.pid}/task/{tid}/"
+            stat = os.open(base + "stat", os.O_RDONLY)
+            try:
+                schedstat = os.open(base + "schedstat", os.O_RDONLY)
+            except OSError:
+                os.close(stat)
+                raise
+            files = self._counters[tid] = (stat, schedstat)
+        return files
+
+    def run_counters(self, tid):
+        """Thread ``tid``'s run time, wait time and run count
+        (/proc/.../schedstat's text), or None once it is gone.  The run
+        count grows each time it gets a processor: where they are those of
+        its idle_mark, it has not run since."""
         try:
-            if files is None:
-                base = f"/proc/{self.pid}/task/{tid}/"
-                files = self._counter_files[tid] = (os.open(base + "stat", os.O_RDONLY),
-                                                    os.open(base + "schedstat", os.O_RDONLY))
-            stat = os.pread(files[0], 512, 0)
-            counters = os.pread(files[1], 128, 0)
+            return os.pread(self._counter_files(tid)[1], 128, 0)
         except OSError:
             self._forget_thread(tid)
             return None
+
+    def idle_mark(self, tid):
+        """What says a thread has not run since: its run_counters while it
+        is not running, else None."""
+        try:
+            stat = os.pread(self._counter_files(tid)[0], 512, 0)
+        except OSError:
+            self._forget_thread(tid)
+            return None
+        counters = self.run_counters(tid)
         state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-        if state in (b"R", b"", b"Z", b"X") or counters.startswith(b"0 0 0"):
+        if (counters is None or state in (b"R", b"", b"Z", b"X")
+                or counters.startswith(b"0 0 0")):
             return None  # running, or exited (a snapshot finds it gone)
         return counters
 
@@ -215,12 +244,22 @@ class Process:
         stat = _read_text(f"/proc/{self.pid}/task/{tid}/stat")
         return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] in ("", "Z", "X")
 
+    def scheduled_time(self, tid):
+        """Seconds thread ``tid`` has run and waited for a processor in
+        all (/proc/.../schedstat; exact while it is not running), or None
+        once it is gone."""
+        counters = (self.run_counters(tid) or b"").split()
+        try:
+            return (int(counters[0]) + int(counters[1])) / 1e9
+        except (IndexError, ValueError):
+            return None
+
     def _forget_thread(self, tid):
-        for fd in self._counter_files.pop(tid, ()):
+        for fd in self._counters.pop(tid, ()):
             os.close(fd)
 
     def close(self):
-        for tid in list(self._counter_files):
+        for tid in list(self._counters):
             self._forget_thread(tid)
         self.images.close()
 
@@ -273,13 +312,22 @@ class SeizedProcess(Process):
     long to stop, and runs on meanwhile, so sfbt does not wait for it.
     ``reap()`` between samples lets run on the threads that stopped by
     themselves (a signal to hand them); ``release()`` (and ``close()``)
-    lets them all go."""
+    lets them all go.
+
+    How long each copied thread was stopped (``extra["stopped"]``) is
+    counted from the latest moment it can have stopped at: not before it
+    was interrupted, nor before a check found it still running, nor
+    before it had run and waited for a processor, since it was last let
+    go, as long as the kernel says it did (schedstat, exact while it is
+    stopped); up to the moment it runs on again."""
 
     def __init__(self, pid, arch=None):
         super().__init__(pid, arch)
         self._seized = set()
-        #: tid -> [name, time of the last poll that found it running]
+        #: tid -> [name, when it was last known not to have stopped yet]
         self._stopping = {}
+        #: tid -> (when it was last let run on, its scheduled_time then)
+        self._let_go = {}
 
     def stopping(self, tid):
         """Whether ``tid`` was interrupted and not yet collected."""
@@ -294,32 +342,33 @@ class SeizedProcess(Process):
                     self._stopping[tid] = [name, None]
                     continue
                 self._seized.add(tid)
+            asked = time.perf_counter()
             try:
                 ptrace.interrupt(tid)
             except ptrace.ThreadGone:
                 self._seized.discard(tid)
                 self._stopping[tid] = [name, None]
                 continue
-            self._stopping[tid] = [name, time.perf_counter()]
+            self._stopping[tid] = [name, asked]
 
-    def collect(self, until=0.0):
+    def collect(self, until=0.0, sleep=None):
         """({tid: ThreadState}, [tids gone]) of the interrupted threads
         that stopped, each copied and let run on as soon as it is seen
-        stopped; polled every POLL seconds (sfbt sleeps between two,
-        leaving its processor to them) until ``until``
-        (time.perf_counter; 0: once).  ``extra["stopped"]`` counts from
-        the poll before the one that saw the thread stopped."""
+        stopped; checked once, then, until ``until`` (time.perf_counter)
+        while some are yet to stop, again each time ``sleep(seconds)``
+        returns (it returns early when a thread stops: EndingSignals.sleep
+        wakes on SIGCHLD)."""
         states, gone = {}, []
         while self._stopping:
-            for tid, (name, polled) in list(self._stopping.items()):
+            for tid, (name, running) in list(self._stopping.items()):
                 now = time.perf_counter()
                 try:
-                    status = ptrace.wait_stop(tid, ptrace.WNOHANG) if polled else None
+                    status = ptrace.wait_stop(tid, ptrace.WNOHANG) if running else None
                 except ptrace.ThreadGone:
-                    status = polled = None
-                if polled is None:
+                    status = running = None
+                if running is None:
                     del self._stopping[tid]
-                    self._seized.discard(tid)
+                    self._gone(tid)
                     gone.append(tid)
                     continue
                 if status is None:
@@ -327,15 +376,36 @@ class SeizedProcess(Process):
                     continue
                 del self._stopping[tid]
                 try:
-                    states[tid] = self._copy(tid, name, polled)
+                    states[tid] = self._copy_stopped(tid, name, running, status)
                 except ptrace.ThreadGone:
+                    self._gone(tid)
                     gone.append(tid)
-                finally:
-                    self._run_on(tid, ptrace.stop_signal(status))
-            if not self._stopping or time.perf_counter() + POLL > until:
+            now = time.perf_counter()
+            if not self._stopping or sleep is None or now >= until:
                 break
-            time.sleep(POLL)
+            sleep(until - now)
         return states, gone
+
+    def _copy_stopped(self, tid, name, running, status):
+        """The ThreadState of ``tid``, seen stopped (wait ``status``) after
+        it was last seen ``running`` (time.perf_counter); let run on."""
+        scheduled = self.scheduled_time(tid)
+        try:
+            state = self._copy(tid, name, running)
+        finally:
+            let_go = time.perf_counter()
+            self._run_on(tid, ptrace.stop_signal(status))
+        stopped_from = running
+        before = self._let_go.get(tid)
+        if before is not None and scheduled is not None:
+            stopped_from = max(running, before[0] + scheduled - before[1])
+        self._let_go[tid] = (let_go, scheduled)
+        state.extra["stopped"] = time.perf_counter() - stopped_from
+        return state
+
+    def _gone(self, tid):
+        self._seized.discard(tid)
+        self._let_go.pop(tid, None)
 
     @staticmethod
     def _run_on(tid, signal):

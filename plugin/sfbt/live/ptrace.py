@@ -153,11 +153,19 @@ def get_regset(tid, size):
 
 def read_pages(pid, address, size):
     """Bytes at [address, address + size) of process ``pid`` read with
-    process_vm_readv in page-sized blocks: as many as could be read, from
-    the start (a short result ends at the first unreadable page)."""
+    process_vm_readv: in one block where all of it is readable, else in
+    page-sized blocks, as many as could be read, from the start (a short
+    result ends at the first unreadable page)."""
     if size <= 0:
         return b""
     buffer = ctypes.create_string_buffer(size)
+    local = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
+    whole = _IoVec(address, size)
+    # the kernel does not split a block: a range with an unreadable page
+    # fails whole (or comes back short), and is read again page by page
+    if _lib().process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(whole),
+                               1, 0) == size:
+        return buffer.raw
     blocks = []
     at = address
     end = address + size
@@ -166,7 +174,6 @@ def read_pages(pid, address, size):
         blocks.append((at, step))
         at += step
     remote = (_IoVec * len(blocks))(*[_IoVec(a, n) for a, n in blocks])
-    local = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
     done = 0
     # the kernel takes at most IOV_MAX (1024) vectors per call
     for first in range(0, len(blocks), 1024):

@@ -33,6 +33,7 @@ from ..files import replace_file
 from ..commands.backtrace import walk
 from ..commands.save import cbf_frames, image_map
 from ..commands.session import Thread
+from ..unwind.walk import STOP_LIMIT
 from .process import ProcessError, ProcessExited, SeizedProcess
 from .session import SnapshotSession
 
@@ -63,12 +64,15 @@ class EndingSignals:
     """While entered, SIGINT, SIGTERM and SIGHUP end the recording rather
     than the program: each notes its name in ``caught`` and wakes
     ``sleep``; the loop then stops between two samples, never inside one.
-    SIGCHLD (a seized thread stopped by itself) wakes ``sleep`` too."""
+    SIGCHLD (a seized thread stopped) wakes ``sleep`` too, and sets
+    ``child_stopped``."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
         self.caught = None
+        #: set by each SIGCHLD: a seized thread stopped (cleared by its reader)
+        self.child_stopped = False
         self._wake = None
         self._kept = {}
         self._kept_wakeup = None
@@ -93,7 +97,8 @@ class EndingSignals:
             self.caught = signal.Signals(number).name
 
     def _woken(self, number, frame):
-        """Only wakes ``sleep`` (through the wakeup descriptor)."""
+        """Notes the stop; ``sleep`` is woken through the wakeup descriptor."""
+        self.child_stopped = True
 
     def sleep(self, seconds):
         """Sleep, until a signal at the latest."""
@@ -197,9 +202,14 @@ class Recorder:
         #: samples taken, walked when the sampling leaves time (in order)
         self._pending = deque()
         self._pending_bytes = 0
-        self._walked = {}  # tid -> ((registers, stack), cbf bytes) of its latest walk
+        self._walked = {}  # tid -> ((registers, stack), trace id) of its latest walk
+        #: (truncated, (interrupted, pc) of each frame...) -> its trace id
+        self._trace_ids = {}
         self._marks = {}  # tid -> its idle mark (Process.idle_mark) after its last stop
         self._awaited = {}  # tid -> its Pending sample while it is yet to stop
+        #: the EndingSignals of the recording (set by run): its sleep is
+        #: woken by a thread that stops
+        self._signals = None
         self._copied = []  # tids copied since the idle marks were read
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
@@ -252,10 +262,12 @@ class Recorder:
             self._refresh_mappings()
         now = time.time_ns()
         began = time.perf_counter()
+        # a thread not known idle (no mark, or False: it was running) is
+        # copied without reading its counters again
         copying = [(tid, name) for tid, name in threads
                    if not self.process.stopping(tid)
-                   and (self._marks.get(tid) is None
-                        or self.process.idle_mark(tid) != self._marks[tid])]
+                   and (not self._marks.get(tid)
+                        or self.process.run_counters(tid) != self._marks[tid])]
         self.process.interrupt(copying)
         for tid, name in threads:
             if self.process.stopping(tid):
@@ -274,9 +286,9 @@ class Recorder:
 
     def collect(self, until=0.0):
         """Take in the copies of the threads that stopped since they were
-        interrupted (polled until ``until``, time.perf_counter); the tids
-        gone."""
-        states, gone = self.process.collect(until)
+        interrupted (waited for until ``until``, time.perf_counter); the
+        tids gone."""
+        states, gone = self.process.collect(until, self._signals.sleep)
         for tid, state in states.items():
             for pending in self._awaited.pop(tid):
                 pending.state, pending.awaited = state, False
@@ -288,6 +300,14 @@ class Recorder:
                 pending.awaited, pending.dropped = False, True
             self._marks.pop(tid, None)
         return gone
+
+    def _take_stops(self):
+        """What SIGCHLD said: the threads that stopped since are collected
+        (those interrupted) or let run on (those that stopped by
+        themselves, see SeizedProcess.reap)."""
+        self._signals.child_stopped = False
+        self.collect()
+        self.process.reap()
 
     def mark_idle(self):
         """Note what says each thread copied since has not run since: read
@@ -304,27 +324,37 @@ class Recorder:
         word_size = 8 * self.process.arch.pointer_size
         pending = self._pending
         while pending and (until is None or time.monotonic() < until):
-            self.collect()  # a thread that stopped since waits no longer
+            if self._signals.child_stopped:  # a thread that stopped waits no longer
+                self._take_stops()
             if pending[0].awaited:
                 break
             sample = pending.popleft()
             if sample.dropped or (sample.state is None and sample.tid not in self._walked):
                 continue  # it exited before it was copied
             if sample.state is None:
-                data = self._walked[sample.tid][1]
+                trace_id = self._walked[sample.tid][1]
             else:
                 self._pending_bytes -= len(sample.state.stack)
                 key = (sample.state.registers, sample.state.stack)
                 previous = self._walked.get(sample.tid)
                 if previous is not None and previous[0] == key:
-                    data = previous[1]
+                    trace_id = previous[1]
                 else:
-                    frames, stop = self._walk(sample)
-                    data = cbf.encode(cbf_frames(frames), word_size,
-                                      stop == "frame limit reached")
+                    trace_id = self._trace_id(*self._walk(sample), word_size)
                     self.stats.walks += 1
-                self._walked[sample.tid] = (key, data)
-            self._record(data, sample)
+                self._walked[sample.tid] = (key, trace_id)
+            self._record(trace_id, sample)
+
+    def _trace_id(self, frames, stop, word_size):
+        """The archive's id of a walk's trace, encoded once per distinct
+        one."""
+        truncated = stop == STOP_LIMIT
+        key = (truncated, *((frame.interrupted, frame.pc) for frame in frames))
+        trace_id = self._trace_ids.get(key)
+        if trace_id is None:
+            trace_id = self._trace_ids[key] = self.archive.add_trace(
+                cbf.encode(cbf_frames(frames), word_size, truncated))
+        return trace_id
 
     def _behind(self):
         """Whether the pending samples are more than MAX_BACKLOG seconds'
@@ -332,9 +362,8 @@ class Recorder:
         return (len(self._pending) > MAX_BACKLOG * self.hz * max(len(self._marks), 1)
                 or self._pending_bytes > MAX_BACKLOG_BYTES)
 
-    def _record(self, data, sample):
+    def _record(self, trace_id, sample):
         arch = self.process.arch
-        trace_id = self.archive.add_trace(data)
         number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
         thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
                   else f"{number} ({sample.tid})")
@@ -354,6 +383,7 @@ class Recorder:
         walked when the recording ends.  ``on_first_sample()`` is called
         once the first sample was taken."""
         interval = 1.0 / self.hz
+        self._signals = signals
         if self._sample():
             self.collect(time.perf_counter() + STOP_WAIT)
             self.walk_pending()
@@ -376,7 +406,8 @@ class Recorder:
                 # threads copied, then sleep (a stop wakes it: SIGCHLD)
                 self.walk_pending(until=due - WALK_MARGIN)
                 self.mark_idle()
-                self.process.reap()
+                if signals.child_stopped:
+                    self._take_stops()
                 now = time.monotonic()
                 if now < due:
                     signals.sleep(min(due - now, FLUSH_INTERVAL))

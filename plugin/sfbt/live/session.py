@@ -5,7 +5,7 @@ on each of its threads and, with --format, cbf-save --all-threads
 (live/stack.py); `sfbt record` walks its samples through one."""
 
 import signal as signals
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..arch import Arch
 
@@ -49,6 +49,7 @@ class SnapshotSession(Session):
         memory = ThreadTarget(arch, ThreadState(0, "", {}), read, modules)
         self._module_map = ModuleMap(modules, memory, self.sources)
         self.describer = Describer(self._module_map, executable, debug_files)
+        self._in_main: Dict[int, bool] = {}  # lookup pc -> whether it is in main, every walk
         #: a live process's mappings: a walk that ends at a PC in none of
         #: them says so
         self.mappings = mappings
@@ -83,7 +84,10 @@ class SnapshotSession(Session):
         return self.describer.symbols(module)
 
     def in_main(self, lookup_pc: int) -> bool:
-        return self.describer.name(lookup_pc) == "main"
+        found = self._in_main.get(lookup_pc)
+        if found is None:
+            found = self._in_main[lookup_pc] = self.describer.name(lookup_pc) == "main"
+        return found
 
     def stop_reason(self, thread: Thread) -> str:
         number = thread.handle.signal

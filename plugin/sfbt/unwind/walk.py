@@ -112,8 +112,10 @@ class Unwinder:
         self.module_map = module_map
         self.fallback = fallback
         self._pages = {}  # page address -> its bytes (b"" when unreadable whole)
-        # pc -> whether it is in the signal trampoline: as a return address,
-        # and where execution stopped
+        # pc -> whether it is in the signal trampoline: as a return address
+        # (in a module: kept in the module map, for every walk; elsewhere
+        # for this walk), and where execution stopped
+        self._kept_trampolines = module_map.return_trampolines
         self._return_trampolines = {}
         self._stopped_trampolines = {}
         arch = self.arch
@@ -180,12 +182,18 @@ class Unwinder:
         layout = self.arch.signal_frame
         if layout is None:
             return False
+        if not interrupted:
+            found = self._kept_trampolines.get(pc)
+            if found is not None:
+                return found
         cache = self._stopped_trampolines if interrupted else self._return_trampolines
         found = cache.get(pc)
         if found is None:
             code = layout.code
             if not interrupted:
                 found = self._code_at(pc, code)
+                if self.module_map.module_for(pc) is not None:
+                    cache = self._kept_trampolines
             else:
                 try:  # the code starts at most len(code) bytes before pc
                     found = code in self.read(pc - len(code), 2 * len(code))
@@ -310,7 +318,7 @@ class Unwinder:
         if how == SIGNAL:
             return Frame(level, pc, registers, SIGNAL, None, True,
                          self.is_signal_trampoline(pc, True), cfa)
-        trampoline = self._return_trampolines.get(pc)
+        trampoline = self._kept_trampolines.get(pc)
         if trampoline is None:
             trampoline = self.is_signal_trampoline(pc)
         return Frame(level, pc, registers, how, module, False, trampoline, cfa)

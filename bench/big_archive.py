@@ -16,7 +16,6 @@ on a shared machine the paired ratio says more than either time.
 import argparse
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile

@@ -199,9 +199,9 @@ def test_a_full_disk_keeps_the_samples_written_before(workers, tmp_path):  # noq
     prefix = _small_tmpfs(full)
     with Running(workers) as running:
         if prefix is not None:
-            script = (f'mount -t tmpfs -o size=32k tmpfs "$1" && "$2" -m sfbt record -p "$3" '
-                      f'--hz 200 --duration 30 -o "$1/out.sfbt"; code=$?; '
-                      f'cp "$1/out.sfbt" "$4"; exit $code')
+            script = ('mount -t tmpfs -o size=32k tmpfs "$1" && "$2" -m sfbt record -p "$3" '
+                      '--hz 200 --duration 30 -o "$1/out.sfbt"; code=$?; '
+                      'cp "$1/out.sfbt" "$4"; exit $code')
             process = subprocess.Popen(
                 prefix + ["sh", "-c", script, "sh", str(full), sys.executable,
                           str(running.pid), str(kept)],

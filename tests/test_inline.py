@@ -10,6 +10,7 @@ import signal
 import time
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -115,6 +116,41 @@ def test_stack_lists_the_inline_frames_eu_stack_shows(inlined, argument):
     if argument == "200":
         assert names[names.index("leaf"):] == ["leaf", "inner", "outer", "work", "main"]
     print(f"sfbt stack {argument}: {len(names)} names equal to eu-stack -i's")
+
+
+def _importing(arguments, cache):
+    """`python3 -X importtime -m sfbt ARGUMENTS` from this checkout with the
+    cache directory ``cache``: (its output, the modules it imported)."""
+    from live_harness import ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "plugin"), XDG_CACHE_HOME=str(cache))
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "sfbt",
+                          *map(str, arguments)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines()
+                if line.startswith("import time:")}
+    return run.stdout, imported
+
+
+def test_inline_frames_need_no_pyelftools(inlined, tmp_path):
+    """With an empty cache, sfbt stack and cbf decode read the inline
+    chains (and the C library's, from its debug file) without importing
+    pyelftools."""
+    from live_harness import Started
+    archive = tmp_path / "inlined.sfbt"
+    with Started([inlined, "200"]) as started:
+        time.sleep(0.3)
+        shown, imported = _importing(["stack", started.pid], tmp_path / "stack")
+        assert "sfbt.dwarf.inline" in imported
+        assert not any(name.startswith("elftools") for name in imported)
+        _importing(["stack", started.pid, "--format", "archive", "-o", archive],
+                   tmp_path / "saving")
+    names = _names(shown, _SFBT_FRAME)
+    assert names[names.index("leaf"):] == ["leaf", "inner", "outer", "work", "main"], shown
+    decoded, imported = _importing(["cbf", "decode", archive], tmp_path / "decode")
+    assert "sfbt.dwarf.inline" in imported
+    assert not any(name.startswith("elftools") for name in imported)
+    assert " inner " in decoded and " outer " in decoded, decoded
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 (sfbt.dwarf.inline.unit_calls) against pyelftools' entries
 (tests/inline_reference.py), on every unit of a file (default: the C
 library's debug file, libc6-dbg), each unit's line program read before
-either is timed (both share it, as sfbt stack's line look-ups do).  Every
+either is timed (both share it, as sfbt stack's line look-ups do), sfbt's
+sections inflated whole before.  Every
 unit must give equal segments; prints the per-unit times (median, the
 slowest, the total) and their paired ratio for the units sfbt stack meets
 on a Python process (those holding the addresses given, file addresses).
@@ -29,7 +30,8 @@ from inline_reference import unit_calls as reference  # noqa: E402
 from sfbt.dwarf.lines import address_ranges  # noqa: E402
 from sfbt.debuginfo.search import build_id_path  # noqa: E402
 from sfbt.dwarf.inline import unit_calls  # noqa: E402
-from sfbt.elf import open_elf, read_build_id  # noqa: E402
+from sfbt.dwarf.line_program import DwarfBytes, unit_files  # noqa: E402
+from sfbt.elf import ElfImage, open_elf, read_build_id  # noqa: E402
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -52,19 +54,20 @@ def main():
     with open(path, "rb") as stream:
         data = stream.read()
     try:
-        ours_dwarf, theirs_dwarf = (ELFFile(io.BytesIO(data)).get_dwarf_info()
-                                    for _ in range(2))
+        theirs_dwarf = ELFFile(io.BytesIO(data)).get_dwarf_info()
     except ELFError as error:
         raise SystemExit(f"{path}: {error}")
-    if not any(True for _ in ours_dwarf.iter_CUs()):
+    offsets = [unit.cu_offset for unit in theirs_dwarf.iter_CUs()]
+    if not offsets:
         raise SystemExit(f"{path}: no DWARF units")
+    ours_dwarf = DwarfBytes(ElfImage.from_file(io.BytesIO(data), path))
+    ours_dwarf.entry_sections()
     ours, theirs, differ, segments = {}, {}, [], 0
     # no collection of one reader's garbage timed in the other's read
     gc.disable()
-    for unit in ours_dwarf.iter_CUs():
-        offset = unit.cu_offset
-        for dwarf in (ours_dwarf, theirs_dwarf):
-            dwarf.line_program_for_CU(dwarf.get_CU_at(offset))
+    for offset in offsets:
+        unit_files(ours_dwarf, offset)
+        theirs_dwarf.line_program_for_CU(theirs_dwarf.get_CU_at(offset))
         ours[offset], mine = seconds(unit_calls, ours_dwarf, offset)
         theirs[offset], expected = seconds(reference, theirs_dwarf, offset)
         segments += len(mine)

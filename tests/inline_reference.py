@@ -1,7 +1,10 @@
 """The inlined calls of a unit read through pyelftools' entry objects and
 flattened call by call: what sfbt.dwarf.inline did before it read entries
 itself, kept as the reference it must agree with (tests/test_inline.py,
-bench/inline_units.py)."""
+bench/inline_units.py); and a pyelftools line program's file names, the
+reference of sfbt.dwarf.line_program's (tests/test_symbols.py)."""
+
+import os
 
 from sfbt.dwarf import inline
 
@@ -49,13 +52,33 @@ def _ranges(dwarf, unit, die, base):
     return found
 
 
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def file_names(program):
+    """The names of a pyelftools line program's files, by index (0-based:
+    DWARF 5's file numbers; earlier versions' numbers less one)."""
+    version = program["version"]
+    directories = program["include_directory"]
+    names = []
+    for entry_file in program["file_entry"]:
+        name = _text(entry_file.name)
+        directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
+        if directory_index > 0 or (version < 5 and directory_index >= 0):
+            if 0 <= directory_index < len(directories) and not name.startswith("/"):
+                name = os.path.join(_text(directories[directory_index]), name)
+        names.append(name)
+    return names
+
+
 def unit_calls(dwarf, offset):
     """sfbt.dwarf.inline.unit_calls, through pyelftools' DIEs."""
     unit = dwarf.get_CU_at(offset)
     top = unit.get_top_DIE()
     base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
     program = dwarf.line_program_for_CU(unit)
-    names = inline.file_names(program) if program is not None else []
+    names = file_names(program) if program is not None else []
     version = program["version"] if program is not None else 5
     calls = []
     stack = [(child, 0) for child in reversed(list(top.iter_children()))]

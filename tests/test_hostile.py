@@ -182,8 +182,8 @@ def test_a_short_debug_line_given_to_exe(tmp_path):
                                        tmp_path / f"short{size}")
         one_line_error(run_sfbt("cbf", "decode", trace, "--exe", damaged),
                        f"{damaged}: unreadable DWARF line table")
-    # A section past the end of the file (pyelftools would allocate its
-    # size first): the file is not used, and nothing is allocated.
+    # A section past the end of the file (a reader that allocates its size
+    # first would ask for a terabyte): the file is not used, nothing allocated.
     huge = section_header_field(program, ".debug_line", 32, "<Q", 1 << 40, tmp_path / "huge")
     result = run_sfbt("cbf", "decode", trace, "--exe", huge)
     assert result.returncode == 0 and result.stderr == ""

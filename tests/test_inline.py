@@ -10,6 +10,7 @@ import signal
 import time
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -117,6 +118,41 @@ def test_stack_lists_the_inline_frames_eu_stack_shows(inlined, argument):
     print(f"sfbt stack {argument}: {len(names)} names equal to eu-stack -i's")
 
 
+def _importing(arguments, cache):
+    """`python3 -X importtime -m sfbt ARGUMENTS` from this checkout with the
+    cache directory ``cache``: (its output, the modules it imported)."""
+    from live_harness import ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "plugin"), XDG_CACHE_HOME=str(cache))
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "sfbt",
+                          *map(str, arguments)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    imported = {line.split("|")[-1].strip() for line in run.stderr.splitlines()
+                if line.startswith("import time:")}
+    return run.stdout, imported
+
+
+def test_inline_frames_need_no_pyelftools(inlined, tmp_path):
+    """With an empty cache, sfbt stack and cbf decode read the inline
+    chains (and the C library's, from its debug file) without importing
+    pyelftools."""
+    from live_harness import Started
+    archive = tmp_path / "inlined.sfbt"
+    with Started([inlined, "200"]) as started:
+        time.sleep(0.3)
+        shown, imported = _importing(["stack", started.pid], tmp_path / "stack")
+        assert "sfbt.dwarf.inline" in imported
+        assert not any(name.startswith("elftools") for name in imported)
+        _importing(["stack", started.pid, "--format", "archive", "-o", archive],
+                   tmp_path / "saving")
+    names = _names(shown, _SFBT_FRAME)
+    assert names[names.index("leaf"):] == ["leaf", "inner", "outer", "work", "main"], shown
+    decoded, imported = _importing(["cbf", "decode", archive], tmp_path / "decode")
+    assert "sfbt.dwarf.inline" in imported
+    assert not any(name.startswith("elftools") for name in imported)
+    assert " inner " in decoded and " outer " in decoded, decoded
+
+
 @pytest.fixture(scope="module")
 def inlined_archive(inlined, tmp_path_factory):
     """An archive of inline_chain.c stopped in wait_forever, called from calls
@@ -189,14 +225,23 @@ def _units(path):
     return dwarf, [unit.cu_offset for unit in dwarf.iter_CUs()]
 
 
+def _dwarf_bytes(path):
+    """sfbt's section bytes (sfbt.dwarf.line_program.DwarfBytes) of an ELF file."""
+    from sfbt.dwarf.line_program import DwarfBytes
+    from sfbt.elf import ElfImage
+    with open(path, "rb") as stream:
+        return DwarfBytes(ElfImage.from_file(io.BytesIO(stream.read()), str(path)))
+
+
 def _agreeing(path, every=1):
     """(units, segments) of the file's units (each ``every``th) whose
-    inlined calls sfbt's entry reader and pyelftools' entries
-    (tests/inline_reference.py) read alike; fails at the first that differ."""
+    inlined calls sfbt's entry reader (on sfbt's own section bytes) and
+    pyelftools' entries (tests/inline_reference.py) read alike; fails at
+    the first that differ."""
     from inline_reference import unit_calls as reference
     from sfbt.dwarf.inline import unit_calls
-    dwarf, offsets = _units(path)
-    theirs, _ = _units(path)
+    theirs, offsets = _units(path)
+    dwarf = _dwarf_bytes(path)
     segments = 0
     for offset in offsets[::every]:
         ours = unit_calls(dwarf, offset)
@@ -263,9 +308,9 @@ def _llvm_symbolizer_frames(path, addresses):
 
 def _forms(path):
     """{(tag, attribute, form)} of the abbreviations of a file's units."""
-    from sfbt.dwarf.entries import Sections, Unit
-    dwarf, offsets = _units(path)
-    sections = Sections.of(dwarf)
+    from sfbt.dwarf.entries import Unit
+    _, offsets = _units(path)
+    sections = _dwarf_bytes(path).entry_sections()
     return {(abbreviation.tag, attribute, form) for offset in offsets
             for abbreviation in Unit(sections, offset).abbreviations.values()
             for attribute, form, _ in abbreviation.attributes}
@@ -315,12 +360,12 @@ def test_damaged_entries_end_in_an_error_not_a_hang(tmp_path):
     import random
     import struct
     from sfbt.dwarf import inline
-    from sfbt.dwarf.entries import Sections, Unit
+    from sfbt.dwarf.entries import Unit
     program = tmp_path / "inline_chain"
     subprocess.run(["gcc", "-O2", "-g", "-o", str(program), str(PROGRAMS / "inline_chain.c")],
                    check=True, capture_output=True)
-    dwarf, offsets = _units(program)
-    sections = Sections.of(dwarf)
+    _, offsets = _units(program)
+    sections = _dwarf_bytes(program).entry_sections()
     offset = max(offsets, key=lambda o: len(inline._calls(Unit(sections, o))))
     randomly = random.Random(2026)
     outcomes = {"segments": 0, "error": 0}

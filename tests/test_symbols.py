@@ -161,7 +161,7 @@ def _pyelftools_rows(path):
     gives them: (address, file name, line, is_stmt), an end of sequence
     (address, None, 0, True)."""
     from elftools.elf.elffile import ELFFile
-    from sfbt.dwarf.lines import file_names
+    from inline_reference import file_names
     rows = []
     with open(path, "rb") as stream:
         dwarf = ELFFile(stream).get_dwarf_info()

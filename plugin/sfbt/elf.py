@@ -5,8 +5,6 @@ relocatable objects, and the search for an image's ELF header in memory.
 It reads only the bytes it needs through a ``read(position, size)``
 callable: file offsets for a file, addresses for an image in memory (whose
 ELF header is at ``base``).  Machine numbers map to sfbt.arch entries.
-pyelftools, slower to open and not needed for these few structures, serves
-the DWARF inline entries of sfbt.dwarf.inline.
 """
 
 import os

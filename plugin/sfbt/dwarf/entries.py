@@ -123,22 +123,6 @@ class Sections(NamedTuple):
     ranges: bytes
     little_endian: bool
 
-    @classmethod
-    def of(cls, dwarf) -> "Sections":
-        """The sections of pyelftools' DWARFInfo (decompressed and, in a
-        relocatable file, relocated already)."""
-        def data(name):
-            section = getattr(dwarf, f"debug_{name}_sec", None)
-            if not section:
-                return b""
-            stream = section.stream
-            if hasattr(stream, "getvalue"):
-                return stream.getvalue()
-            stream.seek(0)
-            return stream.read(section.size)
-        return cls(*map(data, ("info", "abbrev", "str", "line_str", "addr", "str_offsets",
-                               "rnglists", "ranges")), dwarf.config.little_endian)
-
 
 class Unit:
     """One unit of .debug_info: its header, its abbreviations and the

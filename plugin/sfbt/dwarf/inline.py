@@ -9,9 +9,9 @@ so that a look-up is one bisection."""
 from bisect import bisect_right
 from typing import NamedTuple
 
-from .lines import file_names
 from . import entries
-from .entries import Sections, Unit
+from .entries import Unit
+from .line_program import unit_files
 
 DW_TAG_INLINED = 0x1D
 #: tags whose children may hold inlined calls: subprogram, lexical_block,
@@ -46,9 +46,10 @@ class _Names:
     """Function names of one unit's entries, following abstract origins
     and specifications (into other units too), each entry's found once."""
 
-    def __init__(self, unit):
-        self.unit = unit
+    def __init__(self, unit, whole):
         self.units = [unit]
+        self.sections = unit.sections
+        self.whole = whole
         self.found = {}
 
     def name(self, unit, attributes):
@@ -78,7 +79,9 @@ class _Names:
         for unit in self.units:
             if unit.offset <= offset < unit.end:
                 return unit
-        unit = entries.unit_holding(self.unit.sections, offset)
+        if offset >= len(self.sections.info) and self.whole is not None:
+            self.sections, self.whole = self.whole(), None
+        unit = entries.unit_holding(self.sections, offset)
         self.units.append(unit)
         return unit
 
@@ -96,21 +99,27 @@ def _own_name(unit, attributes):
 
 def unit_calls(dwarf, offset):
     """The inlined calls of the compilation unit at ``offset`` in
-    .debug_info (pyelftools' DWARFInfo ``dwarf``, whose sections are
-    read), as sorted segments [(start, end, chain)], chain a list of
-    [name, file, line], innermost first (JSON-ready, to be kept in a
-    cache)."""
-    calls = _calls(Unit(Sections.of(dwarf), offset))
+    .debug_info (of sfbt.dwarf.line_program.DwarfBytes ``dwarf``), as
+    sorted segments [(start, end, chain)], chain a list of [name, file,
+    line], innermost first (JSON-ready, to be kept in a cache).
+
+    .debug_info is read to the unit's end only, the rest of it when a
+    name is found in a later unit."""
+    end = offset + dwarf.unit_size(".debug_info", offset)
+    calls = _calls(Unit(dwarf.entry_sections(end), offset),
+                   dwarf.entry_sections)
     if calls:  # a unit without inlined calls needs no file names
-        _name_files(calls, dwarf.line_program_for_CU(dwarf.get_CU_at(offset)))
+        _name_files(calls, *unit_files(dwarf, offset))
     return _segments(calls)
 
 
-def _calls(unit):
+def _calls(unit, whole=None):
     """[(low, high, depth, [name, file number, line])] of the unit's
-    inlined calls, in the order of its entries, depth their nesting."""
+    inlined calls, in the order of its entries, depth their nesting;
+    ``whole()`` gives the Sections with all of .debug_info when the
+    unit's hold only part of it."""
     calls = []
-    names = _Names(unit)
+    names = _Names(unit, whole)
     abbreviation, at = unit.entry(unit.first)
     if abbreviation is None or not abbreviation.children:
         return calls
@@ -153,15 +162,12 @@ def _calls(unit):
     return calls
 
 
-def _name_files(calls, program):
-    """Replace each call's file number by its name in the unit's line
-    program (None when it has none of that number)."""
-    files = file_names(program) if program is not None else []
-    version = program["version"] if program is not None else 5
+def _name_files(calls, files, first):
+    """Replace each call's file number by its name in ``files``, the
+    unit's line program's file names from number ``first`` on (None when
+    it has none of that number)."""
     for call in {id(call): call for _, _, _, call in calls}.values():
-        index = call[1]
-        if index is not None and version < 5:
-            index -= 1
+        index = call[1] - first if call[1] is not None else None
         call[1] = files[index] if index is not None and 0 <= index < len(files) else None
 
 

@@ -78,8 +78,30 @@ class DwarfBytes:
     def unit(self, name: str, offset: int) -> bytes:
         """The unit (of .debug_info, a line program) at ``offset``, at
         most MAX_UNIT bytes of it."""
-        _, _, end = _unit_head(self.piece(name, offset, 12), 0, self.endian)
-        return self.piece(name, offset, min(end, MAX_UNIT))
+        return self.piece(name, offset, min(self.unit_size(name, offset), MAX_UNIT))
+
+    def unit_size(self, name: str, offset: int) -> int:
+        """The size of the unit at ``offset``, as its length says."""
+        return _unit_head(self.piece(name, offset, 12), 0, self.endian)[2]
+
+    def prefix(self, name: str, end: int) -> bytes:
+        """A section's bytes to ``end`` at least: all of them, unless it
+        is compressed and not inflated whole yet (then inflated to
+        ``end`` only)."""
+        section = self.image.section(name)
+        if section is not None and section.flags & SHF_COMPRESSED \
+                and name not in self._sections:
+            return self.piece(name, 0, end)
+        return self[name]
+
+    def entry_sections(self, info_end: Optional[int] = None) -> Sections:
+        """The sections a unit's entries refer to (sfbt.dwarf.entries),
+        .debug_info to ``info_end`` at least (all of it: None)."""
+        info = self[".debug_info"] if info_end is None else self.prefix(".debug_info", info_end)
+        return Sections(info, self[".debug_abbrev"], self[".debug_str"],
+                        self[".debug_line_str"], self[".debug_addr"],
+                        self[".debug_str_offsets"], self[".debug_rnglists"],
+                        self[".debug_ranges"], self.endian == "<")
 
     def string(self, form: int, value: int) -> bytes:
         """The string a strp / line_strp form's offset names."""
@@ -181,6 +203,25 @@ def every_unit_rows(dwarf: DwarfBytes) -> List[Row]:
 def program_rows(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple[List[Row], int]:
     """(rows, the offset after it) of the line program at ``at`` in data
     (.debug_line, or the program alone)."""
+    state, program, end = _header(dwarf, data, at)
+    return state.run(data, program, end, dwarf.endian), end
+
+
+def unit_files(dwarf: DwarfBytes, unit: int) -> Tuple[List[str], int]:
+    """(the names of the files of the line program of the unit at
+    ``unit`` in .debug_info, by index; the number of the first: 0 in
+    DWARF 5, 1 before), as its header gives them; no names when the unit
+    has no line program."""
+    offset = stmt_list(dwarf, unit)
+    if offset is None:
+        return [], 0
+    state = _header(dwarf, dwarf.unit(".debug_line", offset), 0)[0]
+    return state.names, state.base
+
+
+def _header(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple["_Machine", int, int]:
+    """(the state machine its header sets up, the offset of its opcodes,
+    the offset after it) of the line program at ``at`` in data."""
     endian = dwarf.endian
     offset_size, at, end = _unit_head(data, at, endian)
     if end > len(data):
@@ -217,8 +258,8 @@ def program_rows(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple[List[Row], in
         while data[at]:
             at = _v4_file(data, at, directories, names)
     state = _Machine(names, 0 if version >= 5 else 1, directories, minimum_length,
-                     default_is_stmt, line_base, line_range, opcode_base)
-    return state.run(data, program, end, lengths, endian), end
+                     default_is_stmt, line_base, line_range, opcode_base, lengths)
+    return state, program, end
 
 
 def _joined(path: bytes, index: int, directories: List[str], join: bool) -> str:
@@ -269,8 +310,9 @@ class _Machine:
 
     def __init__(self, names: List[str], base: int, directories: List[str],
                  minimum_length: int, default_is_stmt: bool, line_base: int, line_range: int,
-                 opcode_base: int):
+                 opcode_base: int, lengths: bytes):
         self.names = names
+        self.lengths = lengths  # of each standard opcode's operands
         self.base = base  # the number of the first file: 1 before DWARF 5
         self.directories = directories
         self.minimum_length = minimum_length
@@ -279,8 +321,9 @@ class _Machine:
         self.line_range = line_range
         self.opcode_base = opcode_base
 
-    def run(self, data: bytes, at: int, end: int, lengths: bytes, endian: str) -> List[Row]:
+    def run(self, data: bytes, at: int, end: int, endian: str) -> List[Row]:
         rows: List[Row] = []
+        lengths = self.lengths
         names, step = self.names, self.minimum_length
         address, file, line, is_stmt = 0, 1, 1, self.default_is_stmt
 

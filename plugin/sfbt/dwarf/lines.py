@@ -1,10 +1,8 @@
 """DWARF line tables, what their readers share: which compilation unit
 holds an address (.debug_aranges, read with struct), debug sections
-inflated, the row GDB prefers at an address, and the file names of a
-pyelftools line program (for sfbt.dwarf.inline; line_program.py reads
-the rows themselves with struct)."""
+inflated, and the row GDB prefers at an address (line_program.py reads
+the rows themselves)."""
 
-import os
 import struct
 import zlib
 
@@ -68,10 +66,6 @@ def address_ranges(image):
     return ranges
 
 
-def _text(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
 def preferred_rows(rows):
     """Line rows sorted by address, one per address: like GDB, a statement
     row where there are several."""
@@ -80,19 +74,3 @@ def preferred_rows(rows):
         if row[3] or not chosen.get(row[0], (0, 0, 0, False))[3]:
             chosen[row[0]] = row
     return [chosen[address] for address in sorted(chosen)]
-
-
-def file_names(program):
-    """The names of a line program's files, by index (0-based: DWARF 5's
-    file numbers; earlier versions' numbers less one)."""
-    version = program["version"]
-    directories = program["include_directory"]
-    names = []
-    for entry_file in program["file_entry"]:
-        name = _text(entry_file.name)
-        directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
-        if directory_index > 0 or (version < 5 and directory_index >= 0):
-            if 0 <= directory_index < len(directories) and not name.startswith("/"):
-                name = os.path.join(_text(directories[directory_index]), name)
-        names.append(name)
-    return names

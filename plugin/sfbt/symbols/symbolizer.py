@@ -5,8 +5,9 @@ Function names come from the symbol table read in place (symbols/table.py).
 Lines and inline chains come from the compilation unit that holds the
 address only (found through .debug_aranges; a file without them has its
 whole line table read, and no inline chains): its line program read with
-struct (dwarf/line_program.py), its inlined calls through pyelftools
-(dwarf/inline.py).
+struct (dwarf/line_program.py), its inlined calls from its entries
+(dwarf/inline.py), both from the same section bytes (each compressed
+section inflated once, as far as they need).
 What was read is kept in the ``symbols`` part of sfbt's private cache
 (sfbt.cache), keyed by the file it was read from, so a second run reads
 what the first one parsed.  `sfbt stack`, `record` and `flame` reach it
@@ -51,9 +52,8 @@ def _reason(error: BaseException) -> str:
 
 
 def check_sections(image: ElfImage) -> None:
-    """Refuse sections that pyelftools would read past the end of the file
-    (it allocates the section's size before reading) or decompress beyond
-    reason, and symbol tables whose entries are not 64-bit ones."""
+    """Refuse sections that run past the end of the file or decompress
+    beyond reason, and symbol tables whose entries are not 64-bit ones."""
     file_size = image.file_size or 0
     for section in image.sections():
         if section.type == SHT_NOBITS:
@@ -99,7 +99,6 @@ class FileSymbolizer:
         self._stripped: Optional[FileSymbolizer] = None
         self._functions: Optional[FunctionTable] = None
         self._plt: Optional[FunctionTable] = None
-        self._dwarf: Any = None
         self._dwarf_bytes = DwarfBytes(self._image)
         self._ranges: Optional[Tuple[Rows, List[int]]] = None
         self._units: Dict[int, LineTable] = {}
@@ -232,26 +231,18 @@ class FileSymbolizer:
         segments = _segments(CACHE.get(key)) if key is not None else None
         if segments is None:
             segments = self._guarded("DWARF inline entries",
-                                     lambda: unit_calls(self._dwarf_info(), unit))
+                                     lambda: unit_calls(self._dwarf_bytes, unit))
             if segments is None:
                 return []
             if key is not None:
                 self._keep(key, json.dumps(segments, separators=(",", ":")).encode())
         return segments
 
-    def _dwarf_info(self) -> Any:
-        """pyelftools' DWARFInfo of the file, for inline chains (imported
-        on first use: line tables never need it)."""
-        if self._dwarf is None:
-            from elftools.elf.elffile import ELFFile
-            self._dwarf = ELFFile(self._stream).get_dwarf_info()
-        return self._dwarf
-
     # -- what every table shares ------------------------------------------------------------
 
     def _guarded(self, what: str, read: Callable[[], T]) -> Optional[T]:
-        """read()'s table; a damaged file's errors (pyelftools raises many
-        kinds) become one ElfError naming the file when strict, else None."""
+        """read()'s table; a damaged file's errors (of many kinds) become
+        one ElfError naming the file when strict, else None."""
         try:
             return read()
         except Exception as error:

@@ -11,13 +11,6 @@ for _path in (os.path.join(os.path.dirname(_HERE), "plugin"), _HERE):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-try:
-    import elftools  # noqa: F401
-except ImportError:
-    import gdb
-    gdb.write(f"sfbt: not loaded: this GDB's Python ({sys.prefix}) cannot import "
-              "pyelftools; install it there (pip install pyelftools)\n", gdb.STDERR)
-else:
-    import sfbt_gdb_commands
+import sfbt_gdb_commands  # noqa: E402  (needs the sys.path set above)
 
-    sfbt_gdb_commands.register()
+sfbt_gdb_commands.register()

@@ -59,10 +59,11 @@ def strip_eh_frame(path):
                     ".eh_frame_hdr", str(path)], check=True, capture_output=True)
 
 
-def run_gdb(gdb, arguments, commands, timeout=300):
+def run_gdb(gdb, arguments, commands, timeout=300, environment=None):
     """Run ``gdb`` (a tests/debuggers.Debugger) in batch mode with the
     plugin and the `test-gdb-pcs` command loaded; its whole output."""
-    return gdb.run(arguments, commands, timeout, extra_files=[GDB_PCS])
+    return gdb.run(arguments, commands, timeout, extra_files=[GDB_PCS],
+                   environment=environment)
 
 
 _FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+) in (\S+)", re.M)

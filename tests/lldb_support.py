@@ -8,11 +8,11 @@ from gdb_support import sframe_frames
 LLDB_PCS = ROOT / "tests" / "lldb_pcs.py"
 
 
-def run_lldb(lldb, program, commands, timeout=300):
+def run_lldb(lldb, program, commands, timeout=300, environment=None):
     """Run ``lldb`` (a tests/debuggers.Debugger) in batch mode with the
     plugin and `test-lldb-pcs` loaded; its whole output."""
     return lldb.run([program] if program else [], commands, timeout,
-                    extra_files=[LLDB_PCS])
+                    extra_files=[LLDB_PCS], environment=environment)
 
 
 def mark(name):

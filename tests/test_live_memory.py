@@ -121,3 +121,43 @@ def test_smaps_blocks_give_each_mapping_its_own_anonymous_pages():
                    or line[:1].isdigit())
     assert parse_maps(maps) == found
     assert all(m.changed is None for m in parse_maps(maps))
+
+
+def test_mappings_read_again_change_only_when_the_process_maps_something():
+    """reread_mappings: maps' same lines are the same mappings (no change,
+    nothing parsed), a new mapping is a change, and with ``keep_gone`` one
+    unmapped since stays."""
+    import subprocess
+    import sys
+    from sfbt.live.mappings import mapping_at
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import ctypes, mmap, sys, tempfile\n"
+         "f = tempfile.TemporaryFile(); f.write(b'x' * 4096); f.flush()\n"
+         "print('ready', flush=True); sys.stdin.readline()\n"
+         "m = mmap.mmap(f.fileno(), 4096)  # a file's: merged with no neighbor\n"
+         "print(ctypes.addressof(ctypes.c_char.from_buffer(m)), flush=True)\n"
+         "sys.stdin.readline(); m.close(); print('closed', flush=True)\n"
+         "sys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        process = Process(child.pid)
+        assert process.reread_mappings() is False
+        child.stdin.write("\n")
+        child.stdin.flush()
+        address = int(child.stdout.readline())
+        assert mapping_at(process.mappings, address) is None
+        assert process.reread_mappings() is True
+        assert mapping_at(process.mappings, address) is not None
+        assert process.reread_mappings() is False
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "closed"
+        assert process.reread_mappings(keep_gone=True) is False
+        assert mapping_at(process.mappings, address) is not None
+        assert process.reread_mappings() is True
+        assert mapping_at(process.mappings, address) is None
+    finally:
+        child.kill()
+        child.wait()

@@ -49,7 +49,15 @@ _LAST_KEY = "\nVmFlags:"
 
 def parse_maps(text):
     """[Mapping] of /proc/PID/maps' or /proc/PID/smaps' text."""
-    blocks = _smaps_blocks(text) if _LAST_KEY in text else _line_blocks(text)
+    return mappings_of(_blocks(text))
+
+
+def _blocks(text):
+    return _smaps_blocks(text) if _LAST_KEY in text else _line_blocks(text)
+
+
+def mappings_of(blocks):
+    """[Mapping] of (mapping's line, its Anonymous kB or None) pairs."""
     mappings = []
     for line, kilobytes in blocks:
         fields = line.split(None, 5)
@@ -113,11 +121,13 @@ def _line_blocks(text):
 
 
 def read_maps(pid, changed=True):
-    """The process's mappings, from smaps (which says which pages are no
-    longer their file's); without ``changed``, from maps (a tenth of the
-    text, and no page of the process looked at), which does not say."""
+    """[(mapping's line, its Anonymous kB or None)] of the process's
+    mappings (mappings_of makes them Mappings), from smaps (which says
+    which pages are no longer their file's); without ``changed``, from maps
+    (a tenth of the text, and no page of the process looked at), which
+    does not say.  The same lines read again are the same mappings."""
     with open(f"/proc/{pid}/{'smaps' if changed else 'maps'}") as stream:
-        return parse_maps(stream.read())
+        return list(_blocks(stream.read()))
 
 
 def parse_nt_file(data, endian="<"):

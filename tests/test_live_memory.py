@@ -95,3 +95,69 @@ def test_a_walk_that_ends_in_no_mapping_says_so():
     # without the mappings (a core), the walk's own reason
     assert walk(SnapshotSession(X86_64, [], read), Thread("", state))[1] == \
         "no unwind data for PC 0x7f0000001234"
+
+
+def test_smaps_blocks_give_each_mapping_its_own_anonymous_pages():
+    """smaps is searched block by block (not line by line): each mapping
+    keeps its own Anonymous figure, a path with an escaped newline or
+    spaces stays whole, and maps' text gives the same mappings."""
+    from sfbt.live.mappings import parse_maps
+    keys = "Size:                  4 kB\nRss:                   4 kB\n"
+    smaps = (
+        "55d0e0000000-55d0e0001000 r--p 00000000 fe:01 1234 /usr/bin/a\\012b\n"
+        + keys + "Anonymous:             0 kB\nVmFlags: rd mr mw me\n"
+        "55d0e0001000-55d0e0003000 r-xp 00001000 fe:01 1234 /usr/bin/a\\012b\n"
+        + keys + "Anonymous:             8 kB\nVmFlags: rd ex mr mw me\n"
+        "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+        + keys + "VmFlags: rd wr mr mw me ac\n"
+        "7f0000002000-7f0000003000 r--p 00000000 fe:01 99 /lib/with space.so (deleted)\n"
+        + keys + "Anonymous:             4 kB\nVmFlags: rd mr mw me")
+    found = parse_maps(smaps)
+    assert [(m.start, m.path, m.changed) for m in found] == [
+        (0x55d0e0000000, "/usr/bin/a\\012b", 0), (0x55d0e0001000, "/usr/bin/a\\012b", 8),
+        (0x7f0000000000, "", None), (0x7f0000002000, "/lib/with space.so", 4)]
+    assert found[1].offset == 0x1000 and found[1].device == "fe:01" and found[1].inode == 1234
+    maps = "".join(line + "\n" for line in smaps.splitlines() if line[:1].islower()
+                   or line[:1].isdigit())
+    assert parse_maps(maps) == found
+    assert all(m.changed is None for m in parse_maps(maps))
+
+
+def test_mappings_read_again_change_only_when_the_process_maps_something():
+    """reread_mappings: maps' same lines are the same mappings (no change,
+    nothing parsed), a new mapping is a change, and with ``keep_gone`` one
+    unmapped since stays."""
+    import subprocess
+    import sys
+    from sfbt.live.mappings import mapping_at
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import ctypes, mmap, sys, tempfile\n"
+         "f = tempfile.TemporaryFile(); f.write(b'x' * 4096); f.flush()\n"
+         "print('ready', flush=True); sys.stdin.readline()\n"
+         "m = mmap.mmap(f.fileno(), 4096)  # a file's: merged with no neighbor\n"
+         "print(ctypes.addressof(ctypes.c_char.from_buffer(m)), flush=True)\n"
+         "sys.stdin.readline(); m.close(); print('closed', flush=True)\n"
+         "sys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        process = Process(child.pid)
+        assert process.reread_mappings() is False
+        child.stdin.write("\n")
+        child.stdin.flush()
+        address = int(child.stdout.readline())
+        assert mapping_at(process.mappings, address) is None
+        assert process.reread_mappings() is True
+        assert mapping_at(process.mappings, address) is not None
+        assert process.reread_mappings() is False
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "closed"
+        assert process.reread_mappings(keep_gone=True) is False
+        assert mapping_at(process.mappings, address) is not None
+        assert process.reread_mappings() is True
+        assert mapping_at(process.mappings, address) is None
+    finally:
+        child.kill()
+        child.wait()

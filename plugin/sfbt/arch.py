@@ -9,12 +9,15 @@ and the numbers by which ELF files and SFrame sections name it.  Adding an archi
 """
 
 import struct
-from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import NamedTuple, Optional
 
 
-@dataclass(frozen=True)
-class SignalFrameLayout:
+# NamedTuples, not frozen dataclasses: defined at each start of `sfbt`, and a
+# NamedTuple costs a tenth as much to define.  (Their dict defaults are
+# shared and never changed.)
+
+
+class SignalFrameLayout(NamedTuple):
     """Where the kernel's rt_sigreturn trampoline finds the interrupted
     registers: the trampoline's code, and the offset of the saved registers
     from the trampoline frame's stack pointer."""
@@ -25,8 +28,7 @@ class SignalFrameLayout:
     slots: tuple
 
 
-@dataclass(frozen=True)
-class Arch:
+class Arch(NamedTuple):
     name: str
     #: the SFrame header's ABI/arch id (SFRAME_ABI_*; sfbt.sframe.constants
     #: names them after these entries)
@@ -42,9 +44,9 @@ class Arch:
     ra: int
     pc: int
     #: DWARF register number -> name, as GDB spells it
-    register_names: dict = field(default_factory=dict)
+    register_names: dict = {}
     #: where LLDB spells a register differently from GDB
-    lldb_register_names: dict = field(default_factory=dict)
+    lldb_register_names: dict = {}
     #: GDB's names for the architecture (gdb.Architecture.name())
     gdb_names: tuple = ()
     #: LLDB's names (the first part of a target triple)
@@ -53,7 +55,7 @@ class Arch:
     bfd_name: str = ""
     #: relocations of relocatable objects that sfbt applies (to .sframe and
     #: .eh_frame): ELF relocation type -> (field size, PC-relative)
-    relocations: dict = field(default_factory=dict)
+    relocations: dict = {}
     #: SP = CFA + sp_from_cfa (s390x keeps a 160-byte register save area)
     sp_from_cfa: int = 0
     #: SFrame stores CFA offsets divided by this (s390x: 8, after adding 160)
@@ -216,10 +218,10 @@ AARCH64 = Arch(
 
 # Big-endian AArch64: the same registers and conventions, data and
 # instructions' byte order aside (no signal-frame layout is known here).
-AARCH64_BE = replace(AARCH64, name="aarch64_be", sframe_abi=1,
-                     big_endian=True, gdb_names=(), lldb_names=("aarch64_be",),
-                     bfd_name="elf64-bigaarch64",
-                     signal_frame=None)
+AARCH64_BE = AARCH64._replace(name="aarch64_be", sframe_abi=1,
+                              big_endian=True, gdb_names=(), lldb_names=("aarch64_be",),
+                              bfd_name="elf64-bigaarch64",
+                              signal_frame=None)
 
 _S390X_NAMES = {n: f"r{n}" for n in range(16)}
 # DWARF 16-31: the floating-point registers, in this order.  gcc keeps the

@@ -1,16 +1,17 @@
 """The plugin's settings, defined once: GDB shows them as `set/show sframe
 NAME` parameters, LLDB through the `sframe-settings` command."""
 
-from dataclasses import dataclass
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, NamedTuple
 
 from ..errors import SfbtError
 
 BOOLEAN, UINTEGER, ENUM = "boolean", "uinteger", "enum"
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
+    """One `set sframe` setting (a NamedTuple: defined at each start of
+    `sfbt`, cheaper than a frozen dataclass)."""
+
     name: str
     kind: str  # BOOLEAN, UINTEGER (0: unlimited) or ENUM
     default: object

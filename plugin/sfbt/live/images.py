@@ -14,8 +14,8 @@ the mapping's first page."""
 import os
 import stat
 import struct
-from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import NamedTuple
 
 from ..elf import PT_LOAD, PT_NOTE, ElfError, memory_image, read_build_id
 from ..errors import TargetMemoryError
@@ -28,8 +28,7 @@ NT_GNU_BUILD_ID = 3
 NO_FILE = "/dev/null"
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """Where a mapping's file is read (``path``; "" when it cannot be), and
     why that is not the name it was mapped by (``note``)."""
 

@@ -11,7 +11,7 @@ from ..elf import ElfError, open_elf
 from ..errors import SfbtError
 from . import ptrace
 from .images import ProcessImages
-from .mappings import VDSO, file_modules, read_maps, vdso_module
+from .mappings import VDSO, file_modules, mappings_of, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
 
@@ -89,8 +89,13 @@ class Process:
         self._counters = {}  # tid -> open fds of its stat and schedstat
         self._names = {}
 
-    def _set_mappings(self, mappings):
+    def _set_mappings(self, blocks, mappings=None):
+        """The mappings read (read_maps' ``blocks``), or ``mappings`` made of
+        them and of the ones kept."""
+        if mappings is None:
+            mappings = mappings_of(blocks)
         self.mappings = self.images.mappings = mappings
+        self._lines = [line for line, _ in blocks]  # what maps said of them
         self._starts = [m.start for m in mappings]
         self.read = CachedReads(self._read_raw, mappings)
         self._modules = None
@@ -120,9 +125,12 @@ class Process:
         # each mapping's pages are
         for changed in (False, True):
             try:
-                mappings = read_maps(self.pid, changed)
+                blocks = read_maps(self.pid, changed)
             except OSError:
                 raise ProcessExited(f"process {self.pid} exited") from None
+            if [line for line, _ in blocks] == self._lines:
+                return False  # the lines the mappings were made of
+            mappings = mappings_of(blocks)
             if keep_gone:
                 starts = [m.start for m in mappings]
                 mappings = sorted(mappings + [old for old in self.mappings
@@ -130,7 +138,7 @@ class Process:
                                   key=lambda m: m.start)
             if mappings == self.mappings:
                 return False
-        self._set_mappings(mappings)
+        self._set_mappings(blocks, mappings)
         return True
 
     def _executable(self):

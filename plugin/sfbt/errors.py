@@ -1,8 +1,6 @@
 """The base of every error sfbt reports, so that each front end (a GDB or
 LLDB command, the command line) catches one type and prints one line."""
 
-from typing import Optional
-
 
 class SfbtError(Exception):
     """A failure the user is told about in one line: its text."""
@@ -16,10 +14,10 @@ class LocatedError(SfbtError):
     its caller fill in ``where`` (the file it read).
     """
 
-    default_where: Optional[str] = None
+    default_where: str | None = None
 
-    def __init__(self, message: str, offset: Optional[int] = None,
-                 where: Optional[str] = None):
+    def __init__(self, message: str, offset: int | None = None,
+                 where: str | None = None):
         self.message = message
         self.offset = offset
         self.where = where if where is not None else self.default_where

@@ -24,7 +24,6 @@ Run: python3 bench/gdb_inline_stops.py --lua SRC [--gdb PATH]... [--interrupts N
          [--examples N]
 """
 
-import argparse
 import random
 import shutil
 import subprocess
@@ -37,8 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from debuggers import gdb_slots  # noqa: E402
-from gdb_sframe_only import build  # noqa: E402
+from gdb_sframe_only import build, chosen_gdbs, lua_parser  # noqa: E402
 from inline_stops import (Tally, describe, gdb_stops, inlined_functions,  # noqa: E402
                           instruction_file, symbol_addresses, thread_stops,
                           threads_alike)
@@ -135,9 +133,7 @@ def compare_stacks(options, program, script):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lua", required=True, help="Lua's src directory")
-    parser.add_argument("--gdb", action="append", help="a gdb (default: every GDB set up)")
+    parser = lua_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--interrupts", type=int, default=50,
@@ -150,11 +146,7 @@ def main():
                         help="sfbt stack / eu-stack comparisons (default 100)")
     parser.add_argument("--examples", type=int, default=10)
     options = parser.parse_args()
-    if not (Path(options.lua) / "lparser.c").is_file():
-        parser.error(f"{options.lua}: not Lua's src directory (no lparser.c)")
-    gdbs = [slot.debugger for slot in gdb_slots() if slot.debugger is not None]
-    if options.gdb:
-        gdbs = [g for g in gdbs if g.command in options.gdb or g.id in options.gdb]
+    gdbs = chosen_gdbs(parser, options)
     with tempfile.TemporaryDirectory(prefix="sfbt-inline-stops-") as workdir:
         workdir = Path(workdir)
         program = build(options.lua, workdir / "lua", False)

@@ -110,20 +110,33 @@ class Count:
                                      f"    plugin: {got}")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def lua_parser(description):
+    """An argument parser with --lua (Lua's src directory) and --gdb."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--lua", required=True, help="Lua's src directory")
     parser.add_argument("--gdb", action="append", help="a gdb (default: every GDB set up)")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--stops", type=int, default=60, help="stops per seed (default 60)")
-    parser.add_argument("--sweep-steps", type=int, default=1000)
-    parser.add_argument("--examples", type=int, default=3)
-    options = parser.parse_args()
+    return parser
+
+
+def chosen_gdbs(parser, options):
+    """The GDBs --gdb names (every GDB set up without it), after checking
+    that --lua is Lua's src directory."""
     if not (Path(options.lua) / "lparser.c").is_file():
         parser.error(f"{options.lua}: not Lua's src directory (no lparser.c)")
     gdbs = [slot.debugger for slot in gdb_slots() if slot.debugger is not None]
     if options.gdb:
         gdbs = [g for g in gdbs if g.command in options.gdb or g.id in options.gdb]
+    return gdbs
+
+
+def main():
+    parser = lua_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--stops", type=int, default=60, help="stops per seed (default 60)")
+    parser.add_argument("--sweep-steps", type=int, default=1000)
+    parser.add_argument("--examples", type=int, default=3)
+    options = parser.parse_args()
+    gdbs = chosen_gdbs(parser, options)
     with tempfile.TemporaryDirectory(prefix="sfbt-sframe-only-") as workdir:
         workdir = Path(workdir)
         # directories of one length: the same stack addresses on both sides

@@ -2,6 +2,7 @@
 fields in one byte order, and .eh_frame's encoded pointers."""
 
 import struct
+from typing import Tuple
 
 from ..errors import LocatedError
 from . import opcodes as op
@@ -13,20 +14,23 @@ class CFIError(LocatedError):
     """Call-frame information that cannot be parsed."""
 
 
-def read_uleb128(data, pos):
+def read_uleb128(data, pos: int) -> Tuple[int, int]:
     """(value, position after it) of the unsigned LEB128 number at ``pos``;
     IndexError when the data ends inside it."""
-    result = shift = 0
+    byte = data[pos]
+    if byte < 0x80:  # most numbers in DWARF: one byte
+        return byte, pos + 1
+    result, shift = byte & 0x7F, 7
     while True:
-        byte = data[pos]
         pos += 1
+        byte = data[pos]
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, pos
+            return result, pos + 1
         shift += 7
 
 
-def read_sleb128(data, pos):
+def read_sleb128(data, pos: int) -> Tuple[int, int]:
     """(value, position after it) of the signed LEB128 number at ``pos``."""
     result = shift = 0
     while True:

@@ -14,6 +14,8 @@ lists in .debug_ranges or .debug_rnglists, also through rnglistx
 import struct
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from .encoding import read_sleb128, read_uleb128
+
 DW_AT_SIBLING = 0x01
 DW_AT_NAME = 0x03
 DW_AT_LOW_PC = 0x11
@@ -69,33 +71,6 @@ STRING_INDICES = {DW_FORM_STRX, 0x25, 0x26, 0x27, 0x28, DW_FORM_GNU_STR_INDEX}
 
 class DwarfFormatError(ValueError):
     """The DWARF cannot be read as it says it is laid out."""
-
-
-def uleb(data, at: int) -> Tuple[int, int]:
-    """(value, offset after it) of the unsigned LEB128 number at ``at``."""
-    byte = data[at]
-    if byte < 0x80:
-        return byte, at + 1
-    value, shift = byte & 0x7F, 7
-    while True:
-        at += 1
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at + 1
-        shift += 7
-
-
-def sleb(data, at: int) -> Tuple[int, int]:
-    """(value, offset after it) of the signed LEB128 number at ``at``."""
-    value, shift = 0, 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return (value - (1 << shift) if byte & 0x40 else value), at
 
 
 class Abbreviation(NamedTuple):
@@ -184,22 +159,22 @@ class Unit:
         table = {}
         at = offset
         while True:
-            code, at = uleb(data, at)
+            code, at = read_uleb128(data, at)
             if code == 0:
                 return table
-            tag, at = uleb(data, at)
+            tag, at = read_uleb128(data, at)
             children = data[at] != 0
             at += 1
             attributes = []
             size = 0
             while True:
-                attribute, at = uleb(data, at)
-                form, at = uleb(data, at)
+                attribute, at = read_uleb128(data, at)
+                form, at = read_uleb128(data, at)
                 if attribute == 0 and form == 0:
                     break
                 implicit = 0
                 if form == DW_FORM_IMPLICIT_CONST:
-                    implicit, at = sleb(data, at)
+                    implicit, at = read_sleb128(data, at)
                 attributes.append((attribute, form, implicit))
                 width = self._fixed_size(form)
                 size = None if size is None or width is None else size + width
@@ -219,7 +194,7 @@ class Unit:
     def entry(self, at: int) -> Tuple[Optional[Abbreviation], int]:
         """(abbreviation, offset of its attributes) of the entry at
         ``at``; (None, next offset) for a null entry."""
-        code, at = uleb(self.info, at)
+        code, at = read_uleb128(self.info, at)
         if code == 0:
             return None, at
         abbreviation = self.abbreviations.get(code)
@@ -247,7 +222,7 @@ class Unit:
         found = {}
         for attribute, form, implicit in abbreviation.attributes:
             while form == DW_FORM_INDIRECT:
-                form, at = uleb(info, at)
+                form, at = read_uleb128(info, at)
             width = FIXED_SIZES.get(form)
             if width is None and form not in LEB_FORMS and form not in BLOCK_FORMS \
                     and form != DW_FORM_STRING:
@@ -266,7 +241,7 @@ class Unit:
                 at += width
             elif form in LEB_FORMS:
                 if attribute in wanted:
-                    value, at = (sleb if form == DW_FORM_SDATA else uleb)(info, at)
+                    value, at = (read_sleb128 if form == DW_FORM_SDATA else read_uleb128)(info, at)
                     found[attribute] = (form, value)
                 else:
                     while info[at] & 0x80:
@@ -283,7 +258,7 @@ class Unit:
                     size = int.from_bytes(info[at:at + prefix], self.byteorder)
                     at += prefix
                 else:
-                    size, at = uleb(info, at)
+                    size, at = read_uleb128(info, at)
                 at += size
         if at > self.end:
             raise DwarfFormatError(f"entry at {at:#x} runs past its unit's end")
@@ -355,7 +330,7 @@ class Unit:
             if kind == 0:  # end of list
                 return found
             if kind == 1:  # base_addressx
-                index, at = uleb(data, at)
+                index, at = read_uleb128(data, at)
                 base = self.address((DW_FORM_ADDRX, index))
                 continue
             if kind == 5:  # base_address
@@ -363,20 +338,20 @@ class Unit:
                 at += size
                 continue
             if kind in (2, 3):  # startx_endx, startx_length
-                index, at = uleb(data, at)
+                index, at = read_uleb128(data, at)
                 low = self.address((DW_FORM_ADDRX, index))
-                second, at = uleb(data, at)
+                second, at = read_uleb128(data, at)
                 high = self.address((DW_FORM_ADDRX, second)) if kind == 2 else low + second
             elif kind == 4:  # offset_pair
-                low, at = uleb(data, at)
-                high, at = uleb(data, at)
+                low, at = read_uleb128(data, at)
+                high, at = read_uleb128(data, at)
                 low, high = low + base, high + base
             elif kind == 6:  # start_end
                 low, high = struct.unpack_from(self.endian + 2 * address[1], data, at)
                 at += 2 * size
             elif kind == 7:  # start_length
                 (low,) = struct.unpack_from(address, data, at)
-                length, at = uleb(data, at + size)
+                length, at = read_uleb128(data, at + size)
                 high = low + length
             else:
                 raise DwarfFormatError(f"range list entry at {at - 1:#x}: kind {kind}")

@@ -10,8 +10,8 @@ from typing import Dict, List, Literal, Optional, Tuple
 
 from ..elf import SHF_COMPRESSED, ElfImage, Section
 from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDATA,
-                      DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit,
-                      sleb, uleb)
+                      DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit)
+from .encoding import read_sleb128, read_uleb128
 from .lines import ELFCOMPRESS_ZLIB, MAX_EXPANSION, preferred_rows
 
 Row = Tuple[int, Optional[str], int, bool]
@@ -152,14 +152,14 @@ def _form(data: bytes, at: int, form: int, offset_size: int, address_size: int,
     if form == DW_FORM_STRING:
         return _cstring(data, at)
     if form in LEB_FORMS:
-        return (sleb if form == DW_FORM_SDATA else uleb)(data, at)
+        return (read_sleb128 if form == DW_FORM_SDATA else read_uleb128)(data, at)
     if form in BLOCK_FORMS:
         width = BLOCK_FORMS[form]
         if width:
             length = int.from_bytes(data[at:at + width], byteorder)
             at += width
         else:
-            length, at = uleb(data, at)
+            length, at = read_uleb128(data, at)
         return data[at:at + length], at + length
     size = FIXED_SIZES.get(form, offset_size if form in OFFSET_FORMS
                            else address_size if form == DW_FORM_ADDR else None)
@@ -272,9 +272,9 @@ def _joined(path: bytes, index: int, directories: List[str], join: bool) -> str:
 def _v4_file(data: bytes, at: int, directories: List[str], names: List[str]) -> int:
     """Read one file entry (DWARF 2 to 4) into names; the position after it."""
     path, at = _cstring(data, at)
-    index, at = uleb(data, at)
-    _, at = uleb(data, at)  # modification time
-    _, at = uleb(data, at)  # length
+    index, at = read_uleb128(data, at)
+    _, at = read_uleb128(data, at)  # modification time
+    _, at = read_uleb128(data, at)  # length
     names.append(_joined(path, index - 1, directories, index >= 1))
     return at
 
@@ -286,10 +286,10 @@ def _entries(dwarf: DwarfBytes, data: bytes, at: int, offset_size: int, address_
     at += 1
     formats = []
     for _ in range(count):
-        kind, at = uleb(data, at)
-        form, at = uleb(data, at)
+        kind, at = read_uleb128(data, at)
+        form, at = read_uleb128(data, at)
         formats.append((kind, form))
-    total, at = uleb(data, at)
+    total, at = read_uleb128(data, at)
     found: List[Tuple[bytes, int]] = []
     for _ in range(total):
         path, index = b"", 0
@@ -341,7 +341,7 @@ class _Machine:
                 line += self.line_base + adjusted % self.line_range
                 emit()
             elif opcode == 0:  # an extended opcode
-                length, at = uleb(data, at)
+                length, at = read_uleb128(data, at)
                 after = at + length
                 kind = data[at] if length else 0
                 if kind == 1:  # end of sequence
@@ -356,13 +356,13 @@ class _Machine:
             elif opcode == 1:
                 emit()
             elif opcode == 2:
-                value, at = uleb(data, at)
+                value, at = read_uleb128(data, at)
                 address += value * step
             elif opcode == 3:
-                value, at = sleb(data, at)
+                value, at = read_sleb128(data, at)
                 line += value
             elif opcode == 4:
-                file, at = uleb(data, at)
+                file, at = read_uleb128(data, at)
             elif opcode == 6:
                 is_stmt = not is_stmt
             elif opcode == 8:
@@ -372,5 +372,5 @@ class _Machine:
                 at += 2
             else:  # operands this reader has no use for
                 for _ in range(lengths[opcode - 1]):
-                    _, at = uleb(data, at)
+                    _, at = read_uleb128(data, at)
         return rows

@@ -5,10 +5,11 @@ the arrays themselves, read back without a loop and checked for shape."""
 
 import json
 import struct
-import sys
 from array import array
 from bisect import bisect_right
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+
+from .table import packed_arrays, unpacked_arrays
 
 #: the file index of a row that ends a sequence (no line there)
 NO_FILE = 0xFFFFFFFF
@@ -53,12 +54,8 @@ class LineTable:
 
     def to_bytes(self) -> bytes:
         names = json.dumps(self.names).encode()
-        arrays = [array(a.typecode, a) for a in (self.addresses, self.lines, self.files)]
-        if sys.byteorder != "little":
-            for values in arrays:
-                values.byteswap()
         return _HEAD.pack(len(self.addresses), len(names)) + names \
-            + b"".join(a.tobytes() for a in arrays)
+            + packed_arrays([self.addresses, self.lines, self.files])
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Optional["LineTable"]:
@@ -76,15 +73,7 @@ class LineTable:
             return None
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             return None
-        arrays = []
-        for typecode, width in (("Q", 8), ("Q", 8), ("I", 4)):
-            values = array(typecode)
-            values.frombytes(data[at:at + width * count])
-            if sys.byteorder != "little":
-                values.byteswap()
-            arrays.append(values)
-            at += width * count
-        addresses, lines, files = arrays
+        addresses, lines, files = unpacked_arrays(data, at, count)
         if any(f >= len(names) and f != NO_FILE for f in set(files)):
             return None
         return cls(addresses, files, lines, names)

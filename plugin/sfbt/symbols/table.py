@@ -17,6 +17,34 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ..elf import ElfImage, Section
 
+
+#: the arrays of a cached table: two of 64-bit values, one of 32-bit ones
+ARRAY_KINDS = (("Q", 8), ("Q", 8), ("I", 4))
+
+
+def packed_arrays(arrays: "List[array[int]]") -> bytes:
+    """ARRAY_KINDS arrays of one length as sfbt's cache keeps them:
+    little-endian, one after the other."""
+    packed = [array(kind, values) for (kind, _), values in zip(ARRAY_KINDS, arrays)]
+    if sys.byteorder != "little":
+        for values in packed:
+            values.byteswap()
+    return b"".join(values.tobytes() for values in packed)
+
+
+def unpacked_arrays(data: bytes, at: int, count: int) -> "List[array[int]]":
+    """The ARRAY_KINDS arrays of ``count`` values that packed_arrays wrote
+    at ``at`` (the caller has checked the length)."""
+    arrays = []
+    for kind, size in ARRAY_KINDS:
+        values = array(kind)
+        values.frombytes(data[at:at + size * count])
+        if sys.byteorder != "little":
+            values.byteswap()
+        arrays.append(values)
+        at += size * count
+    return arrays
+
 STT_FUNC = 2
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
@@ -108,13 +136,9 @@ class FunctionTable:
 
     def to_bytes(self) -> bytes:
         """The table as sfbt's cache keeps it (little-endian arrays)."""
-        arrays = [array(kind, values) for kind, values in
-                  (("Q", self.starts), ("Q", self.ends), ("I", self.names))]
-        if sys.byteorder != "little":
-            for values in arrays:
-                values.byteswap()
         index = self.strings.index if self.strings is not None else 0
-        return _HEAD.pack(index, len(self.starts)) + b"".join(a.tobytes() for a in arrays)
+        return _HEAD.pack(index, len(self.starts)) + packed_arrays(
+            [self.starts, self.ends, self.names])
 
     @classmethod
     def from_bytes(cls, data: bytes, image: ElfImage) -> Optional["FunctionTable"]:
@@ -126,16 +150,7 @@ class FunctionTable:
         sections = image.sections()
         if len(data) != _HEAD.size + 20 * count or (count and not 0 < index < len(sections)):
             return None
-        at = _HEAD.size
-        arrays = []
-        for kind, size in (("Q", 8), ("Q", 8), ("I", 4)):
-            values = array(kind)
-            values.frombytes(data[at:at + size * count])
-            if sys.byteorder != "little":
-                values.byteswap()
-            arrays.append(values)
-            at += size * count
-        starts, ends, names = arrays
+        starts, ends, names = unpacked_arrays(data, _HEAD.size, count)
         return cls(starts, ends, names, sections[index] if count else None, image.read)
 
 

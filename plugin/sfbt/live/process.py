@@ -328,6 +328,12 @@ class SeizedProcess(Process):
         self._stopping = {}
         #: tid -> (when it was last let run on, its scheduled_time then)
         self._let_go = {}
+        #: tid -> the wait status taken for it by ``_take_waiting`` and not
+        #: yet handled (None: it exited)
+        self._waited = {}
+        #: whether every seized thread's wait status waiting was taken into
+        #: ``_waited`` by the latest ``_take_waiting``
+        self._all_taken = False
 
     def stopping(self, tid):
         """Whether ``tid`` was interrupted and not yet collected."""
@@ -351,6 +357,40 @@ class SeizedProcess(Process):
                 continue
             self._stopping[tid] = [name, asked]
 
+    def _take_waiting(self):
+        """Take the wait statuses waiting into ``_waited``, one waitid for
+        none: most samples find most threads not stopped.  Where one not
+        of a seized thread comes first (a child of sfbt's own), the rest
+        are asked thread by thread (``_all_taken`` False).  The
+        time.perf_counter before the last look: a thread whose status is
+        not taken had not stopped then."""
+        while True:
+            looked = time.perf_counter()
+            tid = ptrace.next_waiting()
+            if tid is None:
+                self._all_taken = True
+                return looked
+            if tid in self._waited or (tid not in self._seized
+                                       and tid not in self._stopping):
+                self._all_taken = False
+                return looked
+            try:
+                self._waited[tid] = ptrace.wait_stop(tid, ptrace.WNOHANG)
+            except ptrace.ThreadGone:
+                self._waited[tid] = None
+
+    def _wait(self, tid):
+        """Thread ``tid``'s wait status (None where it has none);
+        ThreadGone if it exited."""
+        if tid in self._waited:
+            status = self._waited.pop(tid)
+            if status is None:
+                raise ptrace.ThreadGone(f"thread {tid} exited")
+            return status
+        if self._all_taken:
+            return None
+        return ptrace.wait_stop(tid, ptrace.WNOHANG)
+
     def collect(self, until=0.0, sleep=None):
         """({tid: ThreadState}, [tids gone]) of the interrupted threads
         that stopped, each copied and let run on as soon as it is seen
@@ -360,10 +400,10 @@ class SeizedProcess(Process):
         wakes on SIGCHLD)."""
         states, gone = {}, []
         while self._stopping:
+            now = self._take_waiting()
             for tid, (name, running) in list(self._stopping.items()):
-                now = time.perf_counter()
                 try:
-                    status = ptrace.wait_stop(tid, ptrace.WNOHANG) if running else None
+                    status = self._wait(tid) if running else None
                 except ptrace.ThreadGone:
                     status = running = None
                 if running is None:
@@ -406,6 +446,7 @@ class SeizedProcess(Process):
     def _gone(self, tid):
         self._seized.discard(tid)
         self._let_go.pop(tid, None)
+        self._waited.pop(tid, None)
 
     @staticmethod
     def _run_on(tid, signal):
@@ -418,10 +459,11 @@ class SeizedProcess(Process):
         """Let run on every seized thread waiting in a ptrace-stop that
         sfbt did not ask for: a signal for it (handed on), a group-stop,
         or sfbt's PTRACE_INTERRUPT where a signal came first."""
+        self._take_waiting()
         for tid in list(self._seized - self._stopping.keys()):
             while True:
                 try:
-                    status = ptrace.wait_stop(tid, ptrace.WNOHANG)
+                    status = self._wait(tid)
                 except ptrace.ThreadGone:
                     self._seized.discard(tid)
                     break
@@ -432,9 +474,15 @@ class SeizedProcess(Process):
     def release(self):
         """Detach every seized thread (its memory stays readable)."""
         self._stopping.clear()  # interrupted again: one stop or two
+        waited, self._waited = self._waited, {}
         for tid in self._seized:
             try:
-                signal = ptrace.interrupt_and_wait(tid)
+                if tid in waited:  # in a stop already waited for
+                    if waited[tid] is None:
+                        continue
+                    signal = ptrace.stop_signal(waited[tid])
+                else:
+                    signal = ptrace.interrupt_and_wait(tid)
             except (ptrace.ThreadGone, ptrace.PtraceError):
                 continue
             ptrace.detach(tid, max(signal, 0))

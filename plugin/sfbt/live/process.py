@@ -99,12 +99,19 @@ class Process:
         """From the mapped file where the mapping is its bytes (they do not
         change, and stay readable after the process unmaps them), else
         from the process."""
-        i = bisect_right(self._starts, address) - 1
-        if i >= 0 and address + size <= self.mappings[i].end:
-            data = self.images.read(self.mappings[i], address, size)
+        mapping = self._mapping_at(address)
+        if mapping is not None and address + size <= mapping.end:
+            data = self.images.read(mapping, address, size)
             if data is not None:
                 return data
         return ptrace.read_pages(self.pid, address, size)
+
+    def _mapping_at(self, address):
+        """The mapping that holds ``address``, or None."""
+        i = bisect_right(self._starts, address) - 1
+        if i >= 0 and address < self.mappings[i].end:
+            return self.mappings[i]
+        return None
 
     def read_memory(self, address, size):
         """The process's memory as a Target reads it (TargetMemoryError)."""
@@ -296,7 +303,8 @@ class Process:
         ``began`` (time.perf_counter)."""
         raw = ptrace.get_regset(tid, self.arch.regset_size)
         registers = self.arch.decode_regset(raw)
-        start, end = stack_range(registers[self.arch.sp], self.mappings)
+        sp = registers[self.arch.sp]
+        start, end = stack_range(sp, self._mapping_at(sp))
         stack = ptrace.read_pages(self.pid, start, end - start)
         stopped = time.perf_counter() - began
         return ThreadState(tid, name, registers, start, stack,

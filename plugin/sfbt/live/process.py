@@ -383,9 +383,14 @@ class SeizedProcess(Process):
                 self._all_taken = False
                 return looked
             try:
-                self._waited[tid] = ptrace.wait_stop(tid, ptrace.WNOHANG)
+                status = ptrace.wait_stop(tid, ptrace.WNOHANG)
             except ptrace.ThreadGone:
-                self._waited[tid] = None
+                status = None
+            else:
+                if status is None:  # not what waitid said: ask each thread
+                    self._all_taken = False
+                    return looked
+            self._waited[tid] = status
 
     def _wait(self, tid):
         """Thread ``tid``'s wait status (None where it has none);

@@ -179,8 +179,10 @@ _regset_buffer = _Buffer()
 _read_buffer = _Buffer()
 _remote = _IoVec()
 _remote_ref = ctypes.byref(_remote)
-#: a read this large gets a buffer of its own (the kept one stays small)
-_KEPT_READ = 1 << 20
+#: a read larger than this gets a buffer of its own (the kept one stays
+#: small); a stack copy (1 MiB at most, memory.STACK_COPY_LIMIT, and the
+#: block of its red zone) fits
+_KEPT_READ = 2 << 20
 
 
 def get_regset(tid, size):

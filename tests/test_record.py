@@ -14,6 +14,7 @@ import xml.dom.minidom
 import pytest
 
 from conftest import PLUGIN, run_sfbt
+from sfbt.live.process import SeizedProcess
 from test_stack import Running, _one_line_error, sfbt_stacks, workers  # noqa: F401
 
 _FRAME = re.compile(r"^#\d+\s+(0x[0-9a-f]+) in (\S+)", re.M)
@@ -291,3 +292,33 @@ def test_a_rate_it_cannot_keep_is_said_while_it_runs(workers, tmp_path):  # noqa
                      r"stacks falls behind .*|sfbt is not given the processor in time .*)",
                      line) for line in said), recorded.stderr
     assert len(said) == len(set(line.split(": ", 2)[2][:12] for line in said))
+
+
+def test_threads_are_collected_behind_a_child_of_sfbts_own(workers):  # noqa: F811
+    """One waitid tells which seized threads stopped; where a child of
+    sfbt's own comes first (here one that exited, not yet waited for),
+    each thread is asked in turn: every thread is still copied and let run
+    on, and the child is left for its own wait."""
+    with Running(workers, 2) as running:
+        child = subprocess.Popen(["true"])
+        try:
+            while os.waitid(os.P_PID, child.pid,
+                            os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                time.sleep(0.01)
+            process = SeizedProcess(running.pid)
+            try:
+                threads = process.threads()
+                for _ in range(3):
+                    process.interrupt(threads)
+                    states, gone = process.collect(time.perf_counter() + 5,
+                                                   lambda seconds: time.sleep(min(seconds, 0.01)))
+                    assert sorted(states) == sorted(tid for tid, _ in threads)
+                    assert not gone
+                    assert all(state.stack for state in states.values())
+            finally:
+                process.close()
+            assert os.waitid(os.P_PID, child.pid,
+                             os.WEXITED | os.WNOHANG | os.WNOWAIT).si_pid == child.pid
+        finally:
+            child.wait()
+        assert running.process.poll() is None  # let run on, untraced

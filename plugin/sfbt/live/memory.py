@@ -34,15 +34,14 @@ class ThreadState:
     extra: dict = field(default_factory=dict)
 
 
-def stack_range(sp, mappings):
-    """[start, end) of the stack to copy for a stack pointer: from the
-    COPY_ALIGN block of its red zone up to the end of its mapping, at most
-    STACK_COPY_LIMIT above it."""
-    for mapping in mappings:
-        if mapping.start <= sp < mapping.end:
-            start = max(mapping.start, (sp - RED_ZONE) & -COPY_ALIGN)
-            return start, min(mapping.end, sp + STACK_COPY_LIMIT)
-    return sp, sp
+def stack_range(sp, mapping):
+    """[start, end) of the stack to copy for a stack pointer in ``mapping``
+    (None: in none, nothing to copy): from the COPY_ALIGN block of its red
+    zone up to the end of the mapping, at most STACK_COPY_LIMIT above it."""
+    if mapping is None:
+        return sp, sp
+    start = max(mapping.start, (sp - RED_ZONE) & -COPY_ALIGN)
+    return start, min(mapping.end, sp + STACK_COPY_LIMIT)
 
 
 class ThreadTarget(Target):

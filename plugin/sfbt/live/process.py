@@ -104,12 +104,19 @@ class Process:
         """From the mapped file where the mapping is its bytes (they do not
         change, and stay readable after the process unmaps them), else
         from the process."""
-        i = bisect_right(self._starts, address) - 1
-        if i >= 0 and address + size <= self.mappings[i].end:
-            data = self.images.read(self.mappings[i], address, size)
+        mapping = self._mapping_at(address)
+        if mapping is not None and address + size <= mapping.end:
+            data = self.images.read(mapping, address, size)
             if data is not None:
                 return data
         return ptrace.read_pages(self.pid, address, size)
+
+    def _mapping_at(self, address):
+        """The mapping that holds ``address``, or None."""
+        i = bisect_right(self._starts, address) - 1
+        if i >= 0 and address < self.mappings[i].end:
+            return self.mappings[i]
+        return None
 
     def read_memory(self, address, size):
         """The process's memory as a Target reads it (TargetMemoryError)."""
@@ -304,7 +311,8 @@ class Process:
         ``began`` (time.perf_counter)."""
         raw = ptrace.get_regset(tid, self.arch.regset_size)
         registers = self.arch.decode_regset(raw)
-        start, end = stack_range(registers[self.arch.sp], self.mappings)
+        sp = registers[self.arch.sp]
+        start, end = stack_range(sp, self._mapping_at(sp))
         stack = ptrace.read_pages(self.pid, start, end - start)
         stopped = time.perf_counter() - began
         return ThreadState(tid, name, registers, start, stack,
@@ -336,6 +344,12 @@ class SeizedProcess(Process):
         self._stopping = {}
         #: tid -> (when it was last let run on, its scheduled_time then)
         self._let_go = {}
+        #: tid -> the wait status taken for it by ``_take_waiting`` and not
+        #: yet handled (None: it exited)
+        self._waited = {}
+        #: whether every seized thread's wait status waiting was taken into
+        #: ``_waited`` by the latest ``_take_waiting``
+        self._all_taken = False
 
     def stopping(self, tid):
         """Whether ``tid`` was interrupted and not yet collected."""
@@ -359,6 +373,45 @@ class SeizedProcess(Process):
                 continue
             self._stopping[tid] = [name, asked]
 
+    def _take_waiting(self):
+        """Take the wait statuses waiting into ``_waited``, one waitid for
+        none: most samples find most threads not stopped.  Where one not
+        of a seized thread comes first (a child of sfbt's own), the rest
+        are asked thread by thread (``_all_taken`` False).  The
+        time.perf_counter before the last look: a thread whose status is
+        not taken had not stopped then."""
+        while True:
+            looked = time.perf_counter()
+            tid = ptrace.next_waiting()
+            if tid is None:
+                self._all_taken = True
+                return looked
+            if tid in self._waited or (tid not in self._seized
+                                       and tid not in self._stopping):
+                self._all_taken = False
+                return looked
+            try:
+                status = ptrace.wait_stop(tid, ptrace.WNOHANG)
+            except ptrace.ThreadGone:
+                status = None
+            else:
+                if status is None:  # not what waitid said: ask each thread
+                    self._all_taken = False
+                    return looked
+            self._waited[tid] = status
+
+    def _wait(self, tid):
+        """Thread ``tid``'s wait status (None where it has none);
+        ThreadGone if it exited."""
+        if tid in self._waited:
+            status = self._waited.pop(tid)
+            if status is None:
+                raise ptrace.ThreadGone(f"thread {tid} exited")
+            return status
+        if self._all_taken:
+            return None
+        return ptrace.wait_stop(tid, ptrace.WNOHANG)
+
     def collect(self, until=0.0, sleep=None):
         """({tid: ThreadState}, [tids gone]) of the interrupted threads
         that stopped, each copied and let run on as soon as it is seen
@@ -368,10 +421,10 @@ class SeizedProcess(Process):
         wakes on SIGCHLD)."""
         states, gone = {}, []
         while self._stopping:
+            now = self._take_waiting()
             for tid, (name, running) in list(self._stopping.items()):
-                now = time.perf_counter()
                 try:
-                    status = ptrace.wait_stop(tid, ptrace.WNOHANG) if running else None
+                    status = self._wait(tid) if running else None
                 except ptrace.ThreadGone:
                     status = running = None
                 if running is None:
@@ -414,6 +467,7 @@ class SeizedProcess(Process):
     def _gone(self, tid):
         self._seized.discard(tid)
         self._let_go.pop(tid, None)
+        self._waited.pop(tid, None)
 
     @staticmethod
     def _run_on(tid, signal):
@@ -426,10 +480,11 @@ class SeizedProcess(Process):
         """Let run on every seized thread waiting in a ptrace-stop that
         sfbt did not ask for: a signal for it (handed on), a group-stop,
         or sfbt's PTRACE_INTERRUPT where a signal came first."""
+        self._take_waiting()
         for tid in list(self._seized - self._stopping.keys()):
             while True:
                 try:
-                    status = ptrace.wait_stop(tid, ptrace.WNOHANG)
+                    status = self._wait(tid)
                 except ptrace.ThreadGone:
                     self._seized.discard(tid)
                     break
@@ -440,9 +495,15 @@ class SeizedProcess(Process):
     def release(self):
         """Detach every seized thread (its memory stays readable)."""
         self._stopping.clear()  # interrupted again: one stop or two
+        waited, self._waited = self._waited, {}
         for tid in self._seized:
             try:
-                signal = ptrace.interrupt_and_wait(tid)
+                if tid in waited:  # in a stop already waited for
+                    if waited[tid] is None:
+                        continue
+                    signal = ptrace.stop_signal(waited[tid])
+                else:
+                    signal = ptrace.interrupt_and_wait(tid)
             except (ptrace.ThreadGone, ptrace.PtraceError):
                 continue
             ptrace.detach(tid, max(signal, 0))

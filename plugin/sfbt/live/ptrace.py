@@ -126,6 +126,17 @@ def wait_stop(tid, options=0):
     return status
 
 
+def next_waiting():
+    """The tid of a traced thread (or child) with a wait status to take,
+    left to take (waitid's WNOWAIT): one system call tells that none of
+    the seized threads stopped.  None where none has one."""
+    try:
+        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED | WNOHANG | os.WNOWAIT | WALL)
+    except ChildProcessError:
+        return None
+    return info.si_pid if info is not None else None
+
+
 def interrupt(tid):
     """Ask a seized thread to stop (wait_stop says when it did)."""
     _ptrace(PTRACE_INTERRUPT, tid)
@@ -143,12 +154,42 @@ def interrupt_and_wait(tid):
             return stop_signal(status)
 
 
+class _Buffer:
+    """A ctypes buffer and its one-vector _IoVec, kept for the next call
+    (a sample copies every thread: no allocation per copy), grown to the
+    largest size asked."""
+
+    def __init__(self):
+        self.size = 0
+        self.buffer = None
+        self.vector = _IoVec()
+        self.vector_ref = ctypes.byref(self.vector)
+
+    def take(self, size):
+        """The buffer, at least ``size`` bytes; its vector set to ``size``."""
+        if size > self.size:
+            self.buffer = ctypes.create_string_buffer(size)
+            self.size = size
+        self.vector.base = ctypes.addressof(self.buffer)  # a page-wise read moves it
+        self.vector.length = size
+        return self.buffer
+
+
+_regset_buffer = _Buffer()
+_read_buffer = _Buffer()
+_remote = _IoVec()
+_remote_ref = ctypes.byref(_remote)
+#: a read larger than this gets a buffer of its own (the kept one stays
+#: small); a stack copy (1 MiB at most, memory.STACK_COPY_LIMIT, and the
+#: block of its red zone) fits
+_KEPT_READ = 2 << 20
+
+
 def get_regset(tid, size):
     """The thread's NT_PRSTATUS register set (``size`` bytes at most)."""
-    buffer = ctypes.create_string_buffer(size)
-    vector = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
-    _ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, ctypes.addressof(vector))
-    return buffer.raw[:vector.length]
+    buffer = _regset_buffer.take(size)
+    _ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, ctypes.addressof(_regset_buffer.vector))
+    return buffer.raw[:_regset_buffer.vector.length]
 
 
 def read_pages(pid, address, size):
@@ -158,14 +199,18 @@ def read_pages(pid, address, size):
     result ends at the first unreadable page)."""
     if size <= 0:
         return b""
-    buffer = ctypes.create_string_buffer(size)
-    local = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
-    whole = _IoVec(address, size)
+    if size <= _KEPT_READ:
+        buffer = _read_buffer.take(size)
+        local, local_ref = _read_buffer.vector, _read_buffer.vector_ref
+    else:
+        buffer = ctypes.create_string_buffer(size)
+        local = _IoVec(ctypes.addressof(buffer), size)
+        local_ref = ctypes.byref(local)
+    _remote.base, _remote.length = address, size
     # the kernel does not split a block: a range with an unreadable page
     # fails whole (or comes back short), and is read again page by page
-    if _lib().process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(whole),
-                               1, 0) == size:
-        return buffer.raw
+    if _lib().process_vm_readv(pid, local_ref, 1, _remote_ref, 1, 0) == size:
+        return ctypes.string_at(buffer, size)
     blocks = []
     at = address
     end = address + size
@@ -182,7 +227,7 @@ def read_pages(pid, address, size):
         local.base = ctypes.addressof(buffer) + done
         local.length = length
         count = _lib().process_vm_readv(
-            pid, ctypes.byref(local), 1,
+            pid, local_ref, 1,
             ctypes.cast(ctypes.byref(remote, first * ctypes.sizeof(_IoVec)),
                         ctypes.POINTER(_IoVec)), len(chunk), 0)
         if count <= 0:
@@ -190,4 +235,4 @@ def read_pages(pid, address, size):
         done += count
         if count < length:
             break
-    return buffer.raw[:done]
+    return ctypes.string_at(buffer, done)

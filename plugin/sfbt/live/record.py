@@ -214,6 +214,7 @@ class Recorder:
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
         self._numbers = {}
+        self._labels = {}  # (tid, name) -> the thread as its events name it
         # the walk names frames (to stop at main): from files on this
         # machine only, never a download between two samples
         self._debug_files = DebugFiles(download=False)
@@ -363,12 +364,14 @@ class Recorder:
                 or self._pending_bytes > MAX_BACKLOG_BYTES)
 
     def _record(self, trace_id, sample):
-        arch = self.process.arch
-        number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
-        thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
-                  else f"{number} ({sample.tid})")
-        self.archive.add_event(Event(trace_id, sample.image_map, sample.time, arch.name,
-                                     thread, "sample", self.label))
+        thread = self._labels.get((sample.tid, sample.name))
+        if thread is None:
+            number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
+            thread = self._labels[sample.tid, sample.name] = (
+                f"{number} ({sample.tid} {sample.name})" if sample.name
+                else f"{number} ({sample.tid})")
+        self.archive.add_event(Event(trace_id, sample.image_map, sample.time,
+                                     self.process.arch.name, thread, "sample", self.label))
         self.stats.samples += 1
 
     def run(self, duration, signals, flush, on_first_sample=None):

@@ -9,7 +9,7 @@ from ..debuginfo import DebugFiles
 from ..dwarf.inline import expanded
 from ..elf import ElfError
 from ..printable import printable
-from ..symbols.symbolizer import FileSymbolizer, over_debug_file
+from ..symbols.symbolizer import FileSymbolizer, with_debug_file
 from .imagemap import PerImageMap, image_finder
 
 
@@ -73,10 +73,8 @@ class Symbolizer:
     def _with_debug_file(self, found, build_id, what):
         """The symbolizer of the separate debug file of ``found`` (a
         FileSymbolizer or None: only the build id is known), else found."""
-        debug = self._debug_files.find(found.path if found else None,
-                                       build_id or (found.build_id if found else None),
-                                       what)
-        return over_debug_file(found, self._open(debug) if debug else None)
+        return with_debug_file(found, found.path if found else None, build_id,
+                               self._debug_files, self._open, what)
 
     def describe_file_address(self, address):
         """(function, location suffix) for an address of the --exe file

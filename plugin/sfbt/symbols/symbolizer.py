@@ -313,14 +313,20 @@ def file_symbolizer(path: Optional[str], build_id: Optional[str], debug_files: D
     known), over its separate debug file when there is one; None when
     neither can be read."""
     found = _opened(path, strict) if path is not None else None
-    debug = debug_files.find(path, build_id or (found.build_id if found else None))
-    return over_debug_file(found, _opened(debug, strict) if debug else None)
+    return with_debug_file(found, path, build_id, debug_files,
+                           lambda debug: _opened(debug, strict))
 
 
-def over_debug_file(found: Optional[FileSymbolizer], debug: Optional[FileSymbolizer]
-                    ) -> Optional[FileSymbolizer]:
-    """The symbolizer of the debug file (naming functions from the file
-    ``found`` when it has no symbols of its own), else found."""
+def with_debug_file(found: Optional[FileSymbolizer], path: Optional[str],
+                    build_id: Optional[str], debug_files: DebugFiles,
+                    open_file: Callable[[str], Optional[FileSymbolizer]],
+                    what: Optional[str] = None) -> Optional[FileSymbolizer]:
+    """The symbolizer (made by ``open_file``) of the separate debug file
+    of the file at ``path``, whose symbolizer is ``found`` (None: only the
+    build id is known), naming functions from found when it has no symbols
+    of its own; else found.  ``what`` names the file in messages."""
+    debug_path = debug_files.find(path, build_id or (found.build_id if found else None), what)
+    debug = open_file(debug_path) if debug_path else None
     if debug is None:
         return found
     if found is not None:

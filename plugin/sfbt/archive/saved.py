@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SfbtError
-from ..files import FileProblem, open_regular
+from ..files import open_regular
 from ..lines import bounded_lines
 from . import cbf, lws
 from .imagemap import decode_image_map

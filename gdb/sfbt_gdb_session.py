@@ -258,50 +258,49 @@ def minimal_symbol(pc):
     return text.split(" in section ")[0].split(" + ")[0].strip()
 
 
-def function_name(pc):
-    """The name of the function containing pc: from debug info, else from
-    the minimal symbols, else None."""
+def block_functions(pc):
+    """The functions of GDB's blocks around pc, innermost first: the
+    functions inlined there, then the one whose own code holds pc; None
+    when GDB has no debug information there."""
     try:
         block = gdb.block_for_pc(pc)
     except RuntimeError:
-        block = None
-    while block is not None and block.function is None:
+        return None
+    if block is None:
+        return None
+    functions = []
+    while block is not None:
+        if block.function is not None:
+            functions.append(block.function)
         block = block.superblock
-    if block is not None:
-        return decoded(lambda: block.function.print_name)
-    return minimal_symbol(pc)
+    return functions
+
+
+def _print_name(function):
+    return decoded(lambda: function.print_name)
+
+
+def function_name(pc):
+    """The name of the function containing pc: from debug info, else from
+    the minimal symbols, else None."""
+    functions = block_functions(pc)
+    return _print_name(functions[0]) if functions else minimal_symbol(pc)
 
 
 def outer_function_name(pc):
     """The name of the function whose own code holds pc: with functions
     inlined into it, the outermost one (GDB's frame of that code)."""
-    try:
-        block = gdb.block_for_pc(pc)
-    except RuntimeError:
-        block = None
-    name = None
-    while block is not None:
-        if block.function is not None:
-            name = decoded(lambda: block.function.print_name)
-        block = block.superblock
-    return name or minimal_symbol(pc)
+    functions = block_functions(pc)
+    return (_print_name(functions[-1]) if functions else None) or minimal_symbol(pc)
 
 
 def inlined_block_names(pc):
     """The functions GDB has inlined at pc, innermost first (one inline
     frame each in its `bt`), or None when GDB has no blocks there."""
-    try:
-        block = gdb.block_for_pc(pc)
-    except RuntimeError:
-        block = None
-    if block is None:
+    functions = block_functions(pc)
+    if functions is None:
         return None
-    names = []
-    while block is not None:
-        if block.function is not None:
-            names.append(decoded(lambda: block.function.print_name))
-        block = block.superblock
-    return names[:-1]  # the last is the function's own
+    return [_print_name(function) for function in functions[:-1]]
 
 
 class GdbInlineSource:

@@ -44,7 +44,7 @@ from sfbt.elf import ElfError
 from sfbt.errors import SfbtError
 from sfbt.unwind.walk import FLEX, SFRAME, UnwindStop, Unwinder, registers_read
 
-from sfbt_gdb_session import (GdbTarget, arch_named, register_bits, state,
+from sfbt_gdb_session import (GdbTarget, arch_named, block_functions, register_bits, state,
                               virtual_address_bits)
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -183,16 +183,8 @@ def _inline_depth(pc):
     at ``pc``: the inlined-function blocks around it in GDB's debug
     information (GDB hides some where pc starts them, at a breakpoint,
     never more)."""
-    try:
-        block = gdb.block_for_pc(pc)
-    except RuntimeError:
-        return 0
-    functions = 0
-    while block is not None:
-        if block.function is not None:
-            functions += 1
-        block = block.superblock
-    return max(functions - 1, 0)
+    functions = block_functions(pc)
+    return max(len(functions) - 1, 0) if functions else 0
 
 
 def _same_row(one, other):

@@ -2,11 +2,11 @@
 
 from typing import List, Optional, Tuple
 
+from ..archive.layout import layout_of
 from ..archive.report import frames_of
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
-from .layout import layout_of
 from .session import Session, Thread
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
@@ -130,7 +130,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     the frames of the calls inlined at the frame's PC, then the frame's
     own function.  They are escaped here (sfbt.printable).  Inline frames
     are numbered and counted (N, -N) as frames of their own, as `bt`
-    does, and printed as ``layout`` (sfbt.commands.layout) prints them."""
+    does, and printed as ``layout`` (sfbt.archive.layout) prints them."""
     rows = []  # (frame, name, where, index among the frame's lines, last index)
     for frame in frames:
         if frame.signal_trampoline:

@@ -43,9 +43,10 @@ HELP = {
              "GDB's own `set backtrace limit`).",
         fallback="`set sframe fallback fp|none`"),
     "lldb": _HELP.format(
-        layout="Frames are printed in GDB's `bt` layout, each call inlined into the\n"
-               "function of the frame below it a frame of its own, marked [inlined]\n"
-               "as LLDB's `bt` marks it",
+        layout="Frames are printed in LLDB's `bt` layout, an address on every line,\n"
+               "each call inlined into the function of the frame below it a frame\n"
+               "of its own, marked [inlined] (LLDB's `bt` leaves the mark out where\n"
+               "the call's line lies in a block nested in it: docs/lldb.md)",
         ends="The walk ends at main, after N + 1 frames, or at the backtrace\n"
              "limit (`sframe-settings set backtrace-limit N`).",
         fallback="`sframe-settings set fallback fp|none`"),

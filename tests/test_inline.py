@@ -486,7 +486,52 @@ def test_clang_chains_without_aranges_match_llvm_symbolizer(tmp_path, dwarf_vers
     assert compared > 50 and deep > 10, (compared, deep)
 
 
-def test_damaged_top_entries_end_in_an_error_not_a_hang(tmp_path):
+@pytest.fixture(scope="module")
+def clang_built(tmp_path_factory):
+    """inline_chain.c by clang -O2 -g: no .debug_aranges."""
+    _require_clang()
+    program = tmp_path_factory.mktemp("clang") / "inline_chain"
+    subprocess.run(["clang", "-O2", "-g", "-o", str(program), str(PROGRAMS / "inline_chain.c")],
+                   check=True, capture_output=True)
+    assert _aranges_units(program) is None
+    return program
+
+
+def test_unlisted_units_ranges_are_kept_and_a_damaged_entry_rebuilt(clang_built, monkeypatch):
+    """The ranges read from the top entries of the units aranges leave out
+    are kept in the symbols cache: a second symbolizer of the file reads
+    no top entry; a damaged entry is read again and kept again."""
+    from sfbt.cache import identity
+    from sfbt.dwarf.units import top_entry_ranges
+    from sfbt.symbols import symbolizer
+    work = _text_addresses(clang_built, ("work",))
+    read = []
+    monkeypatch.setattr(symbolizer, "top_entry_ranges",
+                        lambda *args: read.append(args) or top_entry_ranges(*args))
+    with open(clang_built, "rb") as stream:
+        key = identity(stream.fileno(), symbolizer.CACHE_FORMAT, "unit ranges")
+    symbolizer.CACHE.put(key, b"")  # whatever an earlier test kept
+
+    def inlined_names():
+        """The names of the calls inlined at each instruction of work."""
+        symbols = symbolizer.FileSymbolizer.open(str(clang_built))
+        try:
+            return [[call.name for call in symbols.inlined(address)] for address in work]
+        finally:
+            symbols.close()
+
+    names = inlined_names()
+    kept = symbolizer.CACHE.get(key)
+    assert any(names) and len(read) == 1 and kept, (names, read, kept)
+    assert inlined_names() == names and len(read) == 1
+    for damaged in (kept[:-1], b'[[1,2,"x"]]', b"{}"):
+        assert symbolizer.CACHE.put(key, damaged)
+        assert inlined_names() == names
+        assert symbolizer.CACHE.get(key) == kept  # read again and kept again
+    assert len(read) == 4
+
+
+def test_damaged_top_entries_end_in_an_error_not_a_hang(clang_built):
     """A clang program without aranges, bytes of its units' headers and
     top entries (and of their abbreviations) overwritten at random
     (seeded): each look-up of the unit at an address ends, in a unit or
@@ -496,10 +541,7 @@ def test_damaged_top_entries_end_in_an_error_not_a_hang(tmp_path):
     from sfbt.dwarf.line_program import DwarfBytes
     from sfbt.dwarf.units import UnitIndex
     from sfbt.elf import ElfImage, open_elf
-    _require_clang()
-    program = tmp_path / "inline_chain"
-    subprocess.run(["clang", "-O2", "-g", "-o", str(program), str(PROGRAMS / "inline_chain.c")],
-                   check=True, capture_output=True)
+    program = clang_built
     _, offsets = _units(program)
     stream, image = open_elf(str(program))
     with stream:

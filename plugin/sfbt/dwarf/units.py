@@ -13,7 +13,7 @@ starts at 0 is left out: the place a linker puts what it discarded."""
 import struct
 import zlib
 from bisect import bisect_right
-from typing import List, Optional, Set, Tuple
+from typing import Callable, List, Optional, Sequence, Set, Tuple
 
 from ..elf import ElfError
 from .entries import Sections, Unit, unit_spans
@@ -80,9 +80,9 @@ class _Ranges:
     """Look-ups in [(start, end, unit)]: overlaps cut off (the range that
     starts first keeps the addresses two share), ranges at 0 left out."""
 
-    def __init__(self, ranges: List[Span]):
+    def __init__(self, ranges: Sequence[Sequence[int]]):
         self.ranges: List[Span] = []
-        for start, end, unit in sorted(ranges):
+        for start, end, unit in sorted(map(tuple, ranges)):
             if self.ranges:
                 start = max(start, self.ranges[-1][1])
             if start and end > start:
@@ -99,10 +99,14 @@ class _Ranges:
 class UnitIndex:
     """The unit that holds an address, of one file: its aranges, then
     (read on the first miss) the top entries of the units they leave
-    out."""
+    out, through ``unlisted`` (top_entry_ranges, or what keeps its
+    answer)."""
 
-    def __init__(self, dwarf: DwarfBytes):
+    def __init__(self, dwarf: DwarfBytes,
+                 unlisted: Callable[[DwarfBytes, Set[int]],
+                                    Sequence[Sequence[int]]] = top_entry_ranges):
         self._dwarf = dwarf
+        self._unlisted = unlisted
         listed = address_ranges(dwarf)
         self._listed = _Ranges(listed)
         self._listed_units = {unit for _, _, unit in listed}
@@ -117,7 +121,7 @@ class UnitIndex:
         if found is None:
             if self._others is None:
                 self._others = _Ranges([])  # tried once, should the entries raise
-                self._others = _Ranges(top_entry_ranges(self._dwarf, self._listed_units))
+                self._others = _Ranges(self._unlisted(self._dwarf, self._listed_units))
             found = self._others.unit(address)
         return found
 

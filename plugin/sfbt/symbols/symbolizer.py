@@ -19,15 +19,15 @@ archived image map)."""
 import io
 import json
 import struct
-from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, TypeVar,
-                    Union)
+from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
+                    TypeVar, Union)
 
 from ..cache import Cache, Key, identity
 from ..debuginfo import DebugFiles
 from ..dwarf.compressed import compression, expansion_limit, inflated_size
 from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
-from ..dwarf.units import UnitIndex
+from ..dwarf.units import UnitIndex, top_entry_ranges
 from ..elf import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from .line_table import LineTable, Location
@@ -199,11 +199,24 @@ class FileSymbolizer:
         lines where no unit says what it holds."""
         if not self._has_lines:
             return None
-        if self._index is None:  # read in place: faster than from the cache
-            self._index = UnitIndex(self._dwarf_bytes)
+        if self._index is None:  # aranges read in place: faster than from the cache
+            self._index = UnitIndex(self._dwarf_bytes, self._unlisted_ranges)
         index = self._index
         unit = self._guarded("DWARF unit ranges", lambda: index.unit(address))
         return EVERY_UNIT if unit is None and index.empty else unit
+
+    def _unlisted_ranges(self, dwarf: DwarfBytes, listed: Set[int]) -> Sequence[Sequence[int]]:
+        """The ranges of the units .debug_aranges leave out
+        (sfbt.dwarf.units.top_entry_ranges), from the cache or their top
+        entries: a file built by clang has all its units read so."""
+        key = self._key("unit ranges")
+        kept = _rows(CACHE.get(key), _is_span) if key is not None else None
+        if kept is not None:
+            return kept
+        spans = top_entry_ranges(dwarf, listed)
+        if key is not None:
+            self._keep(key, json.dumps(spans, separators=(",", ":")).encode())
+        return spans
 
     def _line_table(self, unit: int) -> LineTable:
         """The unit's line rows, from the cache or its line program; none
@@ -226,7 +239,7 @@ class FileSymbolizer:
         the cache or its DIEs; none when its DWARF cannot be read
         (ElfError when strict)."""
         key = self._key("inlines", unit)
-        segments = _segments(CACHE.get(key)) if key is not None else None
+        segments = _rows(CACHE.get(key), _is_segment) if key is not None else None
         if segments is None:
             segments = self._guarded("DWARF inline entries",
                                      lambda: unit_calls(self._dwarf_bytes, unit))
@@ -263,9 +276,9 @@ class FileSymbolizer:
             CACHE.put(key, data)
 
 
-def _segments(data: Optional[bytes]) -> Optional[Rows]:
-    """The inline segments an entry holds: a list of [start, end, chain]
-    (UnitCalls checks each chain), or None."""
+def _rows(data: Optional[bytes], well_formed: Callable[[list], bool]) -> Optional[Rows]:
+    """The rows a cache entry of JSON holds: a list of lists each
+    well_formed, or None."""
     if data is None:
         return None
     try:
@@ -273,10 +286,21 @@ def _segments(data: Optional[bytes]) -> Optional[Rows]:
     except (ValueError, RecursionError):
         return None
     if not isinstance(rows, list) or not all(
-            isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
-            and isinstance(row[1], int) and isinstance(row[2], list) for row in rows):
+            isinstance(row, list) and well_formed(row) for row in rows):
         return None
     return rows
+
+
+def _is_segment(row: list) -> bool:
+    """Whether a row is an inline segment [start, end, chain] (UnitCalls
+    checks each chain)."""
+    return len(row) == 3 and isinstance(row[0], int) and isinstance(row[1], int) \
+        and isinstance(row[2], list)
+
+
+def _is_span(row: list) -> bool:
+    """Whether a row is a unit's range [start, end, unit offset]."""
+    return len(row) == 3 and all(isinstance(value, int) for value in row)
 
 
 class ModuleFile(Protocol):

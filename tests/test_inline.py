@@ -497,6 +497,42 @@ def clang_built(tmp_path_factory):
     return program
 
 
+def _base_line(symbols, address):
+    """(file base name, line) of an address, or None."""
+    line = symbols.line(address)
+    return (os.path.basename(line.file), line.line) if line is not None else None
+
+
+def test_split_dwarf_skeleton_units_give_the_lines(clang_built, tmp_path):
+    """clang -gsplit-dwarf: the main file holds skeleton units only (their
+    entries in a .dwo file sfbt does not read), no aranges; the skeleton's
+    top entry says what it holds and finds its line program (not the
+    whole line table read): the lines of the build without
+    -gsplit-dwarf at every instruction (the file's directory aside: the
+    .dwo is written in another)."""
+    from sfbt.dwarf.units import UnitIndex
+    from sfbt.symbols.symbolizer import FileSymbolizer
+    split = tmp_path / "split"
+    subprocess.run(["clang", "-O2", "-g", "-gsplit-dwarf", "-o", str(split),
+                    str(PROGRAMS / "inline_chain.c")], check=True, capture_output=True,
+                   cwd=tmp_path)
+    assert _aranges_units(split) is None
+    dump = subprocess.run(["readelf", "-wN", "--debug-dump=info", str(split)],
+                          capture_output=True, text=True, check=True).stdout
+    assert "DW_TAG_skeleton_unit" in dump and "DW_TAG_compile_unit" not in dump
+    assert UnitIndex(_dwarf_bytes(split)).unit(_text_addresses(split, ("work",))[0]) == 0
+    ours, plain = FileSymbolizer.open(str(split)), FileSymbolizer.open(str(clang_built))
+    try:
+        addresses = _text_addresses(split)
+        assert addresses == _text_addresses(clang_built)
+        lines = [_base_line(ours, address) for address in addresses]
+        assert lines == [_base_line(plain, address) for address in addresses]
+    finally:
+        ours.close()
+        plain.close()
+    assert sum(line is not None for line in lines) > 50, lines
+
+
 def test_unlisted_units_ranges_are_kept_and_a_damaged_entry_rebuilt(clang_built, monkeypatch):
     """The ranges read from the top entries of the units aranges leave out
     are kept in the symbols cache: a second symbolizer of the file reads

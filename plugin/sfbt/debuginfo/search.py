@@ -124,12 +124,10 @@ def _by_build_id(path, build_id, roots):
     return None
 
 
-def _by_debuglink(path, build_id, roots, facts=None):
-    """The debug file the .gnu_debuglink of the file at ``path`` names,
-    where GDB looks for it, or None."""
-    if path is None:
-        return None
-    facts = facts or file_facts(path)
+def _by_debuglink(path, build_id, roots, facts):
+    """The debug file the .gnu_debuglink of the file at ``path`` (whose
+    FileFacts are ``facts``; None: no file at hand) names, where GDB looks
+    for it, or None."""
     if facts is None or facts.debuglink is None:
         return None
     name, crc = facts.debuglink

@@ -21,7 +21,9 @@ from .line_program import DwarfBytes
 
 #: a range of addresses and the .debug_info offset of the unit holding it
 Span = Tuple[int, int, int]
-DW_TAG_COMPILE_UNIT = 0x11
+#: the tags of the top entries of units that hold code: compile unit, and
+#: the skeleton of a split one (-gsplit-dwarf: its lines are here)
+CODE_UNITS = frozenset((0x11, 0x4A))
 
 
 def address_ranges(dwarf: DwarfBytes) -> List[Span]:
@@ -61,8 +63,8 @@ def address_ranges(dwarf: DwarfBytes) -> List[Span]:
 
 
 def top_entry_ranges(dwarf: DwarfBytes, listed: Set[int]) -> List[Span]:
-    """[(start, end, unit offset)] of the compile units of .debug_info
-    whose offsets are not in ``listed``, from their top entries."""
+    """[(start, end, unit offset)] of the units of .debug_info that hold
+    code whose offsets are not in ``listed``, from their top entries."""
     sections = Sections(dwarf[".debug_info"], dwarf[".debug_abbrev"], b"", b"",
                         dwarf[".debug_addr"], b"", dwarf[".debug_rnglists"],
                         dwarf[".debug_ranges"], dwarf.endian == "<")
@@ -71,7 +73,7 @@ def top_entry_ranges(dwarf: DwarfBytes, listed: Set[int]) -> List[Span]:
         if offset in listed:
             continue
         unit = Unit(sections, offset, top_only=True)
-        if unit.tag == DW_TAG_COMPILE_UNIT:
+        if unit.tag in CODE_UNITS:
             found += [(low, high, offset) for low, high in unit.extent(unit.top)]
     return found
 

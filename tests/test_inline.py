@@ -460,16 +460,19 @@ def _aranges_units(program):
 @pytest.mark.parametrize("aranges", ["none", "helper-only"])
 def test_clang_chains_without_aranges_match_llvm_symbolizer(tmp_path, dwarf_version, aranges):
     """clang -O2 -g leaves .debug_aranges out: inline_chain.c's unit is
-    found through its top entry's ranges (DW_AT_ranges: .debug_ranges in
-    DWARF 4, .debug_rnglists in 5), in a program with no aranges at all,
-    and in one whose aranges list only the other unit (helper.c's, built
+    found through its top entry's DW_AT_ranges (-ffunction-sections: in
+    .debug_ranges in DWARF 4, through rnglistx in .debug_rnglists in 5),
+    helper.c's through its low and high pc, in a program with no aranges
+    at all, and in one whose aranges list only helper.c's unit (built
     with -gdwarf-aranges); at every instruction the inline chain
     llvm-symbolizer shows."""
     _require_clang()
+    from sfbt.dwarf import entries
+    from sfbt.dwarf.units import CODE_UNITS
     helper = tmp_path / "helper.c"
     helper.write_text(HELPER)
     objects = []
-    for source, extra in ((PROGRAMS / "inline_chain.c", []),
+    for source, extra in ((PROGRAMS / "inline_chain.c", ["-ffunction-sections"]),
                           (helper, ["-gdwarf-aranges"] if aranges == "helper-only" else [])):
         objects.append(tmp_path / f"{source.stem}.o")
         subprocess.run(["clang", "-O2", f"-gdwarf-{dwarf_version}", *extra, "-c",
@@ -478,6 +481,12 @@ def test_clang_chains_without_aranges_match_llvm_symbolizer(tmp_path, dwarf_vers
     subprocess.run(["clang", "-o", str(program), *map(str, objects)], check=True,
                    capture_output=True)
     assert _aranges_units(program) == (None if aranges == "none" else 1)
+    tops = {(attribute, form) for tag, attribute, form in _forms(program)
+            if tag in CODE_UNITS}
+    ranges_form = entries.DW_FORM_SEC_OFFSET if dwarf_version == "4" \
+        else entries.DW_FORM_RNGLISTX
+    assert (entries.DW_AT_RANGES, ranges_form) in tops, tops
+    assert any(attribute == entries.DW_AT_HIGH_PC for attribute, _ in tops), tops
     compared, deep = _match_llvm_symbolizer(program, ("work", "main", "wait_forever",
                                                       "helper"))
     print(f"clang DWARF {dwarf_version}, aranges {aranges}: inline chains equal to "

@@ -1,7 +1,7 @@
 """DWARF line tables, what their readers share: which compilation unit
 holds an address (.debug_aranges, read with struct), debug sections
-inflated, and the row GDB prefers at an address (line_program.py reads
-the rows themselves)."""
+inflated, and the row each debugger takes at an address (line_program.py
+reads the rows themselves)."""
 
 import struct
 import zlib
@@ -66,11 +66,17 @@ def address_ranges(image):
     return ranges
 
 
-def preferred_rows(rows):
-    """Line rows sorted by address, one per address: like GDB, a statement
-    row where there are several."""
+def preferred_rows(rows, debugger="gdb"):
+    """Line rows sorted by address, one per address: the one ``debugger``
+    ("lldb", or GDB's otherwise) takes where several rows start there.
+    GDB takes the last statement row, LLDB the last row (its line table
+    keeps only the last of rows at one address): where GCC gives an
+    address the lines of several statements, the last one not a
+    statement row (code inlined there, a function's first line after
+    its prologue), the two name different lines."""
+    last_wins = debugger == "lldb"
     chosen = {}
     for row in sorted(rows, key=lambda row: row[0]):
-        if row[3] or not chosen.get(row[0], (0, 0, 0, False))[3]:
+        if last_wins or row[3] or not chosen.get(row[0], (0, 0, 0, False))[3]:
             chosen[row[0]] = row
     return [chosen[address] for address in sorted(chosen)]

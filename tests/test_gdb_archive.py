@@ -9,7 +9,7 @@ import re
 import pytest
 
 from conftest import frame0_rows, run_sfbt
-from gdb_support import (compile_library, compile_program, run_gdb,
+from gdb_support import (compile_library, compile_program, frame0_place, run_gdb,
                          sframe_frames, split_sections)
 from sfbt.archive import cbf, lws
 from sfbt.archive.store import read_archive
@@ -163,19 +163,12 @@ def test_all_threads(gdb, tmp_path):
     assert sorted(e.thread.split()[0] for e in archive.events) == ["1", "2", "3", "4", "5"]
 
 
-#: two stops in wait_forever (inline_chain.c at -O2, run to wait): at its
-#: breakpoint, an address GCC gives the rows of several lines (GDB's bt
-#: shows one, LLDB's another), then at a breakpoint on a line, whose first
-#: instruction follows another line's (one byte before it is that line)
+#: two stops in wait_forever (inline_chain.c at -O2, run with one argument:
+#: it waits there): at its breakpoint, an address GCC gives the rows of
+#: several lines (GDB's bt shows one, LLDB's another), then at a
+#: breakpoint on a line, whose first instruction follows another line's
+#: (one byte before it is that line)
 FRAME0_STOPS = ["break wait_forever", "run 200", "break inline_chain.c:16", "continue"]
-#: the frame #0 line of a backtrace, GDB's or sframe-bt's: its FILE:LINE
-FRAME0_PLACE = re.compile(r"^#0 .* at (\S+):(\d+)$", re.M)
-
-
-def frame0_place(text):
-    found = FRAME0_PLACE.search(text)
-    assert found, text[-2000:]
-    return found[1], int(found[2])
 
 
 def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(gdb, tmp_path):

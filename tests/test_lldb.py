@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from gdb_support import (build_recurse, compile_program, run_gdb, sframe_frames,
-                         split_sections, variant_id)
+from gdb_support import (build_recurse, compile_program, frame0_place, run_gdb,
+                         sframe_frames, split_sections, variant_id)
 from conftest import frame0_rows, run_sfbt
 from lldb_support import frame_names, lldb_pcs, mark, run_lldb, stack_frames
 
@@ -317,14 +317,6 @@ def test_cbf_save_hands_its_options_to_the_core(lldb, build_dir, tmp_path):
 
 #: LLDB's bt's frame #0: ``frame #0: 0x... prog`f(n=3) at file.c:14:5``
 BT_FRAME0_PLACE = re.compile(r"frame #0: .* at ([^\s:]+):(\d+)")
-#: sframe-bt's and cbf-load's frame #0: ``#0  0x... in f at file.c:14``
-FRAME0_PLACE = re.compile(r"^#0 .* at (\S+):(\d+)$", re.M)
-
-
-def frame0_place(pattern, text):
-    found = pattern.search(text)
-    assert found, text[-2000:]
-    return found[1], int(found[2])
 
 
 def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(lldb, build_dir, tmp_path):
@@ -333,6 +325,7 @@ def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(lldb, build_dir, tmp_pa
     saved: looked up at its PC, by the row LLDB takes where an address
     has several (the last: at wait_forever's breakpoint, not GDB's) and
     with the file's base name, as LLDB shows them."""
+    # the stops of test_gdb_archive's test of the same name, in LLDB's words
     program = compile_program(build_dir, "chain", "O2", True, ["inline_chain.c"])
     archives = [tmp_path / "entry.sfbt", tmp_path / "line.sfbt"]
     loads = [command for archive in archives
@@ -341,7 +334,7 @@ def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(lldb, build_dir, tmp_pa
         "breakpoint set -n wait_forever", "run 200", mark("BT"), "bt 1",
         f"cbf-save {archives[0]}", "breakpoint set -f inline_chain.c -l 16", "continue",
         mark("BT"), "bt 1", f"cbf-save {archives[1]}"] + loads)
-    shown = [frame0_place(BT_FRAME0_PLACE, section)
+    shown = [frame0_place(section, BT_FRAME0_PLACE)
              for section in split_sections(out, "==BT==")]
     at_entry, at_line = (frame0_rows(archive, program, "lldb") for archive in archives)
     assert frame0_rows(archives[0], program, "gdb")[0] != at_entry[0]  # GDB's row is another
@@ -351,4 +344,4 @@ def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(lldb, build_dir, tmp_pa
     not_running = split_sections(run_lldb(lldb, program, loads), "==LOAD==")
     no_target = split_sections(run_lldb(lldb, "", loads), "==LOAD==")
     for loaded in (running, not_running, no_target):
-        assert [frame0_place(FRAME0_PLACE, section) for section in loaded] == shown, loaded
+        assert [frame0_place(section) for section in loaded] == shown, loaded

@@ -14,6 +14,8 @@ printable text: whoever names the frame escapes them (sfbt.printable),
 where its answers are remembered, so that a hostile symbol or path
 cannot forge a line and a large archive escapes each name once."""
 
+import os
+
 
 class Layout:
     """The lines of a stack frame: ``index`` counts its lines ``0 ..
@@ -22,6 +24,11 @@ class Layout:
 
     #: what -v says of a line that is not the frame's own (None: nothing)
     inline_how = None
+
+    @staticmethod
+    def source_name(path):
+        """A source file's name as the debugger's bt shows it."""
+        raise NotImplementedError
 
     @staticmethod
     def is_own(index, last):
@@ -47,6 +54,10 @@ class GdbLayout(Layout):
     inline_how = "inline"
 
     @staticmethod
+    def source_name(path):
+        return path  # as the debug information gives it
+
+    @staticmethod
     def is_own(index, last):
         return index == 0
 
@@ -66,6 +77,10 @@ class LldbLayout(Layout):
     frames whose line does not sit inside a block nested in the inlined
     function, one of its local variables or of a loop, say: this layout
     shows the frame's address and marks every inlined call.)"""
+
+    @staticmethod
+    def source_name(path):
+        return os.path.basename(path)
 
     @staticmethod
     def is_own(index, last):

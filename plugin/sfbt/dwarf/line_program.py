@@ -155,24 +155,25 @@ def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
     return found[DW_AT_STMT_LIST][1] if DW_AT_STMT_LIST in found else None
 
 
-def unit_rows(dwarf: DwarfBytes, unit: int) -> List[Row]:
-    """preferred_rows of the unit at ``unit`` in .debug_info."""
+def unit_rows(dwarf: DwarfBytes, unit: int, debugger: str = "gdb") -> List[Row]:
+    """preferred_rows (``debugger``'s) of the unit at ``unit`` in .debug_info."""
     offset = stmt_list(dwarf, unit)
     if offset is None:
         return []
-    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0])
+    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0],
+                          debugger)
 
 
-def every_unit_rows(dwarf: DwarfBytes) -> List[Row]:
-    """preferred_rows of every line program: for a file without
-    .debug_aranges."""
+def every_unit_rows(dwarf: DwarfBytes, debugger: str = "gdb") -> List[Row]:
+    """preferred_rows (``debugger``'s) of every line program: for a file
+    without .debug_aranges."""
     rows: List[Row] = []
     data = dwarf[".debug_line"]
     at = 0
     while at < len(data):
         found, at = program_rows(dwarf, data, at)
         rows += found
-    return preferred_rows(rows)
+    return preferred_rows(rows, debugger)
 
 
 def preferred_rows(rows: List[Row]) -> List[Row]:

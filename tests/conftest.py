@@ -64,7 +64,7 @@ def one_frame_archive(path, image_path):
 def frame0_rows(archive_path, program, debugger):
     """(line at frame #0's PC, line one byte before it) of the one trace
     of the archive at archive_path, read from ``program``'s file with
-    ``debugger``'s choice of row (sfbt.dwarf.lines.preferred_rows): what
+    ``debugger``'s choice of row (sfbt.dwarf.line_program.preferred_rows): what
     says whether a stop tests the lookup address and the rows' choice."""
     from sfbt.archive.store import read_archive
     from sfbt.symbols.symbolizer import FileSymbolizer

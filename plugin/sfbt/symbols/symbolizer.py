@@ -83,7 +83,7 @@ class FileSymbolizer:
     (`sfbt stack` prints what it can).  A file whose sections cannot be
     read raises ElfError when opened, either way.  ``debugger`` ("lldb", or
     GDB's otherwise) picks the line of an address where several rows
-    start (sfbt.dwarf.lines.preferred_rows), as that debugger's bt does."""
+    start (sfbt.dwarf.line_program.preferred_rows), as that debugger's bt does."""
 
     def __init__(self, stream: IO[bytes], name: str, strict: bool = True,
                  cached: bool = True, debugger: str = "gdb"):

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sfbt.archive.cbf import Frame, Omitted
-from sfbt.archive.report import (FrameNames, FrameTexts, folded_line, frame_line,
-                                 frames_of, inline_frame_line, trace_heading)
+from sfbt.archive.frames import frame_line, frames_of, inline_frame_line
+from sfbt.archive.report import FrameNames, FrameTexts, folded_line, trace_heading
 from sfbt.archive.store import Event
 
 

@@ -10,27 +10,6 @@ from ..printable import printable
 from . import cbf
 
 
-def frame_line(level, pc, name, where):
-    """One frame in GDB's layout.  ``name`` and ``where`` are printable
-    text: whoever names the frame escapes them (sfbt.printable), where its
-    answers are remembered, so that a hostile symbol or path cannot forge
-    a line and a large archive escapes each name once."""
-    return f"#{level:<2} {pc:#018x} in {name}{where}"
-
-
-def inline_frame_line(level, name, where):
-    """A frame of a call inlined into the frame below it: GDB's layout
-    without an address (the frame has none of its own)."""
-    return f"#{level:<2} {name}{where}"
-
-
-def frames_of(named):
-    """[(name, where)], innermost first, of what a describe function
-    gives: one (name, where), or a list of them where the calls inlined
-    at the address come first (they are frames of their own)."""
-    return named if isinstance(named, list) else [named]
-
-
 class _NotAFrame(Exception):
     """An Omitted entry where FrameTexts takes each entry's lines to be
     its texts."""
@@ -84,9 +63,9 @@ class _PerCallers:
 
 
 class FrameTexts:
-    """A frame's lines after their levels (frame_line's layout, split
-    after ``#N ``: ``0xADDR in FUNC at FILE:LINE``, then one line per
-    frame of a call inlined there, inline_frame_line's), from
+    """A frame's lines after their levels (sfbt.archive.frames' frame_line
+    layout, split after ``#N ``: ``0xADDR in FUNC at FILE:LINE``, then one
+    line per frame of a call inlined there, inline_frame_line's), from
     ``describe(lookup address)`` -> (name, where) or a list of them
     (frames_of), printable (frame_line), remembered per frame: an
     archive's traces share most of their frames, and formatting a line

@@ -2,7 +2,7 @@
 
 from typing import List, Optional, Tuple
 
-from ..archive.report import frames_of
+from ..archive.frames import frames_of
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder

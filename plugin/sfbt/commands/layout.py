@@ -6,7 +6,7 @@ into it, each a frame of its own, innermost first.  GDB's `bt` shows
 the address on the innermost of those lines only; LLDB's shows one on
 every line and marks inlined code ``[inlined]``."""
 
-from ..archive.report import frame_line, inline_frame_line
+from ..archive.frames import frame_line, inline_frame_line
 
 
 class GdbLayout:

@@ -6,13 +6,13 @@ their debugger's API.  A session lives for one command: it may cache what
 it reads (the module map, symbols) for that long.
 """
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from ..arch import Arch
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from ..unwind.walk import Frame
+from ..values import Value
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -29,14 +29,16 @@ def _elf_symbolizer(module: Module) -> Optional["FileSymbolizer"]:
     return module_symbolizer(module, DebugFiles())
 
 
-@dataclass(frozen=True)
-class Thread:
+class Thread(Value):
     """One thread of the debugged process: its label in saved backtraces
     (``"1 (4242)"``: the debugger's number and the system's id) and the
     debugger's own handle for it."""
 
-    label: str
-    handle: Any
+    __slots__ = _fields = ("label", "handle")
+
+    def __init__(self, label: str, handle: Any):
+        self.label = label
+        self.handle = handle
 
 
 class Session:

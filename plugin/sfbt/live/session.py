@@ -4,7 +4,6 @@ after, the process's threads let go meanwhile.  `sfbt stack` is sframe-bt
 on each of its threads and, with --format, cbf-save --all-threads
 (live/stack.py); `sfbt record` walks its samples through one."""
 
-import signal as signals
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..arch import Arch
@@ -93,8 +92,9 @@ class SnapshotSession(Session):
         number = thread.handle.signal
         if not number:
             return "stopped"
+        import signal  # a core's: not for a process's threads, stopped by sfbt
         try:
-            return signals.Signals(number).name
+            return signal.Signals(number).name
         except ValueError:
             return f"signal {number}"
 

@@ -375,9 +375,11 @@ def test_names_and_lines_are_cached_per_file(workers):
 
 
 #: what `sfbt stack PID`'s text has no use for: dataclasses (and what it
-#: imports), the archive's codecs and cbf-save, a core's signal names
-NOT_FOR_THE_TEXT = ("dataclasses", "inspect", "ast", "signal", "sfbt.archive.cbf",
-                    "sfbt.archive.report", "sfbt.commands.save")
+#: imports), typing (mypy's alone), the progress line's thread when
+#: stderr is no terminal, the archive's codecs and cbf-save, a core's
+#: signal names
+NOT_FOR_THE_TEXT = ("dataclasses", "inspect", "ast", "typing", "threading", "signal",
+                    "sfbt.archive.cbf", "sfbt.archive.report", "sfbt.commands.save")
 
 #: the command line's main(ARGUMENTS...), then the names of every module
 #: imported written to OUT (python3 -S -c IMPORTED OUT ARGUMENTS...)
@@ -402,8 +404,8 @@ def _modules_imported(tmp_path, *arguments):
 
 
 def test_stack_imports_only_what_it_uses(workers, tmp_path):
-    """`sfbt stack PID` imports neither dataclasses nor the archive's code
-    (each a few ms of every run); `--format archive` does."""
+    """`sfbt stack PID` imports neither dataclasses, typing nor the
+    archive's code (each a few ms of every run); `--format archive` does."""
     with Running(workers) as running:
         text, imported = _modules_imported(tmp_path, "stack", running.pid)
         _, saving = _modules_imported(tmp_path, "stack", running.pid, "--format",

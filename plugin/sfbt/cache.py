@@ -25,19 +25,24 @@ believed because of where it is:
 without a header: their reader checks what it opened (its build id).
 """
 
+from __future__ import annotations
+
 import errno
 import hashlib
 import os
 import stat
 import sys
-from typing import IO, Callable, Optional, Set, Tuple, Union
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Callable, Optional, Set, Tuple, Union
+
+    #: A key: a tuple of str and int (a build id, a format number, identity()).
+    Key = Tuple[Union[str, int], ...]
 
 #: The largest entry read unless the caller says otherwise.
 MAX_ENTRY_BYTES = 1 << 26
 _MAGIC = b"sfbt-cache 1\n"
-
-#: A key: a tuple of str and int (a build id, a format number, identity()).
-Key = Tuple[Union[str, int], ...]
 
 _warned: Set[str] = set()
 

@@ -1,12 +1,23 @@
-"""Value classes without ``dataclasses``, whose import (with ``inspect``,
-``ast`` and ``dis``) would cost every `sfbt stack` several milliseconds.
+"""Value classes without ``dataclasses`` or ``typing``, whose imports
+(with ``inspect``, ``ast`` and ``dis``) would cost every `sfbt stack`
+several milliseconds.
 
-A subclass lists its fields and writes its own ``__init__`` (with
-``__slots__``); ``Value`` gives it what a dataclass would: equality (between
-instances of the same class) and a hash over the fields compared, a repr
-of the fields shown, and ``replace``.
+- ``Value``: a subclass lists its fields and writes its own ``__init__``
+  (with ``__slots__``); it gets what a dataclass would: equality (between
+  instances of the same class) and a hash over the fields compared, a
+  repr of the fields shown, and ``replace``.
+- ``NamedTuple``: typing.NamedTuple's class syntax (fields annotated,
+  defaults, methods) over collections.namedtuple.  A module takes
+  typing's for mypy and this one when it runs::
+
+      TYPE_CHECKING = False
+      if TYPE_CHECKING:
+          from typing import NamedTuple
+      else:
+          from ..values import NamedTuple
 """
 
+from collections import namedtuple
 from operator import attrgetter
 
 
@@ -44,3 +55,22 @@ class Value:
         values = {name: getattr(self, name) for name in self._fields}
         values.update(changes)
         return self.__class__(**values)
+
+
+class _NamedTupleMeta(type):
+    """Makes ``class C(NamedTuple)`` the namedtuple of C's annotated
+    fields (their values the defaults), with the rest of C's body (its
+    docstring, methods, properties) set on it, as typing's does.  The
+    class made is a plain one: its subclasses are made as any class is."""
+
+    def __new__(cls, name, bases, namespace):
+        fields = tuple(namespace.get("__annotations__", ()))
+        made = namedtuple(name, fields, module=namespace["__module__"],
+                          defaults=[namespace[f] for f in fields if f in namespace])
+        for key, value in namespace.items():
+            if key not in fields:
+                setattr(made, key, value)
+        return made
+
+
+NamedTuple = type.__new__(_NamedTupleMeta, "NamedTuple", (), {})

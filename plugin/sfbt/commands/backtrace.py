@@ -1,6 +1,6 @@
 """sframe-bt: the selected thread's backtrace from SFrame data."""
 
-from typing import List, Optional, Tuple
+from __future__ import annotations
 
 from ..archive.frames import frames_of
 from ..errors import CommandError
@@ -8,6 +8,10 @@ from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
 from .layout import layout_of
 from .session import Session, Thread
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
 OPTIONS = ("-v", "-full")

@@ -6,7 +6,7 @@ their debugger's API.  A session lives for one command: it may cache what
 it reads (the module map, symbols) for that long.
 """
 
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from __future__ import annotations
 
 from ..arch import Arch
 from ..unwind.modules import ModuleMap
@@ -15,7 +15,10 @@ from ..unwind.walk import Frame
 from ..values import Value
 from .settings import Settings
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, List, Optional, Tuple
+
     from ..symbols.symbolizer import FileSymbolizer
 
 

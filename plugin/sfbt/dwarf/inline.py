@@ -6,12 +6,19 @@ asked for in that unit, as the line tables are) and flattened into
 sorted, non-overlapping segments, each with the chain that holds over it,
 so that a look-up is one bisection."""
 
+from __future__ import annotations
+
 from bisect import bisect_right
-from typing import NamedTuple
 
 from . import entries
 from .entries import Unit
 from .line_program import unit_files
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from ..values import NamedTuple
 
 DW_TAG_INLINED = 0x1D
 #: tags whose children may hold inlined calls: subprogram, lexical_block,

@@ -5,15 +5,20 @@ carries the image read from memory, from which its rows are synthesized
 and its symbols read (never from a file another process could have
 written)."""
 
+from __future__ import annotations
+
 import io
 import struct
-from typing import Optional
 
 from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, read_elf
 from ..errors import TargetMemoryError
 from ..unwind.target import Module
 from ..values import Value
 from .images import Located, memory_build_id, no_file_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
 VDSO = "[vdso]"
 #: how the vDSO is named in frames (as ldd names it)

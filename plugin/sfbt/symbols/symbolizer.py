@@ -15,14 +15,14 @@ through live/symbols.py's ``Describer`` (a module map), `cbf decode`,
 `fold` and `cbf-load` through archive/symbolize.py's ``Symbolizer`` (an
 archived image map)."""
 
+from __future__ import annotations
+
 import io
 import json
 import struct
 from bisect import bisect_right
-from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence,
-                    Tuple, TypeVar, Union)
 
-from ..cache import Cache, Key, identity
+from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
 from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
@@ -33,6 +33,16 @@ from .line_table import LineTable, Location
 from .plt import in_plt, plt_table
 from .table import FunctionTable
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple,
+                        TypeVar, Union)
+
+    from ..cache import Key
+
+    Rows = List[Sequence[Any]]
+    T = TypeVar("T")
+
 #: bumped when what the cache holds changes meaning
 CACHE_FORMAT = 5
 CACHE = Cache("symbols")
@@ -40,9 +50,6 @@ CACHE = Cache("symbols")
 EVERY_UNIT = -1
 #: the sections whose presence says a file has line tables
 LINE_SECTIONS = (".debug_line", ".zdebug_line")
-
-Rows = List[Sequence[Any]]
-T = TypeVar("T")
 
 
 def _reason(error: BaseException) -> str:
@@ -281,17 +288,18 @@ def _segments(data: Optional[bytes]) -> Optional[Rows]:
     return rows
 
 
-class ModuleFile(Protocol):
-    """What a loaded module says of its file (sfbt.unwind.target.Module)."""
+if TYPE_CHECKING:
+    class ModuleFile(Protocol):
+        """What a loaded module says of its file (sfbt.unwind.target.Module)."""
 
-    @property
-    def path(self) -> str: ...
+        @property
+        def path(self) -> str: ...
 
-    @property
-    def build_id(self) -> Optional[str]: ...
+        @property
+        def build_id(self) -> Optional[str]: ...
 
-    @property
-    def image(self) -> Optional[bytes]: ...
+        @property
+        def image(self) -> Optional[bytes]: ...
 
 
 def module_symbolizer(module: ModuleFile, debug_files: DebugFiles,

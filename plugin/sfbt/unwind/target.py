@@ -4,10 +4,14 @@ An adapter (gdb/, lldb/), a process or core reader, or a test implements
 Target; the unwinder needs nothing else.
 """
 
-from typing import Dict, List, Optional
+from __future__ import annotations
 
 from ..arch import Arch
 from ..values import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional
 
 
 class Module(Value):

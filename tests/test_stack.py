@@ -377,9 +377,10 @@ def test_names_and_lines_are_cached_per_file(workers):
 #: what `sfbt stack PID`'s text has no use for: dataclasses (and what it
 #: imports), typing (mypy's alone), the progress line's thread when
 #: stderr is no terminal, the archive's codecs and cbf-save, a core's
-#: signal names
+#: signal names, and with sfbt's cache filled the DWARF readers
 NOT_FOR_THE_TEXT = ("dataclasses", "inspect", "ast", "typing", "threading", "signal",
-                    "sfbt.archive.cbf", "sfbt.archive.report", "sfbt.commands.save")
+                    "sfbt.archive.cbf", "sfbt.archive.report", "sfbt.commands.save",
+                    "sfbt.dwarf.entries", "sfbt.dwarf.inline", "sfbt.dwarf.line_program")
 
 #: the command line's main(ARGUMENTS...), then the names of every module
 #: imported written to OUT (python3 -S -c IMPORTED OUT ARGUMENTS...)
@@ -394,23 +395,30 @@ sys.exit(status)
 
 
 def _modules_imported(tmp_path, *arguments):
-    """The modules imported by `sfbt ARGUMENTS` (without site's: -S)."""
+    """The modules imported by `sfbt ARGUMENTS` (without site's: -S), with
+    the cache under ``tmp_path``."""
     listed = tmp_path / "modules"
+    env = dict(os.environ, PYTHONPATH=str(PLUGIN), XDG_CACHE_HOME=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-S", "-c", IMPORTED, str(listed),
                            *map(str, arguments)], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(PLUGIN)), timeout=120)
+                          env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout, set(listed.read_text().split("\n"))
 
 
 def test_stack_imports_only_what_it_uses(workers, tmp_path):
     """`sfbt stack PID` imports neither dataclasses, typing nor the
-    archive's code (each a few ms of every run); `--format archive` does."""
+    archive's code (each a few ms of every run), nor, once its cache
+    holds the names and lines, the DWARF readers; the first run and
+    `--format archive` do import what they use."""
     with Running(workers) as running:
+        _, first = _modules_imported(tmp_path, "stack", running.pid)
         text, imported = _modules_imported(tmp_path, "stack", running.pid)
         _, saving = _modules_imported(tmp_path, "stack", running.pid, "--format",
                                       "archive", "-o", tmp_path / "all.sfbt")
     assert len(sfbt_stacks(text)) == 9
+    assert re.search(r" in work_at at \S*workers.c:\d+$", text, re.M), text
     assert {"sfbt.unwind.walk", "sfbt.live.stack"} <= imported
     assert imported.isdisjoint(NOT_FOR_THE_TEXT), sorted(imported & set(NOT_FOR_THE_TEXT))
+    assert {"sfbt.dwarf.line_program", "sfbt.dwarf.entries"} <= first
     assert {"sfbt.archive.cbf", "sfbt.commands.save"} <= saving

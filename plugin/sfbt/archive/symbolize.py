@@ -6,7 +6,7 @@ file's FileSymbolizer (sfbt.symbols)."""
 import os
 
 from ..debuginfo import DebugFiles
-from ..dwarf.inline import expanded
+from ..dwarf.chains import expanded
 from ..elf import ElfError
 from ..printable import printable
 from ..symbols.symbolizer import FileSymbolizer, with_debug_file

@@ -118,7 +118,7 @@ class Session:
         calls = symbols.inlined(lookup_pc - module.load_bias) if symbols else []
         if not calls:
             return described
-        from ..dwarf.inline import expanded
+        from ..dwarf.chains import expanded
         outer = (self.outer_name(lookup_pc) or symbols.function(lookup_pc - module.load_bias)
                  or described[0])
         frames = [(name, f" at {self.source_name(line[0])}:{line[1]}" if line else " ()")

@@ -24,8 +24,7 @@ from bisect import bisect_right
 
 from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
-from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
-from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
+from ..dwarf.chains import InlinedCall, UnitCalls
 from ..dwarf.lines import MAX_EXPANSION, address_ranges
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
                         TypeVar, Union)
 
     from ..cache import Key
+    from ..dwarf.line_program import DwarfBytes
 
     Rows = List[Sequence[Any]]
     T = TypeVar("T")
@@ -106,7 +106,7 @@ class FileSymbolizer:
         self._stripped: Optional[FileSymbolizer] = None
         self._functions: Optional[FunctionTable] = None
         self._plt: Optional[FunctionTable] = None
-        self._dwarf_bytes = DwarfBytes(self._image)
+        self._dwarf_bytes: Optional[DwarfBytes] = None
         self._ranges: Optional[Tuple[Rows, List[int]]] = None
         self._units: Dict[int, LineTable] = {}
         self._calls: Dict[int, UnitCalls] = {}
@@ -221,14 +221,23 @@ class FileSymbolizer:
         data = CACHE.get(key) if key is not None else None
         table = LineTable.from_bytes(data) if data else None
         if table is None:
+            from ..dwarf.line_program import every_unit_rows, unit_rows
             table = self._guarded("DWARF line table", lambda: LineTable.from_rows(
-                every_unit_rows(self._dwarf_bytes) if unit == EVERY_UNIT
-                else unit_rows(self._dwarf_bytes, unit)))
+                every_unit_rows(self._dwarf()) if unit == EVERY_UNIT
+                else unit_rows(self._dwarf(), unit)))
             if table is None:
                 return LineTable.from_rows([])
             if key is not None:
                 self._keep(key, table.to_bytes())
         return table
+
+    def _dwarf(self) -> DwarfBytes:
+        """The file's DWARF sections, read by sfbt.dwarf's readers, which
+        are imported only for what the cache does not hold."""
+        if self._dwarf_bytes is None:
+            from ..dwarf.line_program import DwarfBytes
+            self._dwarf_bytes = DwarfBytes(self._image)
+        return self._dwarf_bytes
 
     def _inline_segments(self, unit: int) -> Rows:
         """The unit's inline segments (sfbt.dwarf.inline.unit_calls), from
@@ -237,8 +246,9 @@ class FileSymbolizer:
         key = self._key("inlines", unit)
         segments = _segments(CACHE.get(key)) if key is not None else None
         if segments is None:
+            from ..dwarf.inline import unit_calls
             segments = self._guarded("DWARF inline entries",
-                                     lambda: unit_calls(self._dwarf_bytes, unit))
+                                     lambda: unit_calls(self._dwarf(), unit))
             if segments is None:
                 return []
             if key is not None:

@@ -210,7 +210,7 @@ def test_cbf_archives_cross_between_lldb_and_gdb(lldb, gdb, build_dir, tmp_path)
         (pc, name) for _, pc, name in gdb_frames]
     out = run_lldb(lldb, program, [mark("LOAD"), f"cbf-load {from_gdb}"])
     loaded = out.split("==LOAD==")[1]
-    assert [pc for _, pc, _ in sframe_frames(loaded)] == [pc for _, pc, _ in gdb_frames]
+    assert [pc for _, pc, _ in stack_frames(loaded)] == [pc for _, pc, _ in gdb_frames]
     assert frame_names(loaded) == frame_names(lldb_bt)
 
 

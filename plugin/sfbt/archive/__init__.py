@@ -6,6 +6,6 @@
 - ``store``: sfbt's archive file, many backtraces each stored once;
 - ``saved``: reading every form cbf-save writes;
 - ``symbolize``: the ELF file of each archived image, symbolized by sfbt.symbols;
-- ``frames``: a frame's line in GDB's `bt` layout (sframe-bt's too);
 - ``report``: printing backtraces, and folded stacks.
+- ``layout``: a frame's lines as each debugger's bt prints them.
 """

@@ -8,6 +8,7 @@ from operator import add
 
 from ..printable import printable
 from . import cbf
+from .layout import GdbLayout
 
 
 class _NotAFrame(Exception):
@@ -63,20 +64,21 @@ class _PerCallers:
 
 
 class FrameTexts:
-    """A frame's lines after their levels (sfbt.archive.frames' frame_line
-    layout, split after ``#N ``: ``0xADDR in FUNC at FILE:LINE``, then one
-    line per frame of a call inlined there, inline_frame_line's), from
+    """A frame's lines after their levels (``layout.text``, of
+    sfbt.archive.layout: ``0xADDR in FUNC at FILE:LINE``, then in GDB's
+    layout one line per frame of a call inlined there), from
     ``describe(lookup address)`` -> (name, where) or a list of them
-    (frames_of), printable (frame_line), remembered per frame: an
-    archive's traces share most of their frames, and formatting a line
-    costs more than finding the line's names.  The lines of the callers
-    traces share are joined once (text)."""
+    (frames_of), printable (sfbt.archive.layout), remembered per frame:
+    an archive's traces share most of their frames, and formatting a
+    line costs more than finding the line's names.  The lines of the
+    callers traces share are joined once (text)."""
 
     MAX_KEPT = 1 << 16
     MAX_KEPT_CHARACTERS = 1 << 24
 
-    def __init__(self, describe):
+    def __init__(self, describe, layout=GdbLayout):
         self.describe = describe
+        self.layout = layout
         self._texts = _Remembered(self._make, self.MAX_KEPT)
         self._callers_text = _PerCallers(self._joined_lines, len,
                                          self.MAX_KEPT_CHARACTERS)
@@ -86,10 +88,11 @@ class FrameTexts:
             raise _NotAFrame
         kind, address = frame
         named = self.describe(address if kind == "pc" or not address else address - 1)
+        text = self.layout.text
         if not isinstance(named, list):  # the usual (name, where)
-            return (f"{address:#018x} in {named[0]}{named[1]}",)
-        return tuple(f"{address:#018x} in {name}{where}" if index == 0
-                     else f"{name}{where}"
+            return (text(address, named[0], named[1], 0, 0),)
+        last = len(named) - 1
+        return tuple(text(address, name, where, index, last)
                      for index, (name, where) in enumerate(named))
 
     def lines(self, frames, truncated):
@@ -152,14 +155,14 @@ def _levels(start, count):
     return [f"#{level:<2} " for level in range(start, start + count)]
 
 
-def frame_lines(frames, truncated, describe):
-    """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
-    looked up at address - 1 (inside the call), except a zero one (a
-    smashed stack), as walk.Frame.lookup_pc does.  ``describe(address)``
-    gives (name, where) or a list of them (frames_of), printable
-    (frame_line); a FrameTexts of it, kept across traces, formats each
-    frame once."""
-    return FrameTexts(describe).lines(frames, truncated)
+def frame_lines(frames, truncated, describe, layout=GdbLayout):
+    """``#N  0xADDR in FUNC at FILE:LINE`` lines in ``layout`` (of
+    sfbt.archive.layout); return addresses are looked up at address - 1
+    (inside the call), except a zero one (a smashed stack), as
+    walk.Frame.lookup_pc does.  ``describe(address)`` gives (name, where)
+    or a list of them (frames_of), printable (sfbt.archive.layout); a
+    FrameTexts of it, kept across traces, formats each frame once."""
+    return FrameTexts(describe, layout).lines(frames, truncated)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -228,7 +231,7 @@ class FrameNames:
 def trace_names(frames, name_of):
     """The names of a trace's frames, innermost first (omitted frames left
     out): ``name_of(lookup address)`` (as frame_lines looks up), printable
-    (frame_line), or the frame's address where it gives None; or a list
+    (sfbt.archive.layout), or the frame's address where it gives None; or a list
     of them, innermost first, where calls were inlined at the address.
     A FrameNames of name_of, kept across traces, names each frame once."""
     return FrameNames(name_of).names(frames)

@@ -113,7 +113,7 @@ class Symbolizer:
     def describe(self, address, images):
         """(function, location suffix) in sframe-bt's words, escaped
         (sfbt.printable); a list of them, innermost first, where calls
-        were inlined at the address (sfbt.archive.frames.frames_of)."""
+        were inlined at the address (sfbt.archive.layout.frames_of)."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         return self._describe_in(address, image)
 

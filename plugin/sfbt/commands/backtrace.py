@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from ..archive.frames import frames_of
+from ..archive.layout import frames_of, layout_of
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
-from .layout import layout_of
 from .session import Session, Thread
 
 TYPE_CHECKING = False
@@ -47,9 +46,10 @@ HELP = {
              "GDB's own `set backtrace limit`).",
         fallback="`set sframe fallback fp|none`"),
     "lldb": _HELP.format(
-        layout="Frames are printed in GDB's `bt` layout, each call inlined into the\n"
-               "function of the frame below it a frame of its own, marked [inlined]\n"
-               "as LLDB's `bt` marks it",
+        layout="Frames are printed in LLDB's `bt` layout, an address on every line,\n"
+               "each call inlined into the function of the frame below it a frame\n"
+               "of its own, marked [inlined] (LLDB's `bt` leaves the mark out where\n"
+               "the call's line lies in a block nested in it: docs/lldb.md)",
         ends="The walk ends at main, after N + 1 frames, or at the backtrace\n"
              "limit (`sframe-settings set backtrace-limit N`).",
         fallback="`sframe-settings set fallback fp|none`"),
@@ -134,7 +134,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     the frames of the calls inlined at the frame's PC, then the frame's
     own function.  They are escaped here (sfbt.printable).  Inline frames
     are numbered and counted (N, -N) as frames of their own, as `bt`
-    does, and printed as ``layout`` (sfbt.commands.layout) prints them."""
+    does, and printed as ``layout`` (sfbt.archive.layout) prints them."""
     rows = []  # (frame, name, where, index among the frame's lines, last index)
     for frame in frames:
         if frame.signal_trampoline:

@@ -4,7 +4,7 @@ import os
 from typing import Optional
 
 from ..archive.imagemap import PerImageMap, image_finder
-from ..archive.frames import frames_of
+from ..archive.layout import frames_of, layout_of
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import CommandError, SfbtError
@@ -67,12 +67,14 @@ def modules_now(session: Optional[Session]):
         return []
 
 
-def cbf_load(session: Optional[Session], words):
-    """(text, error or None): the backtraces read, and what ended a damaged
-    archive early."""
+def cbf_load(session: Optional[Session], words, debugger: Optional[str] = None):
+    """(text, error or None): the backtraces read, in sframe-bt's layout
+    of the session's debugger (of ``debugger``, a Session.debugger, when
+    there is no session), and what ended a damaged archive early."""
     if len(words) != 1:
         raise CommandError("cbf-load: usage: cbf-load FILE")
     path = os.path.expanduser(words[0])
+    layout = layout_of(session.debugger if session is not None else debugger)
     modules = modules_now(session)
     translator = ImageTranslator(modules)
     offline = Symbolizer()
@@ -92,7 +94,7 @@ def cbf_load(session: Optional[Session], words):
     try:
         with SavedFile(path) as saved:
             for trace in saved.traces():
-                lines += saved_trace_lines(trace, describer)
+                lines += saved_trace_lines(trace, describer, layout)
             error = saved.error
     except FileProblem as failure:
         raise CommandError(f"cbf-load: {failure}") from None

@@ -3,11 +3,12 @@ chain of a file address, each table read on first use.
 
 Function names come from the symbol table read in place (symbols/table.py).
 Lines and inline chains come from the compilation unit that holds the
-address only (found through .debug_aranges; a file without them has its
-whole line table read, and no inline chains): its line program read with
-struct (dwarf/line_program.py), its inlined calls from its entries
-(dwarf/inline.py), both from the same section bytes (each compressed
-section inflated once, as far as they need).
+address only (found through .debug_aranges and, for the units they leave
+out, the units' top entries: dwarf/units.py; a file where no unit says
+what it holds has its whole line table read, and no inline chains): its
+line program read with struct (dwarf/line_program.py), its inlined calls
+from its entries (dwarf/inline.py), all from the same section bytes (each
+compressed section inflated once, as far as they need).
 What was read is kept in the ``symbols`` part of sfbt's private cache
 (sfbt.cache), keyed by the file it was read from, so a second run reads
 what the first one parsed.  `sfbt stack`, `record` and `flame` reach it
@@ -20,13 +21,14 @@ from __future__ import annotations
 import io
 import json
 import struct
-from bisect import bisect_right
 
 from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
+from ..dwarf.compressed import compression, expansion_limit, inflated_size
 from ..dwarf.chains import InlinedCall, UnitCalls
-from ..dwarf.lines import MAX_EXPANSION, address_ranges
-from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
+from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
+from ..dwarf.units import UnitIndex, top_entry_ranges
+from ..elf import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from .line_table import LineTable, Location
 from .plt import in_plt, plt_table
@@ -34,11 +36,10 @@ from .table import FunctionTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple,
+    from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
                         TypeVar, Union)
 
     from ..cache import Key
-    from ..dwarf.line_program import DwarfBytes
 
     Rows = List[Sequence[Any]]
     T = TypeVar("T")
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 #: bumped when what the cache holds changes meaning
 CACHE_FORMAT = 5
 CACHE = Cache("symbols")
-#: the unit key of a file's whole line table (a file without .debug_aranges)
+#: the unit key of a file's whole line table (a file where no unit says
+#: what addresses it holds)
 EVERY_UNIT = -1
 #: the sections whose presence says a file has line tables
 LINE_SECTIONS = (".debug_line", ".zdebug_line")
@@ -62,6 +64,7 @@ def check_sections(image: ElfImage) -> None:
     """Refuse sections that run past the end of the file or decompress
     beyond reason, and symbol tables whose entries are not 64-bit ones."""
     file_size = image.file_size or 0
+    limit = expansion_limit(image)
     for section in image.sections():
         if section.type == SHT_NOBITS:
             continue
@@ -69,11 +72,11 @@ def check_sections(image: ElfImage) -> None:
             raise ElfError(f"section {section.name or section.index} of {section.size} "
                            f"bytes at {section.offset:#x} runs past the end of the file "
                            f"({file_size} bytes)")
-        if section.flags & SHF_COMPRESSED and section.size >= 24:
-            (size,) = struct.unpack_from(image.header.endian + "Q",
-                                         image.read(section.offset + 8, 8))
-            if size > MAX_EXPANSION * file_size + (1 << 20):
-                raise ElfError(f"section {section.name} claims to expand to {size} bytes")
+        if compression(image, section) is not None:
+            size = inflated_size(image, section)
+            if size > limit:
+                raise ElfError(f"section {section.name} claims to expand to {size} bytes, "
+                               f"more than {limit}")
         if section.type in (SHT_SYMTAB, SHT_DYNSYM) and section.entsize != 24:
             raise ElfError(f"symbol table {section.name} has entries of "
                            f"{section.entsize} bytes, not 24")
@@ -106,8 +109,8 @@ class FileSymbolizer:
         self._stripped: Optional[FileSymbolizer] = None
         self._functions: Optional[FunctionTable] = None
         self._plt: Optional[FunctionTable] = None
-        self._dwarf_bytes: Optional[DwarfBytes] = None
-        self._ranges: Optional[Tuple[Rows, List[int]]] = None
+        self._dwarf_bytes = DwarfBytes(self._image)
+        self._index: Optional[UnitIndex] = None
         self._units: Dict[int, LineTable] = {}
         self._calls: Dict[int, UnitCalls] = {}
 
@@ -188,7 +191,7 @@ class FileSymbolizer:
     def inlined(self, address: int) -> List[InlinedCall]:
         """[InlinedCall] around a file address, innermost first: the calls
         the compiler inlined there (sfbt.dwarf.inline); none in a file
-        without .debug_aranges."""
+        where no unit says what it holds."""
         unit = self._unit_at(address)
         if unit is None or unit == EVERY_UNIT:
             return []
@@ -198,21 +201,29 @@ class FileSymbolizer:
         return calls.chain(address)
 
     def _unit_at(self, address: int) -> Optional[int]:
-        """The offset in .debug_info of the unit whose .debug_aranges hold
-        the address (None when none does), EVERY_UNIT in a file with
-        lines but no .debug_aranges."""
+        """The offset in .debug_info of the unit that holds the address
+        (sfbt.dwarf.units; None when none does), EVERY_UNIT in a file with
+        lines where no unit says what it holds."""
         if not self._has_lines:
             return None
-        if self._ranges is None:  # read in place: faster than from the cache
-            ranges = address_ranges(self._image)
-            self._ranges = (ranges, [start for start, _, _ in ranges])
-        ranges, starts = self._ranges
-        if not ranges:
-            return EVERY_UNIT
-        i = bisect_right(starts, address) - 1
-        if i >= 0 and address < ranges[i][1]:
-            return int(ranges[i][2])
-        return None
+        if self._index is None:  # aranges read in place: faster than from the cache
+            self._index = UnitIndex(self._dwarf_bytes, self._unlisted_ranges)
+        index = self._index
+        unit = self._guarded("DWARF unit ranges", lambda: index.unit(address))
+        return EVERY_UNIT if unit is None and index.empty else unit
+
+    def _unlisted_ranges(self, dwarf: DwarfBytes, listed: Set[int]) -> Sequence[Sequence[int]]:
+        """The ranges of the units .debug_aranges leave out
+        (sfbt.dwarf.units.top_entry_ranges), from the cache or their top
+        entries: a file built by clang has all its units read so."""
+        key = self._key("unit ranges")
+        kept = _rows(CACHE.get(key), _is_span) if key is not None else None
+        if kept is not None:
+            return kept
+        spans = top_entry_ranges(dwarf, listed)
+        if key is not None:
+            self._keep(key, json.dumps(spans, separators=(",", ":")).encode())
+        return spans
 
     def _line_table(self, unit: int) -> LineTable:
         """The unit's line rows, from the cache or its line program; none
@@ -221,34 +232,25 @@ class FileSymbolizer:
         data = CACHE.get(key) if key is not None else None
         table = LineTable.from_bytes(data) if data else None
         if table is None:
-            from ..dwarf.line_program import every_unit_rows, unit_rows
             table = self._guarded("DWARF line table", lambda: LineTable.from_rows(
-                every_unit_rows(self._dwarf()) if unit == EVERY_UNIT
-                else unit_rows(self._dwarf(), unit)))
+                every_unit_rows(self._dwarf_bytes) if unit == EVERY_UNIT
+                else unit_rows(self._dwarf_bytes, unit)))
             if table is None:
                 return LineTable.from_rows([])
             if key is not None:
                 self._keep(key, table.to_bytes())
         return table
 
-    def _dwarf(self) -> DwarfBytes:
-        """The file's DWARF sections, read by sfbt.dwarf's readers, which
-        are imported only for what the cache does not hold."""
-        if self._dwarf_bytes is None:
-            from ..dwarf.line_program import DwarfBytes
-            self._dwarf_bytes = DwarfBytes(self._image)
-        return self._dwarf_bytes
-
     def _inline_segments(self, unit: int) -> Rows:
         """The unit's inline segments (sfbt.dwarf.inline.unit_calls), from
         the cache or its DIEs; none when its DWARF cannot be read
         (ElfError when strict)."""
         key = self._key("inlines", unit)
-        segments = _segments(CACHE.get(key)) if key is not None else None
+        segments = _rows(CACHE.get(key), _is_segment) if key is not None else None
         if segments is None:
-            from ..dwarf.inline import unit_calls
+            from ..dwarf.inline import unit_calls  # not for what the cache holds
             segments = self._guarded("DWARF inline entries",
-                                     lambda: unit_calls(self._dwarf(), unit))
+                                     lambda: unit_calls(self._dwarf_bytes, unit))
             if segments is None:
                 return []
             if key is not None:
@@ -282,9 +284,9 @@ class FileSymbolizer:
             CACHE.put(key, data)
 
 
-def _segments(data: Optional[bytes]) -> Optional[Rows]:
-    """The inline segments an entry holds: a list of [start, end, chain]
-    (UnitCalls checks each chain), or None."""
+def _rows(data: Optional[bytes], well_formed: Callable[[list], bool]) -> Optional[Rows]:
+    """The rows a cache entry of JSON holds: a list of lists each
+    well_formed, or None."""
     if data is None:
         return None
     try:
@@ -292,10 +294,21 @@ def _segments(data: Optional[bytes]) -> Optional[Rows]:
     except (ValueError, RecursionError):
         return None
     if not isinstance(rows, list) or not all(
-            isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
-            and isinstance(row[1], int) and isinstance(row[2], list) for row in rows):
+            isinstance(row, list) and well_formed(row) for row in rows):
         return None
     return rows
+
+
+def _is_segment(row: list) -> bool:
+    """Whether a row is an inline segment [start, end, chain] (UnitCalls
+    checks each chain)."""
+    return len(row) == 3 and isinstance(row[0], int) and isinstance(row[1], int) \
+        and isinstance(row[2], list)
+
+
+def _is_span(row: list) -> bool:
+    """Whether a row is a unit's range [start, end, unit offset]."""
+    return len(row) == 3 and all(isinstance(value, int) for value in row)
 
 
 if TYPE_CHECKING:

@@ -375,12 +375,13 @@ def test_names_and_lines_are_cached_per_file(workers):
 
 
 #: what `sfbt stack PID`'s text has no use for: dataclasses (and what it
-#: imports), typing (mypy's alone), the progress line's thread when
-#: stderr is no terminal, the archive's codecs and cbf-save, a core's
-#: signal names, and with sfbt's cache filled the reader of inlined calls
-NOT_FOR_THE_TEXT = ("dataclasses", "inspect", "ast", "typing", "threading", "signal",
-                    "sfbt.archive.cbf", "sfbt.archive.report", "sfbt.commands.save",
-                    "sfbt.dwarf.inline")
+#: imports), typing (mypy's alone), hashlib (OpenSSL: the cache hashes
+#: with CPython's own SHA-256), the progress line's thread when stderr is
+#: no terminal, the archive's codecs and cbf-save, a core's signal names,
+#: and with sfbt's cache filled the reader of inlined calls
+NOT_FOR_THE_TEXT = ("dataclasses", "inspect", "ast", "typing", "hashlib", "threading",
+                    "signal", "sfbt.archive.cbf", "sfbt.archive.report",
+                    "sfbt.commands.save", "sfbt.dwarf.inline")
 
 #: the command line's main(ARGUMENTS...), then the names of every module
 #: imported written to OUT (python3 -S -c IMPORTED OUT ARGUMENTS...)

@@ -12,12 +12,12 @@ so a new stop or a new thread costs a dictionary look-up.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from bisect import bisect_right
 
 from .. import progress
+from ..cache import sha256_hex
 from ..dwarf.fdes import CfiUnavailable
 from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
@@ -87,7 +87,7 @@ def _cache_key(module: Module) -> SourceKey:
     """What the module's data is read from: the image it carries, else its
     file as it is now."""
     if module.image is not None:
-        return ("image", hashlib.sha256(module.image).hexdigest())
+        return ("image", sha256_hex(module.image))
     try:
         return _file_key(os.stat(module.path))
     except OSError:

@@ -35,7 +35,9 @@ def name_of(address):
 
 
 def _lookup(frame):
-    return frame.address if frame.kind == "pc" or not frame.address else frame.address - 1
+    """A return address (not zero) one byte back; a PC or an async resume
+    point (a function's entry, CBF says) itself."""
+    return frame.address - 1 if frame.kind == "ra" and frame.address else frame.address
 
 
 def plain_lines(frames, truncated, layout=GdbLayout):

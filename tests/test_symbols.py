@@ -205,3 +205,15 @@ def test_line_programs_read_as_pyelftools_reads_them(tmp_path, flags):
             ours = every_unit_rows(DwarfBytes(image))
         assert len(ours) > 5
         assert ours == [tuple(row) for row in preferred_rows(theirs)]
+        with open(path, "rb") as stream:
+            lldb = every_unit_rows(DwarfBytes(ElfImage.from_file(stream, str(path))), "lldb")
+        assert lldb == [tuple(row) for row in preferred_rows(theirs, "lldb")]
+
+
+def test_each_debugger_takes_its_row_where_an_address_has_several():
+    """GDB the last statement row, LLDB the last row (its line table keeps
+    the last of rows at one address); one row is each one's."""
+    rows = [(0x10, "a.c", 12, True), (0x10, "a.c", 13, True), (0x10, "a.c", 14, False),
+            (0x16, "a.c", 13, False), (0x20, None, 0, True)]
+    assert preferred_rows(rows) == [rows[1], rows[3], rows[4]]
+    assert preferred_rows(rows, "lldb") == [rows[2], rows[3], rows[4]]

@@ -16,6 +16,8 @@ cannot forge a line and a large archive escapes each name once.  (Not
 in report.py, which sframe-bt's text does not import: nor the archive's
 codecs it imports.)"""
 
+import os
+
 
 class Layout:
     """The lines of a stack frame: ``index`` counts its lines ``0 ..
@@ -24,6 +26,11 @@ class Layout:
 
     #: what -v says of a line that is not the frame's own (None: nothing)
     inline_how = None
+
+    @staticmethod
+    def source_name(path):
+        """A source file's name as the debugger's bt shows it."""
+        raise NotImplementedError
 
     @staticmethod
     def is_own(index, last):
@@ -49,6 +56,10 @@ class GdbLayout(Layout):
     inline_how = "inline"
 
     @staticmethod
+    def source_name(path):
+        return path  # as the debug information gives it
+
+    @staticmethod
     def is_own(index, last):
         return index == 0
 
@@ -68,6 +79,10 @@ class LldbLayout(Layout):
     frames whose line does not sit inside a block nested in the inlined
     function, one of its local variables or of a loop, say: this layout
     shows the frame's address and marks every inlined call.)"""
+
+    @staticmethod
+    def source_name(path):
+        return os.path.basename(path)
 
     @staticmethod
     def is_own(index, last):

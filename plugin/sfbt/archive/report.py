@@ -86,8 +86,8 @@ class FrameTexts:
     def _make(self, frame):
         if frame.__class__ is not cbf.Frame:
             raise _NotAFrame
-        kind, address = frame
-        named = self.describe(address if kind == "pc" or not address else address - 1)
+        address = frame[1]
+        named = self.describe(frame.lookup_address)
         text = self.layout.text
         if not isinstance(named, list):  # the usual (name, where)
             return (text(address, named[0], named[1], 0, 0),)
@@ -157,9 +157,9 @@ def _levels(start, count):
 
 def frame_lines(frames, truncated, describe, layout=GdbLayout):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines in ``layout`` (of
-    sfbt.archive.layout); return addresses are looked up at address - 1
-    (inside the call), except a zero one (a smashed stack), as
-    walk.Frame.lookup_pc does.  ``describe(address)`` gives (name, where)
+    sfbt.archive.layout); each frame is looked up at its
+    cbf.Frame.lookup_address (a return address at address - 1, as
+    walk.Frame.lookup_pc does).  ``describe(address)`` gives (name, where)
     or a list of them (frames_of), printable (sfbt.archive.layout); a
     FrameTexts of it, kept across traces, formats each frame once."""
     return FrameTexts(describe, layout).lines(frames, truncated)
@@ -199,8 +199,8 @@ class FrameNames:
     def _make(self, frame):
         if frame.__class__ is not cbf.Frame:
             return ()  # omitted frames have no names
-        kind, address = frame
-        found = self.name_of(address - 1 if kind != "pc" and address else address)
+        address = frame[1]
+        found = self.name_of(frame.lookup_address)
         if not isinstance(found, list):  # the usual one name
             return (found if found is not None else f"{address:#x}",)
         return tuple(name if name is not None else f"{address:#x}" for name in found)

@@ -78,11 +78,13 @@ def complete(typed: str) -> List[str]:
     return [option for option in OPTIONS if option.startswith(typed)]
 
 
-def walk(session: Session, thread: Thread, limit: Optional[int] = None):
+def walk(session: Session, thread: Thread, limit: Optional[int] = None,
+         unwinder=Unwinder):
     """(frames, stop reason or None) of ``thread``: the SFrame walk, ending
     at main unless the session goes past main, and after at most ``limit``
     frames, `set sframe backtrace-limit` and the debugger's own limit
-    (GDB's `set backtrace limit`).  Never raises."""
+    (GDB's `set backtrace limit`), by ``unwinder(target, module_map,
+    fallback)`` (an Unwinder).  Never raises."""
     settings = session.settings
     limits = [n for n in (limit, settings.backtrace_limit, session.backtrace_limit())
               if n]
@@ -99,11 +101,10 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None):
                 found = in_main[pc] = session.in_main(pc)
             return found
     try:
-        unwinder = Unwinder(session.target(thread), session.module_map(),
-                            fallback=settings.fallback)
+        walker = unwinder(session.target(thread), session.module_map(), settings.fallback)
     except Exception as error:  # the debugger's registers, its modules
         return [], f"cannot start the walk: {error}"
-    frames, stop = unwinder.walk(limit=min(limits) if limits else None, is_last=is_last)
+    frames, stop = walker.walk(limit=min(limits) if limits else None, is_last=is_last)
     if stop is not None and frames:
         stop = session.why_stopped(frames[-1], stop)
     return frames, stop

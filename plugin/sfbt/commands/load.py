@@ -67,17 +67,18 @@ def modules_now(session: Optional[Session]):
         return []
 
 
-def cbf_load(session: Optional[Session], words, debugger: Optional[str] = None):
+def cbf_load(session: Optional[Session], words, debugger: str = "gdb"):
     """(text, error or None): the backtraces read, in sframe-bt's layout
     of the session's debugger (of ``debugger``, a Session.debugger, when
     there is no session), and what ended a damaged archive early."""
     if len(words) != 1:
         raise CommandError("cbf-load: usage: cbf-load FILE")
     path = os.path.expanduser(words[0])
-    layout = layout_of(session.debugger if session is not None else debugger)
+    debugger = session.debugger if session is not None else debugger
+    layout = layout_of(debugger)
     modules = modules_now(session)
     translator = ImageTranslator(modules)
-    offline = Symbolizer()
+    offline = Symbolizer(debugger=debugger)  # a frame's line as that debugger's bt shows it
 
     def describer(images):
         def describe(address):

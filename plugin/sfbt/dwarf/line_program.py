@@ -160,32 +160,39 @@ def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
     return found[DW_AT_STMT_LIST][1] if DW_AT_STMT_LIST in found else None
 
 
-def unit_rows(dwarf: DwarfBytes, unit: int) -> List[Row]:
-    """preferred_rows of the unit at ``unit`` in .debug_info."""
+def unit_rows(dwarf: DwarfBytes, unit: int, debugger: str = "gdb") -> List[Row]:
+    """preferred_rows (``debugger``'s) of the unit at ``unit`` in .debug_info."""
     offset = stmt_list(dwarf, unit)
     if offset is None:
         return []
-    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0])
+    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0],
+                          debugger)
 
 
-def every_unit_rows(dwarf: DwarfBytes) -> List[Row]:
-    """preferred_rows of every line program: for a file without
-    .debug_aranges."""
+def every_unit_rows(dwarf: DwarfBytes, debugger: str = "gdb") -> List[Row]:
+    """preferred_rows (``debugger``'s) of every line program: for a file
+    without .debug_aranges."""
     rows: List[Row] = []
     data = dwarf[".debug_line"]
     at = 0
     while at < len(data):
         found, at = program_rows(dwarf, data, at)
         rows += found
-    return preferred_rows(rows)
+    return preferred_rows(rows, debugger)
 
 
-def preferred_rows(rows: List[Row]) -> List[Row]:
-    """Line rows sorted by address, one per address: like GDB, a statement
-    row where there are several."""
+def preferred_rows(rows: List[Row], debugger: str = "gdb") -> List[Row]:
+    """Line rows sorted by address, one per address: the one ``debugger``
+    ("lldb", or GDB's otherwise) takes where several rows start there.
+    GDB takes the last statement row, LLDB the last row (its line table
+    keeps only the last of rows at one address): where GCC gives an
+    address the lines of several statements, the last one not a
+    statement row (code inlined there, a function's first line after
+    its prologue), the two name different lines."""
+    last_wins = debugger == "lldb"
     chosen: Dict[int, Row] = {}
     for row in sorted(rows, key=lambda row: row[0]):
-        if row[3] or not chosen.get(row[0], (0, None, 0, False))[3]:
+        if last_wins or row[3] or not chosen.get(row[0], (0, None, 0, False))[3]:
             chosen[row[0]] = row
     return [chosen[address] for address in sorted(chosen)]
 

@@ -88,12 +88,15 @@ class FileSymbolizer:
     ``strict``: a damaged symbol table or DWARF raises ElfError naming the
     file (`cbf decode` says so); otherwise it gives no names or lines
     (`sfbt stack` prints what it can).  A file whose sections cannot be
-    read raises ElfError when opened, either way."""
+    read raises ElfError when opened, either way.  ``debugger`` ("lldb", or
+    GDB's otherwise) picks the line of an address where several rows
+    start (sfbt.dwarf.line_program.preferred_rows), as that debugger's bt does."""
 
     def __init__(self, stream: IO[bytes], name: str, strict: bool = True,
-                 cached: bool = True):
+                 cached: bool = True, debugger: str = "gdb"):
         self.path = name
         self.strict = strict
+        self.debugger = debugger
         self._stream = stream
         try:
             self._image = ElfImage.from_file(stream, name)
@@ -115,9 +118,9 @@ class FileSymbolizer:
         self._calls: Dict[int, UnitCalls] = {}
 
     @classmethod
-    def open(cls, path: str, strict: bool = True) -> "FileSymbolizer":
+    def open(cls, path: str, strict: bool = True, debugger: str = "gdb") -> "FileSymbolizer":
         """The symbolizer of the regular file at path (OSError, ElfError)."""
-        return cls(open_regular(path), path, strict)
+        return cls(open_regular(path), path, strict, debugger=debugger)
 
     @classmethod
     def of_image(cls, data: bytes, name: str) -> "FileSymbolizer":
@@ -228,13 +231,15 @@ class FileSymbolizer:
     def _line_table(self, unit: int) -> LineTable:
         """The unit's line rows, from the cache or its line program; none
         when its DWARF cannot be read (ElfError when strict)."""
-        key = self._key("lines", unit)
+        # GDB's rows under the key they always had, LLDB's apart
+        kind = ("lines", unit, "lldb") if self.debugger == "lldb" else ("lines", unit)
+        key = self._key(*kind)
         data = CACHE.get(key) if key is not None else None
         table = LineTable.from_bytes(data) if data else None
         if table is None:
             table = self._guarded("DWARF line table", lambda: LineTable.from_rows(
-                every_unit_rows(self._dwarf_bytes) if unit == EVERY_UNIT
-                else unit_rows(self._dwarf_bytes, unit)))
+                every_unit_rows(self._dwarf_bytes, self.debugger) if unit == EVERY_UNIT
+                else unit_rows(self._dwarf_bytes, unit, self.debugger)))
             if table is None:
                 return LineTable.from_rows([])
             if key is not None:

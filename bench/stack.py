@@ -21,8 +21,11 @@ distinct libraries loaded (generated here, each a function or two,
 dlopen'ed), 3 threads waiting inside them.  And `sfbt --version` against
 `/usr/bin/python3 -c pass` (goal <= 2).
 
+Then what `sfbt stack PID` of the python3 target imports, as `-X
+importtime` counts it (the cache filled).
+
 Run: python3 bench/stack.py [--rounds N] [--gdb PATH]
-                            [--parts workers,python,libraries,version]
+                            [--parts workers,python,libraries,version,imports]
 """
 
 import argparse
@@ -89,7 +92,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--gdb", default="gdb")
-    parser.add_argument("--parts", default="workers,python,libraries,version",
+    parser.add_argument("--parts", default="workers,python,libraries,version,imports",
                         help="what to measure, comma-separated")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -110,6 +113,9 @@ def main():
                                  f"many_libraries.c, {LIBRARIES} libraries loaded")
         if "version" in parts:
             version(args, env)
+        if "imports" in parts:
+            with running([PYTHON, "-c", PYTHON_THREADS]) as pid:
+                imports(args, pid, env, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -209,6 +215,26 @@ def version(args, env):
     print(paired_ratios(args.rounds, lambda: timed(same, env)[0],
                         lambda: timed([sys.executable, "-c", "pass"], env)[0]).line(
         f"sfbt --version / {sys.executable} -c pass"))
+
+
+def imports(args, pid, env, work):
+    """The medians of `sfbt stack PID`'s -X importtime total (each
+    top-level import's cumulative time, the interpreter's own included)
+    and of its count of imports.  -X importtime does not see a module
+    imported through importlib.import_module (sfbt.lazy's exports)."""
+    filled = dict(env, XDG_CACHE_HOME=str(work / "filled"), DEBUGINFOD_URLS="")
+    timed([sys.executable, "-m", "sfbt", "stack", pid], filled)  # fills the cache
+    totals, counts = [], []
+    for _ in range(args.rounds):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "sfbt", "stack", pid],
+                              capture_output=True, text=True, env=filled, timeout=120)
+        rows = [line.split("|") for line in done.stderr.splitlines()
+                if line.startswith("import time:") and "[us]" not in line]
+        totals.append(sum(int(row[1]) for row in rows if not row[2][1:].startswith(" ")))
+        counts.append(len(rows))
+    print(f"sfbt stack's imports ({PYTHON} target, -X importtime, medians of "
+          f"{args.rounds}): {statistics.median(totals) / 1e3:.1f} ms, "
+          f"{statistics.median(counts):g} imports")
 
 
 def measure(args, pid, env):

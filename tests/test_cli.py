@@ -1,6 +1,8 @@
 """The sfbt command line as a user runs it: python3 -m sfbt from a checkout."""
 
 import argparse
+import contextlib
+import io
 import shlex
 import shutil
 import struct
@@ -141,3 +143,35 @@ def test_every_commands_help_ends_with_an_example_that_parses():
                 break
         assert tuple(words[1:1 + len(path)]) == path, (path, command)
         build_parser().parse_args(words[1:])  # exits (fails the test) if it is wrong
+
+
+def _parsed(parser, words):
+    """What ``parser`` makes of ``words``: (the arguments, each command's
+    run by name), or (its exit status, what it printed)."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            args = parser.parse_args(words)
+    except SystemExit as stopped:
+        return stopped.code, printed.getvalue()
+    return {name: getattr(value, "__qualname__", value) for name, value in vars(args).items()}
+
+
+def test_the_parser_of_the_command_named_first_parses_as_the_whole_one():
+    """sfbt builds only the parser of the command its first argument names:
+    every command's help, command lines and mistakes come out as the whole
+    parser's do."""
+    whole = build_parser()
+    paths = [path for path in _commands(whole) if path]
+    lines = [["stack", "4242"], ["stack", "--core", "core", "exe", "--format", "json"],
+             ["record", "-p", "7", "-o", "out.sfbt"], ["flame", "in.sfbt", "-o", "out.svg"],
+             ["cbf", "decode", "crash.sfbt", "--exe", "p"], ["lws", "encode", "--legacy"],
+             ["sframe", "lookup", "p", "0x10"], ["heapmap", "log"], ["fold", "in.sfbt"],
+             # mistakes
+             ["stack", "abc"], ["stack", "1", "extra"], ["stack", "--format", "svg"],
+             ["stack", "1", "--version"], ["record", "-p", "x", "-o", "f"],
+             ["sframe", "nothing"], ["cbf"], ["fold"], ["flame", "in.sfbt"]]
+    for words in [[*path, "--help"] for path in paths] + lines:
+        alone = build_parser(words[0])
+        assert len(list(_commands(alone))) < len(paths), words
+        assert _parsed(alone, words) == _parsed(whole, words), words

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sfbt.archive.cbf import Frame, Omitted
-from sfbt.archive.layout import GdbLayout, LldbLayout
-from sfbt.archive.report import FrameNames, FrameTexts, folded_line, frames_of, trace_heading
+from sfbt.archive.layout import GdbLayout, LldbLayout, frames_of
+from sfbt.archive.report import FrameNames, FrameTexts, folded_line, trace_heading
 from sfbt.archive.store import Event
 
 

@@ -372,3 +372,54 @@ def test_names_and_lines_are_cached_per_file(workers):
         second = run_sfbt("stack", running.pid)
     assert first.returncode == 0 and second.stdout == first.stdout
     assert re.search(r" in work_at at \S*workers.c:\d+$", first.stdout, re.M)
+
+
+#: what `sfbt stack PID`'s text has no use for: dataclasses (and what it
+#: imports), typing (mypy's alone), hashlib (OpenSSL: the cache hashes
+#: with CPython's own SHA-256), the progress line's thread when stderr is
+#: no terminal, the archive's codecs and cbf-save, a core's signal names,
+#: and with sfbt's cache filled the reader of inlined calls
+NOT_FOR_THE_TEXT = ("dataclasses", "inspect", "ast", "typing", "hashlib", "threading",
+                    "signal", "sfbt.archive.cbf", "sfbt.archive.report",
+                    "sfbt.commands.save", "sfbt.dwarf.inline")
+
+#: the command line's main(ARGUMENTS...), then the names of every module
+#: imported written to OUT (python3 -S -c IMPORTED OUT ARGUMENTS...)
+IMPORTED = """
+import sys
+from sfbt.cli import main
+status = main(sys.argv[2:])
+with open(sys.argv[1], "w") as out:
+    out.write("\\n".join(sorted(sys.modules)))
+sys.exit(status)
+"""
+
+
+def _modules_imported(tmp_path, *arguments):
+    """The modules imported by `sfbt ARGUMENTS` (without site's: -S), with
+    the cache under ``tmp_path``."""
+    listed = tmp_path / "modules"
+    env = dict(os.environ, PYTHONPATH=str(PLUGIN), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-S", "-c", IMPORTED, str(listed),
+                           *map(str, arguments)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, set(listed.read_text().split("\n"))
+
+
+def test_stack_imports_only_what_it_uses(workers, tmp_path):
+    """`sfbt stack PID` imports neither dataclasses, typing nor the
+    archive's code (each a few ms of every run), nor, once its cache
+    holds the inline chains, their DWARF reader; the first run and
+    `--format archive` do import what they use."""
+    with Running(workers) as running:
+        _, first = _modules_imported(tmp_path, "stack", running.pid)
+        text, imported = _modules_imported(tmp_path, "stack", running.pid)
+        _, saving = _modules_imported(tmp_path, "stack", running.pid, "--format",
+                                      "archive", "-o", tmp_path / "all.sfbt")
+    assert len(sfbt_stacks(text)) == 9
+    assert re.search(r" in work_at at \S*workers.c:\d+$", text, re.M), text
+    assert {"sfbt.unwind.walk", "sfbt.live.stack"} <= imported
+    assert imported.isdisjoint(NOT_FOR_THE_TEXT), sorted(imported & set(NOT_FOR_THE_TEXT))
+    assert "sfbt.dwarf.inline" in first
+    assert {"sfbt.archive.cbf", "sfbt.commands.save"} <= saving

@@ -8,9 +8,16 @@ pointer authentication, the kernel's register set (ptrace, core files),
 and the numbers by which ELF files and SFrame sections name it.  Adding an architecture is adding one entry to ARCHES.
 """
 
+from __future__ import annotations
+
 import struct
 from operator import itemgetter
-from typing import NamedTuple, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple, Optional
+else:
+    from .values import NamedTuple
 
 
 # NamedTuples, not frozen dataclasses: defined at each start of `sfbt`, and a

@@ -9,6 +9,7 @@ import sys
 
 from . import __version__
 from .errors import CommandError, SfbtError
+from .live.commands import COMMANDS as LIVE_COMMANDS
 from .live.commands import add_commands as add_live_commands
 from .printable import printable
 
@@ -279,19 +280,8 @@ def _add_input_arguments(parser):
                         help="the section's address, with --raw (default 0)")
 
 
-def build_parser():
-    import argparse
-
+def _add_sframe(commands):
     from .usage import with_example
-    parser = argparse.ArgumentParser(
-        prog="sfbt", description="SFrame-driven stack traces: tools that "
-        "work outside the debugger.",
-        **with_example("sfbt stack 4242", "every thread's backtrace of process 4242"))
-    parser.add_argument("--version", action="version",
-                        version=f"sfbt {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                     required=True)
-
     sframe = commands.add_parser(
         "sframe", help="read SFrame sections",
         **with_example("sfbt sframe dump ./program", "print a program's .sframe section"))
@@ -330,6 +320,9 @@ def build_parser():
                               help="also list the address ranges left out")
     synth_parser.set_defaults(run=_run_synth)
 
+
+def _add_cbf(commands):
+    from .usage import with_example
     cbf_parser = commands.add_parser(
         "cbf", help="Compact Backtrace Format",
         **with_example("sfbt cbf decode crash.sfbt --exe ./program",
@@ -354,6 +347,9 @@ def build_parser():
     _add_symbol_arguments(decode)
     decode.set_defaults(run=_run_cbf_decode)
 
+
+def _add_fold(commands):
+    from .usage import with_example
     fold = commands.add_parser(
         "fold", help="folded stacks (main;f;g COUNT) for flamegraph.pl and speedscope",
         **with_example("sfbt fold profile.sfbt | flamegraph.pl > profile.svg",
@@ -363,6 +359,9 @@ def build_parser():
     _add_symbol_arguments(fold)
     fold.set_defaults(run=_run_fold)
 
+
+def _add_lws(commands):
+    from .usage import with_example
     lws_parser = commands.add_parser(
         "lws", help="libwebsockets ~m# backtraces",
         **with_example("sfbt lws decode < server.log",
@@ -382,6 +381,9 @@ def build_parser():
                             help="encode as libwebsockets' 2022 release did")
     lws_encode.set_defaults(run=_run_lws_filter)
 
+
+def _add_heapmap(commands):
+    from .usage import with_example
     heapmap = commands.add_parser(
         "heapmap", help="group a log's ~m# allocation records by call site, "
         "largest total first",
@@ -391,7 +393,38 @@ def build_parser():
     _add_symbol_arguments(heapmap)
     heapmap.set_defaults(run=_run_heapmap)
 
-    add_live_commands(commands, CommandError)
+
+#: the commands of cli.py, in the order --help lists them (sfbt.live's
+#: follow), and what adds each to the parser
+_COMMANDS = {"sframe": _add_sframe, "cbf": _add_cbf, "fold": _add_fold, "lws": _add_lws,
+             "heapmap": _add_heapmap}
+
+
+def build_parser(command=None):
+    """The command line's parser.  Given a command's name (the first
+    argument), one with that command alone: the top parser only picks a
+    command by its name, then that command's parser reads the rest, so
+    `sfbt COMMAND ...` parses (and fails) as with every command's, without
+    the time every other command's parser takes."""
+    import argparse
+
+    from .usage import with_example
+    parser = argparse.ArgumentParser(
+        prog="sfbt", description="SFrame-driven stack traces: tools that "
+        "work outside the debugger.",
+        **with_example("sfbt stack 4242", "every thread's backtrace of process 4242"))
+    parser.add_argument("--version", action="version",
+                        version=f"sfbt {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                     required=True)
+    if command in _COMMANDS:
+        _COMMANDS[command](commands)
+    elif command in LIVE_COMMANDS:
+        add_live_commands(commands, CommandError, [command])
+    else:
+        for add in _COMMANDS.values():
+            add(commands)
+        add_live_commands(commands, CommandError, LIVE_COMMANDS)
     return parser
 
 
@@ -400,7 +433,7 @@ def main(argv=None):
     if arguments == ["--version"]:  # without importing argparse or building the parser
         print(f"sfbt {__version__}")
         return 0
-    args = build_parser().parse_args(arguments)
+    args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
     # Names are escaped before they are printed (sfbt.printable); a byte
     # that is not UTF-8 and was missed is printed as it is, not a traceback.
     sys.stdout.reconfigure(errors="surrogateescape")

@@ -7,15 +7,22 @@ callable: file offsets for a file, addresses for an image in memory (whose
 ELF header is at ``base``).  Machine numbers map to sfbt.arch entries.
 """
 
+from __future__ import annotations
+
 import os
 import struct
-from typing import Callable, NamedTuple, Optional, TypeVar
 
 from .arch import Arch, arch_for_machine
 from .errors import LocatedError, TargetMemoryError
 from .files import open_regular
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, NamedTuple, Optional, TypeVar
+
+    T = TypeVar("T")
+else:
+    from .values import NamedTuple
 
 ET_REL = 1
 PT_LOAD = 1

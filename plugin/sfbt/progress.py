@@ -5,9 +5,14 @@ under a ``ProgressLine``, once the command has run for DELAY seconds and stderr
 is a terminal, a thread writes that on one line of stderr, rewritten as it
 changes and wiped when the command is done."""
 
+from __future__ import annotations
+
 import sys
-import threading
-from typing import IO, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+    from typing import IO, Optional
 
 #: seconds a command runs before its progress line is shown
 DELAY = 1.0
@@ -27,9 +32,12 @@ class ProgressLine:
     """While entered, the progress line on ``stream`` (stderr) when it is
     a terminal."""
 
+    #: set to end the thread (made with it: only a terminal's line imports
+    #: threading)
+    _stop: threading.Event
+
     def __init__(self, stream: Optional[IO[str]] = None):
         self.stream = stream or sys.stderr
-        self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._written = False
 
@@ -47,6 +55,7 @@ class ProgressLine:
         except (AttributeError, ValueError):
             terminal = False
         if terminal:
+            import threading
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._show, daemon=True)
             self._thread.start()

@@ -12,7 +12,9 @@ with the level: a saved frame's texts are made once however often the
 frame is printed (report.FrameTexts).  ``name`` and ``where`` are
 printable text: whoever names the frame escapes them (sfbt.printable),
 where its answers are remembered, so that a hostile symbol or path
-cannot forge a line and a large archive escapes each name once."""
+cannot forge a line and a large archive escapes each name once.  (Not
+in report.py, which sframe-bt's text does not import: nor the archive's
+codecs it imports.)"""
 
 import os
 
@@ -90,6 +92,13 @@ class LldbLayout(Layout):
     def text(pc, name, where, index, last):
         text = f"{pc:#018x} in {name}{where}"
         return text + " [inlined]" if index < last else text
+
+
+def frames_of(named):
+    """[(name, where)], innermost first, of what a describe function
+    gives: one (name, where), or a list of them where the calls inlined
+    at the address come first (they are frames of their own)."""
+    return named if isinstance(named, list) else [named]
 
 
 #: the layout of each Session.debugger; any other (sfbt's own commands) GDB's

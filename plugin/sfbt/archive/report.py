@@ -11,13 +11,6 @@ from . import cbf
 from .layout import GdbLayout
 
 
-def frames_of(named):
-    """[(name, where)], innermost first, of what a describe function
-    gives: one (name, where), or a list of them where the calls inlined
-    at the address come first (they are frames of their own)."""
-    return named if isinstance(named, list) else [named]
-
-
 class _NotAFrame(Exception):
     """An Omitted entry where FrameTexts takes each entry's lines to be
     its texts."""

@@ -7,7 +7,7 @@ shows them (GDB by default: sfbt's own commands print GDB's layout)."""
 import os
 
 from ..debuginfo import DebugFiles
-from ..dwarf.inline import expanded
+from ..dwarf.chains import expanded
 from ..elf import ElfError
 from ..printable import printable
 from ..symbols.symbolizer import FileSymbolizer, with_debug_file
@@ -118,7 +118,7 @@ class Symbolizer:
     def describe(self, address, images):
         """(function, location suffix) in sframe-bt's words, escaped
         (sfbt.printable); a list of them, innermost first, where calls
-        were inlined at the address (sfbt.archive.report.frames_of)."""
+        were inlined at the address (sfbt.archive.layout.frames_of)."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         return self._describe_in(address, image)
 

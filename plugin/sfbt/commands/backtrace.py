@@ -1,13 +1,16 @@
 """sframe-bt: the selected thread's backtrace from SFrame data."""
 
-from typing import List, Optional, Tuple
+from __future__ import annotations
 
-from ..archive.layout import layout_of
-from ..archive.report import frames_of
+from ..archive.layout import frames_of, layout_of
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
 from .session import Session, Thread
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
 OPTIONS = ("-v", "-full")

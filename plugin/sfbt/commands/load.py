@@ -4,8 +4,7 @@ import os
 from typing import Optional
 
 from ..archive.imagemap import PerImageMap, image_finder
-from ..archive.layout import layout_of
-from ..archive.report import frames_of
+from ..archive.layout import frames_of, layout_of
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import CommandError, SfbtError

@@ -6,17 +6,20 @@ their debugger's API.  A session lives for one command: it may cache what
 it reads (the module map, symbols) for that long.
 """
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from __future__ import annotations
 
 from ..arch import Arch
 from ..archive.layout import layout_of
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from ..unwind.walk import Frame
+from ..values import Value
 from .settings import Settings
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, List, Optional, Tuple
+
     from ..symbols.symbolizer import FileSymbolizer
 
 
@@ -30,14 +33,16 @@ def _elf_symbolizer(module: Module) -> Optional["FileSymbolizer"]:
     return module_symbolizer(module, DebugFiles())
 
 
-@dataclass(frozen=True)
-class Thread:
+class Thread(Value):
     """One thread of the debugged process: its label in saved backtraces
     (``"1 (4242)"``: the debugger's number and the system's id) and the
     debugger's own handle for it."""
 
-    label: str
-    handle: Any
+    __slots__ = _fields = ("label", "handle")
+
+    def __init__(self, label: str, handle: Any):
+        self.label = label
+        self.handle = handle
 
 
 class Session:
@@ -114,7 +119,7 @@ class Session:
         calls = symbols.inlined(lookup_pc - module.load_bias) if symbols else []
         if not calls:
             return described
-        from ..dwarf.inline import expanded
+        from ..dwarf.chains import expanded
         outer = (self.outer_name(lookup_pc) or symbols.function(lookup_pc - module.load_bias)
                  or described[0])
         frames = [(name, f" at {self.source_name(line[0])}:{line[1]}" if line else " ()")

@@ -1,9 +1,15 @@
 """The plugin's settings, defined once: GDB shows them as `set/show sframe
 NAME` parameters, LLDB through the `sframe-settings` command."""
 
-from typing import Callable, Dict, List, NamedTuple
+from __future__ import annotations
 
 from ..errors import SfbtError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, NamedTuple
+else:
+    from ..values import NamedTuple
 
 BOOLEAN, UINTEGER, ENUM = "boolean", "uinteger", "enum"
 

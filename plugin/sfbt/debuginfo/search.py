@@ -9,11 +9,10 @@ import os
 import re
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import Optional
 
 from ..elf import SHT_NOBITS, read_elf
 from ..files import open_regular
+from ..values import Value
 
 #: GDB's default debug-file-directory
 DEFAULT_ROOTS = ("/usr/lib/debug",)
@@ -22,13 +21,16 @@ MAX_LINK_NAME = 255
 _HEX = re.compile(r"[0-9a-f]{4,}")
 
 
-@dataclass
-class FileFacts:
+class FileFacts(Value):
     """What the search needs to know of a file."""
 
-    build_id: Optional[str]
-    has_dwarf: bool
-    debuglink: Optional[tuple]  # (name, CRC32), or None
+    __slots__ = _fields = ("build_id", "has_dwarf", "debuglink")
+    __hash__ = None  # as a dataclass's that may change
+
+    def __init__(self, build_id, has_dwarf, debuglink):
+        self.build_id = build_id  # or None
+        self.has_dwarf = has_dwarf
+        self.debuglink = debuglink  # (name, CRC32), or None
 
 
 def file_facts(path):

@@ -12,7 +12,8 @@
 - ``units``: the unit that holds an address (.debug_aranges, units' top entries);
 - ``compressed``: compressed debug sections (SHF_COMPRESSED, .zdebug_*) inflated;
 - ``line_program``: one unit's line rows, read with struct;
-- ``inline``: the calls inlined around an address.
+- ``inline``: the calls inlined around an address, read from DWARF;
+- ``chains``: those calls as kept (sfbt's cache), looked up by address.
 
 The names below are imported from their modules when first asked for: a
 walk does not import the synthesis cache.

@@ -6,11 +6,18 @@ registers (and AArch64's return-address signing state), which keeps a big
 library's table cheap to build.
 """
 
+from __future__ import annotations
+
 import struct
-from typing import NamedTuple, Optional
 
 from . import opcodes as op
 from .encoding import CFIError, read_encoded_pointer, read_sleb128, read_uleb128
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple, Optional
+else:
+    from ..values import NamedTuple
 
 
 class Cfa(NamedTuple):

@@ -6,11 +6,16 @@ bytes, the stream: ``--compress-debug-sections=zlib-gnu``).  Either is
 inflated only as far as it is read, and never past the size its header
 gives, itself bounded by the file's size."""
 
+from __future__ import annotations
+
 import struct
 import zlib
-from typing import Optional
 
 from ..elf import SHF_COMPRESSED, ElfImage, Section
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
 #: A compressed debug section may expand to this many times the file's size.
 MAX_EXPANSION = 64

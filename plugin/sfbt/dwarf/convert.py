@@ -7,7 +7,7 @@ restores SP from another register, DRAP) the rules are rebased on the
 caller's SP.  A row SFrame cannot say raises Inexpressible with the reason.
 """
 
-from typing import NamedTuple, Optional
+from __future__ import annotations
 
 from ..arch import Arch
 from ..errors import SfbtError
@@ -15,6 +15,12 @@ from ..sframe import constants as C
 from ..sframe.rules import Location
 from . import cfa as dw
 from .expressions import LazyPltCfa, lazy_plt_cfa, register_offset, saved_address
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple, Optional
+else:
+    from ..values import NamedTuple
 
 
 class Inexpressible(SfbtError):

@@ -1,11 +1,16 @@
 """Reading the fields of DWARF call-frame data: LEB128 numbers, fixed-size
 fields in one byte order, and .eh_frame's encoded pointers."""
 
+from __future__ import annotations
+
 import struct
-from typing import Tuple
 
 from ..errors import LocatedError
 from . import opcodes as op
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Tuple
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 

@@ -11,10 +11,17 @@ decoded.  DWARF 2 to 5: strings through DW_FORM_strp, line_strp and strx
 lists in .debug_ranges or .debug_rnglists, also through rnglistx
 (DW_AT_rnglists_base)."""
 
+from __future__ import annotations
+
 import struct
-from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from .encoding import read_sleb128, read_uleb128
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+else:
+    from ..values import NamedTuple
 
 DW_AT_SIBLING = 0x01
 DW_AT_NAME = 0x03

@@ -1,9 +1,15 @@
 """The few DWARF expressions SFrame can say, recognised by their bytes."""
 
-from typing import NamedTuple, Optional
+from __future__ import annotations
 
 from . import opcodes as op
 from .encoding import read_sleb128, read_uleb128
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple, Optional
+else:
+    from ..values import NamedTuple
 
 
 class RegisterOffset(NamedTuple):

@@ -4,10 +4,8 @@ it, from one compilation unit's DW_TAG_inlined_subroutine entries.
 A unit's entries are read once (sfbt.dwarf.entries, on the first address
 asked for in that unit, as the line tables are) and flattened into
 sorted, non-overlapping segments, each with the chain that holds over it,
-so that a look-up is one bisection."""
-
-from bisect import bisect_right
-from typing import NamedTuple
+so that a look-up is one bisection (sfbt.dwarf.chains, which sfbt's
+cache of the segments needs alone)."""
 
 from . import entries
 from .entries import Unit
@@ -30,16 +28,6 @@ SIBLING = frozenset((entries.DW_AT_SIBLING,))
 #: (call, elementary interval) pairs a unit may hold: damaged ranges that
 #: overlap without end are refused (the C library's largest unit: 1439)
 MAX_MARKS = 10_000_000
-
-
-class InlinedCall(NamedTuple):
-    """One inlined call: ``name`` is the inlined function; ``file`` and
-    ``line`` are where it was called from, the place the next outer frame
-    shows (file None when the unit does not say)."""
-
-    name: str
-    file: object
-    line: int
 
 
 class _Names:
@@ -196,41 +184,3 @@ def _segments(calls):
         else:
             segments.append([bounds[i], bounds[i + 1], chain])
     return segments
-
-
-def _well_formed(segment):
-    return (isinstance(segment, list) and len(segment) == 3
-            and all(isinstance(b, int) for b in segment[:2])
-            and isinstance(segment[2], list)
-            and all(isinstance(c, list) and len(c) == 3 and isinstance(c[0], str)
-                    and isinstance(c[1], (str, type(None))) and isinstance(c[2], int)
-                    for c in segment[2]))
-
-
-class UnitCalls:
-    """Look-ups in one unit's segments (unit_calls)."""
-
-    def __init__(self, segments):
-        # segments may come from a cache file: malformed ones are dropped
-        self.segments = [s for s in segments if _well_formed(s)]
-        self.starts = [segment[0] for segment in self.segments]
-
-    def chain(self, address):
-        """[InlinedCall] around the address, innermost first."""
-        i = bisect_right(self.starts, address) - 1
-        if i < 0 or address >= self.segments[i][1]:
-            return []
-        return [InlinedCall(*call) for call in self.segments[i][2]]
-
-
-def expanded(calls, function, line):
-    """[(name, (file, line) or None)] of the frames at one address,
-    innermost first: each inlined call's function (``calls``, innermost
-    first) at the place inside it (the line table's ``line`` for the
-    innermost), then ``function`` at the outermost call's site."""
-    frames = []
-    for call in calls:
-        frames.append((call.name, line))
-        line = (call.file, call.line) if call.file is not None else None
-    frames.append((function, line))
-    return frames

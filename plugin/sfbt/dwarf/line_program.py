@@ -3,9 +3,10 @@ pyelftools: the unit's ``DW_AT_stmt_list`` from its first DIE, then its
 line program run into rows [(address, file name, line, is_stmt)], an
 end of sequence as (address, None, 0, True), as pyelftools gives them."""
 
+from __future__ import annotations
+
 import os
 import struct
-from typing import Dict, List, Literal, Optional, Tuple
 
 from ..elf import ElfImage
 from .compressed import Inflating, compression, debug_section
@@ -13,7 +14,11 @@ from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDAT
                       DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit)
 from .encoding import read_sleb128, read_uleb128
 
-Row = Tuple[int, Optional[str], int, bool]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Literal, Optional, Tuple
+
+    Row = Tuple[int, Optional[str], int, bool]
 
 DW_AT_STMT_LIST = 0x10
 DW_LNCT_PATH = 1

@@ -10,17 +10,23 @@ are read once per file, on the first address the aranges do not hold,
 from the units' headers and top entries only.  Like GDB, a range that
 starts at 0 is left out: the place a linker puts what it discarded."""
 
+from __future__ import annotations
+
 import struct
 import zlib
 from bisect import bisect_right
-from typing import Callable, List, Optional, Sequence, Set, Tuple
 
 from ..elf import ElfError
 from .entries import Sections, Unit, unit_spans
 from .line_program import DwarfBytes
 
-#: a range of addresses and the .debug_info offset of the unit holding it
-Span = Tuple[int, int, int]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, List, Optional, Sequence, Set, Tuple
+
+    #: a range of addresses and the .debug_info offset of the unit holding it
+    Span = Tuple[int, int, int]
+
 #: the tags of the top entries of units that hold code: compile unit, and
 #: the skeleton of a split one (-gsplit-dwarf: its lines are here)
 CODE_UNITS = frozenset((0x11, 0x4A))

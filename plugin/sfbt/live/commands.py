@@ -5,6 +5,8 @@ import sys
 from ..errors import SfbtError
 from ..printable import printable
 
+#: the commands added here, in the order --help lists them
+COMMANDS = ("stack", "record", "flame")
 FORMATS = ("text", "archive", "cbf", "json", "lws")
 #: the saved forms that hold one backtrace (a bare CBF, Swift's JSON)
 ONE_BACKTRACE = ("cbf", "json")
@@ -175,9 +177,15 @@ def _run_flame(args, error_type):
         raise error_type(f"{damage} (the stacks before it were drawn)")
 
 
-def add_commands(commands, error_type):
-    """Add `stack`, `record` and `flame` to the command line's subparsers;
-    their errors are raised as ``error_type`` (printed as one line)."""
+def add_commands(commands, error_type, names=COMMANDS):
+    """Add the commands ``names`` (of COMMANDS, in its order) to the command
+    line's subparsers; their errors are raised as ``error_type`` (printed
+    as one line)."""
+    for name in names:
+        _ADDERS[name](commands, error_type)
+
+
+def _add_stack(commands, error_type):
     from ..usage import with_example  # argparse: not for sfbt --version
     stack = commands.add_parser(
         "stack", help="every thread's backtrace of a running process or a "
@@ -197,6 +205,9 @@ def add_commands(commands, error_type):
                        help="where to write (the text too, instead of stdout)")
     stack.set_defaults(run=lambda args: _run_stack(args, error_type))
 
+
+def _add_record(commands, error_type):
+    from ..usage import with_example
     record = commands.add_parser(
         "record", help="sample every thread's stack of a running process at a "
         "fixed rate into one archive (each distinct stack once, with a count)",
@@ -213,6 +224,9 @@ def add_commands(commands, error_type):
                         "sfbt flame, sfbt cbf decode)")
     record.set_defaults(run=lambda args: _run_record(args, error_type))
 
+
+def _add_flame(commands, error_type):
+    from ..usage import with_example
     flame = commands.add_parser(
         "flame", help="draw saved stacks (sfbt record, cbf-save) as an interactive "
         "SVG flame graph, or write speedscope's JSON or a pprof profile",
@@ -226,3 +240,6 @@ def add_commands(commands, error_type):
                        "profile.proto, for go tool pprof, Pyroscope, Parca, Grafana)")
     flame.add_argument("--title", help="the graph's title (default: the file name)")
     flame.set_defaults(run=lambda args: _run_flame(args, error_type))
+
+
+_ADDERS = {"stack": _add_stack, "record": _add_record, "flame": _add_flame}

@@ -12,7 +12,6 @@ was opened, is a core that changed while it was read: one line says so."""
 import os
 import struct
 from bisect import bisect_right
-from dataclasses import replace
 from types import SimpleNamespace
 
 from ..arch import Arch
@@ -241,7 +240,7 @@ class Core:
             if main is None or self.executable in (None, main.path):
                 self._with_executable = self.mappings
             else:
-                self._with_executable = [replace(m, path=self.executable)
+                self._with_executable = [m.replace(path=self.executable)
                                          if m.path == main.path else m for m in self.mappings]
         return self._with_executable
 

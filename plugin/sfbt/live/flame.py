@@ -15,7 +15,7 @@ import zlib
 from ..archive.imagemap import PerImageMap, image_finder
 from ..archive.report import trace_names
 from ..debuginfo import DebugFiles
-from ..dwarf.inline import expanded
+from ..dwarf.chains import expanded
 from ..elf import ElfError, open_elf
 from ..printable import printable
 from ..unwind.target import Module

@@ -11,15 +11,22 @@ the image.  For a core, a file is the
 mapped one unless its build id differs from the one the core holds in
 the mapping's first page."""
 
+from __future__ import annotations
+
 import os
 import stat
 import struct
 from types import SimpleNamespace
-from typing import NamedTuple
 
 from ..elf import PT_LOAD, PT_NOTE, ElfError, memory_image, read_build_id
 from ..errors import TargetMemoryError
 from ..files import open_regular
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from ..values import NamedTuple
 
 NT_GNU_BUILD_ID = 3
 #: where the path of an image whose file cannot be read points: no file

@@ -5,35 +5,49 @@ carries the image read from memory, from which its rows are synthesized
 and its symbols read (never from a file another process could have
 written)."""
 
+from __future__ import annotations
+
 import io
 import struct
-from dataclasses import dataclass, field
-from typing import Optional
 
 from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, read_elf
 from ..errors import TargetMemoryError
 from ..unwind.target import Module
+from ..values import Value
 from .images import Located, memory_build_id, no_file_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
 VDSO = "[vdso]"
 #: how the vDSO is named in frames (as ldd names it)
 VDSO_NAME = "linux-vdso.so.1"
 
 
-@dataclass(frozen=True)
-class Mapping:
-    start: int
-    end: int
-    readable: bool
-    writable: bool
-    offset: int  # in the file
-    path: str  # "" for anonymous memory, "[stack]", "[vdso]", ...
-    device: str = ""  # of the file, "major:minor" in hex as /proc/PID/maps shows it
-    inode: int = 0
-    #: kB of its pages that are no longer the file's (written to, or
-    #: private copies: smaps' Anonymous); None when not known.  Not
-    #: compared: it changes while the mapping stays.
-    changed: Optional[int] = field(default=None, compare=False)
+class Mapping(Value):
+    """One mapping of a process (a line of /proc/PID/maps, an NT_FILE
+    entry); not changed once made."""
+
+    __slots__ = _fields = ("start", "end", "readable", "writable", "offset", "path",
+                           "device", "inode", "changed")
+    #: ``changed`` changes while the mapping stays
+    _uncompared = ("changed",)
+
+    def __init__(self, start, end, readable, writable, offset, path, device="", inode=0,
+                 changed=None):
+        self.start = start
+        self.end = end
+        self.readable = readable
+        self.writable = writable
+        self.offset = offset  # in the file
+        self.path = path  # "" for anonymous memory, "[stack]", "[vdso]", ...
+        #: of the file, "major:minor" in hex as /proc/PID/maps shows it
+        self.device = device
+        self.inode = inode
+        #: kB of its pages that are no longer the file's (written to, or
+        #: private copies: smaps' Anonymous); None when not known
+        self.changed = changed
 
     @property
     def file_backed(self):
@@ -159,15 +173,20 @@ def _load_bias(image, header_address):
     return header_address - (first.vaddr - first.offset)
 
 
-@dataclass(frozen=True)
 class MappedModule(Module):
     """A Module of a mapped file: ``path`` is where its file is read (a
     path under NO_FILE when it cannot be), ``mapped_as`` the name the
     process mapped it by, ``note`` why that name's file is not the one
     read."""
 
-    mapped_as: str = ""
-    note: str = ""
+    __slots__ = ("mapped_as", "note")
+    _fields = Module._fields + __slots__
+
+    def __init__(self, path, load_bias, start, end, build_id=None, base=None, image=None,
+                 mapped_as="", note=""):
+        super().__init__(path, load_bias, start, end, build_id, base, image)
+        self.mapped_as = mapped_as
+        self.note = note
 
 
 def file_modules(mappings, locate=None, memory=None):

@@ -3,10 +3,10 @@ it was stopped, and the rest of the address space (a live process's, read
 on demand, or a core's)."""
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
 
 from ..errors import TargetMemoryError
 from ..unwind.target import Target
+from ..values import Value
 
 #: the most of a stack copied per thread (from the stack pointer up)
 STACK_COPY_LIMIT = 1 << 20
@@ -19,19 +19,23 @@ RED_ZONE = 128
 COPY_ALIGN = 0x1000
 
 
-@dataclass
-class ThreadState:
+class ThreadState(Value):
     """One thread as captured: registers, and its stack from a little below
     the stack pointer up."""
 
-    tid: int
-    name: str
-    registers: dict
-    stack_start: int = 0
-    stack: bytes = b""
-    #: the signal it was stopped by, in a core (0: none known)
-    signal: int = 0
-    extra: dict = field(default_factory=dict)
+    __slots__ = _fields = ("tid", "name", "registers", "stack_start", "stack", "signal",
+                           "extra")
+    __hash__ = None  # its name may be set later (a core's command)
+
+    def __init__(self, tid, name, registers, stack_start=0, stack=b"", signal=0, extra=None):
+        self.tid = tid
+        self.name = name
+        self.registers = registers
+        self.stack_start = stack_start
+        self.stack = stack
+        #: the signal it was stopped by, in a core (0: none known)
+        self.signal = signal
+        self.extra = {} if extra is None else extra
 
 
 def stack_range(sp, mapping):

@@ -4,8 +4,7 @@ after, the process's threads let go meanwhile.  `sfbt stack` is sframe-bt
 on each of its threads and, with --format, cbf-save --all-threads
 (live/stack.py); `sfbt record` walks its samples through one."""
 
-import signal as signals
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from __future__ import annotations
 
 from ..arch import Arch
 
@@ -19,6 +18,10 @@ from ..unwind.walk import Frame
 from .mappings import Mapping, display_path, mapping_at
 from .memory import ThreadState, ThreadTarget
 from .symbols import Describer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 #: frames walked at most per thread
 FRAME_LIMIT = 1000
@@ -93,8 +96,9 @@ class SnapshotSession(Session):
         number = thread.handle.signal
         if not number:
             return "stopped"
+        import signal  # a core's: not for a process's threads, stopped by sfbt
         try:
-            return signals.Signals(number).name
+            return signal.Signals(number).name
         except ValueError:
             return f"signal {number}"
 

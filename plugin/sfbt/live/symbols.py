@@ -7,7 +7,7 @@ import os
 
 from .. import progress
 from ..debuginfo import DebugFiles
-from ..dwarf.inline import expanded
+from ..dwarf.chains import expanded
 from ..symbols.symbolizer import module_symbolizer
 from .mappings import display_path
 

@@ -8,11 +8,16 @@ uses the ABI's PLT entry size (libsframe 2.40 instead compared the low 8
 bits of section-relative addresses: ``libsframe_2_40_entry``).
 """
 
+from __future__ import annotations
+
 from bisect import bisect_right
-from typing import Optional
 
 from . import constants as C
 from .rules import FrameRow, frame_row
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 class _LookupIndex:

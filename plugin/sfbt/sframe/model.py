@@ -6,12 +6,18 @@ FrameRowEntry list (one per FRE).  Addresses in the model are absolute
 how a version encodes them is the reader's and writer's business.
 """
 
-from typing import Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+from __future__ import annotations
 
 from ..arch import Arch, arch_for_abi
 from . import constants as C
 from . import lookup
 from .layout import fits_signed, unpack_fde_info
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+else:
+    from ..values import NamedTuple
 
 
 def minimal_word_size(words: Iterable[int]) -> int:
@@ -149,21 +155,22 @@ class FunctionEntry:
                 f"rows={self.rows!r})")
 
 
-class SectionSource(Protocol):
-    """What a section opened from bytes reads its functions and rows
-    through (reader.SectionReader)."""
+if TYPE_CHECKING:
+    class SectionSource(Protocol):
+        """What a section opened from bytes reads its functions and rows
+        through (reader.SectionReader)."""
 
-    num_fdes: int
+        num_fdes: int
 
-    def read_all(self) -> Tuple[List[FunctionEntry], Optional[Sequence[int]]]:
-        ...
+        def read_all(self) -> Tuple[List[FunctionEntry], Optional[Sequence[int]]]:
+            ...
 
-    def find_function(self, pc: int) -> Optional[FunctionEntry]:
-        ...
+        def find_function(self, pc: int) -> Optional[FunctionEntry]:
+            ...
 
-    def decode_rows(self, index: int, rows_at: int, count: int,
-                    fre_type: int) -> Iterable[FrameRowEntry]:
-        ...
+        def decode_rows(self, index: int, rows_at: int, count: int,
+                        fre_type: int) -> Iterable[FrameRowEntry]:
+            ...
 
 
 class SFrameSection:

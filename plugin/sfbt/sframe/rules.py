@@ -5,10 +5,16 @@ RA at a fixed CFA offset, s390x scales its CFA offset); flexible FDEs store
 (control, offset) pairs.  Both become the same FrameRow.
 """
 
-from typing import Any, NamedTuple, Optional
+from __future__ import annotations
 
 from . import constants as C
 from .errors import SFrameError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple, Optional
+else:
+    from ..values import NamedTuple
 
 
 class Location(NamedTuple):

@@ -3,13 +3,20 @@ and for each its file (an index into the unit's file names, or none: the
 end of a sequence) and line, in arrays; the bytes sfbt's cache keeps are
 the arrays themselves, read back without a loop and checked for shape."""
 
+from __future__ import annotations
+
 import json
 import struct
 from array import array
 from bisect import bisect_right
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from .table import packed_arrays, unpacked_arrays
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+else:
+    from ..values import NamedTuple
 
 #: the file index of a row that ends a sequence (no line there)
 NO_FILE = 0xFFFFFFFF

@@ -6,12 +6,17 @@ found the same way.  The slot is decoded from the
 entry's instructions: x86-64's ``jmp *disp32(%rip)``, AArch64's
 ``adrp x16, page`` then ``ldr x17, [x16, #offset]``."""
 
+from __future__ import annotations
+
 import struct
 from array import array
-from typing import Dict, Iterator, List, Tuple, Union
 
 from ..elf import SHT_RELA, ElfImage, Section
 from .table import FunctionTable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Iterator, List, Tuple, Union
 
 EM_X86_64 = 62
 EM_AARCH64 = 183

@@ -16,16 +16,16 @@ through live/symbols.py's ``Describer`` (a module map), `cbf decode`,
 `fold` and `cbf-load` through archive/symbolize.py's ``Symbolizer`` (an
 archived image map)."""
 
+from __future__ import annotations
+
 import io
 import json
 import struct
-from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
-                    TypeVar, Union)
 
-from ..cache import Cache, Key, identity
+from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
 from ..dwarf.compressed import compression, expansion_limit, inflated_size
-from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
+from ..dwarf.chains import InlinedCall, UnitCalls
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
 from ..dwarf.units import UnitIndex, top_entry_ranges
 from ..elf import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
@@ -33,6 +33,16 @@ from ..files import open_regular
 from .line_table import LineTable, Location
 from .plt import in_plt, plt_table
 from .table import FunctionTable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
+                        TypeVar, Union)
+
+    from ..cache import Key
+
+    Rows = List[Sequence[Any]]
+    T = TypeVar("T")
 
 #: bumped when what the cache holds changes meaning
 CACHE_FORMAT = 5
@@ -42,9 +52,6 @@ CACHE = Cache("symbols")
 EVERY_UNIT = -1
 #: the sections whose presence says a file has line tables
 LINE_SECTIONS = (".debug_line", ".zdebug_line")
-
-Rows = List[Sequence[Any]]
-T = TypeVar("T")
 
 
 def _reason(error: BaseException) -> str:
@@ -246,6 +253,7 @@ class FileSymbolizer:
         key = self._key("inlines", unit)
         segments = _rows(CACHE.get(key), _is_segment) if key is not None else None
         if segments is None:
+            from ..dwarf.inline import unit_calls  # not for what the cache holds
             segments = self._guarded("DWARF inline entries",
                                      lambda: unit_calls(self._dwarf_bytes, unit))
             if segments is None:
@@ -308,17 +316,18 @@ def _is_span(row: list) -> bool:
     return len(row) == 3 and all(isinstance(value, int) for value in row)
 
 
-class ModuleFile(Protocol):
-    """What a loaded module says of its file (sfbt.unwind.target.Module)."""
+if TYPE_CHECKING:
+    class ModuleFile(Protocol):
+        """What a loaded module says of its file (sfbt.unwind.target.Module)."""
 
-    @property
-    def path(self) -> str: ...
+        @property
+        def path(self) -> str: ...
 
-    @property
-    def build_id(self) -> Optional[str]: ...
+        @property
+        def build_id(self) -> Optional[str]: ...
 
-    @property
-    def image(self) -> Optional[bytes]: ...
+        @property
+        def image(self) -> Optional[bytes]: ...
 
 
 def module_symbolizer(module: ModuleFile, debug_files: DebugFiles,

@@ -9,13 +9,18 @@ size (hand-written assembly: ``_init``, ``_fini``) ends where the next
 one starts, and at the latest at the end of its section, as GDB's
 minimal symbols do."""
 
+from __future__ import annotations
+
 import struct
 import sys
 from array import array
 from bisect import bisect_right
-from typing import Callable, Dict, List, Optional, Tuple
 
 from ..elf import ElfImage, Section
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional, Tuple
 
 
 #: the arrays of a cached table: two of 64-bit values, one of 32-bit ones

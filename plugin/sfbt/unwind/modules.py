@@ -10,13 +10,14 @@ carries, and keeps it: a debugger adapter holds one for its whole session,
 so a new stop or a new thread costs a dictionary look-up.
 """
 
-import hashlib
+from __future__ import annotations
+
 import io
 import os
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Tuple
 
 from .. import progress
+from ..cache import sha256_hex
 from ..dwarf.fdes import CfiUnavailable
 from ..dwarf.ondemand import function_rows_section
 from ..elf import PT_GNU_SFRAME, ElfError, ElfImage, memory_image, open_elf
@@ -26,17 +27,24 @@ from ..sframe.in_elf import find_sframe
 from .target import Module, Target
 from .walk import FLEX, SFRAME, SYNTH
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
+
     from ..dwarf.cfa import Rule
     from ..dwarf.ondemand import FunctionRows
     from ..sframe.model import SFrameSection
     from ..sframe.rules import FrameRow
     from .plan import RowPlan
 
-#: {DWARF register: its rule, None where unchanged}
-RegisterRules = Dict[int, Optional["Rule"]]
-#: where a module's data is read from (_cache_key)
-SourceKey = Tuple[Any, ...]
+    #: {DWARF register: its rule, None where unchanged}
+    RegisterRules = Dict[int, Optional[Rule]]
+    #: where a module's data is read from (_cache_key)
+    SourceKey = Tuple[Any, ...]
+    #: (module, its row for a PC): either None where unknown
+    Found = Tuple[Optional[Module], Optional[FrameRow]]
+    #: Found, and how the row was made (SFRAME, FLEX, SYNTH; None without one)
+    Step = Tuple[Optional[Module], Optional[FrameRow], Optional[str]]
 
 
 class SFrameSource:
@@ -79,7 +87,7 @@ def _cache_key(module: Module) -> SourceKey:
     """What the module's data is read from: the image it carries, else its
     file as it is now."""
     if module.image is not None:
-        return ("image", hashlib.sha256(module.image).hexdigest())
+        return ("image", sha256_hex(module.image))
     try:
         return _file_key(os.stat(module.path))
     except OSError:
@@ -260,20 +268,15 @@ def _sframe_from_memory(module: Module, target: Target) -> Optional[SFrameSource
     return None
 
 
-class ModuleSources(Protocol):
-    """What a ModuleMap asks of its sources (SFrameSources, or a test's)."""
+if TYPE_CHECKING:
+    class ModuleSources(Protocol):
+        """What a ModuleMap asks of its sources (SFrameSources, or a test's)."""
 
-    def for_module(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
-        ...
+        def for_module(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
+            ...
 
-    def own(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
-        ...
-
-
-#: (module, its row for a PC): either None where unknown
-Found = Tuple[Optional[Module], Optional["FrameRow"]]
-#: Found, and how the row was made (SFRAME, FLEX, SYNTH; None without one)
-Step = Tuple[Optional[Module], Optional["FrameRow"], Optional[str]]
+        def own(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
+            ...
 
 
 class ModuleMap:

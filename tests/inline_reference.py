@@ -73,7 +73,7 @@ def file_names(program):
 
 
 def unit_calls(dwarf, offset):
-    """sfbt.dwarf.inline.unit_calls, through pyelftools' DIEs."""
+    """sfbt.dwarf.inline.unit_frames' calls, through pyelftools' DIEs."""
     unit = dwarf.get_CU_at(offset)
     top = unit.get_top_DIE()
     base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0

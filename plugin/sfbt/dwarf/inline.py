@@ -1,10 +1,19 @@
-"""Inlined calls: for a PC, the chain of calls the compiler inlined around
-it, from one compilation unit's DW_TAG_inlined_subroutine entries.
+"""Inlined calls and functions: for a PC, the chain of calls the compiler
+inlined around it, from one compilation unit's DW_TAG_inlined_subroutine
+entries, and the function whose code holds it, from its DW_TAG_subprogram
+entries (of several, the one GDB finds: the last to start).
 
 A unit's entries are read once (sfbt.dwarf.entries, on the first address
 asked for in that unit, as the line tables are) and flattened into
-sorted, non-overlapping segments, each with the chain that holds over it,
-so that a look-up is one bisection."""
+sorted, non-overlapping segments, each with the chain (the function) that
+holds over it, so that a look-up is one bisection.
+
+A function is named as GDB names the symbol it makes of its entry: by
+its linkage name (DW_AT_linkage_name, of the entry or of one it refers
+to: ``__GI___clock_nanosleep``, the C library's name of
+``__clock_nanosleep`` inside it), else by its DW_AT_name; C++'s linkage
+names are left mangled.  An inlined call is named by its DW_AT_name, as
+llvm-symbolizer --functions=short and eu-stack name it."""
 
 from bisect import bisect_right
 from typing import NamedTuple
@@ -14,10 +23,12 @@ from .entries import Unit
 from .line_program import unit_files
 
 DW_TAG_INLINED = 0x1D
+DW_TAG_SUBPROGRAM = 0x2E
 #: tags whose children may hold inlined calls: subprogram, lexical_block,
 #: namespace, class_type, structure_type, try_block, catch_block, union_type
 NESTING = {0x2E, 0x0B, 0x39, 0x02, 0x13, 0x32, 0x25, 0x17}
-NAMES = (entries.DW_AT_NAME, entries.DW_AT_LINKAGE_NAME, entries.DW_AT_MIPS_LINKAGE_NAME)
+LINKAGE_NAMES = (entries.DW_AT_LINKAGE_NAME, entries.DW_AT_MIPS_LINKAGE_NAME)
+NAMES = (entries.DW_AT_NAME,) + LINKAGE_NAMES
 #: attributes whose entry may carry a function's name instead of this one
 NAME_SOURCES = (entries.DW_AT_ABSTRACT_ORIGIN, entries.DW_AT_SPECIFICATION)
 #: links followed at most to find a name (a loop in damaged DWARF ends)
@@ -53,11 +64,25 @@ class _Names:
         self.found = {}
 
     def name(self, unit, attributes):
-        """The name an entry's attributes give, "??" when none is found."""
+        """An inlined call's name: the first of NAMES its entry's
+        attributes, or those of the entries they refer to, give; "??"
+        when none is found."""
+        return self._first(unit, attributes, NAMES) or "??"
+
+    def function_name(self, unit, attributes):
+        """A function's name as GDB gives it: the first linkage name its
+        entry's attributes, or those of the entries they refer to, give,
+        else the first DW_AT_name; None when none is found."""
+        return self._first(unit, attributes, LINKAGE_NAMES) \
+            or self._first(unit, attributes, NAMES[:1])
+
+    def _first(self, unit, attributes, keys):
+        """The first name of ``keys`` along the entries an entry refers
+        to, or None."""
         passed = []  # the entries followed to it
-        name = "??"
+        name = None
         for _ in range(NAME_DEPTH):
-            own = _own_name(unit, attributes)
+            own = _own_name(unit, attributes, keys)
             if own is not None:
                 name = own
                 break
@@ -65,14 +90,14 @@ class _Names:
             target = unit.reference(source) if source is not None else None
             if target is None:
                 break
-            if target in self.found:
-                name = self.found[target]
+            if (keys, target) in self.found:
+                name = self.found[keys, target]
                 break
             passed.append(target)
             unit = self._unit_of(target)
             attributes = unit.attributes(target, NAME_ATTRIBUTES)[0]
         for target in passed:
-            self.found[target] = name
+            self.found[keys, target] = name
         return name
 
     def _unit_of(self, offset):
@@ -86,9 +111,10 @@ class _Names:
         return unit
 
 
-def _own_name(unit, attributes):
-    """The name an entry's own attributes give, or None."""
-    for key in NAMES:
+def _own_name(unit, attributes, keys):
+    """The name the first of ``keys`` of an entry's own attributes gives,
+    or None."""
+    for key in keys:
         value = attributes.get(key)
         if value is not None:
             text = unit.string(value)
@@ -97,32 +123,44 @@ def _own_name(unit, attributes):
     return None
 
 
-def unit_calls(dwarf, offset):
-    """The inlined calls of the compilation unit at ``offset`` in
-    .debug_info (of sfbt.dwarf.line_program.DwarfBytes ``dwarf``), as
-    sorted segments [(start, end, chain)], chain a list of [name, file,
-    line], innermost first (JSON-ready, to be kept in a cache).
+class UnitFrames(NamedTuple):
+    """What one unit's entries say of its addresses, JSON-ready (to be
+    kept in a cache): ``calls``, sorted segments [start, end, chain] of
+    the calls inlined there, chain a list of [name, file, line] innermost
+    first; ``functions``, sorted segments [start, end, name] of the
+    function whose code holds them."""
+
+    calls: list
+    functions: list
+
+
+def unit_frames(dwarf, offset):
+    """The UnitFrames of the compilation unit at ``offset`` in .debug_info
+    (of sfbt.dwarf.line_program.DwarfBytes ``dwarf``).
 
     .debug_info is read to the unit's end only, the rest of it when a
     name is found in a later unit."""
     end = offset + dwarf.unit_size(".debug_info", offset)
-    calls = _calls(Unit(dwarf.entry_sections(end), offset),
-                   dwarf.entry_sections)
+    calls, functions = _calls(Unit(dwarf.entry_sections(end), offset),
+                              dwarf.entry_sections)
     if calls:  # a unit without inlined calls needs no file names
         _name_files(calls, *unit_files(dwarf, offset))
-    return _segments(calls)
+    return UnitFrames(_segments(calls), [[start, end, names[0]] for start, end, names
+                                         in _segments(_preferred_first(functions))])
 
 
 def _calls(unit, whole=None):
-    """[(low, high, depth, [name, file number, line])] of the unit's
-    inlined calls, in the order of its entries, depth their nesting;
-    ``whole()`` gives the Sections with all of .debug_info when the
-    unit's hold only part of it."""
+    """([(low, high, depth, [name, file number, line])] of the unit's
+    inlined calls, depth their nesting, [(low, high, start, name)] of its
+    functions' ranges, start a function's lowest address), in the order
+    of its entries; ``whole()`` gives the Sections with all of .debug_info
+    when the unit's hold only part of it."""
     calls = []
+    functions = []
     names = _Names(unit, whole)
     abbreviation, at = unit.entry(unit.first)
     if abbreviation is None or not abbreviation.children:
-        return calls
+        return calls, functions
     at = unit.skip(abbreviation, at)
     # the inline depth of the children of each entry open around ``at``,
     # None for an entry whose children are passed over
@@ -144,6 +182,15 @@ def _calls(unit, whole=None):
                     if entries.DW_AT_CALL_LINE in attributes else 0]
             calls += [(low, high, depth, call) for low, high in _ranges(unit, attributes)]
             depth += 1
+        elif depth is not None and tag == DW_TAG_SUBPROGRAM:
+            attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
+            ranges = _ranges(unit, attributes)
+            # a definition (not a declaration) with a name (GDB makes no
+            # function of one without)
+            name = names.function_name(unit, attributes) if ranges else None
+            if name is not None:
+                start = min(low for low, _ in ranges)
+                functions += [(low, high, start, name) for low, high in ranges]
         elif depth is not None and tag in NESTING:
             at = unit.skip(abbreviation, at)
         elif abbreviation.children:
@@ -159,7 +206,18 @@ def _calls(unit, whole=None):
             continue
         if abbreviation.children:
             depths.append(depth)
-    return calls
+    return calls, functions
+
+
+def _preferred_first(functions):
+    """[(low, high, 0, name)] of the functions' ranges, those of the
+    function GDB finds first first: GDB's blocks are sorted by their
+    start, the entries of one start in their order, and it takes the
+    last that holds an address (a function nested in another, the last of
+    the aliases the assembler describes at one address)."""
+    return [(low, high, 0, name) for _, _, low, high, name in sorted(
+        (-start, -order, low, high, name)
+        for order, (low, high, start, name) in enumerate(functions))]
 
 
 def _name_files(calls, files, first):
@@ -185,8 +243,8 @@ def _ranges(unit, attributes):
 
 def _segments(calls):
     """Sorted non-overlapping [(start, end, chain)] of [(low, high, depth,
-    call)]: over each segment, the calls whose ranges hold it, deepest
-    first."""
+    call)]: over each segment, the calls (or functions) whose ranges hold
+    it, deepest first."""
     bounds = sorted({b for low, high, _, _ in calls for b in (low, high)})
     if not bounds:
         return []
@@ -219,20 +277,34 @@ def _well_formed(segment):
                     for c in segment[2]))
 
 
-class UnitCalls:
-    """Look-ups in one unit's segments (unit_calls)."""
+def _well_formed_function(segment):
+    return (isinstance(segment, list) and len(segment) == 3
+            and all(isinstance(b, int) for b in segment[:2]) and isinstance(segment[2], str))
 
-    def __init__(self, segments):
+
+class UnitLookup:
+    """Look-ups in one unit's UnitFrames."""
+
+    def __init__(self, frames):
         # segments may come from a cache file: malformed ones are dropped
-        self.segments = [s for s in segments if _well_formed(s)]
-        self.starts = [segment[0] for segment in self.segments]
+        self.calls = [s for s in frames.calls if _well_formed(s)]
+        self.call_starts = [segment[0] for segment in self.calls]
+        self.functions = [s for s in frames.functions if _well_formed_function(s)]
+        self.function_starts = [segment[0] for segment in self.functions]
 
     def chain(self, address):
         """[InlinedCall] around the address, innermost first."""
-        i = bisect_right(self.starts, address) - 1
-        if i < 0 or address >= self.segments[i][1]:
+        i = bisect_right(self.call_starts, address) - 1
+        if i < 0 or address >= self.calls[i][1]:
             return []
-        return [InlinedCall(*call) for call in self.segments[i][2]]
+        return [InlinedCall(*call) for call in self.calls[i][2]]
+
+    def function(self, address):
+        """The name of the function whose code holds the address, or None."""
+        i = bisect_right(self.function_starts, address) - 1
+        if i < 0 or address >= self.functions[i][1]:
+            return None
+        return self.functions[i][2]
 
 
 def expanded(calls, function, line):

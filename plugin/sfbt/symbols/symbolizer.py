@@ -1,13 +1,17 @@
 """The one symbolizer of an ELF file: the function, source line and inline
 chain of a file address, each table read on first use.
 
-Function names come from the symbol table read in place (symbols/table.py).
-Lines and inline chains come from the compilation unit that holds the
-address only (found through .debug_aranges; a file without them has its
-whole line table read, and no inline chains): its line program read with
-struct (dwarf/line_program.py), its inlined calls from its entries
-(dwarf/inline.py), both from the same section bytes (each compressed
-section inflated once, as far as they need).
+A function is named as GDB names a frame's: from the DWARF function whose
+code holds the address (dwarf/inline.py: GDB's find_pc_function), else
+from GDB's minimal symbol there (symbols/table.py, the symbol table read
+in place), else from the PLT stub there (symbols/plt.py).
+The DWARF, lines and inline chains come from the compilation unit that
+holds the address only (found through .debug_aranges; a file without them
+has its whole line table read, and no inline chains nor DWARF functions):
+its line program read with struct (dwarf/line_program.py), its inlined
+calls and functions from its entries (dwarf/inline.py), both from the same
+section bytes (each compressed section inflated once, as far as they
+need).
 What was read is kept in the ``symbols`` part of sfbt's private cache
 (sfbt.cache), keyed by the file it was read from, so a second run reads
 what the first one parsed.  `sfbt stack`, `record` and `flame` reach it
@@ -24,17 +28,18 @@ from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence,
 
 from ..cache import Cache, Key, identity
 from ..debuginfo import DebugFiles
-from ..dwarf.inline import InlinedCall, UnitCalls, unit_calls
+from ..dwarf.inline import InlinedCall, UnitFrames, UnitLookup, unit_frames
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
 from ..dwarf.lines import MAX_EXPANSION, address_ranges
 from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from .line_table import LineTable, Location
-from .plt import in_plt, plt_table
+from .minimal_names import printed_name
+from .plt import StubTable, in_plt, plt_table
 from .table import FunctionTable
 
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 CACHE = Cache("symbols")
 #: the unit key of a file's whole line table (a file without .debug_aranges)
 EVERY_UNIT = -1
@@ -98,11 +103,11 @@ class FileSymbolizer:
         self._cached = cached
         self._stripped: Optional[FileSymbolizer] = None
         self._functions: Optional[FunctionTable] = None
-        self._plt: Optional[FunctionTable] = None
+        self._plt: Optional[StubTable] = None
         self._dwarf_bytes = DwarfBytes(self._image)
         self._ranges: Optional[Tuple[Rows, List[int]]] = None
         self._units: Dict[int, LineTable] = {}
-        self._calls: Dict[int, UnitCalls] = {}
+        self._lookups: Dict[int, UnitLookup] = {}
 
     @classmethod
     def open(cls, path: str, strict: bool = True) -> "FileSymbolizer":
@@ -119,19 +124,35 @@ class FileSymbolizer:
         self._stream.close()
 
     def use_names_of(self, stripped: "FileSymbolizer") -> None:
-        """Name functions from ``stripped`` (the file this one is the
-        separate debug file of) when this file has no function symbols."""
+        """Name functions from the symbols of ``stripped`` (the file this
+        one is the separate debug file of) too, as GDB does."""
         self._stripped = stripped
 
     # -- function names ---------------------------------------------------------------------
 
     def function(self, address: int) -> Optional[str]:
-        """The name of the function holding the file address (of the PLT
-        stub there: ``puts@plt``), or None."""
-        table = self.function_table()
-        if not len(table) and self._stripped is not None:
-            return self._stripped.function(address)
-        return table.function(address) or self._plt_stub(address)
+        """The name GDB gives the function holding the file address: of
+        the DWARF function there, else of the minimal symbol, else of the
+        PLT stub (``puts@plt``); None when there is none."""
+        lookup = self._unit_lookup(address)
+        name = lookup.function(address) if lookup is not None else None
+        return name or self._minimal_symbol(address) or self._plt_stub(address)
+
+    def _minimal_symbol(self, address: int) -> Optional[str]:
+        """The name GDB prints for its minimal symbol of the address: of
+        this file's and (a separate debug file) the stripped file's, the one
+        that starts higher, the stripped file's of two at one address (GDB
+        looks in a file before its separate debug file)."""
+        best: Optional[Tuple[FunctionTable, int]] = None
+        tables = [self.function_table()]
+        if self._stripped is not None:
+            tables.insert(0, self._stripped.function_table())
+        for table in tables:
+            index = table.best(address)
+            if index is not None and (best is None
+                                      or table.starts[index] > best[0].starts[best[1]]):
+                best = (table, index)
+        return printed_name(best[0].name(best[1])) if best is not None else None
 
     def _plt_stub(self, address: int) -> Optional[str]:
         """The name of the PLT stub at the address (a separate debug
@@ -142,7 +163,7 @@ class FileSymbolizer:
             try:
                 self._plt = plt_table(self._image)
             except (OSError, ElfError, struct.error):  # a damaged PLT: no names
-                self._plt = FunctionTable.empty(self._image)
+                self._plt = StubTable.empty()
         if not len(self._plt) and self._stripped is not None:
             return self._stripped._plt_stub(address)
         return self._plt.function(address)
@@ -182,13 +203,20 @@ class FileSymbolizer:
         """[InlinedCall] around a file address, innermost first: the calls
         the compiler inlined there (sfbt.dwarf.inline); none in a file
         without .debug_aranges."""
+        lookup = self._unit_lookup(address)
+        return lookup.chain(address) if lookup is not None else []
+
+    def _unit_lookup(self, address: int) -> Optional[UnitLookup]:
+        """The inlined calls and functions of the unit that holds the file
+        address, None when no unit does or the file has no
+        .debug_aranges."""
         unit = self._unit_at(address)
         if unit is None or unit == EVERY_UNIT:
-            return []
-        calls = self._calls.get(unit)
-        if calls is None:
-            calls = self._calls[unit] = UnitCalls(self._inline_segments(unit))
-        return calls.chain(address)
+            return None
+        lookup = self._lookups.get(unit)
+        if lookup is None:
+            lookup = self._lookups[unit] = UnitLookup(self._unit_frames(unit))
+        return lookup
 
     def _unit_at(self, address: int) -> Optional[int]:
         """The offset in .debug_info of the unit whose .debug_aranges hold
@@ -223,20 +251,20 @@ class FileSymbolizer:
                 self._keep(key, table.to_bytes())
         return table
 
-    def _inline_segments(self, unit: int) -> Rows:
-        """The unit's inline segments (sfbt.dwarf.inline.unit_calls), from
-        the cache or its DIEs; none when its DWARF cannot be read
-        (ElfError when strict)."""
-        key = self._key("inlines", unit)
-        segments = _segments(CACHE.get(key)) if key is not None else None
-        if segments is None:
-            segments = self._guarded("DWARF inline entries",
-                                     lambda: unit_calls(self._dwarf_bytes, unit))
-            if segments is None:
-                return []
+    def _unit_frames(self, unit: int) -> UnitFrames:
+        """The unit's inlined calls and functions (sfbt.dwarf.inline.
+        unit_frames), from the cache or its DIEs; none when its DWARF
+        cannot be read (ElfError when strict)."""
+        key = self._key("entries", unit)
+        frames = _frames(CACHE.get(key)) if key is not None else None
+        if frames is None:
+            frames = self._guarded("DWARF entries",
+                                   lambda: unit_frames(self._dwarf_bytes, unit))
+            if frames is None:
+                return UnitFrames([], [])
             if key is not None:
-                self._keep(key, json.dumps(segments, separators=(",", ":")).encode())
-        return segments
+                self._keep(key, json.dumps(frames, separators=(",", ":")).encode())
+        return frames
 
     # -- what every table shares ------------------------------------------------------------
 
@@ -265,20 +293,19 @@ class FileSymbolizer:
             CACHE.put(key, data)
 
 
-def _segments(data: Optional[bytes]) -> Optional[Rows]:
-    """The inline segments an entry holds: a list of [start, end, chain]
-    (UnitCalls checks each chain), or None."""
+def _frames(data: Optional[bytes]) -> Optional[UnitFrames]:
+    """The UnitFrames an entry holds: two lists of segments (UnitLookup
+    checks each), or None."""
     if data is None:
         return None
     try:
         rows = json.loads(data)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(rows, list) or not all(
-            isinstance(row, list) and len(row) == 3 and isinstance(row[0], int)
-            and isinstance(row[1], int) and isinstance(row[2], list) for row in rows):
+    if not isinstance(rows, list) or len(rows) != 2 or not all(
+            isinstance(segments, list) for segments in rows):
         return None
-    return rows
+    return UnitFrames(*rows)
 
 
 class ModuleFile(Protocol):

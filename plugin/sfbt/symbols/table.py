@@ -78,6 +78,10 @@ MAX_NAME = 4096
 #: symbols looked at backwards from an address at most (GDB: all of them,
 #: which a file of a million labels without a size would make slow)
 MAX_SCAN = 1 << 12
+#: symbols of one start ordered by their whole names at most (more, by
+#: their first ALIAS_HEAD bytes: GDB orders them all by their whole names)
+MAX_ALIASES = 1 << 14
+ALIAS_HEAD = 64
 #: the machines whose mapping symbols BFD hides from GDB: ARM, AArch64, RISC-V
 MAPPING_MACHINES = (40, 183, 243)
 MAPPING_SYMBOL = re.compile(rb"\$([adtxmfp]|xrv.*)(\..*)?\Z", re.S)
@@ -85,9 +89,10 @@ MAPPING_SYMBOL = re.compile(rb"\$([adtxmfp]|xrv.*)(\..*)?\Z", re.S)
 _HEAD = struct.Struct("<IQ")
 
 
-def name_bytes(strings: bytes, at: int) -> bytes:
-    end = strings.find(b"\0", at, at + MAX_NAME)
-    return strings[at:end if end >= 0 else at + MAX_NAME]
+def name_bytes(strings: bytes, at: int, most: int = MAX_NAME) -> bytes:
+    """The name at ``at`` in a string table's bytes, at most ``most`` of them."""
+    end = strings.find(b"\0", at, at + most)
+    return strings[at:end if end >= 0 else at + most]
 
 
 class FunctionTable:
@@ -162,9 +167,9 @@ class FunctionTable:
                     or not 0 < table.link < len(sections):
                 continue
             strings = sections[table.link]
-            found = _symbols(image.section_data(table), image.section_data(strings),
-                             sections, image)
-            return cls(*_arrays(found), strings, image)
+            names = image.section_data(strings)
+            found = _symbols(image.section_data(table), names, sections, image)
+            return cls(*_arrays(found, names), strings, image)
         return cls.empty(image)
 
     @classmethod
@@ -196,9 +201,10 @@ class FunctionTable:
 
 
 def _symbols(data: bytes, strings: bytes, sections: List[Section], image: ElfImage
-             ) -> List[Tuple[int, bytes, int, int, int]]:
-    """[(start, name, size, name offset, section * 2 + global)] of the
-    symbols GDB keeps of a symbol table's bytes."""
+             ) -> List[Tuple[int, int, int, int]]:
+    """[(start, name offset, size, section * 2 + global)] of the symbols
+    GDB keeps of a symbol table's bytes (no name copied but a mapping
+    symbol's: a hostile table's may be many and long)."""
     code = {s.index for s in sections if s.flags & SHF_EXECINSTR}
     mapping = image.header.machine in MAPPING_MACHINES
     limit = len(strings)
@@ -207,30 +213,44 @@ def _symbols(data: bytes, strings: bytes, sections: List[Section], image: ElfIma
     for name_at, info, _, shndx, value, size in unpack(
             data[:len(data) // SYMBOL_SIZE * SYMBOL_SIZE]):
         kind, binding = info & 0xF, info >> 4
-        if shndx not in code or kind in (STT_SECTION, STT_FILE) or name_at >= limit:
+        if shndx not in code or kind in (STT_SECTION, STT_FILE) or name_at >= limit \
+                or not strings[name_at]:
             continue
-        name = name_bytes(strings, name_at)
-        if not name or mapping and MAPPING_SYMBOL.match(name):
+        if mapping and strings[name_at] == 0x24 \
+                and MAPPING_SYMBOL.match(name_bytes(strings, name_at)):  # "$x", "$d"
             continue
         if binding == STB_LOCAL:
-            if name.startswith((b".L", b"$L")):  # compilers' labels
+            if strings.startswith((b".L", b"$L"), name_at):  # compilers' labels
                 continue
             text = False
         elif binding in GLOBAL_BINDINGS:
             text = kind != STT_GNU_IFUNC
         else:
             continue
-        found.append((value, name, size, name_at, shndx << 1 | text))
+        found.append((value, name_at, size, shndx << 1 | text))
     return found
 
 
-def _arrays(found: List[Tuple[int, bytes, int, int, int]]
+def _arrays(found: List[Tuple[int, int, int, int]], strings: bytes
             ) -> Tuple["array[int]", "array[int]", "array[int]", "array[int]"]:
     """(starts, sizes, name offsets, sections) of found, sorted by start
-    then name, one of each (start, section, name) kept."""
-    found.sort(key=lambda symbol: (symbol[0], symbol[1]))
-    kept = [symbol for symbol, after in zip(found, found[1:] + [None])
-            if after is None or (symbol[0], symbol[4] >> 1, symbol[1])
-            != (after[0], after[4] >> 1, after[1])]
+    then name, one of each (start, section, name) kept.  Names are read
+    for the symbols of one start at a time, where there are several."""
+    found.sort()
+    kept: List[Tuple[int, int, int, int]] = []
+    at = 0
+    while at < len(found):
+        end = at + 1
+        while end < len(found) and found[end][0] == found[at][0]:
+            end += 1
+        if end == at + 1:
+            kept.append(found[at])
+        else:  # a hostile table's thousands of long names at one start: their heads
+            width = MAX_NAME if end - at <= MAX_ALIASES else ALIAS_HEAD
+            named = sorted(((name_bytes(strings, symbol[1], width), symbol)
+                            for symbol in found[at:end]), key=lambda pair: pair[0])
+            kept += [symbol for (name, symbol), after in zip(named, named[1:] + [None])
+                     if after is None or (name, symbol[3] >> 1) != (after[0], after[1][3] >> 1)]
+        at = end
     return (array("Q", (s[0] for s in kept)), array("Q", (s[2] for s in kept)),
-            array("I", (s[3] for s in kept)), array("I", (s[4] for s in kept)))
+            array("I", (s[1] for s in kept)), array("I", (s[3] for s in kept)))

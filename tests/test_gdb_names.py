@@ -1,7 +1,7 @@
 """Function names as GDB gives them, where several symbols name one
 address: `sfbt stack` on aliases.c (a local function with global, weak
-and local aliases, a name the assembly gives, versioned names in
-libaliases.so) built four ways (with DWARF; symbol tables only; .dynsym
+and local aliases, names the assembly gives to a function and to one
+inlined, versioned names in libaliases.so) built four ways (with DWARF; symbol tables only; .dynsym
 only; the library's symbols in a separate debug file) names each frame as
 `gdb -nx` bt does; the symbolizer names every alias's address as
 `info symbol` does, minimal symbols whose names GDB prints decoded
@@ -74,7 +74,8 @@ def _stack_names(gdb, program):
 
 #: the names each build gives the frames of aliases.c and libaliases.so
 EXPECTED = {
-    "dwarf": ["wait_local", "trio_c", "pair_zlocal", "lib_impl", "renamed_in_asm"],
+    "dwarf": ["wait_local", "step_in_asm", "trio_c", "pair_zlocal", "lib_impl",
+              "renamed_in_asm"],
     # the last name by name; a global one before a local one just after it
     "symtab": ["wait_weak", "trio_c", "pair_global", "lib_impl_v1", "renamed_in_asm"],
     "dynsym": ["??", "??", "??", "lib_api", "??"],
@@ -109,7 +110,7 @@ def test_aliases_are_named_as_info_symbol_names_them(gdb, aliases, variant):
         debug = path.with_name(path.name + ".debug")  # the names a stripped file left there
         symbols = _nm(debug if debug.exists() else path)
         addresses = sorted({a + step for name, a in symbols.items() for step in (0, 1)
-                            if re.match(r"(wait|trio|pair|lib|renamed)_", name)})
+                            if re.match(r"(wait|trio|pair|lib|renamed|step)_", name)})
         assert len(addresses) >= 2, symbols
         symbolizer = file_symbolizer(str(path), None, DebugFiles())
         try:

@@ -8,12 +8,13 @@ asked for in that unit, as the line tables are) and flattened into
 sorted, non-overlapping segments, each with the chain (the function) that
 holds over it, so that a look-up is one bisection.
 
-A function is named as GDB names the symbol it makes of its entry: by
-its linkage name (DW_AT_linkage_name, of the entry or of one it refers
-to: ``__GI___clock_nanosleep``, the C library's name of
-``__clock_nanosleep`` inside it), else by its DW_AT_name; C++'s linkage
-names are left mangled.  An inlined call is named by its DW_AT_name, as
-llvm-symbolizer --functions=short and eu-stack name it."""
+A function, and the function of an inlined call, is named as GDB names
+the symbol it makes of its entry: by its linkage name
+(DW_AT_linkage_name, of the entry or of one it refers to:
+``__GI___clock_nanosleep``, the C library's name of ``__clock_nanosleep``
+inside it), else by its DW_AT_name (eu-stack and llvm-symbolizer
+--functions=short take the DW_AT_name); C++'s linkage names are left
+mangled."""
 
 from bisect import bisect_right
 from typing import NamedTuple
@@ -28,7 +29,8 @@ DW_TAG_SUBPROGRAM = 0x2E
 #: namespace, class_type, structure_type, try_block, catch_block, union_type
 NESTING = {0x2E, 0x0B, 0x39, 0x02, 0x13, 0x32, 0x25, 0x17}
 LINKAGE_NAMES = (entries.DW_AT_LINKAGE_NAME, entries.DW_AT_MIPS_LINKAGE_NAME)
-NAMES = (entries.DW_AT_NAME,) + LINKAGE_NAMES
+SHORT_NAMES = (entries.DW_AT_NAME,)
+NAMES = LINKAGE_NAMES + SHORT_NAMES
 #: attributes whose entry may carry a function's name instead of this one
 NAME_SOURCES = (entries.DW_AT_ABSTRACT_ORIGIN, entries.DW_AT_SPECIFICATION)
 #: links followed at most to find a name (a loop in damaged DWARF ends)
@@ -64,17 +66,11 @@ class _Names:
         self.found = {}
 
     def name(self, unit, attributes):
-        """An inlined call's name: the first of NAMES its entry's
-        attributes, or those of the entries they refer to, give; "??"
-        when none is found."""
-        return self._first(unit, attributes, NAMES) or "??"
-
-    def function_name(self, unit, attributes):
         """A function's name as GDB gives it: the first linkage name its
         entry's attributes, or those of the entries they refer to, give,
         else the first DW_AT_name; None when none is found."""
         return self._first(unit, attributes, LINKAGE_NAMES) \
-            or self._first(unit, attributes, NAMES[:1])
+            or self._first(unit, attributes, SHORT_NAMES)
 
     def _first(self, unit, attributes, keys):
         """The first name of ``keys`` along the entries an entry refers
@@ -175,7 +171,7 @@ def _calls(unit, whole=None):
         depth, tag = depths[-1], abbreviation.tag
         if depth is not None and tag == DW_TAG_INLINED:
             attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
-            call = [names.name(unit, attributes),
+            call = [names.name(unit, attributes) or "??",
                     attributes[entries.DW_AT_CALL_FILE][1]
                     if entries.DW_AT_CALL_FILE in attributes else None,
                     attributes[entries.DW_AT_CALL_LINE][1]
@@ -187,7 +183,7 @@ def _calls(unit, whole=None):
             ranges = _ranges(unit, attributes)
             # a definition (not a declaration) with a name (GDB makes no
             # function of one without)
-            name = names.function_name(unit, attributes) if ranges else None
+            name = names.name(unit, attributes) if ranges else None
             if name is not None:
                 start = min(low for low, _ in ranges)
                 functions += [(low, high, start, name) for low, high in ranges]

@@ -39,7 +39,7 @@ from .plt import StubTable, in_plt, plt_table
 from .table import FunctionTable
 
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 CACHE = Cache("symbols")
 #: the unit key of a file's whole line table (a file without .debug_aranges)
 EVERY_UNIT = -1

@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 from elftools.common.exceptions import ELFError  # noqa: E402
 from elftools.elf.elffile import ELFFile  # noqa: E402
 from inline_reference import unit_calls as reference  # noqa: E402
-from sfbt.dwarf.lines import address_ranges  # noqa: E402
 from sfbt.debuginfo.search import build_id_path  # noqa: E402
 from sfbt.dwarf.inline import unit_frames  # noqa: E402
 from sfbt.dwarf.line_program import DwarfBytes, unit_files  # noqa: E402
-from sfbt.elf import ElfImage, open_elf, read_build_id  # noqa: E402
+from sfbt.dwarf.units import UnitIndex  # noqa: E402
+from sfbt.elf import ElfImage, read_build_id  # noqa: E402
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
@@ -85,11 +85,9 @@ def main():
     ratios = sorted(ours[o] / theirs[o] for o in ours if theirs[o] > 0)
     print(f"per unit, sfbt / pyelftools: median ratio {statistics.median(ratios):.3f}")
     if args.address:
-        stream, image = open_elf(path)
-        with stream:
-            ranges = address_ranges(image)
+        index = UnitIndex(ours_dwarf)
         for address in args.address:
-            unit = next((u for start, end, u in ranges if start <= address < end), None)
+            unit = index.unit(address)
             if unit is not None:
                 print(f"{address:#x}: unit {unit:#x}, sfbt {ours[unit] * 1e3:.2f} ms, "
                       f"pyelftools {theirs[unit] * 1e3:.2f} ms")

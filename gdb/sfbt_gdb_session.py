@@ -318,8 +318,10 @@ class GdbInlineSource:
         return self.symbols.function(address)
 
     def inlined(self, address):
+        names = inlined_block_names(address + self.load_bias)
+        if names == []:  # GDB's blocks there inline nothing: no DWARF to read
+            return []
         calls = self.symbols.inlined(address)
-        names = inlined_block_names(address + self.load_bias) if calls else None
         if names is None or len(names) >= len(calls):
             return calls
         kept = []

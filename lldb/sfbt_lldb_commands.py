@@ -134,7 +134,7 @@ class CbfLoadCommand(_Command):
             session = LldbSession(debugger, exe_ctx)
         except CommandError:  # no target: the archive's images name the frames
             session = None
-        return load.cbf_load(session, words)
+        return load.cbf_load(session, words, LldbSession.debugger)
 
 
 class SFrameInfoCommand(_Command):

@@ -1,7 +1,6 @@
 """sfbt's Session and Target over LLDB's SB API."""
 
 import collections
-import os
 import re
 import signal
 
@@ -247,9 +246,6 @@ class LldbSession(Session):
         if module is not None and module.path != target.GetExecutable().fullpath:
             return name, f" from {module.path}"
         return name, " ()"
-
-    def source_name(self, path):
-        return os.path.basename(path)  # as LLDB's bt shows a file
 
     def outer_name(self, lookup_pc):
         name, _ = self.describe(lookup_pc)

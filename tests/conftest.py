@@ -61,6 +61,27 @@ def one_frame_archive(path, image_path):
     return path
 
 
+def frame0_rows(archive_path, program, debugger):
+    """(line at frame #0's PC, line one byte before it) of the one trace
+    of the archive at archive_path, read from ``program``'s file with
+    ``debugger``'s choice of row (sfbt.dwarf.line_program.preferred_rows): what
+    says whether a stop tests the lookup address and the rows' choice."""
+    from sfbt.archive.store import read_archive
+    from sfbt.symbols.symbolizer import FileSymbolizer
+    archive, error = read_archive(archive_path)
+    assert error is None
+    (trace,) = archive.traces.values()
+    pc = trace.decoded().frames[0].address
+    (image,) = [i for i in archive.image_map(trace.events[0].image_map_index).images
+                if i.path == str(program)]
+    symbols = FileSymbolizer.open(str(program), debugger=debugger)
+    try:
+        return tuple(symbols.line(pc - image.base + symbols.base_address - back)
+                     for back in (0, 1))
+    finally:
+        symbols.close()
+
+
 def archive_naming_a_fifo(tmp_path):
     """(fifo, archive path): one_frame_archive whose image's file is a FIFO
     (opening it for reading would block)."""

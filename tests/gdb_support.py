@@ -74,6 +74,18 @@ def sframe_frames(text):
     return [(int(m[1]), int(m[2], 16), m[3]) for m in _FRAME.finditer(text)]
 
 
+#: the FILE:LINE of frame #0 in a backtrace GDB's bt, sframe-bt or
+#: cbf-load printed (``#0  0x... in f at file.c:14``)
+FRAME0_PLACE = re.compile(r"^#0 .* at (\S+):(\d+)$", re.M)
+
+
+def frame0_place(text, pattern=FRAME0_PLACE):
+    """(file, line) of frame #0 in text, as ``pattern`` finds it."""
+    found = pattern.search(text)
+    assert found, text[-2000:]
+    return found[1], int(found[2])
+
+
 def gdb_pcs(text):
     """Each `test-gdb-pcs` line, as a list of PCs."""
     return [[int(p, 16) for p in line.split()[1:]]

@@ -405,6 +405,17 @@ def test_a_frame_is_its_kind_and_address():
         Frame("pc", -1)
 
 
+def test_only_a_return_address_is_looked_up_inside_the_call():
+    """A PC (where execution stopped, or a signal interrupted it) and an
+    async resume point (a function's entry) name their own instruction;
+    a return address the call before it, one byte back (a zero one, of a
+    smashed stack, as it is)."""
+    assert Frame("pc", 0x401000).lookup_address == 0x401000
+    assert Frame("async", 0x401000).lookup_address == 0x401000
+    assert Frame("ra", 0x401000).lookup_address == 0x400fff
+    assert Frame("ra", 0).lookup_address == 0
+
+
 # An archive's decoder: the callers traces share decoded once
 
 

@@ -164,6 +164,39 @@ def test_a_file_with_dwarf_of_its_own_needs_none(stripped, tmp_path):
     assert DebugFiles(roots=[str(root)], download=False).find(str(program)) == target
 
 
+def test_one_search_per_build_id(stripped, tmp_path, monkeypatch):
+    """Two paths of one build (two mappings of one file): the debug file
+    is looked for once, its content checked once; a file with DWARF of its
+    own asked first changes nothing; when nothing was found, the second
+    path's own debuglink is still looked at (a place only it leads to)."""
+    from sfbt.debuginfo import search
+    program, debug, build_id = stripped
+    read = []
+    facts_of = search.file_facts
+    monkeypatch.setattr(search, "file_facts", lambda path: read.append(path) or facts_of(path))
+    root = tmp_path / "root"
+    target = build_id_path(str(root), build_id)
+    os.makedirs(os.path.dirname(target))
+    shutil.copy(debug, target)
+    first, second = (str(shutil.copy(program, tmp_path / name)) for name in ("one", "two"))
+    found = DebugFiles(roots=[str(root)], download=False)
+    assert found.find(str(program.with_suffix(".full"))) is None
+    assert found.find(first) == target and found.find(second) == target
+    assert found.find(None, build_id) == target
+    assert read.count(target) == 1, read
+    assert read == [str(program.with_suffix(".full")), first, target, second], read
+    # found nowhere for the first path; beside the second, by its debuglink
+    os.remove(target)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    beside = str(with_debuglink(shutil.copy(program, linked / "sleeper"), debug))
+    shutil.copy(debug, linked / debug.name)
+    found = DebugFiles(roots=[str(root)], download=False)
+    assert found.find(first) is None
+    assert found.find(beside) == str(linked / debug.name)
+    assert found.find(second) == str(linked / debug.name)
+
+
 def test_a_debuglink_naming_a_directory_is_not_followed(stripped, tmp_path):
     program, debug, _ = stripped
     link = tmp_path / "link"

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from conftest import run_sfbt
-from gdb_support import (compile_library, compile_program, run_gdb,
+from conftest import frame0_rows, run_sfbt
+from gdb_support import (compile_library, compile_program, frame0_place, run_gdb,
                          sframe_frames, split_sections)
 from sfbt.archive import cbf, lws
 from sfbt.archive.store import read_archive
@@ -161,3 +161,35 @@ def test_all_threads(gdb, tmp_path):
     archive, error = read_archive(archive_path)
     assert error is None and len(archive.events) == 5
     assert sorted(e.thread.split()[0] for e in archive.events) == ["1", "2", "3", "4", "5"]
+
+
+#: two stops in wait_forever (inline_chain.c at -O2, run with one argument:
+#: it waits there): at its breakpoint, an address GCC gives the rows of
+#: several lines (GDB's bt shows one, LLDB's another), then at a
+#: breakpoint on a line, whose first instruction follows another line's
+#: (one byte before it is that line)
+FRAME0_STOPS = ["break wait_forever", "run 200", "break inline_chain.c:16", "continue"]
+
+
+def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(gdb, tmp_path):
+    """A saved frame #0 is looked up at its PC, by the rows GDB takes:
+    cbf-load with the program loaded and without one, and `sfbt cbf
+    decode`, show the FILE:LINE GDB's bt showed at that stop."""
+    program = compile_program(tmp_path, "chain", "O2", True, ["inline_chain.c"])
+    archives = [tmp_path / "entry.sfbt", tmp_path / "line.sfbt"]
+    commands = []
+    for start, archive in zip((FRAME0_STOPS[:2], FRAME0_STOPS[2:]), archives):
+        commands += start + ["echo ==BT==\\n", "bt 1", f"cbf-save {archive}"]
+    out = run_gdb(gdb, [str(program)], commands)
+    shown = [frame0_place(section) for section in split_sections(out, "==BT==")]
+    assert len(shown) == 2, out[-3000:]
+    at_entry, at_line = (frame0_rows(archive, program, "gdb") for archive in archives)
+    assert at_line[0] != at_line[1], at_line  # PC - 1 is another line's
+    loads = [command for archive in archives
+             for command in ("echo ==LOAD==\\n", f"cbf-load {archive}")]
+    for arguments in ([], [str(program)]):
+        loaded = split_sections(run_gdb(gdb, arguments, loads), "==LOAD==")
+        assert [frame0_place(section) for section in loaded] == shown, loaded
+    decoded = [run_sfbt("cbf", "decode", archive).stdout for archive in archives]
+    assert [frame0_place(text) for text in decoded] == shown, decoded
+    assert [number for _, number in shown] == [at_entry[0].line, at_line[0].line]

@@ -16,8 +16,7 @@ import subprocess
 
 import pytest
 
-from gdb_support import (OPTIMIZATIONS, PROGRAMS, ROOT, run_gdb, split_sections,
-                         strip_eh_frame)
+from gdb_support import OPTIMIZATIONS, PROGRAMS, ROOT, run_gdb, strip_eh_frame
 
 STEP_FRAMES = ROOT / "tests" / "gdb_step_frames.py"
 

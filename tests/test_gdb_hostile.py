@@ -8,7 +8,6 @@ import pytest
 
 from conftest import archive_naming_a_fifo, one_frame_archive
 from gdb_support import compile_library, compile_program, run_gdb
-from sfbt.archive import cbf
 from sfbt.archive.store import read_archive
 
 

@@ -25,9 +25,9 @@ def inlined(tmp_path_factory):
                            ["inline_chain.c"])
 
 
-def _text_addresses(path):
-    """Every instruction address of the program's own functions
-    (objdump -d), with the function that holds it."""
+def _text_addresses(path, functions=("work", "main", "wait_forever")):
+    """Every instruction address of the program's own ``functions``
+    (objdump -d)."""
     text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)],
                           capture_output=True, text=True, check=True).stdout
     addresses, function = [], None
@@ -37,7 +37,7 @@ def _text_addresses(path):
             function = heading.group(1)
             continue
         instruction = re.match(r"\s+([0-9a-f]+):", line)
-        if instruction and function in ("work", "main", "wait_forever"):
+        if instruction and function in functions:
             addresses.append(int(instruction.group(1), 16))
     return addresses
 
@@ -84,6 +84,68 @@ def test_chains_match_addr2line(inlined):
         deep += len(ours) >= 3
     print(f"inline chains equal to addr2line: {compared}, of them {deep} three frames deep or more")
     assert compared > 100 and deep > 20, (compared, deep)
+
+
+def _zlib_gnu(program, output):
+    """``program`` with its DWARF in GNU's older compressed sections
+    (.zdebug_*: "ZLIB", size, zlib stream), as objcopy writes them (gcc
+    -Wa,--compress-debug-sections=zlib-gnu does not: the linker writes
+    its output's sections inflated)."""
+    subprocess.run(["objcopy", "--compress-debug-sections=zlib-gnu", str(program),
+                    str(output)], check=True)
+    sections = subprocess.run(["readelf", "-SW", str(output)], capture_output=True,
+                              text=True, check=True).stdout
+    assert ".zdebug_info" in sections and ".zdebug_line" in sections, sections
+    assert ".debug_info" not in sections and ".debug_line" not in sections, sections
+    return output
+
+
+def test_zlib_gnu_sections_read_as_the_plain_build(inlined, tmp_path):
+    """The same program with .zdebug_* sections: at every instruction the
+    same line and inline chain as from its plain build, the chains
+    addr2line -i reads from the plain build (binutils 2.40's finds no
+    .debug_rnglists in the compressed one)."""
+    require(shutil.which("addr2line") and shutil.which("objcopy"), "binutils missing")
+    from sfbt.symbols.symbolizer import FileSymbolizer
+    compressed = _zlib_gnu(inlined, tmp_path / "zdebug")
+    plain, ours = FileSymbolizer.open(str(inlined)), FileSymbolizer.open(str(compressed))
+    compared = lines = deep = 0
+    try:
+        for address in _text_addresses(inlined):
+            if plain.function(address) is None:
+                continue  # padding after a function
+            frames = _ours(ours, address)
+            assert frames == _ours(plain, address), hex(address)
+            assert frames[1:] == _frames(inlined, address)[1:], hex(address)
+            compared += 1
+            lines += ours.line(address) is not None
+            deep += len(frames) >= 3
+    finally:
+        plain.close()
+        ours.close()
+    print(f"zlib-gnu: {compared} addresses alike, {lines} with a line, {deep} three "
+          "frames deep or more")
+    assert compared > 100 and lines == compared and deep > 20, (compared, lines, deep)
+
+
+def test_a_zlib_gnu_section_claiming_too_much_is_refused_in_one_line(inlined, tmp_path):
+    """A .zdebug_ section whose header says it inflates past the bound
+    (64 times the file's size) makes the file refused, in one line."""
+    from sfbt.elf import ElfError, open_elf
+    from sfbt.symbols.symbolizer import FileSymbolizer
+    compressed = _zlib_gnu(inlined, tmp_path / "zdebug")
+    stream, image = open_elf(str(compressed))
+    with stream:
+        offset = image.section(".zdebug_info").offset
+    data = bytearray(compressed.read_bytes())
+    assert data[offset:offset + 4] == b"ZLIB"
+    data[offset + 4:offset + 12] = (1 << 40).to_bytes(8, "big")
+    compressed.write_bytes(bytes(data))
+    with pytest.raises(ElfError) as raised:
+        FileSymbolizer.open(str(compressed))
+    message = str(raised.value)
+    assert "section .zdebug_info claims to expand to 1099511627776 bytes" in message, message
+    assert "\n" not in message
 
 
 _SFBT_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)(?: at | from | \(\)|$)")
@@ -316,19 +378,43 @@ def _forms(path):
             for attribute, form, _ in abbreviation.attributes}
 
 
+def _require_clang():
+    require(shutil.which("clang"), "clang is not installed (./install.sh --test-debuggers)")
+    require(shutil.which("llvm-symbolizer"),
+            "llvm-symbolizer (llvm) is not installed (./install.sh --test-debuggers)")
+
+
+def _match_llvm_symbolizer(program, functions=("work", "main", "wait_forever")):
+    """Assert that at every instruction of ``functions`` the inline chain
+    (names and call sites) is the one llvm-symbolizer --inlines shows, and
+    that the address has a line; (addresses compared, of them two inlined
+    calls deep or more)."""
+    from sfbt.live.symbols import module_symbols
+    from sfbt.unwind.modules import Module
+    symbols = module_symbols(Module(str(program), 0, 0, 1 << 40))
+    addresses = [a for a in _text_addresses(program, functions)
+                 if symbols.function(a) is not None]
+    compared = deep = 0
+    for address, theirs in zip(addresses, _llvm_symbolizer_frames(program, addresses)):
+        calls = symbols.inlined(address)
+        names = [call.name for call in calls] + [symbols.function(address)]
+        sites = [(os.path.basename(call.file or "??"), call.line) for call in calls]
+        assert names == [name for name, _, _ in theirs], hex(address)
+        assert sites == [(file, line) for _, file, line in theirs[1:]], hex(address)
+        assert symbols.line(address) is not None, hex(address)
+        compared += 1
+        deep += len(calls) >= 2
+    return compared, deep
+
+
 def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
     """inline_chain.c by clang -O2 -gdwarf-5: inlined calls' ranges through
     DW_FORM_rnglistx, their addresses through addrx, names through strx;
     at every instruction the inline chain llvm-symbolizer shows."""
-    require(shutil.which("clang"), "clang is not installed (./install.sh --test-debuggers)")
-    require(shutil.which("llvm-symbolizer"),
-            "llvm-symbolizer (llvm) is not installed (./install.sh --test-debuggers)")
+    _require_clang()
     from sfbt.dwarf import entries
     from sfbt.dwarf.inline import DW_TAG_INLINED
-    from sfbt.live.symbols import module_symbols
-    from sfbt.unwind.modules import Module
     program = tmp_path / "inline_chain"
-    # clang leaves .debug_aranges out unless asked
     subprocess.run(["clang", "-O2", "-gdwarf-5", "-gdwarf-aranges", "-o", str(program),
                     str(PROGRAMS / "inline_chain.c")], check=True, capture_output=True)
     forms = _forms(program)
@@ -337,20 +423,194 @@ def test_clang_dwarf5_chains_match_llvm_symbolizer(tmp_path):
                and form in entries.ADDRESS_INDICES for tag, attribute, form in forms), forms
     assert any(attribute == entries.DW_AT_NAME and form in entries.STRING_INDICES
                for _, attribute, form in forms), forms
-    symbols = module_symbols(Module(str(program), 0, 0, 1 << 40))
-    addresses = [a for a in _text_addresses(program) if symbols.function(a) is not None]
-    compared = deep = 0
-    for address, theirs in zip(addresses, _llvm_symbolizer_frames(program, addresses)):
-        calls = symbols.inlined(address)
-        names = [call.name for call in calls] + [symbols.function(address)]
-        sites = [(os.path.basename(call.file or "??"), call.line) for call in calls]
-        assert names == [name for name, _, _ in theirs], hex(address)
-        assert sites == [(file, line) for _, file, line in theirs[1:]], hex(address)
-        compared += 1
-        deep += len(calls) >= 2
+    compared, deep = _match_llvm_symbolizer(program)
     print(f"clang: inline chains equal to llvm-symbolizer's at {compared} addresses, "
           f"{deep} of them two inlined calls deep or more")
     assert compared > 50 and deep > 10, (compared, deep)
+
+
+#: a second unit for the programs without .debug_aranges: calls inlined
+#: in a function nothing calls
+HELPER = """
+static inline __attribute__((always_inline)) int twice(int x) { return 2 * x + x / 3; }
+static inline __attribute__((always_inline)) int add_twice(int x, int y)
+{
+    return twice(x) * y + twice(y);
+}
+__attribute__((noinline)) int helper(int x, int y)
+{
+    return add_twice(x, y) * add_twice(y + 1, x);
+}
+"""
+
+
+def _aranges_units(program):
+    """The number of units .debug_aranges lists (readelf), None when the
+    program has no .debug_aranges."""
+    sections = subprocess.run(["readelf", "-SW", str(program)], capture_output=True,
+                              text=True, check=True).stdout
+    if ".debug_aranges" not in sections:
+        return None
+    dump = subprocess.run(["readelf", "--debug-dump=aranges", str(program)],
+                          capture_output=True, text=True, check=True).stdout
+    return dump.count("Offset into .debug_info:")
+
+
+@pytest.mark.parametrize("dwarf_version", ["4", "5"])
+@pytest.mark.parametrize("aranges", ["none", "helper-only"])
+def test_clang_chains_without_aranges_match_llvm_symbolizer(tmp_path, dwarf_version, aranges):
+    """clang -O2 -g leaves .debug_aranges out: inline_chain.c's unit is
+    found through its top entry's DW_AT_ranges (-ffunction-sections: in
+    .debug_ranges in DWARF 4, through rnglistx in .debug_rnglists in 5),
+    helper.c's through its low and high pc, in a program with no aranges
+    at all, and in one whose aranges list only helper.c's unit (built
+    with -gdwarf-aranges); at every instruction the inline chain
+    llvm-symbolizer shows."""
+    _require_clang()
+    from sfbt.dwarf import entries
+    from sfbt.dwarf.units import CODE_UNITS
+    helper = tmp_path / "helper.c"
+    helper.write_text(HELPER)
+    objects = []
+    for source, extra in ((PROGRAMS / "inline_chain.c", ["-ffunction-sections"]),
+                          (helper, ["-gdwarf-aranges"] if aranges == "helper-only" else [])):
+        objects.append(tmp_path / f"{source.stem}.o")
+        subprocess.run(["clang", "-O2", f"-gdwarf-{dwarf_version}", *extra, "-c",
+                        "-o", str(objects[-1]), str(source)], check=True, capture_output=True)
+    program = tmp_path / "inline_chain"
+    subprocess.run(["clang", "-o", str(program), *map(str, objects)], check=True,
+                   capture_output=True)
+    assert _aranges_units(program) == (None if aranges == "none" else 1)
+    tops = {(attribute, form) for tag, attribute, form in _forms(program)
+            if tag in CODE_UNITS}
+    ranges_form = entries.DW_FORM_SEC_OFFSET if dwarf_version == "4" \
+        else entries.DW_FORM_RNGLISTX
+    assert (entries.DW_AT_RANGES, ranges_form) in tops, tops
+    assert any(attribute == entries.DW_AT_HIGH_PC for attribute, _ in tops), tops
+    compared, deep = _match_llvm_symbolizer(program, ("work", "main", "wait_forever",
+                                                      "helper"))
+    print(f"clang DWARF {dwarf_version}, aranges {aranges}: inline chains equal to "
+          f"llvm-symbolizer's at {compared} addresses, {deep} of them two inlined "
+          "calls deep or more")
+    assert compared > 50 and deep > 10, (compared, deep)
+
+
+@pytest.fixture(scope="module")
+def clang_built(tmp_path_factory):
+    """inline_chain.c by clang -O2 -g: no .debug_aranges."""
+    _require_clang()
+    program = tmp_path_factory.mktemp("clang") / "inline_chain"
+    subprocess.run(["clang", "-O2", "-g", "-o", str(program), str(PROGRAMS / "inline_chain.c")],
+                   check=True, capture_output=True)
+    assert _aranges_units(program) is None
+    return program
+
+
+def _base_line(symbols, address):
+    """(file base name, line) of an address, or None."""
+    line = symbols.line(address)
+    return (os.path.basename(line.file), line.line) if line is not None else None
+
+
+def test_split_dwarf_skeleton_units_give_the_lines(clang_built, tmp_path):
+    """clang -gsplit-dwarf: the main file holds skeleton units only (their
+    entries in a .dwo file sfbt does not read), no aranges; the skeleton's
+    top entry says what it holds and finds its line program (not the
+    whole line table read): the lines of the build without
+    -gsplit-dwarf at every instruction (the file's directory aside: the
+    .dwo is written in another)."""
+    from sfbt.dwarf.units import UnitIndex
+    from sfbt.symbols.symbolizer import FileSymbolizer
+    split = tmp_path / "split"
+    subprocess.run(["clang", "-O2", "-g", "-gsplit-dwarf", "-o", str(split),
+                    str(PROGRAMS / "inline_chain.c")], check=True, capture_output=True,
+                   cwd=tmp_path)
+    assert _aranges_units(split) is None
+    dump = subprocess.run(["readelf", "-wN", "--debug-dump=info", str(split)],
+                          capture_output=True, text=True, check=True).stdout
+    assert "DW_TAG_skeleton_unit" in dump and "DW_TAG_compile_unit" not in dump
+    assert UnitIndex(_dwarf_bytes(split)).unit(_text_addresses(split, ("work",))[0]) == 0
+    ours, plain = FileSymbolizer.open(str(split)), FileSymbolizer.open(str(clang_built))
+    try:
+        addresses = _text_addresses(split)
+        assert addresses == _text_addresses(clang_built)
+        lines = [_base_line(ours, address) for address in addresses]
+        assert lines == [_base_line(plain, address) for address in addresses]
+    finally:
+        ours.close()
+        plain.close()
+    assert sum(line is not None for line in lines) > 50, lines
+
+
+def test_unlisted_units_ranges_are_kept_and_a_damaged_entry_rebuilt(clang_built, monkeypatch):
+    """The ranges read from the top entries of the units aranges leave out
+    are kept in the symbols cache: a second symbolizer of the file reads
+    no top entry; a damaged entry is read again and kept again."""
+    from sfbt.cache import identity
+    from sfbt.dwarf.units import top_entry_ranges
+    from sfbt.symbols import symbolizer
+    work = _text_addresses(clang_built, ("work",))
+    read = []
+    monkeypatch.setattr(symbolizer, "top_entry_ranges",
+                        lambda *args: read.append(args) or top_entry_ranges(*args))
+    with open(clang_built, "rb") as stream:
+        key = identity(stream.fileno(), symbolizer.CACHE_FORMAT, "unit ranges")
+    symbolizer.CACHE.put(key, b"")  # whatever an earlier test kept
+
+    def inlined_names():
+        """The names of the calls inlined at each instruction of work."""
+        symbols = symbolizer.FileSymbolizer.open(str(clang_built))
+        try:
+            return [[call.name for call in symbols.inlined(address)] for address in work]
+        finally:
+            symbols.close()
+
+    names = inlined_names()
+    kept = symbolizer.CACHE.get(key)
+    assert any(names) and len(read) == 1 and kept, (names, read, kept)
+    assert inlined_names() == names and len(read) == 1
+    for damaged in (kept[:-1], b'[[1,2,"x"]]', b"{}"):
+        assert symbolizer.CACHE.put(key, damaged)
+        assert inlined_names() == names
+        assert symbolizer.CACHE.get(key) == kept  # read again and kept again
+    assert len(read) == 4
+
+
+def test_damaged_top_entries_end_in_an_error_not_a_hang(clang_built):
+    """A clang program without aranges, bytes of its units' headers and
+    top entries (and of their abbreviations) overwritten at random
+    (seeded): each look-up of the unit at an address ends, in a unit or
+    none or in an error its callers catch, within a second."""
+    import random
+    import struct
+    from sfbt.dwarf.line_program import DwarfBytes
+    from sfbt.dwarf.units import UnitIndex
+    from sfbt.elf import ElfImage, open_elf
+    program = clang_built
+    _, offsets = _units(program)
+    stream, image = open_elf(str(program))
+    with stream:
+        info, abbrev = image.section(".debug_info"), image.section(".debug_abbrev")
+    places = [info.offset + unit + at for unit in offsets for at in range(40)] \
+        + list(range(abbrev.offset, abbrev.offset + min(abbrev.size, 64)))
+    work = _text_addresses(program, ("work",))[0]
+    data = program.read_bytes()
+    assert UnitIndex(_dwarf_bytes(program)).unit(work) == offsets[0]
+    randomly = random.Random(2026)
+    outcomes = {"found": 0, "none": 0, "error": 0}
+    for _ in range(400):
+        damaged = bytearray(data)
+        for place in randomly.sample(places, 3):
+            damaged[place] = randomly.randrange(256)
+        began = time.perf_counter()
+        try:
+            dwarf = DwarfBytes(ElfImage.from_file(io.BytesIO(bytes(damaged)), "damaged"))
+            outcomes["none" if UnitIndex(dwarf).unit(work) is None else "found"] += 1
+        except (ValueError, IndexError, struct.error):
+            outcomes["error"] += 1
+        assert time.perf_counter() - began < 1, outcomes
+    print(f"damaged top entries: {outcomes}")
+    assert outcomes["found"] > 0 and outcomes["error"] > 0, outcomes
 
 
 def test_damaged_entries_end_in_an_error_not_a_hang(tmp_path):

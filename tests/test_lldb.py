@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from gdb_support import (build_recurse, compile_program, run_gdb, sframe_frames,
-                         split_sections, variant_id)
-from conftest import run_sfbt
+from gdb_support import (build_recurse, compile_program, frame0_place, run_gdb,
+                         sframe_frames, split_sections, variant_id)
+from conftest import frame0_rows, run_sfbt
 from lldb_support import frame_names, lldb_pcs, mark, run_lldb, stack_frames
 
 VARIANTS = [("O0", True), ("O2", False), ("O2", True)]
@@ -210,7 +210,7 @@ def test_cbf_archives_cross_between_lldb_and_gdb(lldb, gdb, build_dir, tmp_path)
         (pc, name) for _, pc, name in gdb_frames]
     out = run_lldb(lldb, program, [mark("LOAD"), f"cbf-load {from_gdb}"])
     loaded = out.split("==LOAD==")[1]
-    assert [pc for _, pc, _ in sframe_frames(loaded)] == [pc for _, pc, _ in gdb_frames]
+    assert [pc for _, pc, _ in stack_frames(loaded)] == [pc for _, pc, _ in gdb_frames]
     assert frame_names(loaded) == frame_names(lldb_bt)
 
 
@@ -313,3 +313,35 @@ def test_cbf_save_hands_its_options_to_the_core(lldb, build_dir, tmp_path):
     assert "cbf-save: unknown format 'bogus' (one of archive, cbf, json, lws)" in out
     decoded = run_sfbt("cbf", "decode", saved)
     assert decoded.stdout.count("label 'two words'") == 5, decoded.stdout
+
+
+#: LLDB's bt's frame #0: ``frame #0: 0x... prog`f(n=3) at file.c:14:5``
+BT_FRAME0_PLACE = re.compile(r"frame #0: .* at ([^\s:]+):(\d+)")
+
+
+def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(lldb, build_dir, tmp_path):
+    """cbf-load, with no target, with the program as target and with it
+    running, shows frame #0 at the FILE:LINE LLDB's bt showed where it was
+    saved: looked up at its PC, by the row LLDB takes where an address
+    has several (the last: at wait_forever's breakpoint, not GDB's) and
+    with the file's base name, as LLDB shows them."""
+    # the stops of test_gdb_archive's test of the same name, in LLDB's words
+    program = compile_program(build_dir, "chain", "O2", True, ["inline_chain.c"])
+    archives = [tmp_path / "entry.sfbt", tmp_path / "line.sfbt"]
+    loads = [command for archive in archives
+             for command in (mark("LOAD"), f"cbf-load {archive}")]
+    out = run_lldb(lldb, program, [
+        "breakpoint set -n wait_forever", "run 200", mark("BT"), "bt 1",
+        f"cbf-save {archives[0]}", "breakpoint set -f inline_chain.c -l 16", "continue",
+        mark("BT"), "bt 1", f"cbf-save {archives[1]}"] + loads)
+    shown = [frame0_place(section, BT_FRAME0_PLACE)
+             for section in split_sections(out, "==BT==")]
+    at_entry, at_line = (frame0_rows(archive, program, "lldb") for archive in archives)
+    assert frame0_rows(archives[0], program, "gdb")[0] != at_entry[0]  # GDB's row is another
+    assert at_line[0] != at_line[1], at_line  # PC - 1 is another line's
+    assert [number for _, number in shown] == [at_entry[0].line, at_line[0].line]
+    running = split_sections(out, "==LOAD==")
+    not_running = split_sections(run_lldb(lldb, program, loads), "==LOAD==")
+    no_target = split_sections(run_lldb(lldb, "", loads), "==LOAD==")
+    for loaded in (running, not_running, no_target):
+        assert [frame0_place(section) for section in loaded] == shown, loaded

@@ -3,7 +3,8 @@ the same function names, frame by frame down to main, inline frames
 included, and an inline frame marked [inlined] where LLDB's frame is
 inlined; at breakpoints on inlined functions, after `step` into them and
 at stops inside -O2 code (the programs of the GDB inline tests), on every
-LLDB the suite finds."""
+LLDB the suite finds.  cbf-load prints a backtrace cbf-save saved there
+as sframe-bt printed it."""
 
 import re
 
@@ -13,7 +14,7 @@ from gdb_support import compile_program, split_sections
 from lldb_support import frame_names, mark, run_lldb
 from sfbt.arch import X86_64
 from sfbt.commands.backtrace import backtrace_lines
-from sfbt.commands.layout import GdbLayout, LldbLayout
+from sfbt.archive.layout import GdbLayout, LldbLayout
 from sfbt.unwind.walk import Frame
 
 # `  * frame #0: 0x000055555555539c inlined`leaf(n=3) at inline_chain.c:24:15 [inlined]`
@@ -29,6 +30,11 @@ def programs(tmp_path_factory):
             for name, source in (("chain", "inline_chain.c"), ("inlined", "inlined.c"))}
 
 
+def command_output(text, command):
+    """What ``command`` printed in ``text``: up to the next prompt."""
+    return text.split(f"(lldb) {command}\n", 1)[-1].split("(lldb) ", 1)[0]
+
+
 def compared_stops(out):
     """[(LLDB's names, sframe-bt's names, sframe-bt's [inlined] marks,
     LLDB's inlined flags)] of each stop, LLDB's cut after main (where
@@ -41,7 +47,7 @@ def compared_stops(out):
             continue
         expected = expected[:expected.index("main") + 1]
         inlined = re.search(r"^LLDB-INLINED ([01 ]*)$", ours, re.M)
-        shown = ours.split("(lldb) sframe-bt\n", 1)[-1].split("(lldb) ", 1)[0]
+        shown = command_output(ours, "sframe-bt")
         lines = SFRAME_LINE.findall(shown)
         stops.append((expected, frame_names(shown),
                       [line.endswith(" [inlined]") for line in lines],
@@ -82,6 +88,48 @@ def test_inline_frames_as_lldb_bt(lldb, programs, scenario):
     print(f"{lldb.id} {scenario}: {len(stops)} stops, names equal to bt's, "
           f"{inline_frames} inline frames ({deep} stops two calls deep or more at frame #0)")
     assert len(stops) >= 10 and inline_frames >= 10, out[-3000:]
+
+
+#: stops inside code inlined three deep, and in a function called from
+#: there: (program, commands to the first stop, stops)
+LOAD_SCENARIOS = {
+    "chain": ("chain", ["breakpoint set -n leaf", "breakpoint set -n inner",
+                        "breakpoint set -n outer", "breakpoint set -n wait_forever",
+                        "run 200 nowait"], 12),
+    "O2 stops": ("inlined", ["breakpoint set -n peek", "breakpoint set -n number",
+                             "breakpoint set -n stop_here", "run"], 10),
+}
+
+
+@pytest.mark.parametrize("scenario", list(LOAD_SCENARIOS))
+def test_cbf_load_prints_what_sframe_bt_printed(lldb, programs, tmp_path, scenario):
+    """cbf-save then cbf-load at a stop prints sframe-bt's lines at that
+    stop: LLDB's layout (an address on every line, calls [inlined]), the
+    inline frames included, the names those of LLDB's `bt`."""
+    program, start, times = LOAD_SCENARIOS[scenario]
+    archive = tmp_path / "stop.sfbt"
+    each = [mark("STOP"), "bt", mark("SFRAME"), "sframe-bt", f"cbf-save {archive}",
+            f"cbf-load {archive}", "continue"]
+    out = run_lldb(lldb, programs[program], start + each * times)
+    assert "Traceback" not in out, out[-3000:]
+    compared = inline_lines = 0
+    for section in split_sections(out, "==STOP=="):
+        theirs, _, ours = section.partition("==SFRAME==\n")
+        expected = BT_NAME.findall(theirs)
+        if "main" not in expected:
+            continue
+        shown = SFRAME_LINE.findall(command_output(ours, "sframe-bt"))
+        loaded = command_output(ours, f"cbf-load {archive}")
+        assert loaded.startswith("Backtrace 1, captured once "), loaded
+        loaded = SFRAME_LINE.findall(loaded)
+        assert loaded == shown, f"sframe-bt: {shown}\ncbf-load: {loaded}"
+        assert frame_names("\n".join(loaded)) == expected[:expected.index("main") + 1], \
+            f"lldb bt: {expected}\ncbf-load: {loaded}"
+        compared += 1
+        inline_lines += sum(line.endswith(" [inlined]") for line in loaded)
+    print(f"{lldb.id} {scenario}: {compared} stops, cbf-load's lines equal to "
+          f"sframe-bt's, {inline_lines} inline frames")
+    assert compared >= 8 and inline_lines >= 20, out[-3000:]
 
 
 def test_counts_include_inline_frames(lldb, programs):

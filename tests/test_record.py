@@ -14,6 +14,7 @@ import xml.dom.minidom
 import pytest
 
 from conftest import PLUGIN, run_sfbt
+from gdb_support import compile_program
 from sfbt.live.process import SeizedProcess
 from test_stack import Running, _one_line_error, sfbt_stacks, workers  # noqa: F401
 
@@ -322,3 +323,67 @@ def test_threads_are_collected_behind_a_child_of_sfbts_own(workers):  # noqa: F8
         finally:
             child.wait()
         assert running.process.poll() is None  # let run on, untraced
+
+
+def _blocked_line(pid, tid):
+    """Thread ``tid``'s /proc/.../syscall line once it sleeps in a system
+    call."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as stream:
+            line = stream.read().strip()
+        with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+            text = stat.read()
+        if text[text.rfind(")") + 2] == "S" and not line.startswith(("running", "-")):
+            return line
+        time.sleep(0.001)
+    raise AssertionError(f"thread {tid} never slept in a system call")
+
+
+def test_a_thread_that_moved_on_after_its_copy_is_sampled_where_it_is(tmp_path):
+    """A thread copied while it waits, woken before sfbt notes that it has
+    not run since, moves on and waits elsewhere: the next sample copies it
+    again (its stack is not the one copied), while the threads that only
+    went back into the system call the copy interrupted are counted again
+    without a copy."""
+    from sfbt.live.record import EndingSignals, Recorder
+
+    program = compile_program(tmp_path, "moving", "O2", True, ["moving.c"])
+    target = subprocess.Popen([str(program)], stdout=subprocess.PIPE)
+    try:
+        ready = target.stdout.readline().split()
+        assert ready[0] == b"ready"
+        worker = max(int(tid) for tid in os.listdir(f"/proc/{target.pid}/task"))
+        waiting = _blocked_line(target.pid, worker)
+        _blocked_line(target.pid, target.pid)
+        recorder = Recorder(target.pid, hz=99)
+        try:
+            with EndingSignals() as signals:
+                recorder._signals = signals
+
+                def sample():
+                    assert recorder._sample()
+                    recorder.collect(time.perf_counter() + 5)
+                    recorder.walk_pending()
+                    return len(recorder.stats.stops)
+
+                assert sample() == 2  # both threads copied
+                first = recorder._walked[worker][1]
+                with open(f"/proc/{target.pid}/fd/{int(ready[1])}", "wb") as wake:
+                    wake.write(b"x")
+                assert target.stdout.read(1) == b"m"
+                assert _blocked_line(target.pid, worker) != waiting
+                recorder.mark_idle()
+                assert sample() == 3  # the worker copied again, main counted again
+                moved = recorder._walked[worker][1]
+                frames = [len(recorder.archive.traces[trace].decoded().frames)
+                          for trace in (first, moved)]
+                assert moved != first and frames[1] == frames[0] + 1  # moved_on's frame
+                recorder.mark_idle()
+                assert sample() == 3  # both only went back into their system calls
+                assert recorder.stats.samples == 6
+        finally:
+            recorder.close()
+    finally:
+        target.kill()
+        target.wait()

@@ -1,7 +1,8 @@
 """Printing archived traces: what FrameTexts and FrameNames remember (each
 frame's lines and names, the joined lines and names of callers traces
-share) never changes what they print, written here plainly as the layout
-is defined: frame_line, inline_frame_line, folded stacks root first."""
+share) never changes what they print, in either debugger's layout,
+written here plainly as the layout is defined: each layout's line, folded
+stacks root first."""
 
 import time
 
@@ -9,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sfbt.archive.cbf import Frame, Omitted
-from sfbt.archive.report import (FrameNames, FrameTexts, folded_line, frame_line,
-                                 frames_of, inline_frame_line, trace_heading)
+from sfbt.archive.layout import GdbLayout, LldbLayout
+from sfbt.archive.report import FrameNames, FrameTexts, folded_line, frames_of, trace_heading
 from sfbt.archive.store import Event
 
 
@@ -34,19 +35,22 @@ def name_of(address):
 
 
 def _lookup(frame):
-    return frame.address if frame.kind == "pc" or not frame.address else frame.address - 1
+    """A return address (not zero) one byte back; a PC or an async resume
+    point (a function's entry, CBF says) itself."""
+    return frame.address - 1 if frame.kind == "ra" and frame.address else frame.address
 
 
-def plain_lines(frames, truncated):
+def plain_lines(frames, truncated, layout=GdbLayout):
     lines, level = [], 0
     for entry in frames:
         if isinstance(entry, Omitted):
             lines.append(f"... {entry.count} frames omitted")
             level += entry.count
             continue
-        for index, (name, where) in enumerate(frames_of(describe(_lookup(entry)))):
-            lines.append(frame_line(level, entry.address, name, where) if index == 0
-                         else inline_frame_line(level, name, where))
+        named = frames_of(describe(_lookup(entry)))
+        for index, (name, where) in enumerate(named):
+            lines.append(layout.line(level, entry.address, name, where, index,
+                                     len(named) - 1))
             level += 1
     if truncated:
         lines.append("Backtrace stopped: truncated")
@@ -82,11 +86,11 @@ def traces(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(traces())
-def test_frame_texts_print_the_plain_layout(cases):
-    texts = FrameTexts(describe)
+@given(traces(), st.sampled_from([GdbLayout, LldbLayout]))
+def test_frame_texts_print_the_plain_layout(cases, layout):
+    texts = FrameTexts(describe, layout)
     for frames, truncated, callers in cases + cases:
-        expected = plain_lines(frames, truncated)
+        expected = plain_lines(frames, truncated, layout)
         assert texts.lines(frames, truncated) == expected
         assert texts.text(frames, truncated, callers) == "\n".join(expected)
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from sfbt.cache import identity
-from sfbt.dwarf.line_program import DwarfBytes, every_unit_rows
-from sfbt.dwarf.lines import preferred_rows
+from sfbt.dwarf.line_program import DwarfBytes, every_unit_rows, preferred_rows
 from sfbt.elf import ElfImage
 from sfbt.symbols.symbolizer import CACHE, CACHE_FORMAT, FileSymbolizer
 
@@ -181,16 +180,40 @@ def _pyelftools_rows(path):
     return rows
 
 
-@pytest.mark.parametrize("flags", [["-gdwarf-4"], ["-gdwarf-5"], ["-gdwarf-5", "-gz"]],
-                         ids=["dwarf4", "dwarf5", "dwarf5-compressed"])
+@pytest.mark.parametrize("flags", [["-gdwarf-4"], ["-gdwarf-5"], ["-gdwarf-5", "-gz"],
+                                   ["-gdwarf-5", "zlib-gnu"]],
+                         ids=["dwarf4", "dwarf5", "dwarf5-compressed", "dwarf5-zlib-gnu"])
 def test_line_programs_read_as_pyelftools_reads_them(tmp_path, flags):
+    """Also from GNU's older .zdebug_* sections (objcopy's zlib-gnu), read
+    as pyelftools reads the build they were made from."""
     source = tmp_path / "names.c"
     source.write_text(NAMES)
     program = tmp_path / "program"
-    subprocess.run(["gcc", "-O2", *flags, "-o", str(program), str(source)], check=True)
-    for path in (program, CROSS / "aarch64" / "dynamic-v3"):
+    subprocess.run(["gcc", "-O2", *(f for f in flags if f != "zlib-gnu"), "-o", str(program),
+                    str(source)], check=True)
+    ours_from = program
+    if "zlib-gnu" in flags:
+        ours_from = tmp_path / "zdebug"
+        subprocess.run(["objcopy", "--compress-debug-sections=zlib-gnu", str(program),
+                        str(ours_from)], check=True)
+    cross = CROSS / "aarch64" / "dynamic-v3"
+    for path, read in ((program, ours_from), (cross, cross)):
         theirs = _pyelftools_rows(path)
-        with open(path, "rb") as stream:
-            ours = every_unit_rows(DwarfBytes(ElfImage.from_file(stream, str(path))))
+        with open(read, "rb") as stream:
+            image = ElfImage.from_file(stream, str(read))
+            assert (image.section(".zdebug_line") is not None) == (read != path)
+            ours = every_unit_rows(DwarfBytes(image))
         assert len(ours) > 5
         assert ours == [tuple(row) for row in preferred_rows(theirs)]
+        with open(path, "rb") as stream:
+            lldb = every_unit_rows(DwarfBytes(ElfImage.from_file(stream, str(path))), "lldb")
+        assert lldb == [tuple(row) for row in preferred_rows(theirs, "lldb")]
+
+
+def test_each_debugger_takes_its_row_where_an_address_has_several():
+    """GDB the last statement row, LLDB the last row (its line table keeps
+    the last of rows at one address); one row is each one's."""
+    rows = [(0x10, "a.c", 12, True), (0x10, "a.c", 13, True), (0x10, "a.c", 14, False),
+            (0x16, "a.c", 13, False), (0x20, None, 0, True)]
+    assert preferred_rows(rows) == [rows[1], rows[3], rows[4]]
+    assert preferred_rows(rows, "lldb") == [rows[2], rows[3], rows[4]]

@@ -9,6 +9,7 @@ and the numbers by which ELF files and SFrame sections name it.  Adding an archi
 """
 
 import struct
+from operator import itemgetter
 from typing import NamedTuple, Optional
 
 
@@ -85,10 +86,14 @@ class Arch(NamedTuple):
 
     def decode_regset(self, data: bytes) -> dict:
         """{DWARF number: value} of a register set's bytes."""
-        values = struct.unpack_from(
-            f"{'>' if self.big_endian else '<'}{len(self.regset)}Q", data)
-        return {number: value for number, value in zip(self.regset, values)
-                if number is not None}
+        decoder = _REGSET_DECODERS.get(self.name)
+        if decoder is None:
+            slots = [i for i, number in enumerate(self.regset) if number is not None]
+            decoder = _REGSET_DECODERS[self.name] = (
+                struct.Struct(f"{'>' if self.big_endian else '<'}{len(self.regset)}Q"),
+                tuple(self.regset[i] for i in slots), itemgetter(*slots))
+        layout, numbers, pick = decoder
+        return dict(zip(numbers, pick(layout.unpack_from(data))))
 
     def register_name(self, number: int, debugger: str = "gdb") -> str:
         """How ``debugger`` ("gdb" or "lldb") spells DWARF register ``number``."""
@@ -166,6 +171,10 @@ def _aarch64_follows_call(code: bytes) -> bool:
     return (word & 0xFC000000 == 0x94000000 or word & 0xFFFFFC1F == 0xD63F0000
             or word & 0xFEFFF800 == 0xD63F0800)
 
+
+#: Arch name -> (its register set's struct, the DWARF numbers of the slots
+#: that have one, what picks those slots): made on first use
+_REGSET_DECODERS: dict = {}
 
 _CALL_CHECKS = {"x86_64": _x86_64_follows_call, "aarch64": _aarch64_follows_call}
 

@@ -7,4 +7,5 @@
 - ``saved``: reading every form cbf-save writes;
 - ``symbolize``: the ELF file of each archived image, symbolized by sfbt.symbols;
 - ``report``: printing backtraces, and folded stacks.
+- ``layout``: a frame's lines as each debugger's bt prints them.
 """

@@ -115,6 +115,17 @@ class Frame(tuple):
     kind = property(itemgetter(0))
     address = property(itemgetter(1))
 
+    @property
+    def lookup_address(self):
+        """The address whose function and line the frame is at, as every
+        reader looks it up: a return address one byte back, inside the
+        call (the call may be its function's last instruction; a zero
+        one, of a smashed stack, as it is); a PC (where execution
+        stopped, or a signal interrupted it) and an async resume point
+        (a function's entry) themselves."""
+        kind, address = self
+        return address - 1 if kind == "ra" and address else address
+
     def __getnewargs__(self):
         return tuple(self)
 

@@ -8,20 +8,7 @@ from operator import add
 
 from ..printable import printable
 from . import cbf
-
-
-def frame_line(level, pc, name, where):
-    """One frame in GDB's layout.  ``name`` and ``where`` are printable
-    text: whoever names the frame escapes them (sfbt.printable), where its
-    answers are remembered, so that a hostile symbol or path cannot forge
-    a line and a large archive escapes each name once."""
-    return f"#{level:<2} {pc:#018x} in {name}{where}"
-
-
-def inline_frame_line(level, name, where):
-    """A frame of a call inlined into the frame below it: GDB's layout
-    without an address (the frame has none of its own)."""
-    return f"#{level:<2} {name}{where}"
+from .layout import GdbLayout
 
 
 def frames_of(named):
@@ -84,20 +71,21 @@ class _PerCallers:
 
 
 class FrameTexts:
-    """A frame's lines after their levels (frame_line's layout, split
-    after ``#N ``: ``0xADDR in FUNC at FILE:LINE``, then one line per
-    frame of a call inlined there, inline_frame_line's), from
+    """A frame's lines after their levels (``layout.text``, of
+    sfbt.archive.layout: ``0xADDR in FUNC at FILE:LINE``, then in GDB's
+    layout one line per frame of a call inlined there), from
     ``describe(lookup address)`` -> (name, where) or a list of them
-    (frames_of), printable (frame_line), remembered per frame: an
-    archive's traces share most of their frames, and formatting a line
-    costs more than finding the line's names.  The lines of the callers
-    traces share are joined once (text)."""
+    (frames_of), printable (sfbt.archive.layout), remembered per frame:
+    an archive's traces share most of their frames, and formatting a
+    line costs more than finding the line's names.  The lines of the
+    callers traces share are joined once (text)."""
 
     MAX_KEPT = 1 << 16
     MAX_KEPT_CHARACTERS = 1 << 24
 
-    def __init__(self, describe):
+    def __init__(self, describe, layout=GdbLayout):
         self.describe = describe
+        self.layout = layout
         self._texts = _Remembered(self._make, self.MAX_KEPT)
         self._callers_text = _PerCallers(self._joined_lines, len,
                                          self.MAX_KEPT_CHARACTERS)
@@ -105,12 +93,13 @@ class FrameTexts:
     def _make(self, frame):
         if frame.__class__ is not cbf.Frame:
             raise _NotAFrame
-        kind, address = frame
-        named = self.describe(address if kind == "pc" or not address else address - 1)
+        address = frame[1]
+        named = self.describe(frame.lookup_address)
+        text = self.layout.text
         if not isinstance(named, list):  # the usual (name, where)
-            return (f"{address:#018x} in {named[0]}{named[1]}",)
-        return tuple(f"{address:#018x} in {name}{where}" if index == 0
-                     else f"{name}{where}"
+            return (text(address, named[0], named[1], 0, 0),)
+        last = len(named) - 1
+        return tuple(text(address, name, where, index, last)
                      for index, (name, where) in enumerate(named))
 
     def lines(self, frames, truncated):
@@ -173,14 +162,14 @@ def _levels(start, count):
     return [f"#{level:<2} " for level in range(start, start + count)]
 
 
-def frame_lines(frames, truncated, describe):
-    """``#N  0xADDR in FUNC at FILE:LINE`` lines; return addresses are
-    looked up at address - 1 (inside the call), except a zero one (a
-    smashed stack), as walk.Frame.lookup_pc does.  ``describe(address)``
-    gives (name, where) or a list of them (frames_of), printable
-    (frame_line); a FrameTexts of it, kept across traces, formats each
-    frame once."""
-    return FrameTexts(describe).lines(frames, truncated)
+def frame_lines(frames, truncated, describe, layout=GdbLayout):
+    """``#N  0xADDR in FUNC at FILE:LINE`` lines in ``layout`` (of
+    sfbt.archive.layout); each frame is looked up at its
+    cbf.Frame.lookup_address (a return address at address - 1, as
+    walk.Frame.lookup_pc does).  ``describe(address)`` gives (name, where)
+    or a list of them (frames_of), printable (sfbt.archive.layout); a
+    FrameTexts of it, kept across traces, formats each frame once."""
+    return FrameTexts(describe, layout).lines(frames, truncated)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -217,8 +206,8 @@ class FrameNames:
     def _make(self, frame):
         if frame.__class__ is not cbf.Frame:
             return ()  # omitted frames have no names
-        kind, address = frame
-        found = self.name_of(address - 1 if kind != "pc" and address else address)
+        address = frame[1]
+        found = self.name_of(frame.lookup_address)
         if not isinstance(found, list):  # the usual one name
             return (found if found is not None else f"{address:#x}",)
         return tuple(name if name is not None else f"{address:#x}" for name in found)
@@ -249,7 +238,7 @@ class FrameNames:
 def trace_names(frames, name_of):
     """The names of a trace's frames, innermost first (omitted frames left
     out): ``name_of(lookup address)`` (as frame_lines looks up), printable
-    (frame_line), or the frame's address where it gives None; or a list
+    (sfbt.archive.layout), or the frame's address where it gives None; or a list
     of them, innermost first, where calls were inlined at the address.
     A FrameNames of name_of, kept across traces, names each frame once."""
     return FrameNames(name_of).names(frames)

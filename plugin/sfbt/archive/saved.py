@@ -197,11 +197,13 @@ def _lws_traces(stream):
                              frames, False, [], 1)
 
 
-def saved_trace_lines(trace, make_describer):
-    """sframe-bt's layout for a saved trace; ``make_describer(images)`` gives
-    describe(lookup address) -> (name, where) (frame_lines)."""
+def saved_trace_lines(trace, make_describer, layout):
+    """A saved trace's lines in ``layout`` (sframe-bt's, sfbt.archive.layout);
+    ``make_describer(images)`` gives describe(lookup address) -> (name,
+    where) (frame_lines)."""
     lines = [trace.heading] if trace.heading else []
-    return lines + frame_lines(trace.frames, trace.truncated, make_describer(trace.images))
+    return lines + frame_lines(trace.frames, trace.truncated, make_describer(trace.images),
+                               layout)
 
 
 def saved_trace_text(trace, make_frame_texts):

@@ -121,12 +121,21 @@ class Archive:
     def add_event(self, event: Event) -> None:
         self.events.append(event)
         self.traces[event.trace_id].events.append(event)
-        key = (event.architecture, event.thread, event.reason, event.label)
-        strings = self._packed_strings.get(key)
-        if strings is None:
-            strings = self._packed_strings[key] = b"".join(_pack_string(s) for s in key)
-        self._add_record(KIND_EVENT, _EVENT_HEAD.pack(
-            event.trace_id, event.image_map_index, event.time_ns) + strings)
+        self.stream_event(event.trace_id, event.image_map_index, event.time_ns,
+                          (event.architecture, event.thread, event.reason, event.label))
+
+    def stream_event(self, trace_id: int, image_map_index: int, time_ns: int,
+                     strings: Tuple[str, str, str, str]) -> None:
+        """Add the record of an event, (architecture, thread, reason,
+        label) its ``strings``, and keep no Event: an archive written as it
+        grows (archive.stream) holds its distinct traces, not every sample
+        of a long recording."""
+        packed = self._packed_strings.get(strings)
+        if packed is None:
+            packed = self._packed_strings[strings] = b"".join(
+                _pack_string(s) for s in strings)
+        self._add_record(KIND_EVENT, _EVENT_HEAD.pack(trace_id, image_map_index, time_ns)
+                         + packed)
 
     def capture(self, cbf_bytes: bytes, image_map: ImageMap, **details: Any) -> int:
         """Add one captured backtrace; returns its trace id."""

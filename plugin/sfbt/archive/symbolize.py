@@ -1,7 +1,8 @@
 """Archived backtraces symbolized: the ELF file of each archived image,
 found by build id among the files given (--exe, --debug-dir) or at the
 image's path, and its separate debug file; names and lines come from that
-file's FileSymbolizer (sfbt.symbols)."""
+file's FileSymbolizer (sfbt.symbols), shown as the debugger asked for
+shows them (GDB by default: sfbt's own commands print GDB's layout)."""
 
 import os
 
@@ -11,15 +12,19 @@ from ..elf import ElfError
 from ..printable import printable
 from ..symbols.symbolizer import FileSymbolizer, with_debug_file
 from .imagemap import PerImageMap, image_finder
+from .layout import layout_of
 
 
 class Symbolizer:
     """Finds the ELF file for each archived image (by build id among the
     files given with --exe and in --debug-dir, else the image's own path),
     and its separate debug file (``debug_files``), and symbolizes run-time
-    addresses against them."""
+    addresses against them as ``debugger``'s bt would (a Session.debugger:
+    which line of several at an address, how a source file is named)."""
 
-    def __init__(self, executables=(), debug_dirs=(), debug_files=None):
+    def __init__(self, executables=(), debug_dirs=(), debug_files=None, debugger="gdb"):
+        self._debugger = debugger
+        self._source_name = layout_of(debugger).source_name
         self._candidates = list(executables)
         for directory in debug_dirs:
             for root, _, names in os.walk(directory):
@@ -34,7 +39,7 @@ class Symbolizer:
     def _open(self, path):
         if path not in self._by_path:
             try:
-                self._by_path[path] = FileSymbolizer.open(path)
+                self._by_path[path] = FileSymbolizer.open(path, debugger=self._debugger)
             except (OSError, ElfError):
                 self._by_path[path] = None
         return self._by_path[path]
@@ -131,9 +136,13 @@ class Symbolizer:
         line = symbolizer.line(file_address)
         calls = symbolizer.inlined(file_address)
         if calls:
-            return [(printable(name), f" at {printable(line[0])}:{line[1]}" if line else where)
+            return [(printable(name), self._at(line) if line else where)
                     for name, line in expanded(calls, function, line)]
         name = printable(function)
         if line is not None:
-            return name, f" at {printable(line[0])}:{line[1]}"
+            return name, self._at(line)
         return name, where
+
+    def _at(self, line):
+        """`` at FILE:LINE`` of a (file, line), escaped."""
+        return f" at {printable(self._source_name(line[0]))}:{line[1]}"

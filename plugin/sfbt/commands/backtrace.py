@@ -2,11 +2,11 @@
 
 from typing import List, Optional, Tuple
 
+from ..archive.layout import layout_of
 from ..archive.report import frames_of
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
-from .layout import layout_of
 from .session import Session, Thread
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
@@ -43,9 +43,10 @@ HELP = {
              "GDB's own `set backtrace limit`).",
         fallback="`set sframe fallback fp|none`"),
     "lldb": _HELP.format(
-        layout="Frames are printed in GDB's `bt` layout, each call inlined into the\n"
-               "function of the frame below it a frame of its own, marked [inlined]\n"
-               "as LLDB's `bt` marks it",
+        layout="Frames are printed in LLDB's `bt` layout, an address on every line,\n"
+               "each call inlined into the function of the frame below it a frame\n"
+               "of its own, marked [inlined] (LLDB's `bt` leaves the mark out where\n"
+               "the call's line lies in a block nested in it: docs/lldb.md)",
         ends="The walk ends at main, after N + 1 frames, or at the backtrace\n"
              "limit (`sframe-settings set backtrace-limit N`).",
         fallback="`sframe-settings set fallback fp|none`"),
@@ -74,11 +75,13 @@ def complete(typed: str) -> List[str]:
     return [option for option in OPTIONS if option.startswith(typed)]
 
 
-def walk(session: Session, thread: Thread, limit: Optional[int] = None):
+def walk(session: Session, thread: Thread, limit: Optional[int] = None,
+         unwinder=Unwinder):
     """(frames, stop reason or None) of ``thread``: the SFrame walk, ending
     at main unless the session goes past main, and after at most ``limit``
     frames, `set sframe backtrace-limit` and the debugger's own limit
-    (GDB's `set backtrace limit`).  Never raises."""
+    (GDB's `set backtrace limit`), by ``unwinder(target, module_map,
+    fallback)`` (an Unwinder).  Never raises."""
     settings = session.settings
     limits = [n for n in (limit, settings.backtrace_limit, session.backtrace_limit())
               if n]
@@ -95,11 +98,10 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None):
                 found = in_main[pc] = session.in_main(pc)
             return found
     try:
-        unwinder = Unwinder(session.target(thread), session.module_map(),
-                            fallback=settings.fallback)
+        walker = unwinder(session.target(thread), session.module_map(), settings.fallback)
     except Exception as error:  # the debugger's registers, its modules
         return [], f"cannot start the walk: {error}"
-    frames, stop = unwinder.walk(limit=min(limits) if limits else None, is_last=is_last)
+    frames, stop = walker.walk(limit=min(limits) if limits else None, is_last=is_last)
     if stop is not None and frames:
         stop = session.why_stopped(frames[-1], stop)
     return frames, stop
@@ -130,7 +132,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     the frames of the calls inlined at the frame's PC, then the frame's
     own function.  They are escaped here (sfbt.printable).  Inline frames
     are numbered and counted (N, -N) as frames of their own, as `bt`
-    does, and printed as ``layout`` (sfbt.commands.layout) prints them."""
+    does, and printed as ``layout`` (sfbt.archive.layout) prints them."""
     rows = []  # (frame, name, where, index among the frame's lines, last index)
     for frame in frames:
         if frame.signal_trampoline:

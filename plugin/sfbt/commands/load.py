@@ -4,6 +4,7 @@ import os
 from typing import Optional
 
 from ..archive.imagemap import PerImageMap, image_finder
+from ..archive.layout import layout_of
 from ..archive.report import frames_of
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
@@ -67,15 +68,18 @@ def modules_now(session: Optional[Session]):
         return []
 
 
-def cbf_load(session: Optional[Session], words):
-    """(text, error or None): the backtraces read, and what ended a damaged
-    archive early."""
+def cbf_load(session: Optional[Session], words, debugger: str = "gdb"):
+    """(text, error or None): the backtraces read, in sframe-bt's layout
+    of the session's debugger (of ``debugger``, a Session.debugger, when
+    there is no session), and what ended a damaged archive early."""
     if len(words) != 1:
         raise CommandError("cbf-load: usage: cbf-load FILE")
     path = os.path.expanduser(words[0])
+    debugger = session.debugger if session is not None else debugger
+    layout = layout_of(debugger)
     modules = modules_now(session)
     translator = ImageTranslator(modules)
-    offline = Symbolizer()
+    offline = Symbolizer(debugger=debugger)  # a frame's line as that debugger's bt shows it
 
     def describer(images):
         def describe(address):
@@ -92,7 +96,7 @@ def cbf_load(session: Optional[Session], words):
     try:
         with SavedFile(path) as saved:
             for trace in saved.traces():
-                lines += saved_trace_lines(trace, describer)
+                lines += saved_trace_lines(trace, describer, layout)
             error = saved.error
     except FileProblem as failure:
         raise CommandError(f"cbf-load: {failure}") from None

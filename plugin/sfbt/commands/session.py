@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from ..arch import Arch
+from ..archive.layout import layout_of
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from ..unwind.walk import Frame
@@ -130,9 +131,9 @@ class Session:
         return _elf_symbolizer(module)
 
     def source_name(self, path: str) -> str:
-        """A source file's name as the debugger's bt shows it: as the
-        debug information gives it (GDB)."""
-        return path
+        """A source file's name as the debugger's bt shows it (its layout's,
+        sfbt.archive.layout)."""
+        return layout_of(self.debugger).source_name(path)
 
     def outer_name(self, lookup_pc: int) -> Optional[str]:
         """The name of the function whose own code holds ``lookup_pc``

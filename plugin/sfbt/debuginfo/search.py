@@ -73,14 +73,20 @@ def _crc32(path):
     return crc
 
 
+def _another_file(candidate, original):
+    """Whether ``candidate`` is not the original file itself (None: no
+    file at hand)."""
+    try:
+        return original is None or not os.path.samefile(candidate, original)
+    except OSError:
+        return False
+
+
 def _is_debug_file(candidate, original, build_id, crc=None):
     """Whether ``candidate`` is a debug file of the original: another file,
     ELF, with the build id asked for, or (when neither has one) the CRC the
     debuglink gives."""
-    try:
-        if original is not None and os.path.samefile(candidate, original):
-            return False
-    except OSError:
+    if not _another_file(candidate, original):
         return False
     facts = file_facts(candidate)
     if facts is None:
@@ -108,17 +114,20 @@ def _link_candidates(path, name, roots):
             yield os.path.join(root, directory.lstrip("/"), name)
 
 
-def local_debug_file(path, build_id, roots=DEFAULT_ROOTS, facts=None):
-    """The separate debug file on this machine for the file at ``path``
-    (None: not at hand) with ``build_id`` (hex, None when unknown), or None."""
+def _by_build_id(path, build_id, roots):
+    """The debug file under a root named by the build id, or None."""
     if build_id is not None:
         for root in roots:
             candidate = build_id_path(root, build_id)
             if os.path.isfile(candidate) and _is_debug_file(candidate, path, build_id):
                 return candidate
-    if path is None:
-        return None
-    facts = facts or file_facts(path)
+    return None
+
+
+def _by_debuglink(path, build_id, roots, facts):
+    """The debug file the .gnu_debuglink of the file at ``path`` (whose
+    FileFacts are ``facts``; None: no file at hand) names, where GDB looks
+    for it, or None."""
     if facts is None or facts.debuglink is None:
         return None
     name, crc = facts.debuglink
@@ -129,7 +138,8 @@ def local_debug_file(path, build_id, roots=DEFAULT_ROOTS, facts=None):
 
 
 class DebugFiles:
-    """The separate debug file of each file asked about, looked for once:
+    """The separate debug file of each file asked about, looked for once
+    per build id (two mappings of one file at two paths are one search):
     on this machine, then (``download``) from debuginfod.  One per
     command; sfbt record's sampling loop uses one with download=False."""
 
@@ -137,7 +147,8 @@ class DebugFiles:
         self.roots = tuple(roots)
         self.download = download
         self._debuginfod = False  # read from the environment on first use
-        self._found = {}
+        self._found = {}  # (path, build id) asked about: the answer
+        self._by_build_id = {}  # build id searched for: what was found, or None
 
     def find(self, path, build_id=None, what=None):
         """The path of the separate debug file for the ELF file at ``path``
@@ -163,9 +174,28 @@ class DebugFiles:
             return None
         if build_id is not None and not _HEX.fullmatch(build_id):
             build_id = None
-        found = local_debug_file(path if facts else None, build_id, self.roots, facts)
-        if found is None and build_id is not None and self._servers() is not None:
+        path = path if facts else None
+        if build_id is None:
+            return _by_debuglink(path, None, self.roots, facts)
+        if build_id in self._by_build_id:
+            return self._searched_before(path, build_id, facts)
+        found = _by_build_id(path, build_id, self.roots) \
+            or _by_debuglink(path, build_id, self.roots, facts)
+        if found is None and self._servers() is not None:
             found = self._debuginfod.debug_file(build_id, what)
+        self._by_build_id[build_id] = found
+        return found
+
+    def _searched_before(self, path, build_id, facts):
+        """The debug file of a build id searched for from another path:
+        what was found (unless it is this very file), else what only this
+        path can lead to, its own debuglink."""
+        found = self._by_build_id[build_id]
+        if found is not None:
+            return found if _another_file(found, path) else None
+        found = _by_debuglink(path, build_id, self.roots, facts)
+        if found is not None:
+            self._by_build_id[build_id] = found
         return found
 
     def _servers(self):

@@ -9,7 +9,8 @@
 - ``ondemand``: the rows of one function at a time, as walks reach them;
 - ``synth_cache``: whole synthesized sections cached per file they were made from;
 - ``coverage``: which addresses an object's CFI covers;
-- ``lines``: the unit that holds an address (.debug_aranges), what line readers share;
+- ``units``: the unit that holds an address (.debug_aranges, units' top entries);
+- ``compressed``: compressed debug sections (SHF_COMPRESSED, .zdebug_*) inflated;
 - ``line_program``: one unit's line rows, read with struct;
 - ``inline``: the calls inlined around an address.
 

@@ -12,7 +12,7 @@ lists in .debug_ranges or .debug_rnglists, also through rnglistx
 (DW_AT_rnglists_base)."""
 
 import struct
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from .encoding import read_sleb128, read_uleb128
 
@@ -69,6 +69,12 @@ ADDRESS_FORMS = ADDRESS_INDICES | {DW_FORM_ADDR}
 STRING_INDICES = {DW_FORM_STRX, 0x25, 0x26, 0x27, 0x28, DW_FORM_GNU_STR_INDEX}
 
 
+#: the attributes of a unit's top entry read with its header: what the
+#: unit's other entries need (bases) and what it covers (sfbt.dwarf.units)
+TOP_ATTRIBUTES = frozenset((DW_AT_LOW_PC, DW_AT_HIGH_PC, DW_AT_RANGES, DW_AT_STR_OFFSETS_BASE,
+                            DW_AT_ADDR_BASE, DW_AT_RNGLISTS_BASE))
+
+
 class DwarfFormatError(ValueError):
     """The DWARF cannot be read as it says it is laid out."""
 
@@ -102,9 +108,10 @@ class Sections(NamedTuple):
 class Unit:
     """One unit of .debug_info: its header, its abbreviations and the
     bases (low pc, string offsets, addresses, range lists) of its top
-    entry."""
+    entry.  ``top_only``: the abbreviations parsed only as far as the top
+    entry's, for a reader of nothing else."""
 
-    def __init__(self, sections: Sections, offset: int):
+    def __init__(self, sections: Sections, offset: int, top_only: bool = False):
         self.sections = sections
         info = self.info = sections.info
         self.endian = "<" if sections.little_endian else ">"
@@ -140,10 +147,14 @@ class Unit:
         if self.address_size not in (4, 8):
             raise DwarfFormatError(f"unit at {offset:#x}: address size {self.address_size}")
         self.address_format = self.endian + ("I" if self.address_size == 4 else "Q")
-        self.abbreviations = self._abbreviations(abbrev_offset)
+        top_code = read_uleb128(info, at)[0] if top_only else None
+        self.abbreviations = self._abbreviations(abbrev_offset, top_code)
         self.first = at
-        top = self.attributes(at, {DW_AT_LOW_PC, DW_AT_STR_OFFSETS_BASE, DW_AT_ADDR_BASE,
-                                   DW_AT_RNGLISTS_BASE})[0]
+        abbreviation, at = self.entry(at)
+        #: the top entry's tag (0: a null entry) and the attributes of it read
+        self.tag = abbreviation.tag if abbreviation is not None else 0
+        top = self.top = self.attributes(at, TOP_ATTRIBUTES, abbreviation)[0] \
+            if abbreviation is not None else {}
         header = 2 * self.offset_size  # the tables' headers, when no base is given
         self.str_offsets_base = self._constant(top, DW_AT_STR_OFFSETS_BASE, header)
         self.addr_base = self._constant(top, DW_AT_ADDR_BASE, header)
@@ -154,7 +165,9 @@ class Unit:
     def _constant(attributes, attribute, default):
         return attributes[attribute][1] if attribute in attributes else default
 
-    def _abbreviations(self, offset: int) -> Dict[int, Abbreviation]:
+    def _abbreviations(self, offset: int, last: Optional[int]) -> Dict[int, Abbreviation]:
+        """The abbreviation table at ``offset``, to its end or to code
+        ``last``."""
         data = self.sections.abbrev
         table = {}
         at = offset
@@ -179,6 +192,8 @@ class Unit:
                 width = self._fixed_size(form)
                 size = None if size is None or width is None else size + width
             table[code] = Abbreviation(tag, children, tuple(attributes), size)
+            if code == last:
+                return table
 
     def _fixed_size(self, form: int) -> Optional[int]:
         if form in FIXED_SIZES:
@@ -309,6 +324,18 @@ class Unit:
             return number
         return None
 
+    def extent(self, attributes) -> List[Tuple[int, int]]:
+        """[(low, high)] an entry covers, from its attributes: its low and
+        high pc, or its range list."""
+        if DW_AT_LOW_PC in attributes and DW_AT_HIGH_PC in attributes:
+            low = self.address(attributes[DW_AT_LOW_PC])
+            form, value = attributes[DW_AT_HIGH_PC]
+            high = self.address((form, value)) if form in ADDRESS_FORMS else low + value
+            return [(low, high)] if high > low else []
+        if DW_AT_RANGES not in attributes:
+            return []
+        return self.ranges(attributes[DW_AT_RANGES])
+
     def ranges(self, value: Tuple[int, int]) -> List[Tuple[int, int]]:
         """[(low, high)] of a DW_AT_ranges' (form, value), empty ranges
         left out."""
@@ -374,8 +401,9 @@ class Unit:
                 found.append((low + base, high + base))
 
 
-def unit_holding(sections: Sections, offset: int) -> Unit:
-    """The unit of .debug_info that holds ``offset``."""
+def unit_spans(sections: Sections) -> Iterator[Tuple[int, int]]:
+    """(offset, end) of each unit of .debug_info, in order, as their
+    lengths say."""
     at = 0
     info = sections.info
     endian = "<" if sections.little_endian else ">"
@@ -385,7 +413,13 @@ def unit_holding(sections: Sections, offset: int) -> Unit:
         if length == 0xFFFFFFFF:
             (length,) = struct.unpack_from(endian + "Q", info, at + 4)
             end = at + 12 + length
+        yield at, end
+        at = end
+
+
+def unit_holding(sections: Sections, offset: int) -> Unit:
+    """The unit of .debug_info that holds ``offset``."""
+    for at, end in unit_spans(sections):
         if at <= offset < end:
             return Unit(sections, at)
-        at = end
     raise DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")

@@ -176,11 +176,11 @@ def _calls(unit, whole=None):
                     if entries.DW_AT_CALL_FILE in attributes else None,
                     attributes[entries.DW_AT_CALL_LINE][1]
                     if entries.DW_AT_CALL_LINE in attributes else 0]
-            calls += [(low, high, depth, call) for low, high in _ranges(unit, attributes)]
+            calls += [(low, high, depth, call) for low, high in unit.extent(attributes)]
             depth += 1
         elif depth is not None and tag == DW_TAG_SUBPROGRAM:
             attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
-            ranges = _ranges(unit, attributes)
+            ranges = unit.extent(attributes)
             # a definition (not a declaration) with a name (GDB makes no
             # function of one without)
             name = names.name(unit, attributes) if ranges else None
@@ -223,18 +223,6 @@ def _name_files(calls, files, first):
     for call in {id(call): call for _, _, _, call in calls}.values():
         index = call[1] - first if call[1] is not None else None
         call[1] = files[index] if index is not None and 0 <= index < len(files) else None
-
-
-def _ranges(unit, attributes):
-    """[(low, high)] of an entry: low/high pc, or its range list."""
-    if entries.DW_AT_LOW_PC in attributes and entries.DW_AT_HIGH_PC in attributes:
-        low = unit.address(attributes[entries.DW_AT_LOW_PC])
-        form, value = attributes[entries.DW_AT_HIGH_PC]
-        end = unit.address((form, value)) if form in entries.ADDRESS_FORMS else low + value
-        return [(low, end)] if end > low else []
-    if entries.DW_AT_RANGES not in attributes:
-        return []
-    return unit.ranges(attributes[entries.DW_AT_RANGES])
 
 
 def _segments(calls):

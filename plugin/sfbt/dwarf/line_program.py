@@ -5,14 +5,13 @@ end of sequence as (address, None, 0, True), as pyelftools gives them."""
 
 import os
 import struct
-import zlib
 from typing import Dict, List, Literal, Optional, Tuple
 
-from ..elf import SHF_COMPRESSED, ElfImage, Section
+from ..elf import ElfImage
+from .compressed import Inflating, compression, debug_section
 from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDATA,
                       DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit)
 from .encoding import read_sleb128, read_uleb128
-from .lines import ELFCOMPRESS_ZLIB, MAX_EXPANSION, preferred_rows
 
 Row = Tuple[int, Optional[str], int, bool]
 
@@ -34,46 +33,50 @@ def _text(value: bytes) -> str:
 
 class DwarfBytes:
     """The DWARF sections of one image, read on first use; a compressed
-    one inflated only as far as what is asked of it."""
+    one (sfbt.dwarf.compressed: SHF_COMPRESSED, or the ``.zdebug_*`` twin
+    of the ``.debug_*`` name asked for) inflated only as far as what is
+    asked of it."""
 
     def __init__(self, image: ElfImage):
         self.image = image
         self.endian = image.header.endian
         self.byteorder: Literal["little", "big"] = "big" if self.endian == ">" else "little"
         self._sections: Dict[str, bytes] = {}
-        self._inflating: Dict[str, _Inflating] = {}
+        self._inflating: Dict[str, Optional[Inflating]] = {}
 
     def __getitem__(self, name: str) -> bytes:
         """A whole section."""
         data = self._sections.get(name)
         if data is None:
-            section = self.image.section(name)
-            if section is None:
-                data = b""
-            elif section.flags & SHF_COMPRESSED:
-                data = bytes(self._inflated(name, section, 1 << 62))
+            section = debug_section(self.image, name)
+            inflating = self._inflated(name)
+            if inflating is not None:
+                data = bytes(inflating.to(1 << 62))
             else:
-                data = self.image.section_data(section)
+                data = self.image.section_data(section) if section is not None else b""
             self._sections[name] = data
         return data
 
     def piece(self, name: str, offset: int, size: int) -> bytes:
         """``size`` bytes of a section from ``offset`` (fewer at its end)."""
-        section = self.image.section(name)
+        section = debug_section(self.image, name)
         if section is None or offset < 0:
             return b""
-        if section.flags & SHF_COMPRESSED:
-            return bytes(self._inflated(name, section, offset + size)[offset:offset + size])
+        inflating = self._inflated(name)
+        if inflating is not None:
+            return bytes(inflating.to(offset + size)[offset:offset + size])
         size = min(size, section.size - offset)
         return self.image.read(section.offset + offset, size) if size > 0 else b""
 
-    def _inflated(self, name: str, section: Section, end: int) -> bytearray:
-        inflating = self._inflating.get(name)
-        if inflating is None:
-            inflating = self._inflating[name] = _Inflating(
-                self.image.section_data(section), self.endian,
-                MAX_EXPANSION * (self.image.file_size or 0) + (1 << 20))
-        return inflating.to(end)
+    def _inflated(self, name: str) -> Optional[Inflating]:
+        """The inflation of a compressed section, None for one stored as
+        it is (or absent)."""
+        if name not in self._inflating:
+            section = debug_section(self.image, name)
+            start = compression(self.image, section) if section is not None else None
+            self._inflating[name] = Inflating(self.image, section, start) \
+                if section is not None and start is not None else None
+        return self._inflating[name]
 
     def unit(self, name: str, offset: int) -> bytes:
         """The unit (of .debug_info, a line program) at ``offset``, at
@@ -88,9 +91,7 @@ class DwarfBytes:
         """A section's bytes to ``end`` at least: all of them, unless it
         is compressed and not inflated whole yet (then inflated to
         ``end`` only)."""
-        section = self.image.section(name)
-        if section is not None and section.flags & SHF_COMPRESSED \
-                and name not in self._sections:
+        if self._inflated(name) is not None and name not in self._sections:
             return self.piece(name, 0, end)
         return self[name]
 
@@ -107,32 +108,6 @@ class DwarfBytes:
         """The string a strp / line_strp form's offset names."""
         data = self[".debug_line_str" if form == DW_FORM_LINE_STRP else ".debug_str"]
         return _cstring(data, value)[0]
-
-
-class _Inflating:
-    """A zlib-compressed section (SHF_COMPRESSED), inflated as far as
-    asked; nothing when it is compressed otherwise or claims a size
-    beyond ``limit``."""
-
-    def __init__(self, data: bytes, endian: str, limit: int):
-        kind, _, size = struct.unpack_from(endian + "IIQ", data)
-        usable = kind == ELFCOMPRESS_ZLIB and size <= limit
-        self.size = size if usable else 0
-        self.data = bytearray()
-        self._input = data[24:] if usable else b""
-        self._zlib = zlib.decompressobj()
-
-    def to(self, end: int) -> bytearray:
-        """The bytes inflated, to ``end`` at least (or all there are)."""
-        end = min(end, self.size)
-        while len(self.data) < end and self._input:
-            more = self._zlib.decompress(self._input, min(self.size, end + (1 << 16))
-                                         - len(self.data))
-            self._input = self._zlib.unconsumed_tail
-            if not more:
-                break
-            self.data += more
-        return self.data
 
 
 def _unit_head(data: bytes, at: int, endian: str) -> Tuple[int, int, int]:
@@ -180,24 +155,41 @@ def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
     return found[DW_AT_STMT_LIST][1] if DW_AT_STMT_LIST in found else None
 
 
-def unit_rows(dwarf: DwarfBytes, unit: int) -> List[Row]:
-    """preferred_rows of the unit at ``unit`` in .debug_info."""
+def unit_rows(dwarf: DwarfBytes, unit: int, debugger: str = "gdb") -> List[Row]:
+    """preferred_rows (``debugger``'s) of the unit at ``unit`` in .debug_info."""
     offset = stmt_list(dwarf, unit)
     if offset is None:
         return []
-    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0])
+    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0],
+                          debugger)
 
 
-def every_unit_rows(dwarf: DwarfBytes) -> List[Row]:
-    """preferred_rows of every line program: for a file without
-    .debug_aranges."""
+def every_unit_rows(dwarf: DwarfBytes, debugger: str = "gdb") -> List[Row]:
+    """preferred_rows (``debugger``'s) of every line program: for a file
+    without .debug_aranges."""
     rows: List[Row] = []
     data = dwarf[".debug_line"]
     at = 0
     while at < len(data):
         found, at = program_rows(dwarf, data, at)
         rows += found
-    return preferred_rows(rows)
+    return preferred_rows(rows, debugger)
+
+
+def preferred_rows(rows: List[Row], debugger: str = "gdb") -> List[Row]:
+    """Line rows sorted by address, one per address: the one ``debugger``
+    ("lldb", or GDB's otherwise) takes where several rows start there.
+    GDB takes the last statement row, LLDB the last row (its line table
+    keeps only the last of rows at one address): where GCC gives an
+    address the lines of several statements, the last one not a
+    statement row (code inlined there, a function's first line after
+    its prologue), the two name different lines."""
+    last_wins = debugger == "lldb"
+    chosen: Dict[int, Row] = {}
+    for row in sorted(rows, key=lambda row: row[0]):
+        if last_wins or row[3] or not chosen.get(row[0], (0, None, 0, False))[3]:
+            chosen[row[0]] = row
+    return [chosen[address] for address in sorted(chosen)]
 
 
 def program_rows(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple[List[Row], int]:

@@ -86,8 +86,7 @@ class PprofProfile:
 
     def add(self, trace):
         """One SavedTrace (sfbt.archive.saved) as one Sample."""
-        ids = [self._location(frame.address if frame.kind == "pc" else frame.address - 1,
-                              trace.images)
+        ids = [self._location(frame.lookup_address, trace.images)
                for frame in trace.frames if not isinstance(frame, cbf.Omitted)]
         self._samples.append(_packed(SAMPLE_LOCATION_ID, ids)
                              + _packed(SAMPLE_VALUE, [trace.weight]))

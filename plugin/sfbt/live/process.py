@@ -16,6 +16,24 @@ from .memory import CachedReads, ThreadState, stack_range
 
 
 
+#: the most processor time a thread takes to go back into the system call
+#: a copy interrupted (SeizedProcess.idle_mark), in nanoseconds, and the
+#: most times it is given a processor meanwhile (once, and again where
+#: another thread took the processor before it went back to sleep)
+RESTART_RUN_NS = 200_000
+RESTART_RUNS = 3
+
+
+def _scheduled_time(counters):
+    """Seconds a thread has run and waited for a processor in all, from
+    its run_counters (exact while it is not running), or None."""
+    fields = (counters or b"").split()
+    try:
+        return (int(fields[0]) + int(fields[1])) / 1e9
+    except (IndexError, ValueError):
+        return None
+
+
 class ProcessError(SfbtError):
     """A process sfbt cannot read: one line saying why."""
 
@@ -86,7 +104,7 @@ class Process:
         except OSError as error:
             raise ProcessError(f"process {pid}: cannot read its mappings: "
                                f"{error.strerror or error}") from None
-        self._counters = {}  # tid -> open fds of its stat and schedstat
+        self._counters = {}  # tid -> open fds of its schedstat and syscall
         self._names = {}
 
     def _set_mappings(self, blocks, mappings=None):
@@ -213,61 +231,36 @@ class Process:
         return threads
 
     def _counter_files(self, tid):
-        """(stat, schedstat) of thread ``tid``, open descriptors kept: a
+        """(schedstat, syscall) of thread ``tid``, open descriptors kept: a
         read at offset 0 gives their current text.  OSError once it is
         gone."""
         files = self._counters.get(tid)
         if files is None:
             base = f"/proc/{self.pid}/task/{tid}/"
-            stat = os.open(base + "stat", os.O_RDONLY)
+            schedstat = os.open(base + "schedstat", os.O_RDONLY)
             try:
-                schedstat = os.open(base + "schedstat", os.O_RDONLY)
+                syscall = os.open(base + "syscall", os.O_RDONLY)
             except OSError:
-                os.close(stat)
+                os.close(schedstat)
                 raise
-            files = self._counters[tid] = (stat, schedstat)
+            files = self._counters[tid] = (schedstat, syscall)
         return files
 
     def run_counters(self, tid):
         """Thread ``tid``'s run time, wait time and run count
         (/proc/.../schedstat's text), or None once it is gone.  The run
         count grows each time it gets a processor: where they are those of
-        its idle_mark, it has not run since."""
+        its idle mark (SeizedProcess.idle_mark), it has not run since."""
         try:
-            return os.pread(self._counter_files(tid)[1], 128, 0)
+            return os.pread(self._counter_files(tid)[0], 128, 0)
         except OSError:
             self._forget_thread(tid)
             return None
-
-    def idle_mark(self, tid):
-        """What says a thread has not run since: its run_counters while it
-        is not running, else None."""
-        try:
-            stat = os.pread(self._counter_files(tid)[0], 512, 0)
-        except OSError:
-            self._forget_thread(tid)
-            return None
-        counters = self.run_counters(tid)
-        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-        if (counters is None or state in (b"R", b"", b"Z", b"X")
-                or counters.startswith(b"0 0 0")):
-            return None  # running, or exited (a snapshot finds it gone)
-        return counters
 
     def _exited(self, tid):
         """Whether thread ``tid`` exited (gone, or a zombie)."""
         stat = _read_text(f"/proc/{self.pid}/task/{tid}/stat")
         return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] in ("", "Z", "X")
-
-    def scheduled_time(self, tid):
-        """Seconds thread ``tid`` has run and waited for a processor in
-        all (/proc/.../schedstat; exact while it is not running), or None
-        once it is gone."""
-        counters = (self.run_counters(tid) or b"").split()
-        try:
-            return (int(counters[0]) + int(counters[1])) / 1e9
-        except (IndexError, ValueError):
-            return None
 
     def _forget_thread(self, tid):
         for fd in self._counters.pop(tid, ()):
@@ -342,7 +335,8 @@ class SeizedProcess(Process):
         self._seized = set()
         #: tid -> [name, when it was last known not to have stopped yet]
         self._stopping = {}
-        #: tid -> (when it was last let run on, its scheduled_time then)
+        #: tid -> (when it was last let run on, its scheduled time and
+        #: run_counters as it was copied)
         self._let_go = {}
         #: tid -> the wait status taken for it by ``_take_waiting`` and not
         #: yet handled (None: it exited)
@@ -350,6 +344,27 @@ class SeizedProcess(Process):
         #: whether every seized thread's wait status waiting was taken into
         #: ``_waited`` by the latest ``_take_waiting``
         self._all_taken = False
+        #: seized threads seen gone (a count), and the latest listing of
+        #: the threads with what it was made at (see threads)
+        self._exits = 0
+        self._listed = None
+
+    def threads(self, fresh_names=True):
+        """As Process.threads; without ``fresh_names``, /proc/PID/task is
+        listed again only where its link count (two, and one per thread)
+        changed or a seized thread was seen gone since it was: a seized
+        thread that exits is counted until sfbt waits for it (and counts
+        it gone), so the same count is the same threads."""
+        if fresh_names:
+            return super().threads()
+        try:
+            links = os.stat(f"/proc/{self.pid}/task").st_nlink
+        except OSError:
+            raise ProcessExited(f"process {self.pid} exited") from None
+        made = (links, self._exits)
+        if self._listed is None or self._listed[0] != made:
+            self._listed = (made, super().threads(fresh_names=False))
+        return self._listed[1]
 
     def stopping(self, tid):
         """Whether ``tid`` was interrupted and not yet collected."""
@@ -368,7 +383,7 @@ class SeizedProcess(Process):
             try:
                 ptrace.interrupt(tid)
             except ptrace.ThreadGone:
-                self._seized.discard(tid)
+                self._gone(tid)
                 self._stopping[tid] = [name, None]
                 continue
             self._stopping[tid] = [name, asked]
@@ -450,7 +465,8 @@ class SeizedProcess(Process):
     def _copy_stopped(self, tid, name, running, status):
         """The ThreadState of ``tid``, seen stopped (wait ``status``) after
         it was last seen ``running`` (time.perf_counter); let run on."""
-        scheduled = self.scheduled_time(tid)
+        counters = self.run_counters(tid)
+        scheduled = _scheduled_time(counters)
         try:
             state = self._copy(tid, name, running)
         finally:
@@ -460,11 +476,50 @@ class SeizedProcess(Process):
         before = self._let_go.get(tid)
         if before is not None and scheduled is not None:
             stopped_from = max(running, before[0] + scheduled - before[1])
-        self._let_go[tid] = (let_go, scheduled)
+        self._let_go[tid] = (let_go, scheduled, counters)
         state.extra["stopped"] = time.perf_counter() - stopped_from
         return state
 
+    def idle_mark(self, tid, state):
+        """What says thread ``tid``, copied as ``state`` and let run on
+        since, is still where the copy found it: its run_counters (which
+        stay the same for as long as it does not run), or None where it
+        may have moved on.  It has not where it was not given a processor
+        since the copy, or once and briefly, to go back into the system
+        call it was interrupted in: it then waits in a system call at the
+        copy's PC and SP, its stack as copied."""
+        counters = self.run_counters(tid)
+        kept = self._let_go.get(tid)
+        if counters is None or kept is None or kept[2] is None:
+            return None
+        if counters == kept[2]:
+            return counters  # not run since it was copied
+        now, copied = counters.split(), kept[2].split()
+        try:
+            runs, ran = int(now[2]) - int(copied[2]), int(now[0]) - int(copied[0])
+        except (IndexError, ValueError):
+            return None
+        if not 0 < runs <= RESTART_RUNS or ran > RESTART_RUN_NS:
+            return None
+        try:
+            fields = os.pread(self._counter_files(tid)[1], 256, 0).split()
+            waiting = len(fields) >= 3 and not fields[0].startswith((b"r", b"-"))
+            sp, pc = (int(fields[-2], 16), int(fields[-1], 16)) if waiting else (None, None)
+        except (OSError, ValueError):
+            return None
+        registers = state.registers
+        if not waiting or sp != registers.get(self.arch.sp) or pc != registers.get(self.arch.pc):
+            return None
+        start, end = state.stack_start, state.stack_start + len(state.stack)
+        if not start <= sp <= end or \
+                ptrace.read_pages(self.pid, sp, end - sp) != state.stack[sp - start:]:
+            return None
+        if self.run_counters(tid) != counters:  # it ran while its stack was read
+            return None
+        return counters
+
     def _gone(self, tid):
+        self._exits += 1
         self._seized.discard(tid)
         self._let_go.pop(tid, None)
         self._waited.pop(tid, None)
@@ -486,7 +541,7 @@ class SeizedProcess(Process):
                 try:
                     status = self._wait(tid)
                 except ptrace.ThreadGone:
-                    self._seized.discard(tid)
+                    self._gone(tid)
                     break
                 if status is None:
                     break

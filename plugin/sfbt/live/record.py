@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 
 from ..archive import cbf
 from ..archive.imagemap import encode_image_map
-from ..archive.store import Archive, Event
+from ..archive.store import Archive
 from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
 from ..files import replace_file
 from ..commands.backtrace import walk
 from ..commands.save import cbf_frames, image_map
 from ..commands.session import Thread
+from ..unwind.reuse import ReusingUnwinder
 from ..unwind.walk import STOP_LIMIT
 from .process import ProcessError, ProcessExited, SeizedProcess
 from .session import SnapshotSession
@@ -203,18 +204,22 @@ class Recorder:
         self._pending = deque()
         self._pending_bytes = 0
         self._walked = {}  # tid -> ((registers, stack), trace id) of its latest walk
+        #: tid -> (session, PreviousWalk) of its latest walk
+        self._previous = {}
         #: (truncated, (interrupted, pc) of each frame...) -> its trace id
         self._trace_ids = {}
-        self._marks = {}  # tid -> its idle mark (Process.idle_mark) after its last stop
+        self._marks = {}  # tid -> its idle mark (SeizedProcess.idle_mark) after its last stop
         self._awaited = {}  # tid -> its Pending sample while it is yet to stop
         #: the EndingSignals of the recording (set by run): its sleep is
         #: woken by a thread that stops
         self._signals = None
-        self._copied = []  # tids copied since the idle marks were read
+        self._copied = []  # ThreadStates copied since the idle marks were read
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again
         self._numbers = {}
-        self._labels = {}  # (tid, name) -> the thread as its events name it
+        #: (tid, name) -> its events' strings (architecture, thread as
+        #: they name it, reason, label)
+        self._labels = {}
         # the walk names frames (to stop at main): from files on this
         # machine only, never a download between two samples
         self._debug_files = DebugFiles(download=False)
@@ -242,12 +247,32 @@ class Recorder:
         """The walk of a copied thread; where it ends outside every known
         library, again with the mappings read anew (one loaded since)."""
         session = pending.session
-        frames, stop = walk(session, Thread("", pending.state))
+        frames, stop = self._walk_in(session, pending)
         if stop is not None and frames and \
                 session.module_map().module_for(frames[-1].lookup_pc) is None:
             self._refresh_mappings(keep_gone=True)
             pending.image_map = self._image_map
-            frames, stop = walk(self.session, Thread("", pending.state))
+            frames, stop = self._walk_in(self.session, pending)
+        return frames, stop
+
+    def _walk_in(self, session, pending):
+        """The walk of a copied thread in ``session``, going on from the
+        thread's previous walk in it where that cannot differ
+        (unwind.reuse)."""
+        tid, state = pending.tid, pending.state
+        kept = self._previous.get(tid)
+        previous = kept[1] if kept is not None and kept[0] is session else None
+        made = []
+
+        def unwinder(target, module_map, fallback):
+            made.append(ReusingUnwinder(target, module_map, fallback,
+                                        stack=(state.stack_start, state.stack),
+                                        previous=previous))
+            return made[0]
+
+        frames, stop = walk(session, Thread("", state), unwinder=unwinder)
+        if made and made[0].latest is not None:
+            self._previous[tid] = (session, made[0].latest)
         return frames, stop
 
     def sample(self):
@@ -255,8 +280,9 @@ class Recorder:
         stopped only for its own copy), waiting for the stops STOP_SAMPLE
         of a period at most; the copies wait in ``_pending`` for
         ``walk_pending``, those of the threads that take longer to stop
-        (waiting for a processor) come in with ``collect``."""
-        self.process.reap()
+        (waiting for a processor) come in with ``collect``.  The threads
+        that stopped by themselves since were let run on before (SIGCHLD
+        said so: _take_stops)."""
         threads = self.process.threads(fresh_names=False)
         if (any(tid not in self._marks for tid, _ in threads)
                 or time.monotonic() - self._maps_read > MAPS_INTERVAL):
@@ -295,7 +321,7 @@ class Recorder:
                 pending.state, pending.awaited = state, False
                 self._pending_bytes += len(state.stack)
             self.stats.stops.append(state.extra["stopped"])
-            self._copied.append(tid)
+            self._copied.append(state)
         for tid in gone:
             for pending in self._awaited.pop(tid, ()):
                 pending.awaited, pending.dropped = False, True
@@ -311,12 +337,14 @@ class Recorder:
         self.process.reap()
 
     def mark_idle(self):
-        """Note what says each thread copied since has not run since: read
-        once it ran on and blocked again (after the walks that fit), not
-        right after the stop.  False (not known idle) where it still runs."""
-        for tid in self._copied:
+        """Note what says each thread copied since is still where its
+        latest copy found it (SeizedProcess.idle_mark): read once it ran on
+        and blocked again (after the walks that fit), not right after the
+        stop.  False (not known idle) where it may have moved on."""
+        latest = {state.tid: state for state in self._copied}
+        for tid, state in latest.items():
             if tid not in self._awaited:
-                self._marks[tid] = self.process.idle_mark(tid) or False
+                self._marks[tid] = self.process.idle_mark(tid, state) or False
         self._copied = []
 
     def walk_pending(self, until=None):
@@ -364,14 +392,14 @@ class Recorder:
                 or self._pending_bytes > MAX_BACKLOG_BYTES)
 
     def _record(self, trace_id, sample):
-        thread = self._labels.get((sample.tid, sample.name))
-        if thread is None:
+        strings = self._labels.get((sample.tid, sample.name))
+        if strings is None:
             number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
-            thread = self._labels[sample.tid, sample.name] = (
-                f"{number} ({sample.tid} {sample.name})" if sample.name
-                else f"{number} ({sample.tid})")
-        self.archive.add_event(Event(trace_id, sample.image_map, sample.time,
-                                     self.process.arch.name, thread, "sample", self.label))
+            thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
+                      else f"{number} ({sample.tid})")
+            strings = self._labels[sample.tid, sample.name] = (
+                self.process.arch.name, thread, "sample", self.label)
+        self.archive.stream_event(trace_id, sample.image_map, sample.time, strings)
         self.stats.samples += 1
 
     def run(self, duration, signals, flush, on_first_sample=None):
@@ -418,7 +446,8 @@ class Recorder:
             missed = int((now - due) / interval)
             self.stats.missed += missed
             tick += missed + 1
-            self.collect()
+            if signals.child_stopped:
+                self._take_stops()
             self.mark_idle()
             if not self._sample():
                 break

@@ -6,12 +6,13 @@ code holds the address (dwarf/inline.py: GDB's find_pc_function), else
 from GDB's minimal symbol there (symbols/table.py, the symbol table read
 in place), else from the PLT stub there (symbols/plt.py).
 The DWARF, lines and inline chains come from the compilation unit that
-holds the address only (found through .debug_aranges; a file without them
-has its whole line table read, and no inline chains nor DWARF functions):
-its line program read with struct (dwarf/line_program.py), its inlined
-calls and functions from its entries (dwarf/inline.py), both from the same
-section bytes (each compressed section inflated once, as far as they
-need).
+holds the address only (found through .debug_aranges and, for the units
+they leave out, the units' top entries: dwarf/units.py; a file where no
+unit says what it holds has its whole line table read, and no inline
+chains nor DWARF functions): its line program read with struct
+(dwarf/line_program.py), its inlined calls and functions from its entries
+(dwarf/inline.py), all from the same section bytes (each compressed
+section inflated once, as far as they need).
 What was read is kept in the ``symbols`` part of sfbt's private cache
 (sfbt.cache), keyed by the file it was read from, so a second run reads
 what the first one parsed.  `sfbt stack`, `record` and `flame` reach it
@@ -22,16 +23,16 @@ archived image map)."""
 import io
 import json
 import struct
-from bisect import bisect_right
-from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence,
+from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
                     Tuple, TypeVar, Union)
 
 from ..cache import Cache, Key, identity
 from ..debuginfo import DebugFiles
+from ..dwarf.compressed import compression, expansion_limit, inflated_size
 from ..dwarf.inline import InlinedCall, UnitFrames, UnitLookup, unit_frames
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
-from ..dwarf.lines import MAX_EXPANSION, address_ranges
-from ..elf import SHF_COMPRESSED, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
+from ..dwarf.units import UnitIndex, top_entry_ranges
+from ..elf import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from .line_table import LineTable, Location
 from .minimal_names import printed_name
@@ -41,7 +42,8 @@ from .table import FunctionTable
 #: bumped when what the cache holds changes meaning
 CACHE_FORMAT = 7
 CACHE = Cache("symbols")
-#: the unit key of a file's whole line table (a file without .debug_aranges)
+#: the unit key of a file's whole line table (a file where no unit says
+#: what addresses it holds)
 EVERY_UNIT = -1
 #: the sections whose presence says a file has line tables
 LINE_SECTIONS = (".debug_line", ".zdebug_line")
@@ -60,6 +62,7 @@ def check_sections(image: ElfImage) -> None:
     """Refuse sections that run past the end of the file or decompress
     beyond reason, and symbol tables whose entries are not 64-bit ones."""
     file_size = image.file_size or 0
+    limit = expansion_limit(image)
     for section in image.sections():
         if section.type == SHT_NOBITS:
             continue
@@ -67,11 +70,11 @@ def check_sections(image: ElfImage) -> None:
             raise ElfError(f"section {section.name or section.index} of {section.size} "
                            f"bytes at {section.offset:#x} runs past the end of the file "
                            f"({file_size} bytes)")
-        if section.flags & SHF_COMPRESSED and section.size >= 24:
-            (size,) = struct.unpack_from(image.header.endian + "Q",
-                                         image.read(section.offset + 8, 8))
-            if size > MAX_EXPANSION * file_size + (1 << 20):
-                raise ElfError(f"section {section.name} claims to expand to {size} bytes")
+        if compression(image, section) is not None:
+            size = inflated_size(image, section)
+            if size > limit:
+                raise ElfError(f"section {section.name} claims to expand to {size} bytes, "
+                               f"more than {limit}")
         if section.type in (SHT_SYMTAB, SHT_DYNSYM) and section.entsize != 24:
             raise ElfError(f"symbol table {section.name} has entries of "
                            f"{section.entsize} bytes, not 24")
@@ -83,12 +86,15 @@ class FileSymbolizer:
     ``strict``: a damaged symbol table or DWARF raises ElfError naming the
     file (`cbf decode` says so); otherwise it gives no names or lines
     (`sfbt stack` prints what it can).  A file whose sections cannot be
-    read raises ElfError when opened, either way."""
+    read raises ElfError when opened, either way.  ``debugger`` ("lldb", or
+    GDB's otherwise) picks the line of an address where several rows
+    start (sfbt.dwarf.line_program.preferred_rows), as that debugger's bt does."""
 
     def __init__(self, stream: IO[bytes], name: str, strict: bool = True,
-                 cached: bool = True):
+                 cached: bool = True, debugger: str = "gdb"):
         self.path = name
         self.strict = strict
+        self.debugger = debugger
         self._stream = stream
         try:
             self._image = ElfImage.from_file(stream, name)
@@ -105,14 +111,14 @@ class FileSymbolizer:
         self._functions: Optional[FunctionTable] = None
         self._plt: Optional[StubTable] = None
         self._dwarf_bytes = DwarfBytes(self._image)
-        self._ranges: Optional[Tuple[Rows, List[int]]] = None
+        self._index: Optional[UnitIndex] = None
         self._units: Dict[int, LineTable] = {}
         self._lookups: Dict[int, UnitLookup] = {}
 
     @classmethod
-    def open(cls, path: str, strict: bool = True) -> "FileSymbolizer":
+    def open(cls, path: str, strict: bool = True, debugger: str = "gdb") -> "FileSymbolizer":
         """The symbolizer of the regular file at path (OSError, ElfError)."""
-        return cls(open_regular(path), path, strict)
+        return cls(open_regular(path), path, strict, debugger=debugger)
 
     @classmethod
     def of_image(cls, data: bytes, name: str) -> "FileSymbolizer":
@@ -202,14 +208,13 @@ class FileSymbolizer:
     def inlined(self, address: int) -> List[InlinedCall]:
         """[InlinedCall] around a file address, innermost first: the calls
         the compiler inlined there (sfbt.dwarf.inline); none in a file
-        without .debug_aranges."""
+        where no unit says what it holds."""
         lookup = self._unit_lookup(address)
         return lookup.chain(address) if lookup is not None else []
 
     def _unit_lookup(self, address: int) -> Optional[UnitLookup]:
         """The inlined calls and functions of the unit that holds the file
-        address, None when no unit does or the file has no
-        .debug_aranges."""
+        address, None when no unit does or none says what it holds."""
         unit = self._unit_at(address)
         if unit is None or unit == EVERY_UNIT:
             return None
@@ -219,32 +224,42 @@ class FileSymbolizer:
         return lookup
 
     def _unit_at(self, address: int) -> Optional[int]:
-        """The offset in .debug_info of the unit whose .debug_aranges hold
-        the address (None when none does), EVERY_UNIT in a file with
-        lines but no .debug_aranges."""
+        """The offset in .debug_info of the unit that holds the address
+        (sfbt.dwarf.units; None when none does), EVERY_UNIT in a file with
+        lines where no unit says what it holds."""
         if not self._has_lines:
             return None
-        if self._ranges is None:  # read in place: faster than from the cache
-            ranges = address_ranges(self._image)
-            self._ranges = (ranges, [start for start, _, _ in ranges])
-        ranges, starts = self._ranges
-        if not ranges:
-            return EVERY_UNIT
-        i = bisect_right(starts, address) - 1
-        if i >= 0 and address < ranges[i][1]:
-            return int(ranges[i][2])
-        return None
+        if self._index is None:  # aranges read in place: faster than from the cache
+            self._index = UnitIndex(self._dwarf_bytes, self._unlisted_ranges)
+        index = self._index
+        unit = self._guarded("DWARF unit ranges", lambda: index.unit(address))
+        return EVERY_UNIT if unit is None and index.empty else unit
+
+    def _unlisted_ranges(self, dwarf: DwarfBytes, listed: Set[int]) -> Sequence[Sequence[int]]:
+        """The ranges of the units .debug_aranges leave out
+        (sfbt.dwarf.units.top_entry_ranges), from the cache or their top
+        entries: a file built by clang has all its units read so."""
+        key = self._key("unit ranges")
+        kept = _rows(CACHE.get(key), _is_span) if key is not None else None
+        if kept is not None:
+            return kept
+        spans = top_entry_ranges(dwarf, listed)
+        if key is not None:
+            self._keep(key, json.dumps(spans, separators=(",", ":")).encode())
+        return spans
 
     def _line_table(self, unit: int) -> LineTable:
         """The unit's line rows, from the cache or its line program; none
         when its DWARF cannot be read (ElfError when strict)."""
-        key = self._key("lines", unit)
+        # GDB's rows under the key they always had, LLDB's apart
+        kind = ("lines", unit, "lldb") if self.debugger == "lldb" else ("lines", unit)
+        key = self._key(*kind)
         data = CACHE.get(key) if key is not None else None
         table = LineTable.from_bytes(data) if data else None
         if table is None:
             table = self._guarded("DWARF line table", lambda: LineTable.from_rows(
-                every_unit_rows(self._dwarf_bytes) if unit == EVERY_UNIT
-                else unit_rows(self._dwarf_bytes, unit)))
+                every_unit_rows(self._dwarf_bytes, self.debugger) if unit == EVERY_UNIT
+                else unit_rows(self._dwarf_bytes, unit, self.debugger)))
             if table is None:
                 return LineTable.from_rows([])
             if key is not None:
@@ -293,19 +308,31 @@ class FileSymbolizer:
             CACHE.put(key, data)
 
 
-def _frames(data: Optional[bytes]) -> Optional[UnitFrames]:
-    """The UnitFrames an entry holds: two lists of segments (UnitLookup
-    checks each), or None."""
+def _rows(data: Optional[bytes], well_formed: Callable[[list], bool]) -> Optional[Rows]:
+    """The rows a cache entry of JSON holds: a list of lists each
+    well_formed, or None."""
     if data is None:
         return None
     try:
         rows = json.loads(data)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(rows, list) or len(rows) != 2 or not all(
-            isinstance(segments, list) for segments in rows):
+    if not isinstance(rows, list) or not all(
+            isinstance(row, list) and well_formed(row) for row in rows):
         return None
-    return UnitFrames(*rows)
+    return rows
+
+
+def _frames(data: Optional[bytes]) -> Optional[UnitFrames]:
+    """The UnitFrames an entry holds: two lists of segments (UnitLookup
+    checks each), or None."""
+    rows = _rows(data, lambda segments: True)
+    return UnitFrames(*rows) if rows is not None and len(rows) == 2 else None
+
+
+def _is_span(row: list) -> bool:
+    """Whether a row is a unit's range [start, end, unit offset]."""
+    return len(row) == 3 and all(isinstance(value, int) for value in row)
 
 
 class ModuleFile(Protocol):

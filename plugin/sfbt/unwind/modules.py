@@ -298,9 +298,11 @@ class ModuleMap:
         self._plans: Dict[str, Dict[int, "RowPlan"]] = {}
         self._rule_registers: Optional[List[int]] = None
         #: {return address in a module: whether it is the first byte of
-        #: the signal trampoline}, for every walk (a module's code does not
-        #: change while the map lives)
+        #: the signal trampoline}, and {pc in a module where execution
+        #: stopped: whether it is in the trampoline}, for every walk (a
+        #: module's code does not change while the map lives)
         self.return_trampolines: Dict[int, bool] = {}
+        self.stopped_trampolines: Dict[int, bool] = {}
 
     def module_for(self, pc: int) -> Optional[Module]:
         i = bisect_right(self._starts, pc) - 1

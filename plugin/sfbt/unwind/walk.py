@@ -71,7 +71,7 @@ class Frame:
     """One frame of a walk: its PC and the registers known in it."""
 
     __slots__ = ("level", "pc", "registers", "how", "data_module", "interrupted",
-                 "signal_trampoline", "cfa", "dwarf_rules")
+                 "signal_trampoline", "cfa")
 
     def __init__(self, level, pc, registers, how=INNERMOST, data_module=None,
                  interrupted=True, signal_trampoline=False, cfa=None):
@@ -116,6 +116,7 @@ class Unwinder:
         # (in a module: kept in the module map, for every walk; elsewhere
         # for this walk), and where execution stopped
         self._kept_trampolines = module_map.return_trampolines
+        self._kept_stopped_trampolines = module_map.stopped_trampolines
         self._return_trampolines = {}
         self._stopped_trampolines = {}
         arch = self.arch
@@ -182,24 +183,24 @@ class Unwinder:
         layout = self.arch.signal_frame
         if layout is None:
             return False
-        if not interrupted:
-            found = self._kept_trampolines.get(pc)
-            if found is not None:
-                return found
+        kept = self._kept_stopped_trampolines if interrupted else self._kept_trampolines
+        found = kept.get(pc)
+        if found is not None:
+            return found
         cache = self._stopped_trampolines if interrupted else self._return_trampolines
         found = cache.get(pc)
         if found is None:
             code = layout.code
             if not interrupted:
                 found = self._code_at(pc, code)
-                if self.module_map.module_for(pc) is not None:
-                    cache = self._kept_trampolines
             else:
                 try:  # the code starts at most len(code) bytes before pc
                     found = code in self.read(pc - len(code), 2 * len(code))
                 except TargetMemoryError:  # it may start or end a mapping
                     found = any(self._code_at(start, code)
                                 for start in range(pc - len(code), pc + 1))
+            if self.module_map.module_for(pc) is not None:
+                cache = kept
             cache[pc] = found
         return found
 
@@ -446,10 +447,13 @@ class Unwinder:
         if old_sp is not None and caller_sp < old_sp:
             raise UnwindStop(STOP_NOT_UP)
 
-    def walk(self, limit=None, is_last=None):
+    def walk(self, limit=None, is_last=None, outer=None):
         """(frames, stop reason or None): at most ``limit`` frames.
         ``is_last(frame)`` may end the walk early without a reason (as GDB
-        stops at main).  Never raises: any failure of a step ends the walk
+        stops at main).  ``outer(frame)``, asked of each frame found while
+        every SP is above the one before: (the frames after it, the stop
+        reason) where the walk is known to go on as those, else None
+        (unwind.reuse).  Never raises: any failure of a step ends the walk
         with its reason; the frames found so far are kept."""
         frames = []
         # Frames make no reference cycles: the collector's passes over a
@@ -457,7 +461,7 @@ class Unwinder:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return frames, self._walk(frames, limit, is_last)
+            return frames, self._walk(frames, limit, is_last, outer)
         except (UnwindStop, TargetMemoryError) as stop:
             return frames, str(stop)
         except SfbtError as error:
@@ -468,7 +472,7 @@ class Unwinder:
             if collecting:
                 gc.enable()
 
-    def _walk(self, frames, limit, is_last):
+    def _walk(self, frames, limit, is_last, outer):
         """Fill ``frames``; the stop reason, or raise it."""
         sp_number = self._sp
         frame = self.innermost()
@@ -504,4 +508,9 @@ class Unwinder:
             if not caller.pc and not caller.interrupted:
                 # A return address of 0 ends the stack (GDB: "zero PC").
                 return None
+            if outer is not None and seen is None:
+                found = outer(caller)
+                if found is not None:
+                    frames.extend(found[0])
+                    return found[1]
             frame = caller

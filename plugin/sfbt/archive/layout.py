@@ -1,0 +1,100 @@
+"""Frame lines in each debugger's words: sframe-bt's, and cbf-load's and
+the command line's for saved backtraces.
+
+Both debuggers print a stack frame as GDB's `bt` does (``#N  0xADDR in
+FUNC at FILE:LINE``); they differ in the frames of the calls inlined
+into it, each a frame of its own, innermost first.  GDB's `bt` shows
+the address on the innermost of those lines only; LLDB's shows one on
+every line and marks inlined code ``[inlined]``.
+
+A layout gives a line after its level (``text``), which does not change
+with the level: a saved frame's texts are made once however often the
+frame is printed (report.FrameTexts).  ``name`` and ``where`` are
+printable text: whoever names the frame escapes them (sfbt.printable),
+where its answers are remembered, so that a hostile symbol or path
+cannot forge a line and a large archive escapes each name once."""
+
+import os
+
+
+class Layout:
+    """The lines of a stack frame: ``index`` counts its lines ``0 ..
+    last``, innermost first (the calls inlined at its PC, then the
+    function's own)."""
+
+    #: what -v says of a line that is not the frame's own (None: nothing)
+    inline_how = None
+
+    @staticmethod
+    def source_name(path):
+        """A source file's name as the debugger's bt shows it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def is_own(index, last):
+        """Whether line ``index`` is the one that carries the frame's own
+        facts (-v's how, -full's registers)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def text(pc, name, where, index, last):
+        """Line ``index`` of the frame at ``pc`` after its level."""
+        raise NotImplementedError
+
+    @classmethod
+    def line(cls, level, pc, name, where, index, last):
+        return f"#{level:<2} {cls.text(pc, name, where, index, last)}"
+
+
+class GdbLayout(Layout):
+    """GDB's `bt`: the frame's address on the innermost of its lines (the
+    frame's own line, where -v and -full say how it was found); the
+    functions it sits in follow without one."""
+
+    inline_how = "inline"
+
+    @staticmethod
+    def source_name(path):
+        return path  # as the debug information gives it
+
+    @staticmethod
+    def is_own(index, last):
+        return index == 0
+
+    @staticmethod
+    def text(pc, name, where, index, last):
+        if index == 0:
+            return f"{pc:#018x} in {name}{where}"
+        return f"{name}{where}"
+
+
+class LldbLayout(Layout):
+    """LLDB's `bt`: every line with the frame's address, a call inlined
+    into the next line's function marked ``[inlined]``; the function the
+    code is in (the last line, LLDB's frame of that stack frame) is the
+    frame's own line.  (LLDB shows, on the lines after the innermost,
+    where the inlined code they call starts, and marks only the inline
+    frames whose line does not sit inside a block nested in the inlined
+    function, one of its local variables or of a loop, say: this layout
+    shows the frame's address and marks every inlined call.)"""
+
+    @staticmethod
+    def source_name(path):
+        return os.path.basename(path)
+
+    @staticmethod
+    def is_own(index, last):
+        return index == last
+
+    @staticmethod
+    def text(pc, name, where, index, last):
+        text = f"{pc:#018x} in {name}{where}"
+        return text + " [inlined]" if index < last else text
+
+
+#: the layout of each Session.debugger; any other (sfbt's own commands) GDB's
+LAYOUTS = {"gdb": GdbLayout, "lldb": LldbLayout}
+
+
+def layout_of(debugger):
+    return LAYOUTS.get(debugger, GdbLayout)

@@ -327,7 +327,8 @@ def _frames(data: Optional[bytes]) -> Optional[UnitFrames]:
     """The UnitFrames an entry holds: two lists of segments (UnitLookup
     checks each), or None."""
     rows = _rows(data, lambda segments: True)
-    return UnitFrames(*rows) if rows is not None and len(rows) == 2 else None
+    return UnitFrames(list(rows[0]), list(rows[1])) if rows is not None and len(rows) == 2 \
+        else None
 
 
 def _is_span(row: list) -> bool:

@@ -99,8 +99,9 @@ class FunctionTable:
     """The minimal symbols of one symbol table: ``starts`` sorted, and for
     each its ``sizes``, the offset of its name in the string table
     ``strings`` (a section) and ``sections``: its section's index times 2,
-    plus 1 for a global symbol that is not an ifunc (GDB's mst_text).
-    ``read(offset, size)`` reads the file."""
+    plus 1 for a global symbol that is not an ifunc (GDB's mst_text);
+    names are read from ``image``, whose sections say where an address
+    is."""
 
     def __init__(self, starts: "array[int]", sizes: "array[int]", names: "array[int]",
                  sections: "array[int]", strings: Optional[Section], image: ElfImage):

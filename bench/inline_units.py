@@ -1,5 +1,6 @@
 """Reading one unit's inlined calls: sfbt's entry reader
-(sfbt.dwarf.inline.unit_calls) against pyelftools' entries
+(sfbt.dwarf.inline.unit_frames, its calls, the unit's functions read in
+the same walk) against pyelftools' entries
 (tests/inline_reference.py), on every unit of a file (default: the C
 library's debug file, libc6-dbg), each unit's line program read before
 either is timed (both share it, as sfbt stack's line look-ups do), sfbt's
@@ -28,7 +29,7 @@ from elftools.common.exceptions import ELFError  # noqa: E402
 from elftools.elf.elffile import ELFFile  # noqa: E402
 from inline_reference import unit_calls as reference  # noqa: E402
 from sfbt.debuginfo.search import build_id_path  # noqa: E402
-from sfbt.dwarf.inline import unit_calls  # noqa: E402
+from sfbt.dwarf.inline import unit_frames  # noqa: E402
 from sfbt.dwarf.line_program import DwarfBytes, unit_files  # noqa: E402
 from sfbt.dwarf.units import UnitIndex  # noqa: E402
 from sfbt.elf import ElfImage, read_build_id  # noqa: E402
@@ -68,7 +69,7 @@ def main():
     for offset in offsets:
         unit_files(ours_dwarf, offset)
         theirs_dwarf.line_program_for_CU(theirs_dwarf.get_CU_at(offset))
-        ours[offset], mine = seconds(unit_calls, ours_dwarf, offset)
+        ours[offset], mine = seconds(lambda *unit: unit_frames(*unit).calls, ours_dwarf, offset)
         theirs[offset], expected = seconds(reference, theirs_dwarf, offset)
         segments += len(mine)
         if mine != expected:

@@ -16,18 +16,28 @@ NAME_SOURCES = ("DW_AT_abstract_origin", "DW_AT_specification")
 
 
 def _name(die):
+    """GDB's name of a function's entry: its linkage name, of it or of the
+    entries it refers to, else its DW_AT_name."""
+    for keys in (("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"), ("DW_AT_name",)):
+        name = _first(die, keys)
+        if name is not None:
+            return name
+    return "??"
+
+
+def _first(die, keys):
     for _ in range(inline.NAME_DEPTH):
         attributes = die.attributes
-        for key in ("DW_AT_name", "DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
+        for key in keys:
             if key in attributes:
                 value = attributes[key].value
                 return value.decode("utf-8", "surrogateescape") \
                     if isinstance(value, bytes) else str(value)
         origin = next((attributes[k] for k in NAME_SOURCES if k in attributes), None)
         if origin is None:
-            return "??"
+            return None
         die = die.get_DIE_from_attribute(origin.name)
-    return "??"
+    return None
 
 
 def _ranges(dwarf, unit, die, base):
@@ -73,7 +83,7 @@ def file_names(program):
 
 
 def unit_calls(dwarf, offset):
-    """sfbt.dwarf.inline.unit_calls, through pyelftools' DIEs."""
+    """sfbt.dwarf.inline.unit_frames' calls, through pyelftools' DIEs."""
     unit = dwarf.get_CU_at(offset)
     top = unit.get_top_DIE()
     base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0

@@ -6,8 +6,8 @@ the functions the compiler inlined, after `step`s (and `finish`) from
 each of those stops, and where SIGINT interrupted busy.c's threads at drawn times
 (recursing through qsort, snprintf and a signal handler).  And `sfbt
 stack` names the frames `eu-stack -i -s` names on busy.c stopped at drawn
-times (up to the name of a function's own frame: sfbt takes the symbol
-table's, eu-stack -i DWARF's, inline_stops.same_function)."""
+times (up to the name of a function's own frame where eu-stack's is not
+GDB's, which sfbt takes: inline_stops.same_function)."""
 
 import random
 import shutil

@@ -351,15 +351,15 @@ def test_the_vdso_is_a_module_with_rows(workers):
 
 
 def test_names_and_lines_are_cached_per_file(workers):
-    """The second run reads function tables and line rows from the
-    private cache, keyed by the file they came from; a damaged entry is
-    rebuilt, never believed."""
+    """The second run reads a unit's functions and inlined calls (its
+    DWARF entries) and its line rows from the private cache, keyed by the
+    file they came from; a damaged entry is rebuilt, never believed."""
     from sfbt.cache import Cache, identity
     from sfbt.symbols.symbolizer import CACHE_FORMAT
     cache = Cache("symbols")
     with open(workers, "rb") as stream:  # workers.c is its one unit, at 0
         named = {cache.entry_name(identity(stream.fileno(), CACHE_FORMAT, *kind))
-                 for kind in (("functions",), ("lines", 0))}
+                 for kind in (("entries", 0), ("lines", 0))}
     with Running(workers) as running:
         first = run_sfbt("stack", running.pid)
         entries = set(os.listdir(cache.path))

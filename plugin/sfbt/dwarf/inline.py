@@ -1,21 +1,35 @@
-"""Inlined calls: for a PC, the chain of calls the compiler inlined around
-it, from one compilation unit's DW_TAG_inlined_subroutine entries.
+"""Inlined calls and functions: for a PC, the chain of calls the compiler
+inlined around it, from one compilation unit's DW_TAG_inlined_subroutine
+entries, and the function whose code holds it, from its DW_TAG_subprogram
+entries (of several, the one GDB finds: the last to start).
 
 A unit's entries are read once (sfbt.dwarf.entries, on the first address
 asked for in that unit, as the line tables are) and flattened into
-sorted, non-overlapping segments, each with the chain that holds over it,
-so that a look-up is one bisection (sfbt.dwarf.chains, which sfbt's
-cache of the segments needs alone)."""
+sorted, non-overlapping segments, each with the chain (the function) that
+holds over it, so that a look-up is one bisection (sfbt.dwarf.chains,
+which sfbt's cache of them needs alone).
+
+A function, and the function of an inlined call, is named as GDB names
+the symbol it makes of its entry: by its linkage name
+(DW_AT_linkage_name, of the entry or of one it refers to:
+``__GI___clock_nanosleep``, the C library's name of ``__clock_nanosleep``
+inside it), else by its DW_AT_name (eu-stack and llvm-symbolizer
+--functions=short take the DW_AT_name); C++'s linkage names are left
+mangled."""
 
 from . import entries
+from .chains import UnitFrames
 from .entries import Unit
 from .line_program import unit_files
 
 DW_TAG_INLINED = 0x1D
+DW_TAG_SUBPROGRAM = 0x2E
 #: tags whose children may hold inlined calls: subprogram, lexical_block,
 #: namespace, class_type, structure_type, try_block, catch_block, union_type
 NESTING = {0x2E, 0x0B, 0x39, 0x02, 0x13, 0x32, 0x25, 0x17}
-NAMES = (entries.DW_AT_NAME, entries.DW_AT_LINKAGE_NAME, entries.DW_AT_MIPS_LINKAGE_NAME)
+LINKAGE_NAMES = (entries.DW_AT_LINKAGE_NAME, entries.DW_AT_MIPS_LINKAGE_NAME)
+SHORT_NAMES = (entries.DW_AT_NAME,)
+NAMES = LINKAGE_NAMES + SHORT_NAMES
 #: attributes whose entry may carry a function's name instead of this one
 NAME_SOURCES = (entries.DW_AT_ABSTRACT_ORIGIN, entries.DW_AT_SPECIFICATION)
 #: links followed at most to find a name (a loop in damaged DWARF ends)
@@ -41,11 +55,19 @@ class _Names:
         self.found = {}
 
     def name(self, unit, attributes):
-        """The name an entry's attributes give, "??" when none is found."""
+        """A function's name as GDB gives it: the first linkage name its
+        entry's attributes, or those of the entries they refer to, give,
+        else the first DW_AT_name; None when none is found."""
+        return self._first(unit, attributes, LINKAGE_NAMES) \
+            or self._first(unit, attributes, SHORT_NAMES)
+
+    def _first(self, unit, attributes, keys):
+        """The first name of ``keys`` along the entries an entry refers
+        to, or None."""
         passed = []  # the entries followed to it
-        name = "??"
+        name = None
         for _ in range(NAME_DEPTH):
-            own = _own_name(unit, attributes)
+            own = _own_name(unit, attributes, keys)
             if own is not None:
                 name = own
                 break
@@ -53,14 +75,14 @@ class _Names:
             target = unit.reference(source) if source is not None else None
             if target is None:
                 break
-            if target in self.found:
-                name = self.found[target]
+            if (keys, target) in self.found:
+                name = self.found[keys, target]
                 break
             passed.append(target)
             unit = self._unit_of(target)
             attributes = unit.attributes(target, NAME_ATTRIBUTES)[0]
         for target in passed:
-            self.found[target] = name
+            self.found[keys, target] = name
         return name
 
     def _unit_of(self, offset):
@@ -74,9 +96,10 @@ class _Names:
         return unit
 
 
-def _own_name(unit, attributes):
-    """The name an entry's own attributes give, or None."""
-    for key in NAMES:
+def _own_name(unit, attributes, keys):
+    """The name the first of ``keys`` of an entry's own attributes gives,
+    or None."""
+    for key in keys:
         value = attributes.get(key)
         if value is not None:
             text = unit.string(value)
@@ -85,32 +108,33 @@ def _own_name(unit, attributes):
     return None
 
 
-def unit_calls(dwarf, offset):
-    """The inlined calls of the compilation unit at ``offset`` in
-    .debug_info (of sfbt.dwarf.line_program.DwarfBytes ``dwarf``), as
-    sorted segments [(start, end, chain)], chain a list of [name, file,
-    line], innermost first (JSON-ready, to be kept in a cache).
+def unit_frames(dwarf, offset):
+    """The UnitFrames of the compilation unit at ``offset`` in .debug_info
+    (of sfbt.dwarf.line_program.DwarfBytes ``dwarf``).
 
     .debug_info is read to the unit's end only, the rest of it when a
     name is found in a later unit."""
     end = offset + dwarf.unit_size(".debug_info", offset)
-    calls = _calls(Unit(dwarf.entry_sections(end), offset),
-                   dwarf.entry_sections)
+    calls, functions = _calls(Unit(dwarf.entry_sections(end), offset),
+                              dwarf.entry_sections)
     if calls:  # a unit without inlined calls needs no file names
         _name_files(calls, *unit_files(dwarf, offset))
-    return _segments(calls)
+    return UnitFrames(_segments(calls), [[start, end, names[0]] for start, end, names
+                                         in _segments(_preferred_first(functions))])
 
 
 def _calls(unit, whole=None):
-    """[(low, high, depth, [name, file number, line])] of the unit's
-    inlined calls, in the order of its entries, depth their nesting;
-    ``whole()`` gives the Sections with all of .debug_info when the
-    unit's hold only part of it."""
+    """([(low, high, depth, [name, file number, line])] of the unit's
+    inlined calls, depth their nesting, [(low, high, start, name)] of its
+    functions' ranges, start a function's lowest address), in the order
+    of its entries; ``whole()`` gives the Sections with all of .debug_info
+    when the unit's hold only part of it."""
     calls = []
+    functions = []
     names = _Names(unit, whole)
     abbreviation, at = unit.entry(unit.first)
     if abbreviation is None or not abbreviation.children:
-        return calls
+        return calls, functions
     at = unit.skip(abbreviation, at)
     # the inline depth of the children of each entry open around ``at``,
     # None for an entry whose children are passed over
@@ -125,13 +149,22 @@ def _calls(unit, whole=None):
         depth, tag = depths[-1], abbreviation.tag
         if depth is not None and tag == DW_TAG_INLINED:
             attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
-            call = [names.name(unit, attributes),
+            call = [names.name(unit, attributes) or "??",
                     attributes[entries.DW_AT_CALL_FILE][1]
                     if entries.DW_AT_CALL_FILE in attributes else None,
                     attributes[entries.DW_AT_CALL_LINE][1]
                     if entries.DW_AT_CALL_LINE in attributes else 0]
             calls += [(low, high, depth, call) for low, high in unit.extent(attributes)]
             depth += 1
+        elif depth is not None and tag == DW_TAG_SUBPROGRAM:
+            attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
+            ranges = unit.extent(attributes)
+            # a definition (not a declaration) with a name (GDB makes no
+            # function of one without)
+            name = names.name(unit, attributes) if ranges else None
+            if name is not None:
+                start = min(low for low, _ in ranges)
+                functions += [(low, high, start, name) for low, high in ranges]
         elif depth is not None and tag in NESTING:
             at = unit.skip(abbreviation, at)
         elif abbreviation.children:
@@ -147,7 +180,18 @@ def _calls(unit, whole=None):
             continue
         if abbreviation.children:
             depths.append(depth)
-    return calls
+    return calls, functions
+
+
+def _preferred_first(functions):
+    """[(low, high, 0, name)] of the functions' ranges, those of the
+    function GDB finds first first: GDB's blocks are sorted by their
+    start, the entries of one start in their order, and it takes the
+    last that holds an address (a function nested in another, the last of
+    the aliases the assembler describes at one address)."""
+    return [(low, high, 0, name) for _, _, low, high, name in sorted(
+        (-start, -order, low, high, name)
+        for order, (low, high, start, name) in enumerate(functions))]
 
 
 def _name_files(calls, files, first):
@@ -161,8 +205,8 @@ def _name_files(calls, files, first):
 
 def _segments(calls):
     """Sorted non-overlapping [(start, end, chain)] of [(low, high, depth,
-    call)]: over each segment, the calls whose ranges hold it, deepest
-    first."""
+    call)]: over each segment, the calls (or functions) whose ranges hold
+    it, deepest first."""
     bounds = sorted({b for low, high, _, _ in calls for b in (low, high)})
     if not bounds:
         return []

@@ -15,11 +15,15 @@ from .table import packed_arrays, unpacked_arrays
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+
+    from .table import Kinds
 else:
     from ..values import NamedTuple
 
 #: the file index of a row that ends a sequence (no line there)
 NO_FILE = 0xFFFFFFFF
+#: the arrays of a cached table: addresses, lines, file indices
+ROW_KINDS: Kinds = (("Q", 8), ("Q", 8), ("I", 4))
 #: the head of the table's bytes: row count, bytes of the file names (JSON)
 _HEAD = struct.Struct("<QQ")
 
@@ -62,7 +66,7 @@ class LineTable:
     def to_bytes(self) -> bytes:
         names = json.dumps(self.names).encode()
         return _HEAD.pack(len(self.addresses), len(names)) + names \
-            + packed_arrays([self.addresses, self.lines, self.files])
+            + packed_arrays([self.addresses, self.lines, self.files], ROW_KINDS)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Optional["LineTable"]:
@@ -80,7 +84,7 @@ class LineTable:
             return None
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             return None
-        addresses, lines, files = unpacked_arrays(data, at, count)
+        addresses, lines, files = unpacked_arrays(data, at, count, ROW_KINDS)
         if any(f >= len(names) and f != NO_FILE for f in set(files)):
             return None
         return cls(addresses, files, lines, names)

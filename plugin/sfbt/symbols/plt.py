@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import struct
 from array import array
+from bisect import bisect_right
 
 from ..elf import SHT_RELA, ElfImage, Section
-from .table import FunctionTable
+from .table import name_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Iterator, List, Tuple, Union
+    from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 EM_X86_64 = 62
 EM_AARCH64 = 183
@@ -34,14 +35,36 @@ def in_plt(image: ElfImage, address: int) -> bool:
                for s in image.sections())
 
 
-def plt_table(image: ElfImage) -> FunctionTable:
+class StubTable:
+    """The PLT stubs of one file: ``starts`` sorted, each stub's end and
+    name."""
+
+    def __init__(self, starts: "array[int]", ends: "array[int]", names: List[str]):
+        self.starts = starts
+        self.ends = ends
+        self.names = names
+
+    @classmethod
+    def empty(cls) -> "StubTable":
+        return cls(array("Q"), array("Q"), [])
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def function(self, address: int) -> Optional[str]:
+        """The name of the stub holding the file address, or None."""
+        i = bisect_right(self.starts, address) - 1
+        return self.names[i] if i >= 0 and address < self.ends[i] else None
+
+
+def plt_table(image: ElfImage) -> StubTable:
     """The image's PLT entries whose GOT slot a dynamic relocation names,
-    as a FunctionTable of .dynsym's names (shown with ``@plt``)."""
+    named after .dynsym's symbols (``puts@plt``)."""
     sections = image.sections()
     dynsym = image.section(".dynsym")
     decode = {EM_X86_64: _x86_64_slot, EM_AARCH64: _aarch64_slot}.get(image.header.machine)
     if decode is None or dynsym is None or not 0 < dynsym.link < len(sections):
-        return FunctionTable.empty(image)
+        return StubTable.empty()
     slots = _slot_names(image, sections, dynsym)
     found: Dict[int, Tuple[int, Union[int, str]]] = {}  # start -> (end, name)
     for section in sections:
@@ -53,13 +76,22 @@ def plt_table(image: ElfImage) -> FunctionTable:
             slot = decode(data[at:at + size], section.addr + at, image.header.endian)
             if slot in slots:
                 found[section.addr + at] = (section.addr + at + size, slots[slot])
+    strings = sections[dynsym.link]
+    names = image.section_data(strings) if found and strings.size <= MAX_BYTES else b""
     starts = array("Q", sorted(found))
-    names = [found[start][1] for start in starts]
-    table = FunctionTable(starts, array("Q", (found[s][0] for s in starts)),
-                          array("I", (n if isinstance(n, int) else 0 for n in names)),
-                          sections[dynsym.link], image.read, "@plt")
-    table.name_entries({i: n + "@plt" for i, n in enumerate(names) if isinstance(n, str)})
-    return table
+    return StubTable(starts, array("Q", (found[s][0] for s in starts)),
+                     [_stub_name(found[s][1], names) for s in starts])
+
+
+def _stub_name(name: Union[int, str], strings: bytes) -> str:
+    """A stub's name: of its symbol (the offset of its name in .dynstr),
+    or of its IRELATIVE relocation, then ``@plt``."""
+    if isinstance(name, str):
+        return name + "@plt"
+    if name >= len(strings):
+        return "??"
+    # bytes that are not UTF-8 kept, to be printed escaped (sfbt.printable)
+    return name_bytes(strings, name).decode("utf-8", "surrogateescape") + "@plt"
 
 
 def _slot_names(image: ElfImage, sections: List[Section], dynsym: Section

@@ -1,14 +1,18 @@
 """The one symbolizer of an ELF file: the function, source line and inline
 chain of a file address, each table read on first use.
 
-Function names come from the symbol table read in place (symbols/table.py).
-Lines and inline chains come from the compilation unit that holds the
-address only (found through .debug_aranges and, for the units they leave
-out, the units' top entries: dwarf/units.py; a file where no unit says
-what it holds has its whole line table read, and no inline chains): its
-line program read with struct (dwarf/line_program.py), its inlined calls
-from its entries (dwarf/inline.py), all from the same section bytes (each
-compressed section inflated once, as far as they need).
+A function is named as GDB names a frame's: from the DWARF function whose
+code holds the address (dwarf/inline.py: GDB's find_pc_function), else
+from GDB's minimal symbol there (symbols/table.py, the symbol table read
+in place), else from the PLT stub there (symbols/plt.py).
+The DWARF, lines and inline chains come from the compilation unit that
+holds the address only (found through .debug_aranges and, for the units
+they leave out, the units' top entries: dwarf/units.py; a file where no
+unit says what it holds has its whole line table read, and no inline
+chains nor DWARF functions): its line program read with struct
+(dwarf/line_program.py), its inlined calls and functions from its entries
+(dwarf/inline.py), all from the same section bytes (each compressed
+section inflated once, as far as they need).
 What was read is kept in the ``symbols`` part of sfbt's private cache
 (sfbt.cache), keyed by the file it was read from, so a second run reads
 what the first one parsed.  `sfbt stack`, `record` and `flame` reach it
@@ -24,20 +28,21 @@ import struct
 
 from ..cache import Cache, identity
 from ..debuginfo import DebugFiles
+from ..dwarf.chains import InlinedCall, UnitFrames, UnitLookup
 from ..dwarf.compressed import compression, expansion_limit, inflated_size
-from ..dwarf.chains import InlinedCall, UnitCalls
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
 from ..dwarf.units import UnitIndex, top_entry_ranges
 from ..elf import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..files import open_regular
 from .line_table import LineTable, Location
-from .plt import in_plt, plt_table
+from .minimal_names import printed_name
+from .plt import StubTable, in_plt, plt_table
 from .table import FunctionTable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import (IO, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set,
-                        TypeVar, Union)
+                        Tuple, TypeVar, Union)
 
     from ..cache import Key
 
@@ -45,7 +50,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 5
+CACHE_FORMAT = 7
 CACHE = Cache("symbols")
 #: the unit key of a file's whole line table (a file where no unit says
 #: what addresses it holds)
@@ -111,11 +116,11 @@ class FileSymbolizer:
         self._cached = cached
         self._stripped: Optional[FileSymbolizer] = None
         self._functions: Optional[FunctionTable] = None
-        self._plt: Optional[FunctionTable] = None
+        self._plt: Optional[StubTable] = None
         self._dwarf_bytes = DwarfBytes(self._image)
         self._index: Optional[UnitIndex] = None
         self._units: Dict[int, LineTable] = {}
-        self._calls: Dict[int, UnitCalls] = {}
+        self._lookups: Dict[int, UnitLookup] = {}
 
     @classmethod
     def open(cls, path: str, strict: bool = True, debugger: str = "gdb") -> "FileSymbolizer":
@@ -132,19 +137,35 @@ class FileSymbolizer:
         self._stream.close()
 
     def use_names_of(self, stripped: "FileSymbolizer") -> None:
-        """Name functions from ``stripped`` (the file this one is the
-        separate debug file of) when this file has no function symbols."""
+        """Name functions from the symbols of ``stripped`` (the file this
+        one is the separate debug file of) too, as GDB does."""
         self._stripped = stripped
 
     # -- function names ---------------------------------------------------------------------
 
     def function(self, address: int) -> Optional[str]:
-        """The name of the function holding the file address (of the PLT
-        stub there: ``puts@plt``), or None."""
-        table = self.function_table()
-        if not len(table) and self._stripped is not None:
-            return self._stripped.function(address)
-        return table.function(address) or self._plt_stub(address)
+        """The name GDB gives the function holding the file address: of
+        the DWARF function there, else of the minimal symbol, else of the
+        PLT stub (``puts@plt``); None when there is none."""
+        lookup = self._unit_lookup(address)
+        name = lookup.function(address) if lookup is not None else None
+        return name or self._minimal_symbol(address) or self._plt_stub(address)
+
+    def _minimal_symbol(self, address: int) -> Optional[str]:
+        """The name GDB prints for its minimal symbol of the address: of
+        this file's and (a separate debug file) the stripped file's, the one
+        that starts higher, the stripped file's of two at one address (GDB
+        looks in a file before its separate debug file)."""
+        best: Optional[Tuple[FunctionTable, int]] = None
+        tables = [self.function_table()]
+        if self._stripped is not None:
+            tables.insert(0, self._stripped.function_table())
+        for table in tables:
+            index = table.best(address)
+            if index is not None and (best is None
+                                      or table.starts[index] > best[0].starts[best[1]]):
+                best = (table, index)
+        return printed_name(best[0].name(best[1])) if best is not None else None
 
     def _plt_stub(self, address: int) -> Optional[str]:
         """The name of the PLT stub at the address (a separate debug
@@ -155,7 +176,7 @@ class FileSymbolizer:
             try:
                 self._plt = plt_table(self._image)
             except (OSError, ElfError, struct.error):  # a damaged PLT: no names
-                self._plt = FunctionTable.empty(self._image)
+                self._plt = StubTable.empty()
         if not len(self._plt) and self._stripped is not None:
             return self._stripped._plt_stub(address)
         return self._plt.function(address)
@@ -195,13 +216,19 @@ class FileSymbolizer:
         """[InlinedCall] around a file address, innermost first: the calls
         the compiler inlined there (sfbt.dwarf.inline); none in a file
         where no unit says what it holds."""
+        lookup = self._unit_lookup(address)
+        return lookup.chain(address) if lookup is not None else []
+
+    def _unit_lookup(self, address: int) -> Optional[UnitLookup]:
+        """The inlined calls and functions of the unit that holds the file
+        address, None when no unit does or none says what it holds."""
         unit = self._unit_at(address)
         if unit is None or unit == EVERY_UNIT:
-            return []
-        calls = self._calls.get(unit)
-        if calls is None:
-            calls = self._calls[unit] = UnitCalls(self._inline_segments(unit))
-        return calls.chain(address)
+            return None
+        lookup = self._lookups.get(unit)
+        if lookup is None:
+            lookup = self._lookups[unit] = UnitLookup(self._unit_frames(unit))
+        return lookup
 
     def _unit_at(self, address: int) -> Optional[int]:
         """The offset in .debug_info of the unit that holds the address
@@ -246,21 +273,21 @@ class FileSymbolizer:
                 self._keep(key, table.to_bytes())
         return table
 
-    def _inline_segments(self, unit: int) -> Rows:
-        """The unit's inline segments (sfbt.dwarf.inline.unit_calls), from
-        the cache or its DIEs; none when its DWARF cannot be read
-        (ElfError when strict)."""
-        key = self._key("inlines", unit)
-        segments = _rows(CACHE.get(key), _is_segment) if key is not None else None
-        if segments is None:
-            from ..dwarf.inline import unit_calls  # not for what the cache holds
-            segments = self._guarded("DWARF inline entries",
-                                     lambda: unit_calls(self._dwarf_bytes, unit))
-            if segments is None:
-                return []
+    def _unit_frames(self, unit: int) -> UnitFrames:
+        """The unit's inlined calls and functions (sfbt.dwarf.inline.
+        unit_frames), from the cache or its DIEs; none when its DWARF
+        cannot be read (ElfError when strict)."""
+        key = self._key("entries", unit)
+        frames = _frames(CACHE.get(key)) if key is not None else None
+        if frames is None:
+            from ..dwarf.inline import unit_frames  # not for what the cache holds
+            frames = self._guarded("DWARF entries",
+                                   lambda: unit_frames(self._dwarf_bytes, unit))
+            if frames is None:
+                return UnitFrames([], [])
             if key is not None:
-                self._keep(key, json.dumps(segments, separators=(",", ":")).encode())
-        return segments
+                self._keep(key, json.dumps(frames, separators=(",", ":")).encode())
+        return frames
 
     # -- what every table shares ------------------------------------------------------------
 
@@ -304,11 +331,12 @@ def _rows(data: Optional[bytes], well_formed: Callable[[list], bool]) -> Optiona
     return rows
 
 
-def _is_segment(row: list) -> bool:
-    """Whether a row is an inline segment [start, end, chain] (UnitCalls
-    checks each chain)."""
-    return len(row) == 3 and isinstance(row[0], int) and isinstance(row[1], int) \
-        and isinstance(row[2], list)
+def _frames(data: Optional[bytes]) -> Optional[UnitFrames]:
+    """The UnitFrames an entry holds: two lists of segments (UnitLookup
+    checks each), or None."""
+    rows = _rows(data, lambda segments: True)
+    return UnitFrames(list(rows[0]), list(rows[1])) if rows is not None and len(rows) == 2 \
+        else None
 
 
 def _is_span(row: list) -> bool:

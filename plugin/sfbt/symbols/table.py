@@ -1,16 +1,32 @@
-"""An ELF file's function symbols, read in place: sorted starts, ends and
-name offsets in three arrays (no object per symbol), and a name read from
-the file's string table only when an address falls in its function.
+"""An ELF file's minimal symbols, as GDB reads them (gdb/elfread.c) and
+finds the one of an address (gdb/minsyms.c), read in place: sorted
+starts, sizes, name offsets and sections in arrays (no object per
+symbol), and a name read from the file's string table only when an
+address falls in its symbol.
 
-Of the symbols at one address a global one is kept, else a weak one,
-else a local one, unversioned names (``clock_nanosleep``) before
-versioned ones (``clock_nanosleep@GLIBC_2.2.5``).  A symbol without a
-size (hand-written assembly: ``_init``, ``_fini``) ends where the next
-one starts, and at the latest at the end of its section, as GDB's
-minimal symbols do."""
+The symbols: each named one of an executable section (functions, and the
+labels and objects hand-written assembly puts there), but section and
+file symbols, compiler labels (``.L...``) and the mapping symbols of ARM,
+AArch64 and RISC-V (``$x``, ``$d``); those of .symtab, of .dynsym in a
+file without .symtab only (named without their versions, as BFD gives
+them to GDB).  They are sorted by address, then by name (as strcmp), one
+kept of each (address, section, name).
+
+``best`` is GDB's lookup_minimal_symbol_by_pc_section: the symbols of
+the address's section are looked at backwards from the last one (by
+name) at the highest address at or before it, a global one taken before
+a local or ifunc one just after it of the same address and size, until
+one with a size: that one if it holds the address (a label inside a
+function gives way to it), else the first without a size passed on the
+way, if any (a symbol without a size reaches to the end of its section,
+or to the next one with a size).  Of the aliases of one function GDB so
+shows the last by name:
+``__libc_start_main_impl`` of ``__libc_start_main_alias_1``,
+``__libc_start_main_alias_2`` and ``__libc_start_main_impl``."""
 
 from __future__ import annotations
 
+import re
 import struct
 import sys
 from array import array
@@ -20,28 +36,29 @@ from ..elf import ElfImage, Section
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional, Tuple
+    from typing import Callable, List, Optional, Sequence, Tuple
+
+    #: an array's typecode and its item size, as sfbt's cache keeps it
+    Kinds = Sequence[Tuple[str, int]]
+#: the arrays of a cached table: starts, sizes, name offsets, sections
+SYMBOL_KINDS: Kinds = (("Q", 8), ("Q", 8), ("I", 4), ("I", 4))
 
 
-#: the arrays of a cached table: two of 64-bit values, one of 32-bit ones
-ARRAY_KINDS = (("Q", 8), ("Q", 8), ("I", 4))
-
-
-def packed_arrays(arrays: "List[array[int]]") -> bytes:
-    """ARRAY_KINDS arrays of one length as sfbt's cache keeps them:
-    little-endian, one after the other."""
-    packed = [array(kind, values) for (kind, _), values in zip(ARRAY_KINDS, arrays)]
+def packed_arrays(arrays: "List[array[int]]", kinds: Kinds) -> bytes:
+    """Arrays of one length as sfbt's cache keeps them: little-endian, one
+    after the other, of the typecodes of ``kinds``."""
+    packed = [array(kind, values) for (kind, _), values in zip(kinds, arrays)]
     if sys.byteorder != "little":
         for values in packed:
             values.byteswap()
     return b"".join(values.tobytes() for values in packed)
 
 
-def unpacked_arrays(data: bytes, at: int, count: int) -> "List[array[int]]":
-    """The ARRAY_KINDS arrays of ``count`` values that packed_arrays wrote
-    at ``at`` (the caller has checked the length)."""
+def unpacked_arrays(data: bytes, at: int, count: int, kinds: Kinds) -> "List[array[int]]":
+    """The arrays of ``count`` values that packed_arrays wrote at ``at``
+    (the caller has checked the length)."""
     arrays = []
-    for kind, size in ARRAY_KINDS:
+    for kind, size in kinds:
         values = array(kind)
         values.frombytes(data[at:at + size * count])
         if sys.byteorder != "little":
@@ -50,100 +67,127 @@ def unpacked_arrays(data: bytes, at: int, count: int) -> "List[array[int]]":
         at += size * count
     return arrays
 
-STT_FUNC = 2
+
+STT_SECTION = 3
+STT_FILE = 4
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
-STB_GLOBAL = 1
+#: the bindings of symbols GDB takes for global: global, weak, GNU unique
+GLOBAL_BINDINGS = (1, 2, 10)
+SHF_ALLOC = 0x2
+SHF_EXECINSTR = 0x4
+SHF_TLS = 0x400
 SYMBOL_SIZE = 24
 #: bytes of one name read at most
 MAX_NAME = 4096
+#: symbols looked at backwards from an address at most (GDB: all of them,
+#: which a file of a million labels without a size would make slow)
+MAX_SCAN = 1 << 12
+#: symbols of one start ordered by their whole names at most (more, by
+#: their first ALIAS_HEAD bytes: GDB orders them all by their whole names)
+MAX_ALIASES = 1 << 14
+ALIAS_HEAD = 64
+#: the machines whose mapping symbols BFD hides from GDB: ARM, AArch64, RISC-V
+MAPPING_MACHINES = (40, 183, 243)
+MAPPING_SYMBOL = re.compile(rb"\$([adtxmfp]|xrv.*)(\..*)?\Z", re.S)
 #: the head of the table's bytes (sfbt's cache): string table's section, count
 _HEAD = struct.Struct("<IQ")
 
 
-def _rank(info: int, name: bytes) -> int:
-    """Lower is preferred: global, weak, local; unversioned first."""
-    binding = info >> 4
-    return (binding == STB_LOCAL) + (binding not in (STB_GLOBAL, STB_LOCAL)) + 3 * (b"@" in name)
-
-
-def _name_bytes(strings: bytes, at: int) -> bytes:
-    end = strings.find(b"\0", at, at + MAX_NAME)
-    return strings[at:end if end >= 0 else at + MAX_NAME]
+def name_bytes(strings: bytes, at: int, most: int = MAX_NAME) -> bytes:
+    """The name at ``at`` in a string table's bytes, at most ``most`` of them."""
+    end = strings.find(b"\0", at, at + most)
+    return strings[at:end if end >= 0 else at + most]
 
 
 class FunctionTable:
-    """The function symbols of one symbol table: ``starts`` sorted, and
-    for each its ``ends`` and the offset of its name in the string table
-    ``strings`` (a section); ``read(offset, size)`` reads the file.  Each
-    name is shown followed by ``suffix`` (PLT stubs': ``@plt``)."""
+    """The minimal symbols of one symbol table: ``starts`` sorted, and for
+    each its ``sizes``, the offset of its name in the string table
+    ``strings`` (a section) and ``sections``: its section's index times 2,
+    plus 1 for a global symbol that is not an ifunc (GDB's mst_text);
+    names are read from ``image``, whose sections say where an address
+    is."""
 
-    def __init__(self, starts: "array[int]", ends: "array[int]", names: "array[int]",
-                 strings: Optional[Section], read: Callable[[int, int], bytes],
-                 suffix: str = ""):
+    def __init__(self, starts: "array[int]", sizes: "array[int]", names: "array[int]",
+                 sections: "array[int]", strings: Optional[Section], image: ElfImage):
         self.starts = starts
-        self.ends = ends
+        self.sizes = sizes
         self.names = names
+        self.sections = sections
         self.strings = strings
-        self._read = read
-        self.suffix = suffix
-        self._named: Dict[int, str] = {}
-
-    def name_entries(self, names: Dict[int, str]) -> None:
-        """Give entries (by index) names of their own, not in the string
-        table."""
-        self._named.update(names)
+        self._read: Callable[[int, int], bytes] = image.read
+        #: (start, end, index) of the sections an address may be in
+        self._allocated = [(s.addr, s.addr + s.size, s.index) for s in image.sections()
+                           if s.flags & SHF_ALLOC and not s.flags & SHF_TLS and s.size]
 
     def __len__(self) -> int:
         return len(self.starts)
 
-    def function(self, address: int) -> Optional[str]:
-        """The name of the function holding the file address, or None."""
-        i = bisect_right(self.starts, address) - 1
-        if i < 0 or address >= self.ends[i]:
+    def best(self, address: int) -> Optional[int]:
+        """The index of GDB's symbol of the file address, or None."""
+        section = next((index for start, end, index in self._allocated
+                        if start <= address < end), None)
+        hi = bisect_right(self.starts, address) - 1
+        if section is None or hi < 0:
             return None
-        name = self._named.get(i)
-        if name is None:
-            name = self._named[i] = self._name(self.names[i])
-        return name
+        starts, sizes, sections = self.starts, self.sizes, self.sections
+        unsized = -1
+        stop = max(-1, hi - MAX_SCAN)
+        while hi > stop:
+            if sections[hi] >> 1 != section:
+                hi -= 1
+            elif hi and not sections[hi] & 1 and sections[hi - 1] & 1 \
+                    and sizes[hi] == sizes[hi - 1] and starts[hi] == starts[hi - 1] \
+                    and sections[hi] >> 1 == sections[hi - 1] >> 1:
+                hi -= 1  # the global one of the same address and size
+            elif not sizes[hi]:
+                if unsized < 0:
+                    unsized = hi
+                hi -= 1
+            elif hi and starts[hi] + sizes[hi] <= address < starts[hi - 1] + sizes[hi - 1]:
+                hi -= 1  # inside the one before, which holds this one
+            else:
+                break
+        if hi <= stop or address >= starts[hi] + sizes[hi]:
+            return unsized if unsized >= 0 else None
+        return hi
 
-    def _name(self, at: int) -> str:
-        strings = self.strings
+    def name(self, index: int) -> str:
+        """The name of the symbol at ``index``."""
+        strings, at = self.strings, self.names[index]
         if strings is None or at >= strings.size:
             return "??"
         data = self._read(strings.offset + at, min(MAX_NAME, strings.size - at))
         end = data.find(b"\0")
         # bytes that are not UTF-8 kept, to be printed escaped (sfbt.printable)
-        return data[:end if end >= 0 else len(data)].decode("utf-8", "surrogateescape") \
-            + self.suffix
+        return data[:end if end >= 0 else len(data)].decode("utf-8", "surrogateescape")
 
     @classmethod
     def read(cls, image: ElfImage) -> "FunctionTable":
-        """The table of the image's .symtab, else of its .dynsym; empty
-        when neither has a function symbol.  Raises what image reads
-        raise (ElfError, OSError)."""
+        """The table of the image's .symtab, else (a file without one) of
+        its .dynsym.  Raises what image reads raise (ElfError, OSError)."""
         sections = image.sections()
         for wanted in (".symtab", ".dynsym"):
             table = image.section(wanted)
-            if table is None or not 0 < table.link < len(sections):
+            if table is None or table.size < 2 * SYMBOL_SIZE \
+                    or not 0 < table.link < len(sections):
                 continue
             strings = sections[table.link]
-            found = _functions(image.section_data(table), image.section_data(strings),
-                               image.header.endian)
-            if found:
-                return cls(*_with_ends(found, sections), strings, image.read)
+            names = image.section_data(strings)
+            found = _symbols(image.section_data(table), names, sections, image)
+            return cls(*_arrays(found, names), strings, image)
         return cls.empty(image)
 
     @classmethod
     def empty(cls, image: ElfImage) -> "FunctionTable":
-        """The table of a file without function symbols."""
-        return cls(array("Q"), array("Q"), array("I"), None, image.read)
+        """The table of a file without symbols."""
+        return cls(array("Q"), array("Q"), array("I"), array("I"), None, image)
 
     def to_bytes(self) -> bytes:
         """The table as sfbt's cache keeps it (little-endian arrays)."""
         index = self.strings.index if self.strings is not None else 0
         return _HEAD.pack(index, len(self.starts)) + packed_arrays(
-            [self.starts, self.ends, self.names])
+            [self.starts, self.sizes, self.names, self.sections], SYMBOL_KINDS)
 
     @classmethod
     def from_bytes(cls, data: bytes, image: ElfImage) -> Optional["FunctionTable"]:
@@ -153,49 +197,66 @@ class FunctionTable:
             return None
         index, count = _HEAD.unpack_from(data)
         sections = image.sections()
-        if len(data) != _HEAD.size + 20 * count or (count and not 0 < index < len(sections)):
+        width = sum(size for _, size in SYMBOL_KINDS)
+        if len(data) != _HEAD.size + width * count or (count and not 0 < index < len(sections)):
             return None
-        starts, ends, names = unpacked_arrays(data, _HEAD.size, count)
-        return cls(starts, ends, names, sections[index] if count else None, image.read)
+        starts, sizes, names, symbol_sections = unpacked_arrays(data, _HEAD.size, count,
+                                                                 SYMBOL_KINDS)
+        return cls(starts, sizes, names, symbol_sections, sections[index] if count else None,
+                   image)
 
 
-def _functions(data: bytes, strings: bytes, endian: str) -> Dict[int, Tuple[int, int, int, int]]:
-    """{start: (size, name offset, section index, info)} of the function
-    symbols of a symbol table's bytes, one per start (the preferred)."""
-    found: Dict[int, Tuple[int, int, int, int]] = {}
-    unpack = struct.Struct(endian + "IBBHQQ").iter_unpack
+def _symbols(data: bytes, strings: bytes, sections: List[Section], image: ElfImage
+             ) -> List[Tuple[int, int, int, int]]:
+    """[(start, name offset, size, section * 2 + global)] of the symbols
+    GDB keeps of a symbol table's bytes (no name copied but a mapping
+    symbol's: a hostile table's may be many and long)."""
+    code = {s.index for s in sections if s.flags & SHF_EXECINSTR}
+    mapping = image.header.machine in MAPPING_MACHINES
     limit = len(strings)
+    found = []
+    unpack = struct.Struct(image.header.endian + "IBBHQQ").iter_unpack
     for name_at, info, _, shndx, value, size in unpack(
             data[:len(data) // SYMBOL_SIZE * SYMBOL_SIZE]):
-        if (info & 0xF) not in (STT_FUNC, STT_GNU_IFUNC) or not value or not shndx \
-                or name_at >= limit or not strings[name_at]:
+        kind, binding = info & 0xF, info >> 4
+        if shndx not in code or kind in (STT_SECTION, STT_FILE) or name_at >= limit \
+                or not strings[name_at]:
             continue
-        old = found.get(value)
-        if old is None or _rank(info, _name_bytes(strings, name_at)) < _rank(
-                old[3], _name_bytes(strings, old[1])):
-            found[value] = (size, name_at, shndx, info)
+        if mapping and strings[name_at] == 0x24 \
+                and MAPPING_SYMBOL.match(name_bytes(strings, name_at)):  # "$x", "$d"
+            continue
+        if binding == STB_LOCAL:
+            if strings.startswith((b".L", b"$L"), name_at):  # compilers' labels
+                continue
+            text = False
+        elif binding in GLOBAL_BINDINGS:
+            text = kind != STT_GNU_IFUNC
+        else:
+            continue
+        found.append((value, name_at, size, shndx << 1 | text))
     return found
 
 
-def _with_ends(found: Dict[int, Tuple[int, int, int, int]], sections: List[Section]
-               ) -> Tuple["array[int]", "array[int]", "array[int]"]:
-    """(starts, ends, name offsets) of found, sorted by start."""
-    starts = array("Q", sorted(found))
-    ends = array("Q", bytes(8 * len(starts)))
-    names = array("I", bytes(4 * len(starts)))
-    last = len(starts) - 1
-    for i, start in enumerate(starts):
-        size, name_at, shndx, _ = found[start]
-        if size:
-            end = start + size
-        else:
-            end = start + 1
-            if shndx < len(sections):
-                section = sections[shndx]
-                if section.addr + section.size > start:
-                    end = section.addr + section.size
-            if i < last:
-                end = min(end, starts[i + 1])
-        ends[i] = min(end, (1 << 64) - 1)
-        names[i] = name_at
-    return starts, ends, names
+def _arrays(found: List[Tuple[int, int, int, int]], strings: bytes
+            ) -> Tuple["array[int]", "array[int]", "array[int]", "array[int]"]:
+    """(starts, sizes, name offsets, sections) of found, sorted by start
+    then name, one of each (start, section, name) kept.  Names are read
+    for the symbols of one start at a time, where there are several."""
+    found.sort()
+    kept: List[Tuple[int, int, int, int]] = []
+    at = 0
+    while at < len(found):
+        end = at + 1
+        while end < len(found) and found[end][0] == found[at][0]:
+            end += 1
+        if end == at + 1:
+            kept.append(found[at])
+        else:  # a hostile table's thousands of long names at one start: their heads
+            width = MAX_NAME if end - at <= MAX_ALIASES else ALIAS_HEAD
+            named = sorted(((name_bytes(strings, symbol[1], width), symbol)
+                            for symbol in found[at:end]), key=lambda pair: pair[0])
+            kept += [symbol for (name, symbol), after in zip(named, named[1:] + [None])
+                     if after is None or (name, symbol[3] >> 1) != (after[0], after[1][3] >> 1)]
+        at = end
+    return (array("Q", (s[0] for s in kept)), array("Q", (s[2] for s in kept)),
+            array("I", (s[1] for s in kept)), array("I", (s[3] for s in kept)))

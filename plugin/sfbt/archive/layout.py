@@ -16,6 +16,10 @@ cannot forge a line and a large archive escapes each name once."""
 
 import os
 
+#: the kernel's signal trampoline as GDB's bt names it, and sframe-bt and
+#: every reader of a saved trace in either debugger's layout
+SIGNAL_TRAMPOLINE = "<signal handler called>"
+
 
 class Layout:
     """The lines of a stack frame: ``index`` counts its lines ``0 ..
@@ -40,6 +44,12 @@ class Layout:
     def text(pc, name, where, index, last):
         """Line ``index`` of the frame at ``pc`` after its level."""
         raise NotImplementedError
+
+    @classmethod
+    def signal_trampoline_text(cls, pc):
+        """The line of the kernel's signal trampoline at ``pc``: one line,
+        named SIGNAL_TRAMPOLINE, with nothing after the name."""
+        return cls.text(pc, SIGNAL_TRAMPOLINE, "", 0, 0)
 
     @classmethod
     def line(cls, level, pc, name, where, index, last):

@@ -2,7 +2,7 @@
 
 from typing import List, Optional, Tuple
 
-from ..archive.layout import layout_of
+from ..archive.layout import SIGNAL_TRAMPOLINE, layout_of
 from ..archive.report import frames_of
 from ..errors import CommandError
 from ..printable import printable
@@ -136,7 +136,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     rows = []  # (frame, name, where, index among the frame's lines, last index)
     for frame in frames:
         if frame.signal_trampoline:
-            rows.append((frame, "<signal handler called>", "", 0, 0))
+            rows.append((frame, SIGNAL_TRAMPOLINE, "", 0, 0))
             continue
         try:
             named = frames_of(describe(frame))

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sfbt.archive.cbf import (DEFAULT_LIMIT, Backtrace, CBFError, Frame, FrameTextError, Omitted,
-                              TraceDecoder, decode, encode, format_frames, parse_frames)
+                              SignalTrampoline, TraceDecoder, decode, encode, format_frames,
+                              parse_frames, signal_trampolines)
 
 WORD_SIZES = (16, 32, 64)
 INFO = {16: 0x00, 32: 0x01, 64: 0x02}
@@ -414,6 +415,26 @@ def test_only_a_return_address_is_looked_up_inside_the_call():
     assert Frame("async", 0x401000).lookup_address == 0x401000
     assert Frame("ra", 0x401000).lookup_address == 0x400fff
     assert Frame("ra", 0).lookup_address == 0
+
+
+def test_the_frame_before_a_pc_frame_is_the_signal_trampoline():
+    """A `pc` frame after frame #0 is one a signal interrupted: the frame
+    directly before it is the kernel's trampoline, looked up at its own
+    address; an `omit` before it leaves none to mark."""
+    pc, ra, interrupted, caller = (Frame("pc", 0x10), Frame("ra", 0x7f00),
+                                   Frame("pc", 0x30), Frame("ra", 0x40))
+    assert signal_trampolines([pc, ra, interrupted, caller]) == [
+        pc, SignalTrampoline(0x7f00), interrupted, caller]
+    # stopped in the trampoline: frame #0 is it
+    assert signal_trampolines([Frame("pc", 0x7f09), interrupted]) == [
+        SignalTrampoline(0x7f09), interrupted]
+    # the frame after the entries (the first of the callers traces share)
+    assert signal_trampolines((pc, ra), interrupted) == [pc, SignalTrampoline(0x7f00)]
+    for entries in ([pc, ra, Omitted(2), interrupted], [pc, ra, caller], [pc], []):
+        assert signal_trampolines(entries) is entries
+    trampoline = SignalTrampoline(0x7f00)
+    assert trampoline.lookup_address == trampoline.address == 0x7f00
+    assert trampoline != ra and len({trampoline: 1, ra: 2}) == 2
 
 
 # An archive's decoder: the callers traces share decoded once

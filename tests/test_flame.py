@@ -189,6 +189,34 @@ def test_pprof_read_by_go_tool_pprof(go, workers, tmp_path):  # noqa: F811
                            for a, file in compute)
 
 
+def test_the_signal_trampoline_named_as_sframe_bt_names_it(go, tmp_path):
+    """A stack saved in a signal handler: the flame graph and pprof name
+    the kernel's signal trampoline `<signal handler called>`, pprof's
+    Location at the trampoline's own address (not one byte before it)."""
+    from gdb_support import compile_program
+    program = compile_program(tmp_path, "handler_wait", "O2", True, ["handler_wait.c"])
+    archive, profile, svg = (tmp_path / name for name in ("handler.sfbt", "handler.pb.gz",
+                                                          "handler.svg"))
+    with Running(program) as running:
+        saved = run_sfbt("stack", running.pid, "--format", "archive", "-o", archive)
+    assert saved.returncode == 0, saved.stderr
+    (trampoline,) = re.findall(r"^#\d+\s+0x([0-9a-f]+) in <signal handler called>$",
+                               run_sfbt("cbf", "decode", archive).stdout, re.M)
+    assert run_sfbt("flame", archive, "-o", svg).returncode == 0
+    assert "&lt;signal handler called&gt; (1 sample, 100.00%)" in svg.read_text()
+    assert run_sfbt("flame", "--format", "pprof", archive, "-o", profile).returncode == 0
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    raw = subprocess.run([go, "tool", "pprof", "-raw", str(profile)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert raw.returncode == 0, raw.stderr
+    assert re.search(rf"^\s+\d+: 0x{int(trampoline, 16):x} M=\d+ <signal handler called> ",
+                     raw.stdout, re.M), raw.stdout
+    top = subprocess.run([go, "tool", "pprof", "-top", str(profile)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    rows = {name: (int(flat), int(cum)) for flat, cum, name in _TOP_ROW.findall(top.stdout)}
+    assert rows["<signal handler called>"] == (0, 1), top.stdout
+
+
 def test_pprof_bad_input(tmp_path):
     out = tmp_path / "profile.pb.gz"
     bad = tmp_path / "bad.json"

@@ -193,3 +193,52 @@ def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(gdb, tmp_path):
     decoded = [run_sfbt("cbf", "decode", archive).stdout for archive in archives]
     assert [frame0_place(text) for text in decoded] == shown, decoded
     assert [number for _, number in shown] == [at_entry[0].line, at_line[0].line]
+
+
+#: frame lines as sframe-bt, cbf-load and `sfbt cbf decode` print them
+FRAME_LINE = re.compile(r"^#\d+ .*$", re.M)
+TRAMPOLINE_LINE = re.compile(r"^#2  0x[0-9a-f]{16} in <signal handler called>$", re.M)
+
+
+def test_a_stop_in_a_signal_handler_reads_back_as_sframe_bt_printed_it(gdb, tmp_path):
+    """The kernel's signal trampoline, saved as a return address directly
+    followed by the PC the signal interrupted, is printed by cbf-load (in
+    the session that saved it, with the program loaded and with none) and
+    by `sfbt cbf decode` as sframe-bt printed it at that stop, and `sfbt
+    fold` names it as sframe-bt does."""
+    program = compile_program(tmp_path, "signal", "O2", True, ["signal.c"])
+    archive = tmp_path / "signal.sfbt"
+    load = ["echo ==LOAD==\\n", f"cbf-load {archive}"]
+    out = run_gdb(gdb, [str(program)], ["handle SIGFPE nostop noprint pass",
+                                        "break stop_here", "run", "echo ==BT==\\n",
+                                        "sframe-bt", f"cbf-save {archive}"] + load)
+    shown = FRAME_LINE.findall(split_sections(out, "==BT==")[0].split("==LOAD==")[0])
+    assert len(shown) == 6 and TRAMPOLINE_LINE.search("\n".join(shown)), out[-3000:]
+    loads = [split_sections(out, "==LOAD==")[0]]
+    loads += [split_sections(run_gdb(gdb, arguments, load), "==LOAD==")[0]
+              for arguments in ([str(program)], [])]
+    for loaded in loads:
+        assert FRAME_LINE.findall(loaded) == shown, loaded
+    decoded = run_sfbt("cbf", "decode", archive)
+    assert FRAME_LINE.findall(decoded.stdout) == shown, decoded.stdout
+    (folded,) = run_sfbt("fold", archive).stdout.splitlines()
+    names = [base_name(name) for _, _, name in sframe_frames("\n".join(shown))]
+    names[2] = "<signal handler called>"
+    assert folded == ";".join(reversed(names)) + " 1"
+
+
+def test_a_stop_in_the_trampoline_itself_reads_back_as_sframe_bt_printed_it(gdb, tmp_path):
+    """Stopped in the trampoline (after its rt_sigreturn), frame #0 is the
+    trampoline, saved as a PC directly followed by the PC the signal
+    interrupted: read back as sframe-bt printed it."""
+    program = compile_program(tmp_path, "walk_stops", "O2", True, ["walk_stops.c"])
+    archive = tmp_path / "sigreturn.sfbt"
+    out = run_gdb(gdb, [str(program)], ["handle SIGUSR1 nostop noprint",
+                                        "catch syscall rt_sigreturn", "run sigreturn",
+                                        "echo ==BT==\\n", "sframe-bt", f"cbf-save {archive}",
+                                        "echo ==LOAD==\\n", f"cbf-load {archive}"])
+    shown = FRAME_LINE.findall(split_sections(out, "==BT==")[0].split("==LOAD==")[0])
+    assert re.fullmatch(r"#0  0x[0-9a-f]{16} in <signal handler called>", shown[0]), out
+    assert FRAME_LINE.findall(split_sections(out, "==LOAD==")[0]) == shown
+    decoded = FRAME_LINE.findall(run_sfbt("cbf", "decode", archive).stdout)
+    assert decoded[0] == shown[0] and len(decoded) == len(shown)

@@ -345,3 +345,27 @@ def test_frame0_of_a_saved_trace_is_at_the_line_bt_shows(lldb, build_dir, tmp_pa
     no_target = split_sections(run_lldb(lldb, "", loads), "==LOAD==")
     for loaded in (running, not_running, no_target):
         assert [frame0_place(section) for section in loaded] == shown, loaded
+
+
+def test_a_stop_in_a_signal_handler_reads_back_as_sframe_bt_printed_it(lldb, build_dir,
+                                                                      tmp_path):
+    """cbf-load, in the session that saved at a stop in a signal handler,
+    with the program as target and with no target, prints the frames
+    sframe-bt printed there, the kernel's signal trampoline (saved as a
+    return address directly followed by the PC the signal interrupted)
+    as `<signal handler called>`, not as the symbol one byte before it."""
+    program = compile_program(build_dir, "signal-O2-pie", "O2", True, ["signal.c"])
+    archive = tmp_path / "signal.sfbt"
+    load = [mark("LOAD"), f"cbf-load {archive}"]
+    out = run_lldb(lldb, program, ["process handle SIGFPE -s false -p true -n false",
+                                   "breakpoint set -n stop_here", "run", mark("BT"),
+                                   "sframe-bt", f"cbf-save {archive}"] + load)
+    frame_line = re.compile(r"^#\d+ .*$", re.M)
+    shown = frame_line.findall(split_sections(out, "==BT==")[0].split("==LOAD==")[0])
+    assert len(shown) == 6, out[-3000:]
+    assert re.fullmatch(r"#2  0x[0-9a-f]{16} in <signal handler called>", shown[2]), shown
+    loads = [split_sections(out, "==LOAD==")[0]]
+    loads += [split_sections(run_lldb(lldb, target, load), "==LOAD==")[0]
+              for target in (program, "")]
+    for loaded in loads:
+        assert frame_line.findall(loaded) == shown, loaded

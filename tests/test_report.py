@@ -2,7 +2,8 @@
 frame's lines and names, the joined lines and names of callers traces
 share) never changes what they print, in either debugger's layout,
 written here plainly as the layout is defined: each layout's line, folded
-stacks root first."""
+stacks root first, the frame before a `pc` frame (not frame #0) the
+kernel's signal trampoline."""
 
 import time
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sfbt.archive.cbf import Frame, Omitted
-from sfbt.archive.layout import GdbLayout, LldbLayout, frames_of
+from sfbt.archive.layout import SIGNAL_TRAMPOLINE, GdbLayout, LldbLayout, frames_of
 from sfbt.archive.report import FrameNames, FrameTexts, folded_line, trace_heading
 from sfbt.archive.store import Event
 
@@ -40,12 +41,24 @@ def _lookup(frame):
     return frame.address - 1 if frame.kind == "ra" and frame.address else frame.address
 
 
+def is_trampoline(frames, at):
+    """Whether frames[at] is the kernel's signal trampoline: a frame
+    directly followed by a `pc` frame."""
+    after = frames[at + 1] if at + 1 < len(frames) else None
+    return (isinstance(frames[at], Frame) and isinstance(after, Frame)
+            and after.kind == "pc")
+
+
 def plain_lines(frames, truncated, layout=GdbLayout):
     lines, level = [], 0
-    for entry in frames:
+    for at, entry in enumerate(frames):
         if isinstance(entry, Omitted):
             lines.append(f"... {entry.count} frames omitted")
             level += entry.count
+            continue
+        if is_trampoline(frames, at):
+            lines.append(f"#{level:<2} {entry.address:#018x} in <signal handler called>")
+            level += 1
             continue
         named = frames_of(describe(_lookup(entry)))
         for index, (name, where) in enumerate(named):
@@ -59,8 +72,10 @@ def plain_lines(frames, truncated, layout=GdbLayout):
 
 def plain_folded(frames, weight):
     names = []
-    for entry in frames:
-        if isinstance(entry, Frame):
+    for at, entry in enumerate(frames):
+        if is_trampoline(frames, at):
+            names.append(SIGNAL_TRAMPOLINE)
+        elif isinstance(entry, Frame):
             found = name_of(_lookup(entry))
             for name in found if isinstance(found, list) else [found]:
                 names.append(name if name is not None else f"{entry.address:#x}")
@@ -102,6 +117,21 @@ def test_frame_names_fold_the_plain_names(cases, weight):
     for frames, _, callers in cases + cases:
         assert names.folded(frames, weight, callers) == plain_folded(frames, weight)
         assert folded_line(names.names(frames), weight) == plain_folded(frames, weight)
+
+
+def test_a_return_address_and_the_trampoline_at_it_are_remembered_apart():
+    """One saved frame, a return address in one trace and the signal
+    trampoline in the next (a `pc` frame follows it there, as the first
+    of the callers traces share): what is remembered of one is not
+    printed for the other."""
+    frame, callers = Frame("ra", 0x31), (Frame("pc", 0x40), Frame("ra", 0x50))
+    texts, names = FrameTexts(describe), FrameNames(name_of)
+    traces = [([Frame("pc", 1), frame, Frame("ra", 2)], ()), ([frame, *callers], callers)]
+    for frames, shared in traces + traces:
+        assert texts.text(frames, False, shared) == "\n".join(plain_lines(frames, False))
+        assert names.folded(frames, 3, shared) == plain_folded(frames, 3)
+    assert "#0  0x0000000000000031 in <signal handler called>" in plain_lines(traces[1][0], False)
+    assert "<signal handler called>" not in "".join(plain_lines(traces[0][0], False))
 
 
 def test_levels_past_the_prepared_ones():

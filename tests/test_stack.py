@@ -423,3 +423,29 @@ def test_stack_imports_only_what_it_uses(workers, tmp_path):
     assert imported.isdisjoint(NOT_FOR_THE_TEXT), sorted(imported & set(NOT_FOR_THE_TEXT))
     assert "sfbt.dwarf.inline" in first
     assert {"sfbt.archive.cbf", "sfbt.commands.save"} <= saving
+
+
+_FRAME_LINE = re.compile(r"^#\d+ .*$", re.M)
+
+
+def test_a_process_stopped_in_a_signal_handler_reads_back_as_stack_printed_it(tmp_path):
+    """`sfbt stack --format archive` of a process waiting in a signal
+    handler, decoded, prints the frames `sfbt stack` printed, the kernel's
+    signal trampoline as `<signal handler called>`; `sfbt fold` names it
+    so too."""
+    program = compile_program(tmp_path, "handler_wait", "O2", True, ["handler_wait.c"])
+    archive = tmp_path / "handler.sfbt"
+    with Running(program) as running:
+        text = run_sfbt("stack", running.pid)
+        saved = run_sfbt("stack", running.pid, "--format", "archive", "-o", archive)
+    assert text.returncode == 0 and saved.returncode == 0, text.stderr + saved.stderr
+    shown = _FRAME_LINE.findall(text.stdout)
+    names = [re.match(r"#\d+\s+0x[0-9a-f]+ in (\S+(?: handler called>)?)", line)[1]
+             for line in shown]
+    assert names[-6:] == ["wait_in_handler", "handler", "<signal handler called>",
+                          "divide", "compute", "main"], text.stdout
+    decoded = run_sfbt("cbf", "decode", archive)
+    assert decoded.returncode == 0, decoded.stderr
+    assert _FRAME_LINE.findall(decoded.stdout) == shown
+    folded = run_sfbt("fold", archive).stdout
+    assert folded == ";".join(reversed(names)) + " 1\n"

@@ -122,7 +122,8 @@ class Frame(tuple):
         call (the call may be its function's last instruction; a zero
         one, of a smashed stack, as it is); a PC (where execution
         stopped, or a signal interrupted it) and an async resume point
-        (a function's entry) themselves."""
+        (a function's entry) themselves.  (A frame that is the kernel's
+        signal trampoline is read as a SignalTrampoline: signal_trampolines.)"""
         kind, address = self
         return address - 1 if kind == "ra" and address else address
 
@@ -131,6 +132,58 @@ class Frame(tuple):
 
     def __repr__(self):
         return f"Frame(kind={self[0]!r}, address={self[1]!r})"
+
+
+class SignalTrampoline(tuple):
+    """A trace's frame that its readers take for the kernel's signal
+    trampoline (signal_trampolines): printed as sframe-bt prints it, and
+    looked up at its ``address`` itself, the trampoline's first byte
+    (where the handler returns to), not one byte before it (the end of
+    whatever function the trampoline follows).  A tuple ("signal",
+    address): a reader remembers what it prints per entry, and a
+    trampoline's differs from that of a return address at the same
+    address."""
+
+    __slots__ = ()
+
+    def __new__(cls, address):
+        return tuple.__new__(cls, ("signal", address))
+
+    address = property(itemgetter(1))
+    lookup_address = address
+
+    def __repr__(self):
+        return f"SignalTrampoline(address={self[1]!r})"
+
+
+def signal_trampolines(entries, following=None):
+    """``entries`` (Frame and Omitted entries, innermost first) with each
+    frame that is the kernel's signal trampoline a SignalTrampoline; the
+    entries themselves where there is none.  ``following``: the entry
+    that comes after the last one (the next part of the same trace), or
+    None.
+
+    CBF has no frame kind or flag for a trampoline, so its frame is told
+    by the kinds: a ``pc`` frame after frame #0 is one a signal
+    interrupted (its PC had not run yet), and the frame directly inside
+    it, the entry before, is the trampoline the kernel made it return
+    through (a return address into the trampoline, or a PC where
+    execution stopped in it).  cbf-save, `sfbt stack` and `sfbt record`
+    write just that; Swift's backtracers write ``pc`` for frame #0 alone
+    and lws lines hold return addresses, so no frame of theirs is taken
+    for one.  An ``omit`` before a ``pc`` frame leaves the trampoline out
+    with the frames it omits (docs/archive.md)."""
+    marked = None
+    after = following
+    for index in range(len(entries) - 1, -1, -1):
+        entry = entries[index]
+        if (after.__class__ is Frame and after[0] == "pc"
+                and entry.__class__ is Frame):
+            if marked is None:
+                marked = list(entries)
+            marked[index] = SignalTrampoline(entry[1])
+        after = entry
+    return entries if marked is None else marked
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ codecs it imports.)"""
 
 import os
 
+#: the kernel's signal trampoline as GDB's bt names it, and sframe-bt and
+#: every reader of a saved trace in either debugger's layout
+SIGNAL_TRAMPOLINE = "<signal handler called>"
+
 
 class Layout:
     """The lines of a stack frame: ``index`` counts its lines ``0 ..
@@ -42,6 +46,12 @@ class Layout:
     def text(pc, name, where, index, last):
         """Line ``index`` of the frame at ``pc`` after its level."""
         raise NotImplementedError
+
+    @classmethod
+    def signal_trampoline_text(cls, pc):
+        """The line of the kernel's signal trampoline at ``pc``: one line,
+        named SIGNAL_TRAMPOLINE, with nothing after the name."""
+        return cls.text(pc, SIGNAL_TRAMPOLINE, "", 0, 0)
 
     @classmethod
     def line(cls, level, pc, name, where, index, last):

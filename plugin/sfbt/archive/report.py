@@ -8,12 +8,16 @@ from operator import add
 
 from ..printable import printable
 from . import cbf
-from .layout import GdbLayout
+from .layout import SIGNAL_TRAMPOLINE, GdbLayout
 
 
 class _NotAFrame(Exception):
     """An Omitted entry where FrameTexts takes each entry's lines to be
     its texts."""
+
+
+#: the entries FrameTexts and FrameNames make texts and names of
+_FRAMES = (cbf.Frame, cbf.SignalTrampoline)
 
 
 class _Remembered(dict):
@@ -71,7 +75,10 @@ class FrameTexts:
     (frames_of), printable (sfbt.archive.layout), remembered per frame:
     an archive's traces share most of their frames, and formatting a
     line costs more than finding the line's names.  The lines of the
-    callers traces share are joined once (text)."""
+    callers traces share are joined once (text).  The kernel's signal
+    trampoline is told by the frame after it (cbf.signal_trampolines)
+    and remembered as a cbf.SignalTrampoline, apart from a return
+    address at the same address."""
 
     MAX_KEPT = 1 << 16
     MAX_KEPT_CHARACTERS = 1 << 24
@@ -84,9 +91,11 @@ class FrameTexts:
                                          self.MAX_KEPT_CHARACTERS)
 
     def _make(self, frame):
-        if frame.__class__ is not cbf.Frame:
+        if frame.__class__ not in _FRAMES:
             raise _NotAFrame
         address = frame[1]
+        if frame.__class__ is cbf.SignalTrampoline:
+            return (self.layout.signal_trampoline_text(address),)
         named = self.describe(frame.lookup_address)
         text = self.layout.text
         if not isinstance(named, list):  # the usual (name, where)
@@ -108,7 +117,8 @@ class FrameTexts:
         (cbf.Backtrace.callers), or ()."""
         if not callers:
             return "\n".join(self.lines(frames, truncated))
-        lines, level = self._lines_one_by_one(frames[:len(frames) - len(callers)], 0)
+        own = cbf.signal_trampolines(frames[:len(frames) - len(callers)], callers[0])
+        lines, level = self._lines_one_by_one(own, 0)
         text = self._callers_text(callers, level)
         if text:
             lines.append(text)
@@ -120,7 +130,9 @@ class FrameTexts:
         return "\n".join(self._lines(frames, level)[0])
 
     def _lines(self, frames, level):
-        """(lines, the level after them) of frames from ``level`` on."""
+        """(lines, the level after them) of frames from ``level`` on, the
+        whole of a trace or its callers."""
+        frames = cbf.signal_trampolines(frames)
         try:
             # the usual entries, without omitted frames: each text of
             # each frame a line, its level the next one
@@ -159,7 +171,9 @@ def frame_lines(frames, truncated, describe, layout=GdbLayout):
     """``#N  0xADDR in FUNC at FILE:LINE`` lines in ``layout`` (of
     sfbt.archive.layout); each frame is looked up at its
     cbf.Frame.lookup_address (a return address at address - 1, as
-    walk.Frame.lookup_pc does).  ``describe(address)`` gives (name, where)
+    walk.Frame.lookup_pc does), but the kernel's signal trampoline
+    (cbf.signal_trampolines), printed as sframe-bt prints it
+    (``0xADDR in <signal handler called>``).  ``describe(address)`` gives (name, where)
     or a list of them (frames_of), printable (sfbt.archive.layout); a
     FrameTexts of it, kept across traces, formats each frame once."""
     return FrameTexts(describe, layout).lines(frames, truncated)
@@ -197,16 +211,20 @@ class FrameNames:
                                            self.MAX_KEPT_CHARACTERS)
 
     def _make(self, frame):
-        if frame.__class__ is not cbf.Frame:
+        if frame.__class__ not in _FRAMES:
             return ()  # omitted frames have no names
         address = frame[1]
+        if frame.__class__ is cbf.SignalTrampoline:
+            return (SIGNAL_TRAMPOLINE,)
         found = self.name_of(frame.lookup_address)
         if not isinstance(found, list):  # the usual one name
             return (found if found is not None else f"{address:#x}",)
         return tuple(name if name is not None else f"{address:#x}" for name in found)
 
-    def names(self, frames):
-        """trace_names of frames."""
+    def names(self, frames, following=None):
+        """trace_names of frames, ``following`` the entry after them (the
+        next part of the same trace: cbf.signal_trampolines) or None."""
+        frames = cbf.signal_trampolines(frames, following)
         return list(chain.from_iterable(map(self._names.__getitem__, frames)))
 
     def _folded(self, frames):
@@ -220,7 +238,7 @@ class FrameNames:
         if not callers:
             return folded_line(self.names(frames), weight)
         outer, count = self._callers_folded(callers)
-        inner = self.names(frames[:len(frames) - len(callers)])
+        inner = self.names(frames[:len(frames) - len(callers)], callers[0])
         if not count:
             return folded_line(inner, weight)
         if not inner:
@@ -233,6 +251,11 @@ def trace_names(frames, name_of):
     out): ``name_of(lookup address)`` (as frame_lines looks up), printable
     (sfbt.archive.layout), or the frame's address where it gives None; or a list
     of them, innermost first, where calls were inlined at the address.
+    The kernel's signal trampoline (cbf.signal_trampolines) is named as
+    sframe-bt names it, SIGNAL_TRAMPOLINE, whatever its symbol: the
+    trampoline's symbol is often not there to read (a stripped libc,
+    the vDSO) and is named differently by each C library, so samples of
+    one stack would not fold into one.
     A FrameNames of name_of, kept across traces, names each frame once."""
     return FrameNames(name_of).names(frames)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..archive.layout import frames_of, layout_of
+from ..archive.layout import SIGNAL_TRAMPOLINE, frames_of, layout_of
 from ..errors import CommandError
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
@@ -139,7 +139,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     rows = []  # (frame, name, where, index among the frame's lines, last index)
     for frame in frames:
         if frame.signal_trampoline:
-            rows.append((frame, "<signal handler called>", "", 0, 0))
+            rows.append((frame, SIGNAL_TRAMPOLINE, "", 0, 0))
             continue
         try:
             named = frames_of(describe(frame))

@@ -18,7 +18,9 @@ Print saved backtraces, symbolized against the program loaded now.
 Usage: cbf-load FILE
 FILE is an sfbt archive, a bare .cbf file, Swift's JSON form, or a file of
 libwebsockets ~m# lines.  Each backtrace is printed in sframe-bt's layout;
-return addresses are looked up at address - 1.  Addresses in images that
+return addresses are looked up at address - 1, but the kernel's signal
+trampoline (the frame before one a signal interrupted), shown as
+sframe-bt shows it, <signal handler called>.  Addresses in images that
 are loaded now are moved to where those images are now (images are matched
 by build id, else by path); frames in images the debugger has not loaded
 are symbolized from the image's file named in the image map.  With no

@@ -5,7 +5,8 @@ the file) and speedscope's JSON
 
 Names come from each archived image's symbols (those of its separate
 debug file when there is one: sfbt.debuginfo), found by build id or path,
-as `sfbt stack` names frames."""
+as `sfbt stack` names frames, the kernel's signal trampoline
+`<signal handler called>` (sfbt.archive.report.trace_names)."""
 
 import html
 import json

@@ -17,12 +17,17 @@ text range and build id) and its Lines (function, source line): one per
 call inlined at the address, innermost first, then the function's own.  Names and
 lines are those of `sfbt flame`'s SVG (sfbt.live.flame.ImageNamer); an
 address outside every image, or in one whose file is not found, gets a
-function named as the flame graph names it."""
+function named as the flame graph names it.  The kernel's signal
+trampoline (sfbt.archive.cbf.signal_trampolines) is its own Location, at
+its address, with one Line: a function named as the flame graph names it,
+``<signal handler called>``, whose system name is the symbol at the
+address."""
 
 import gzip
 
 from ..archive import cbf
 from ..archive.imagemap import PerImageMap
+from ..archive.layout import SIGNAL_TRAMPOLINE
 from .flame import ImageNamer
 
 # Field numbers of proto/profile.proto
@@ -78,16 +83,18 @@ class PprofProfile:
         self._strings = {"": 0}  # string_table[0] must be ""
         self._samples = []
         self._mappings = {}  # image key -> (id, Mapping bytes, place in its image map)
-        self._locations = {}  # (address, image key) -> (id, Location bytes)
-        self._functions = {}  # (name, file) -> (id, Function bytes)
+        self._locations = {}  # (address, image key, trampoline) -> (id, Location bytes)
+        self._functions = {}  # (name, file, system name) -> (id, Function bytes)
 
     def _string(self, text):
         return self._strings.setdefault(text, len(self._strings))
 
     def add(self, trace):
         """One SavedTrace (sfbt.archive.saved) as one Sample."""
-        ids = [self._location(frame.lookup_address, trace.images)
-               for frame in trace.frames if not isinstance(frame, cbf.Omitted)]
+        ids = [self._location(frame.lookup_address, trace.images,
+                              frame.__class__ is cbf.SignalTrampoline)
+               for frame in cbf.signal_trampolines(trace.frames)
+               if not isinstance(frame, cbf.Omitted)]
         self._samples.append(_packed(SAMPLE_LOCATION_ID, ids)
                              + _packed(SAMPLE_VALUE, [trace.weight]))
         self.stacks += trace.weight
@@ -110,15 +117,23 @@ class PprofProfile:
                 _number(MAPPING_HAS_LINE_NUMBERS, symbols))), self._places(images)[id(image)])
         return found[0]
 
-    def _location(self, address, images):
+    def _location(self, address, images, trampoline=False):
         image = self.namer.image_of(address, images)
         mapping = self._mapping(image, images) if image is not None else 0
-        key = (address, mapping)
+        key = (address, mapping, trampoline)
         found = self._locations.get(key)
         if found is None:
             lines = []
-            for name, place in self.namer.frames(address, images):
-                function = self._function(name, place[0] or "" if place else "")
+            named = self.namer.frames(address, images)
+            if trampoline:
+                # pprof takes a system name with "<" for C++ and cuts
+                # the template parameters out, all of this one: the
+                # symbol at the address is the system name instead
+                named = [(SIGNAL_TRAMPOLINE, None, named[-1][0])]
+            else:
+                named = [(name, place, name) for name, place in named]
+            for name, place, system_name in named:
+                function = self._function(name, place[0] or "" if place else "", system_name)
                 lines.append(_bytes(LOCATION_LINE, _number(LINE_FUNCTION_ID, function)
                                     + _number(LINE_LINE, place[1] if place else 0)))
             number = len(self._locations) + 1
@@ -129,15 +144,15 @@ class PprofProfile:
                 *lines)))
         return found[0]
 
-    def _function(self, name, file):
-        found = self._functions.get((name, file))
+    def _function(self, name, file, system_name):
+        key = (name, file, system_name)
+        found = self._functions.get(key)
         if found is None:
             number = len(self._functions) + 1
-            name_index = self._string(name)
-            found = self._functions[(name, file)] = (number, b"".join((
+            found = self._functions[key] = (number, b"".join((
                 _number(FUNCTION_ID, number),
-                _number(FUNCTION_NAME, name_index),
-                _number(FUNCTION_SYSTEM_NAME, name_index),
+                _number(FUNCTION_NAME, self._string(name)),
+                _number(FUNCTION_SYSTEM_NAME, self._string(system_name)),
                 _number(FUNCTION_FILENAME, self._string(file)))))
         return found[0]
 

@@ -313,15 +313,25 @@ class GdbInlineSource:
     def __init__(self, symbols, load_bias):
         self.symbols = symbols
         self.load_bias = load_bias
+        #: PCs where GDB's blocks inline nothing, their unit not read
+        self._bare = set()
 
     def function(self, address):
         return self.symbols.function(address)
 
     def inlined(self, address):
-        names = inlined_block_names(address + self.load_bias)
-        if names == []:  # GDB's blocks there inline nothing: no DWARF to read
+        pc = address + self.load_bias
+        if pc in self._bare:
             return []
-        calls = self.symbols.inlined(address)
+        calls = self.symbols.inlined_if_read(address)
+        if calls is None:  # the unit's entries are not read yet
+            names = inlined_block_names(pc)
+            if names == []:  # GDB's blocks there inline nothing: none to read
+                self._bare.add(pc)
+                return []
+            calls = self.symbols.inlined(address)
+        else:
+            names = inlined_block_names(pc) if calls else None
         if names is None or len(names) >= len(calls):
             return calls
         kept = []

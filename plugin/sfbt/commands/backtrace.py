@@ -133,20 +133,29 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
     where inline frames are expanded, a list of them, innermost first:
     the frames of the calls inlined at the frame's PC, then the frame's
-    own function.  They are escaped here (sfbt.printable).  Inline frames
-    are numbered and counted (N, -N) as frames of their own, as `bt`
-    does, and printed as ``layout`` (sfbt.archive.layout) prints them."""
+    own function; it is asked once per lookup PC, the innermost frame
+    apart (a deep recursion repeats a few).  They are escaped here
+    (sfbt.printable).  Inline frames are numbered and counted (N, -N) as
+    frames of their own, as `bt` does, and printed as ``layout``
+    (sfbt.archive.layout) prints them."""
     rows = []  # (frame, name, where, index among the frame's lines, last index)
+    described = {}  # (innermost, lookup pc) -> [(name, where)], escaped
     for frame in frames:
         if frame.signal_trampoline:
             rows.append((frame, SIGNAL_TRAMPOLINE, "", 0, 0))
             continue
-        try:
-            named = frames_of(describe(frame))
-        except Exception:  # a frame the debugger cannot name is still shown
-            named = [("??", " ()")]
+        key = (frame.level == 0, frame.lookup_pc)
+        named = described.get(key)
+        if named is None:
+            try:
+                named = [(printable(name), printable(where))
+                         for name, where in frames_of(describe(frame))]
+            except Exception:  # a frame the debugger cannot name is still shown
+                named = [("??", " ()")]
+            described[key] = named
+        last = len(named) - 1
         for index, (name, where) in enumerate(named):
-            rows.append((frame, printable(name), printable(where), index, len(named) - 1))
+            rows.append((frame, name, where, index, last))
     shown, more = rows, False
     if count is not None and count >= 0:
         shown, more = rows[:count], len(rows) > count

@@ -121,6 +121,8 @@ class FileSymbolizer:
         self._index: Optional[UnitIndex] = None
         self._units: Dict[int, LineTable] = {}
         self._lookups: Dict[int, UnitLookup] = {}
+        #: units whose entries the cache does not hold (inlined_if_read)
+        self._not_cached: Set[int] = set()
 
     @classmethod
     def open(cls, path: str, strict: bool = True, debugger: str = "gdb") -> "FileSymbolizer":
@@ -219,6 +221,21 @@ class FileSymbolizer:
         lookup = self._unit_lookup(address)
         return lookup.chain(address) if lookup is not None else []
 
+    def inlined_if_read(self, address: int) -> Optional[List[InlinedCall]]:
+        """inlined(address), or None where the unit's entries would have
+        to be read from its DWARF (neither looked up yet nor in the
+        cache)."""
+        unit = self._unit_at(address)
+        if unit is not None and unit != EVERY_UNIT and unit not in self._lookups:
+            if unit in self._not_cached:
+                return None
+            frames = self._cached_frames(unit)
+            if frames is None:
+                self._not_cached.add(unit)
+                return None
+            self._lookups[unit] = UnitLookup(frames)
+        return self.inlined(address)
+
     def _unit_lookup(self, address: int) -> Optional[UnitLookup]:
         """The inlined calls and functions of the unit that holds the file
         address, None when no unit does or none says what it holds."""
@@ -273,13 +290,18 @@ class FileSymbolizer:
                 self._keep(key, table.to_bytes())
         return table
 
+    def _cached_frames(self, unit: int) -> Optional[UnitFrames]:
+        """The unit's UnitFrames as sfbt's cache keeps them, or None."""
+        key = self._key("entries", unit)
+        return _frames(CACHE.get(key)) if key is not None else None
+
     def _unit_frames(self, unit: int) -> UnitFrames:
         """The unit's inlined calls and functions (sfbt.dwarf.inline.
         unit_frames), from the cache or its DIEs; none when its DWARF
         cannot be read (ElfError when strict)."""
-        key = self._key("entries", unit)
-        frames = _frames(CACHE.get(key)) if key is not None else None
+        frames = self._cached_frames(unit)
         if frames is None:
+            key = self._key("entries", unit)
             from ..dwarf.inline import unit_frames  # not for what the cache holds
             frames = self._guarded("DWARF entries",
                                    lambda: unit_frames(self._dwarf_bytes, unit))

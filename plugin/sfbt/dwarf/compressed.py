@@ -103,3 +103,9 @@ class Inflating:
             self._input = self._zlib.unconsumed_tail
             data += more
         return data
+
+    @property
+    def whole(self) -> bool:
+        """Whether all there is is inflated."""
+        return len(self.data) >= self.size or self._zlib.eof \
+            or not self._input and self._next >= self._end

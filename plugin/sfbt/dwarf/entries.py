@@ -19,9 +19,11 @@ from .encoding import read_sleb128, read_uleb128
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
+    from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
     T = TypeVar("T")
+    #: a section's bytes: a bytearray while it is inflated as read
+    Data = Union[bytes, bytearray]
 else:
     from ..values import NamedTuple
 
@@ -108,38 +110,45 @@ ENTRY_SECTIONS = ("info", "abbrev", "str", "line_str", "addr", "str_offsets", "r
 class Sections(NamedTuple):
     """The bytes of the sections a unit's entries refer to (b"" when a
     file has none).  ``grow(name, end)``, when given, inflates a
-    compressed one further, in place, to ``end`` at least: one of them
-    may then hold only its first bytes, and a reader that runs past them
-    grows it and reads again (``_grown``)."""
+    compressed one further, in place, to ``end`` at least, and says
+    whether it has more: one of them may then hold only its first bytes,
+    and a reader that runs past them grows it and reads again
+    (``_grown``)."""
 
-    info: bytes
-    abbrev: bytes
-    str: bytes
-    line_str: bytes
-    addr: bytes
-    str_offsets: bytes
-    rnglists: bytes
-    ranges: bytes
+    info: Data
+    abbrev: Data
+    str: Data
+    line_str: Data
+    addr: Data
+    str_offsets: Data
+    rnglists: Data
+    ranges: Data
     little_endian: bool
-    grow: Optional[Callable[[str, int], None]] = None
+    grow: Optional[Callable[[str, int], bool]] = None
 
 
-def _grown(sections: Sections, name: str, start: int, read: Callable[[bytes, int], T],
-           step: int = 256) -> T:
+#: bytes of a compressed section inflated past where a read of it starts,
+#: at first (twice as many at each retry): for a string, a range list...
+FIRST_READ = 256
+#: the same for an abbreviation table (a large unit's has some kB)
+FIRST_TABLE_READ = 4096
+
+
+def _grown(sections: Sections, name: str, start: int, read: Callable[[Data, int], T],
+           first: int) -> T:
     """``read(data, start)`` of the section ``name`` of ``sections``,
-    inflated ``step`` bytes past ``start`` first; read again, with twice
+    inflated ``first`` bytes past ``start`` first; read again, with twice
     as many inflated past it, while it runs past their end (IndexError,
     struct.error) and the section has more."""
     data = getattr(sections, name)
     grow = sections.grow
-    end = start + step
+    end = start + first
     while True:
-        if grow is not None and len(data) < end:
-            grow(name, end)
+        more = grow is not None and grow(name, end)
         try:
             return read(data, start)
         except (IndexError, struct.error):
-            if grow is None or len(data) < end:
+            if not more:
                 raise
         end += end - start
 
@@ -147,12 +156,12 @@ def _grown(sections: Sections, name: str, start: int, read: Callable[[bytes, int
 def section_string(sections: Sections, name: str, offset: int) -> bytes:
     """The NUL-ended string at ``offset`` of the section ``name``."""
     try:
-        return _grown(sections, name, offset, _nul_ended)
+        return _grown(sections, name, offset, _nul_ended, FIRST_READ)
     except IndexError:
         raise DwarfFormatError(f"string at {offset:#x} past its section's end") from None
 
 
-def _nul_ended(data: bytes, at: int) -> bytes:
+def _nul_ended(data: Data, at: int) -> bytes:
     end = data.find(b"\0", at)
     if at >= len(data) or end < 0:
         raise IndexError(at)
@@ -228,7 +237,7 @@ class Unit:
         """The abbreviation table at ``offset``, to its end or to code
         ``last``."""
         return _grown(self.sections, "abbrev", offset,
-                      lambda data, at: self._table(data, at, last), 4096)
+                      lambda data, at: self._table(data, at, last), FIRST_TABLE_READ)
 
     def _table(self, data: bytes, at: int, last: Optional[int]) -> Dict[int, Abbreviation]:
         """The abbreviation table at ``at`` of data, as _abbreviations."""
@@ -412,7 +421,7 @@ class Unit:
 
     def _range_list(self, at: int) -> List[Tuple[int, int]]:
         """A .debug_rnglists list (DWARF 5)."""
-        return _grown(self.sections, "rnglists", at, self._read_range_list)
+        return _grown(self.sections, "rnglists", at, self._read_range_list, FIRST_READ)
 
     def _read_range_list(self, data: bytes, at: int) -> List[Tuple[int, int]]:
         base, found = self.base, []
@@ -453,7 +462,7 @@ class Unit:
 
     def _old_range_list(self, at: int) -> List[Tuple[int, int]]:
         """A .debug_ranges list (DWARF 2 to 4)."""
-        return _grown(self.sections, "ranges", at, self._read_old_range_list)
+        return _grown(self.sections, "ranges", at, self._read_old_range_list, FIRST_READ)
 
     def _read_old_range_list(self, data: bytes, at: int) -> List[Tuple[int, int]]:
         base, found = self.base, []

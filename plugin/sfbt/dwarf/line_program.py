@@ -11,13 +11,15 @@ import struct
 from ..elf import ElfImage
 from .compressed import Inflating, compression, debug_section
 from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDATA,
-                      DW_FORM_STRING, ENTRY_SECTIONS, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS,
-                      Sections, Unit, section_string)
+                      DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit,
+                      section_string)
 from .encoding import read_sleb128, read_uleb128
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Literal, Optional, Tuple
+
+    from .entries import Data
 
     Row = Tuple[int, Optional[str], int, bool]
 
@@ -94,14 +96,16 @@ class DwarfBytes:
         """The size of the unit at ``offset``, as its length says."""
         return _unit_head(self.piece(name, offset, 12), 0, self.endian)[2]
 
-    def grow(self, field: str, end: int) -> None:
+    def grow(self, field: str, end: int) -> bool:
         """Inflate the section ``.debug_<field>``, if it is compressed, to
-        ``end`` at least (Sections.grow)."""
+        ``end`` at least; whether it has more (Sections.grow)."""
         inflating = self._inflated(".debug_" + field)
-        if inflating is not None:
-            inflating.to(end)
+        if inflating is None:
+            return False
+        inflating.to(end)
+        return not inflating.whole
 
-    def _as_read(self, name: str) -> bytes:
+    def _as_read(self, name: str) -> Data:
         """A section's bytes: all of them, unless it is compressed and not
         inflated whole yet (then those inflated so far, grown in place)."""
         inflating = self._inflated(name)
@@ -113,9 +117,11 @@ class DwarfBytes:
         """The sections a unit's entries refer to (sfbt.dwarf.entries),
         each compressed one inflated only as far as they are read."""
         if self._entry_sections is None:
+            read = self._as_read
             self._entry_sections = Sections(
-                *(self._as_read(".debug_" + field) for field in ENTRY_SECTIONS),
-                self.endian == "<", self.grow)
+                read(".debug_info"), read(".debug_abbrev"), read(".debug_str"),
+                read(".debug_line_str"), read(".debug_addr"), read(".debug_str_offsets"),
+                read(".debug_rnglists"), read(".debug_ranges"), self.endian == "<", self.grow)
         return self._entry_sections
 
     def string(self, form: int, value: int) -> bytes:

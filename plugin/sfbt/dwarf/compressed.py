@@ -25,7 +25,7 @@ _ELF_HEADER = 24
 _GNU_MAGIC = b"ZLIB"
 _GNU_HEADER = 12
 #: bytes read from the file, and inflated beyond what is asked, at a time
-CHUNK = 1 << 16
+CHUNK = 1 << 14
 
 
 def debug_section(image: ElfImage, name: str) -> Optional[Section]:

@@ -239,7 +239,7 @@ class Unit:
         return _grown(self.sections, "abbrev", offset,
                       lambda data, at: self._table(data, at, last), FIRST_TABLE_READ)
 
-    def _table(self, data: bytes, at: int, last: Optional[int]) -> Dict[int, Abbreviation]:
+    def _table(self, data: Data, at: int, last: Optional[int]) -> Dict[int, Abbreviation]:
         """The abbreviation table at ``at`` of data, as _abbreviations."""
         table = {}
         while True:
@@ -423,7 +423,7 @@ class Unit:
         """A .debug_rnglists list (DWARF 5)."""
         return _grown(self.sections, "rnglists", at, self._read_range_list, FIRST_READ)
 
-    def _read_range_list(self, data: bytes, at: int) -> List[Tuple[int, int]]:
+    def _read_range_list(self, data: Data, at: int) -> List[Tuple[int, int]]:
         base, found = self.base, []
         address, size = self.address_format, self.address_size
         while True:
@@ -464,7 +464,7 @@ class Unit:
         """A .debug_ranges list (DWARF 2 to 4)."""
         return _grown(self.sections, "ranges", at, self._read_old_range_list, FIRST_READ)
 
-    def _read_old_range_list(self, data: bytes, at: int) -> List[Tuple[int, int]]:
+    def _read_old_range_list(self, data: Data, at: int) -> List[Tuple[int, int]]:
         base, found = self.base, []
         pair = self.endian + 2 * self.address_format[1]
         largest = (1 << (8 * self.address_size)) - 1

@@ -73,7 +73,8 @@ class DwarfBytes:
             return b""
         inflating = self._inflated(name)
         if inflating is not None:
-            return bytes(inflating.to(offset + size)[offset:offset + size])
+            with memoryview(inflating.to(offset + size)) as view:  # one copy, not two
+                return view[offset:offset + size].tobytes()
         size = min(size, section.size - offset)
         return self.image.read(section.offset + offset, size) if size > 0 else b""
 

@@ -148,6 +148,100 @@ def test_a_zlib_gnu_section_claiming_too_much_is_refused_in_one_line(inlined, tm
     assert "\n" not in message
 
 
+#: a program of several units, each with inlined calls or a range list
+_SEVERAL_UNITS = ("libapply.c", "libbusy.c", "inline_chain.c")
+
+
+def _compressed_build(tmp_path, dwarf_version):
+    """(plain, compressed): _SEVERAL_UNITS at -O2, and the same with its
+    debug sections compressed (SHF_COMPRESSED: objcopy's zlib)."""
+    require(shutil.which("objcopy"), "binutils missing")
+    plain, packed = tmp_path / "plain", tmp_path / "compressed"
+    subprocess.run(["gcc", "-O2", f"-gdwarf-{dwarf_version}", "-o", str(plain),
+                    *(str(PROGRAMS / source) for source in _SEVERAL_UNITS)],
+                   check=True, capture_output=True)
+    subprocess.run(["objcopy", "--compress-debug-sections=zlib", str(plain), str(packed)],
+                   check=True)
+    return plain, packed
+
+
+@pytest.mark.parametrize("dwarf_version", ["4", "5"])
+def test_compressed_units_are_read_inflating_only_what_they_need(tmp_path, monkeypatch,
+                                                                 dwarf_version):
+    """Each unit of a program whose debug sections are compressed, read by
+    a fresh reader that inflates 7 bytes at a time and starts each read of
+    a string, range list or abbreviation table 1 byte past where it
+    starts (each grown and read again, many times): the same inlined
+    calls, functions and line rows as from the plain build; the first
+    unit leaves most of .debug_info, .debug_line and the string section
+    compressed."""
+    from sfbt.dwarf import compressed, entries
+    from sfbt.dwarf.inline import unit_frames
+    from sfbt.dwarf.line_program import unit_rows
+    plain, packed = _compressed_build(tmp_path, dwarf_version)
+    monkeypatch.setattr(compressed, "CHUNK", 7)
+    monkeypatch.setattr(entries, "FIRST_READ", 1)
+    monkeypatch.setattr(entries, "FIRST_TABLE_READ", 1)
+    _, offsets = _units(plain)
+    theirs = _dwarf_bytes(plain)
+    calls = rows = 0
+    for offset in offsets:
+        ours = _dwarf_bytes(packed)
+        frames = unit_frames(ours, offset)
+        assert frames == unit_frames(theirs, offset), hex(offset)
+        lines = unit_rows(ours, offset)
+        assert lines == unit_rows(theirs, offset), hex(offset)
+        calls, rows = calls + len(frames.calls), rows + len(lines)
+        if offset == offsets[0]:
+            read = {name: ours._inflated(name) for name in (".debug_info", ".debug_line",
+                                                           ".debug_str")}
+            assert all(0 < len(inflating.data) < inflating.size / 2
+                       for inflating in read.values()), \
+                {name: (len(inflating.data), inflating.size) for name, inflating in read.items()}
+    print(f"DWARF {dwarf_version}: {len(offsets)} units, {calls} inline segments, "
+          f"{rows} line rows alike")
+    assert len(offsets) >= len(_SEVERAL_UNITS) and calls > 5 and rows > 50, (offsets, calls, rows)
+
+
+def test_damaged_compressed_sections_end_in_an_error_not_a_hang(tmp_path):
+    """The compressed build with bytes of its .debug_info, .debug_abbrev,
+    .debug_str and .debug_rnglists streams overwritten at random (seeded):
+    reading each unit's inlined calls and line rows ends, in them or in
+    an error sfbt's symbolizer catches, within a second."""
+    import random
+    import struct
+    import zlib
+    from sfbt.dwarf.inline import unit_frames
+    from sfbt.dwarf.line_program import DwarfBytes, unit_rows
+    from sfbt.elf import ElfImage, open_elf
+    plain, packed = _compressed_build(tmp_path, "5")
+    _, offsets = _units(plain)
+    stream, image = open_elf(str(packed))
+    with stream:
+        spans = [(section.offset + 24, section.offset + section.size) for section in
+                 map(image.section, (".debug_info", ".debug_abbrev", ".debug_str",
+                                     ".debug_rnglists"))]
+    original = packed.read_bytes()
+    randomly = random.Random(2026)
+    outcomes = {"read": 0, "error": 0}
+    for _ in range(150):
+        data = bytearray(original)
+        for _ in range(randomly.randint(1, 4)):
+            data[randomly.randrange(*randomly.choice(spans))] = randomly.randrange(256)
+        dwarf = DwarfBytes(ElfImage.from_file(io.BytesIO(bytes(data)), "damaged"))
+        for offset in offsets:
+            began = time.perf_counter()
+            try:
+                unit_frames(dwarf, offset)
+                unit_rows(dwarf, offset)
+                outcomes["read"] += 1
+            except (ValueError, IndexError, struct.error, zlib.error):
+                outcomes["error"] += 1
+            assert time.perf_counter() - began < 1, outcomes
+    print(f"damaged compressed units: {outcomes}")
+    assert outcomes["read"] > 0 and outcomes["error"] > 0, outcomes
+
+
 _SFBT_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)(?: at | from | \(\)|$)")
 _EU_FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ (\S+)")
 

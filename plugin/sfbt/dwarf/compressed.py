@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from ..elf import SHF_COMPRESSED, ElfImage, Section
+from ..elf import SHF_COMPRESSED, SHT_NOBITS, ElfImage, Section
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,6 +24,8 @@ ELFCOMPRESS_ZLIB = 1
 _ELF_HEADER = 24
 _GNU_MAGIC = b"ZLIB"
 _GNU_HEADER = 12
+#: bytes read from the file, and inflated beyond what is asked, at a time
+CHUNK = 1 << 14
 
 
 def debug_section(image: ElfImage, name: str) -> Optional[Section]:
@@ -68,24 +70,42 @@ def expansion_limit(image: ElfImage) -> int:
 class Inflating:
     """A compressed section (``compression`` says where its stream
     starts), inflated as far as asked; nothing when its size is beyond
-    ``expansion_limit``."""
+    ``expansion_limit``.  Its stream is read from the file a chunk at a
+    time, as far as inflating needs it."""
 
     def __init__(self, image: ElfImage, section: Section, start: int):
         size = inflated_size(image, section)
-        usable = size <= expansion_limit(image)
+        usable = size <= expansion_limit(image) and section.type != SHT_NOBITS
         self.size = size if usable else 0
+        #: the bytes inflated so far: grown in place, never replaced
         self.data = bytearray()
-        self._input = image.section_data(section)[start:] if usable else b""
+        self._read = image.read
+        self._next = section.offset + start
+        self._end = section.offset + section.size if usable else self._next
+        self._input = b""  # read from the file, not yet inflated
         self._zlib = zlib.decompressobj()
 
     def to(self, end: int) -> bytearray:
         """The bytes inflated, to ``end`` at least (or all there are)."""
         end = min(end, self.size)
-        while len(self.data) < end and self._input:
-            more = self._zlib.decompress(self._input, min(self.size, end + (1 << 16))
-                                         - len(self.data))
+        data = self.data
+        while len(data) < end:
+            if not self._input:
+                if self._next >= self._end or self._zlib.eof:
+                    break
+                size = min(CHUNK, self._end - self._next)
+                self._input = self._read(self._next, size)
+                self._next += size
+            # at least a chunk's worth at a time: few calls, each copying
+            # at most a chunk of input left over (unconsumed_tail)
+            more = self._zlib.decompress(
+                self._input, min(self.size, max(end, len(data) + CHUNK)) - len(data))
             self._input = self._zlib.unconsumed_tail
-            if not more:
-                break
-            self.data += more
-        return self.data
+            data += more
+        return data
+
+    @property
+    def whole(self) -> bool:
+        """Whether all there is is inflated."""
+        return len(self.data) >= self.size or self._zlib.eof \
+            or not self._input and self._next >= self._end

@@ -19,7 +19,11 @@ from .encoding import read_sleb128, read_uleb128
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+    from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, TypeVar, Union
+
+    T = TypeVar("T")
+    #: a section's bytes: a bytearray while it is inflated as read
+    Data = Union[bytes, bytearray]
 else:
     from ..values import NamedTuple
 
@@ -97,19 +101,71 @@ class Abbreviation(NamedTuple):
     size: Optional[int]
 
 
+#: the sections a unit's entries refer to, as Sections names them
+#: (each ``.debug_<name>``)
+ENTRY_SECTIONS = ("info", "abbrev", "str", "line_str", "addr", "str_offsets", "rnglists",
+                  "ranges")
+
+
 class Sections(NamedTuple):
     """The bytes of the sections a unit's entries refer to (b"" when a
-    file has none)."""
+    file has none).  ``grow(name, end)``, when given, inflates a
+    compressed one further, in place, to ``end`` at least, and says
+    whether it has more: one of them may then hold only its first bytes,
+    and a reader that runs past them grows it and reads again
+    (``_grown``)."""
 
-    info: bytes
-    abbrev: bytes
-    str: bytes
-    line_str: bytes
-    addr: bytes
-    str_offsets: bytes
-    rnglists: bytes
-    ranges: bytes
+    info: Data
+    abbrev: Data
+    str: Data
+    line_str: Data
+    addr: Data
+    str_offsets: Data
+    rnglists: Data
+    ranges: Data
     little_endian: bool
+    grow: Optional[Callable[[str, int], bool]] = None
+
+
+#: bytes of a compressed section inflated past where a read of it starts,
+#: at first (twice as many at each retry): for a string, a range list...
+FIRST_READ = 256
+#: the same for an abbreviation table (a large unit's has some kB)
+FIRST_TABLE_READ = 4096
+
+
+def _grown(sections: Sections, name: str, start: int, read: Callable[[Data, int], T],
+           first: int) -> T:
+    """``read(data, start)`` of the section ``name`` of ``sections``,
+    inflated ``first`` bytes past ``start`` first; read again, with twice
+    as many inflated past it, while it runs past their end (IndexError,
+    struct.error) and the section has more."""
+    data = getattr(sections, name)
+    grow = sections.grow
+    end = start + first
+    while True:
+        more = grow is not None and grow(name, end)
+        try:
+            return read(data, start)
+        except (IndexError, struct.error):
+            if not more:
+                raise
+        end += end - start
+
+
+def section_string(sections: Sections, name: str, offset: int) -> bytes:
+    """The NUL-ended string at ``offset`` of the section ``name``."""
+    try:
+        return _grown(sections, name, offset, _nul_ended, FIRST_READ)
+    except IndexError:
+        raise DwarfFormatError(f"string at {offset:#x} past its section's end") from None
+
+
+def _nul_ended(data: Data, at: int) -> bytes:
+    end = data.find(b"\0", at)
+    if at >= len(data) or end < 0:
+        raise IndexError(at)
+    return bytes(data[at:end])
 
 
 class Unit:
@@ -124,6 +180,9 @@ class Unit:
         self.endian = "<" if sections.little_endian else ">"
         self.byteorder = "little" if sections.little_endian else "big"
         self.offset = offset
+        grow = sections.grow
+        if grow is not None:
+            grow("info", offset + 12)  # its length
         (length,) = struct.unpack_from(self.endian + "I", info, offset)
         at = offset + 4
         self.offset_size = 4
@@ -132,6 +191,8 @@ class Unit:
             at += 8
             self.offset_size = 8
         self.end = at + length
+        if grow is not None:
+            grow("info", self.end)
         if self.end > len(info):
             raise DwarfFormatError(f"unit at {offset:#x} runs past .debug_info's end")
         (self.version,) = struct.unpack_from(self.endian + "H", info, at)
@@ -175,9 +236,12 @@ class Unit:
     def _abbreviations(self, offset: int, last: Optional[int]) -> Dict[int, Abbreviation]:
         """The abbreviation table at ``offset``, to its end or to code
         ``last``."""
-        data = self.sections.abbrev
+        return _grown(self.sections, "abbrev", offset,
+                      lambda data, at: self._table(data, at, last), FIRST_TABLE_READ)
+
+    def _table(self, data: Data, at: int, last: Optional[int]) -> Dict[int, Abbreviation]:
+        """The abbreviation table at ``at`` of data, as _abbreviations."""
         table = {}
-        at = offset
         while True:
             code, at = read_uleb128(data, at)
             if code == 0:
@@ -272,7 +336,7 @@ class Unit:
             elif form == DW_FORM_STRING:
                 end = info.index(b"\0", at)
                 if attribute in wanted:
-                    found[attribute] = (form, info[at:end])
+                    found[attribute] = (form, bytes(info[at:end]))
                 at = end + 1
             else:
                 prefix = BLOCK_FORMS[form]
@@ -286,8 +350,13 @@ class Unit:
             raise DwarfFormatError(f"entry at {at:#x} runs past its unit's end")
         return found, at
 
-    def _indexed(self, table: bytes, base: int, index: int, size: int) -> int:
+    def _indexed(self, name: str, base: int, index: int, size: int) -> int:
+        """Entry ``index`` of ``size`` bytes of the table at ``base`` of
+        the section ``name``."""
         at = base + index * size
+        table = getattr(self.sections, name)
+        if self.sections.grow is not None:
+            self.sections.grow(name, at + size)
         if at + size > len(table):
             raise DwarfFormatError(f"index {index} past its table's end")
         return struct.unpack_from(self.endian + ("I" if size == 4 else "Q"), table, at)[0]
@@ -296,8 +365,7 @@ class Unit:
         """The address a (form, value) of DW_AT_low_pc and the like says."""
         form, number = value
         if form in ADDRESS_INDICES:
-            return self._indexed(self.sections.addr, self.addr_base, number,
-                                 self.address_size)
+            return self._indexed("addr", self.addr_base, number, self.address_size)
         return number
 
     def string(self, value: Tuple[int, object]) -> Optional[bytes]:
@@ -307,19 +375,16 @@ class Unit:
         if form == DW_FORM_STRING:
             return number
         if form == DW_FORM_STRP:
-            table = self.sections.str
+            name = "str"
         elif form == DW_FORM_LINE_STRP:
-            table = self.sections.line_str
+            name = "line_str"
         elif form in STRING_INDICES:
-            table = self.sections.str
-            number = self._indexed(self.sections.str_offsets, self.str_offsets_base,
-                                   number, self.offset_size)
+            name = "str"
+            number = self._indexed("str_offsets", self.str_offsets_base, number,
+                                   self.offset_size)
         else:
             return None
-        end = table.find(b"\0", number)
-        if number >= len(table) or end < 0:
-            raise DwarfFormatError(f"string at {number:#x} past its section's end")
-        return table[number:end]
+        return section_string(self.sections, name, number)
 
     def reference(self, value: Tuple[int, int]) -> Optional[int]:
         """The .debug_info offset a reference's (form, value) points at,
@@ -350,13 +415,16 @@ class Unit:
         if self.version >= 5:
             if form == DW_FORM_RNGLISTX:
                 number = self.rnglists_base + self._indexed(
-                    self.sections.rnglists, self.rnglists_base, number, self.offset_size)
+                    "rnglists", self.rnglists_base, number, self.offset_size)
             return self._range_list(number)
         return self._old_range_list(number)
 
     def _range_list(self, at: int) -> List[Tuple[int, int]]:
         """A .debug_rnglists list (DWARF 5)."""
-        data, base, found = self.sections.rnglists, self.base, []
+        return _grown(self.sections, "rnglists", at, self._read_range_list, FIRST_READ)
+
+    def _read_range_list(self, data: Data, at: int) -> List[Tuple[int, int]]:
+        base, found = self.base, []
         address, size = self.address_format, self.address_size
         while True:
             kind = data[at]
@@ -394,7 +462,10 @@ class Unit:
 
     def _old_range_list(self, at: int) -> List[Tuple[int, int]]:
         """A .debug_ranges list (DWARF 2 to 4)."""
-        data, base, found = self.sections.ranges, self.base, []
+        return _grown(self.sections, "ranges", at, self._read_old_range_list, FIRST_READ)
+
+    def _read_old_range_list(self, data: Data, at: int) -> List[Tuple[int, int]]:
+        base, found = self.base, []
         pair = self.endian + 2 * self.address_format[1]
         largest = (1 << (8 * self.address_size)) - 1
         while True:
@@ -412,9 +483,13 @@ def unit_spans(sections: Sections) -> Iterator[Tuple[int, int]]:
     """(offset, end) of each unit of .debug_info, in order, as their
     lengths say."""
     at = 0
-    info = sections.info
+    info, grow = sections.info, sections.grow
     endian = "<" if sections.little_endian else ">"
-    while at + 4 <= len(info):
+    while True:
+        if grow is not None:
+            grow("info", at + 12)
+        if at + 4 > len(info):
+            return
         (length,) = struct.unpack_from(endian + "I", info, at)
         end = at + 4 + length
         if length == 0xFFFFFFFF:

@@ -48,10 +48,9 @@ class _Names:
     """Function names of one unit's entries, following abstract origins
     and specifications (into other units too), each entry's found once."""
 
-    def __init__(self, unit, whole):
+    def __init__(self, unit):
         self.units = [unit]
         self.sections = unit.sections
-        self.whole = whole
         self.found = {}
 
     def name(self, unit, attributes):
@@ -89,8 +88,6 @@ class _Names:
         for unit in self.units:
             if unit.offset <= offset < unit.end:
                 return unit
-        if offset >= len(self.sections.info) and self.whole is not None:
-            self.sections, self.whole = self.whole(), None
         unit = entries.unit_holding(self.sections, offset)
         self.units.append(unit)
         return unit
@@ -112,26 +109,24 @@ def unit_frames(dwarf, offset):
     """The UnitFrames of the compilation unit at ``offset`` in .debug_info
     (of sfbt.dwarf.line_program.DwarfBytes ``dwarf``).
 
-    .debug_info is read to the unit's end only, the rest of it when a
-    name is found in a later unit."""
-    end = offset + dwarf.unit_size(".debug_info", offset)
-    calls, functions = _calls(Unit(dwarf.entry_sections(end), offset),
-                              dwarf.entry_sections)
+    A compressed section is inflated only as far as the unit's reading
+    needs (sfbt.dwarf.entries.Sections): .debug_info to the unit's end,
+    or to a later unit's where a name is found there."""
+    calls, functions = _calls(Unit(dwarf.entry_sections(), offset))
     if calls:  # a unit without inlined calls needs no file names
         _name_files(calls, *unit_files(dwarf, offset))
     return UnitFrames(_segments(calls), [[start, end, names[0]] for start, end, names
                                          in _segments(_preferred_first(functions))])
 
 
-def _calls(unit, whole=None):
+def _calls(unit):
     """([(low, high, depth, [name, file number, line])] of the unit's
     inlined calls, depth their nesting, [(low, high, start, name)] of its
     functions' ranges, start a function's lowest address), in the order
-    of its entries; ``whole()`` gives the Sections with all of .debug_info
-    when the unit's hold only part of it."""
+    of its entries."""
     calls = []
     functions = []
-    names = _Names(unit, whole)
+    names = _Names(unit)
     abbreviation, at = unit.entry(unit.first)
     if abbreviation is None or not abbreviation.children:
         return calls, functions

@@ -11,12 +11,15 @@ import struct
 from ..elf import ElfImage
 from .compressed import Inflating, compression, debug_section
 from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDATA,
-                      DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit)
+                      DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit,
+                      section_string)
 from .encoding import read_sleb128, read_uleb128
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Literal, Optional, Tuple
+
+    from .entries import Data
 
     Row = Tuple[int, Optional[str], int, bool]
 
@@ -48,6 +51,7 @@ class DwarfBytes:
         self.byteorder: Literal["little", "big"] = "big" if self.endian == ">" else "little"
         self._sections: Dict[str, bytes] = {}
         self._inflating: Dict[str, Optional[Inflating]] = {}
+        self._entry_sections: Optional[Sections] = None
 
     def __getitem__(self, name: str) -> bytes:
         """A whole section."""
@@ -69,7 +73,8 @@ class DwarfBytes:
             return b""
         inflating = self._inflated(name)
         if inflating is not None:
-            return bytes(inflating.to(offset + size)[offset:offset + size])
+            with memoryview(inflating.to(offset + size)) as view:  # one copy, not two
+                return view[offset:offset + size].tobytes()
         size = min(size, section.size - offset)
         return self.image.read(section.offset + offset, size) if size > 0 else b""
 
@@ -92,27 +97,38 @@ class DwarfBytes:
         """The size of the unit at ``offset``, as its length says."""
         return _unit_head(self.piece(name, offset, 12), 0, self.endian)[2]
 
-    def prefix(self, name: str, end: int) -> bytes:
-        """A section's bytes to ``end`` at least: all of them, unless it
-        is compressed and not inflated whole yet (then inflated to
-        ``end`` only)."""
-        if self._inflated(name) is not None and name not in self._sections:
-            return self.piece(name, 0, end)
+    def grow(self, field: str, end: int) -> bool:
+        """Inflate the section ``.debug_<field>``, if it is compressed, to
+        ``end`` at least; whether it has more (Sections.grow)."""
+        inflating = self._inflated(".debug_" + field)
+        if inflating is None:
+            return False
+        inflating.to(end)
+        return not inflating.whole
+
+    def _as_read(self, name: str) -> Data:
+        """A section's bytes: all of them, unless it is compressed and not
+        inflated whole yet (then those inflated so far, grown in place)."""
+        inflating = self._inflated(name)
+        if inflating is not None and name not in self._sections:
+            return inflating.data
         return self[name]
 
-    def entry_sections(self, info_end: Optional[int] = None) -> Sections:
+    def entry_sections(self) -> Sections:
         """The sections a unit's entries refer to (sfbt.dwarf.entries),
-        .debug_info to ``info_end`` at least (all of it: None)."""
-        info = self[".debug_info"] if info_end is None else self.prefix(".debug_info", info_end)
-        return Sections(info, self[".debug_abbrev"], self[".debug_str"],
-                        self[".debug_line_str"], self[".debug_addr"],
-                        self[".debug_str_offsets"], self[".debug_rnglists"],
-                        self[".debug_ranges"], self.endian == "<")
+        each compressed one inflated only as far as they are read."""
+        if self._entry_sections is None:
+            read = self._as_read
+            self._entry_sections = Sections(
+                read(".debug_info"), read(".debug_abbrev"), read(".debug_str"),
+                read(".debug_line_str"), read(".debug_addr"), read(".debug_str_offsets"),
+                read(".debug_rnglists"), read(".debug_ranges"), self.endian == "<", self.grow)
+        return self._entry_sections
 
     def string(self, form: int, value: int) -> bytes:
         """The string a strp / line_strp form's offset names."""
-        data = self[".debug_line_str" if form == DW_FORM_LINE_STRP else ".debug_str"]
-        return _cstring(data, value)[0]
+        return section_string(self.entry_sections(),
+                              "line_str" if form == DW_FORM_LINE_STRP else "str", value)
 
 
 def _unit_head(data: bytes, at: int, endian: str) -> Tuple[int, int, int]:
@@ -153,9 +169,7 @@ def _form(data: bytes, at: int, form: int, offset_size: int, address_size: int,
 def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
     """The offset in .debug_line of the line program of the unit at
     ``unit`` in .debug_info, or None when its first entry has none."""
-    sections = Sections(dwarf.unit(".debug_info", unit), dwarf[".debug_abbrev"], b"", b"",
-                        dwarf[".debug_addr"], b"", b"", b"", dwarf.endian == "<")
-    top = Unit(sections, 0)
+    top = Unit(dwarf.entry_sections(), unit, top_only=True)
     found = top.attributes(top.first, {DW_AT_STMT_LIST})[0]
     return found[DW_AT_STMT_LIST][1] if DW_AT_STMT_LIST in found else None
 

@@ -24,12 +24,12 @@ RESTART_RUN_NS = 200_000
 RESTART_RUNS = 3
 
 
-def _scheduled_time(counters):
-    """Seconds a thread has run and waited for a processor in all, from
-    its run_counters (exact while it is not running), or None."""
+def _schedstat(counters):
+    """(nanoseconds run, nanoseconds waited for a processor, times given
+    one) of a thread's run_counters, or None."""
     fields = (counters or b"").split()
     try:
-        return (int(fields[0]) + int(fields[1])) / 1e9
+        return int(fields[0]), int(fields[1]), int(fields[2])
     except (IndexError, ValueError):
         return None
 
@@ -466,7 +466,10 @@ class SeizedProcess(Process):
         """The ThreadState of ``tid``, seen stopped (wait ``status``) after
         it was last seen ``running`` (time.perf_counter); let run on."""
         counters = self.run_counters(tid)
-        scheduled = _scheduled_time(counters)
+        times = _schedstat(counters)
+        # seconds it has run and waited for a processor in all (exact
+        # while it is stopped)
+        scheduled = (times[0] + times[1]) / 1e9 if times is not None else None
         try:
             state = self._copy(tid, name, running)
         finally:
@@ -494,11 +497,10 @@ class SeizedProcess(Process):
             return None
         if counters == kept[2]:
             return counters  # not run since it was copied
-        now, copied = counters.split(), kept[2].split()
-        try:
-            runs, ran = int(now[2]) - int(copied[2]), int(now[0]) - int(copied[0])
-        except (IndexError, ValueError):
+        now, copied = _schedstat(counters), _schedstat(kept[2])
+        if now is None or copied is None:
             return None
+        runs, ran = now[2] - copied[2], now[0] - copied[0]
         if not 0 < runs <= RESTART_RUNS or ran > RESTART_RUN_NS:
             return None
         try:

@@ -229,7 +229,7 @@ class FileSymbolizer:
         if unit is not None and unit != EVERY_UNIT and unit not in self._lookups:
             if unit in self._not_cached:
                 return None
-            frames = self._cached_frames(unit)
+            frames = self._cached_frames(self._key("entries", unit))
             if frames is None:
                 self._not_cached.add(unit)
                 return None
@@ -290,18 +290,20 @@ class FileSymbolizer:
                 self._keep(key, table.to_bytes())
         return table
 
-    def _cached_frames(self, unit: int) -> Optional[UnitFrames]:
-        """The unit's UnitFrames as sfbt's cache keeps them, or None."""
-        key = self._key("entries", unit)
+    @staticmethod
+    def _cached_frames(key: Optional[Key]) -> Optional[UnitFrames]:
+        """A unit's UnitFrames as sfbt's cache keeps them under ``key``
+        (its ("entries", unit)), or None."""
         return _frames(CACHE.get(key)) if key is not None else None
 
     def _unit_frames(self, unit: int) -> UnitFrames:
         """The unit's inlined calls and functions (sfbt.dwarf.inline.
         unit_frames), from the cache or its DIEs; none when its DWARF
         cannot be read (ElfError when strict)."""
-        frames = self._cached_frames(unit)
+        key = self._key("entries", unit)
+        # a unit inlined_if_read found missing from the cache is not looked for again
+        frames = None if unit in self._not_cached else self._cached_frames(key)
         if frames is None:
-            key = self._key("entries", unit)
             from ..dwarf.inline import unit_frames  # not for what the cache holds
             frames = self._guarded("DWARF entries",
                                    lambda: unit_frames(self._dwarf_bytes, unit))

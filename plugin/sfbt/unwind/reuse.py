@@ -10,9 +10,13 @@ that level, and every word the previous walk read from there on lies in
 both stack copies with the same bytes, the rest of the walk is the
 previous walk's."""
 
-from typing import List, Optional, Tuple
+from __future__ import annotations
 
 from .walk import Frame, Unwinder
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 #: the span of a step that read no memory
 _NOTHING = (1 << 64, -1)
@@ -69,8 +73,7 @@ class PreviousWalk:
                     suffix[:i + 1] = [None] * (i + 1)
                     break
                 low, high = min(low, step_low), max(high, step_high)
-            if i < len(frames):
-                suffix[i] = (low, high)
+            suffix[i] = (low, high)
         self._suffix, self._rising = suffix, rising
         self._went_on = None
 

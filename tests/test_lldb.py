@@ -12,7 +12,9 @@ import pytest
 from gdb_support import (build_recurse, compile_program, frame0_place, run_gdb,
                          sframe_frames, split_sections, variant_id)
 from conftest import frame0_rows, run_sfbt
-from lldb_support import frame_names, lldb_pcs, mark, run_lldb, stack_frames
+from lldb_support import (FRAME_PROVIDERS, frame_names, lldb_pcs, mark,
+                          require_frame_providers, run_lldb, stack_frames)
+from sfbt.archive import cbf, lws
 
 VARIANTS = [("O0", True), ("O2", False), ("O2", True)]
 
@@ -69,7 +71,13 @@ def test_threads(lldb, build_dir):
         frames = stack_frames(section)
         (theirs,) = lldb_pcs(section)
         ours = [pc for _, pc, _ in frames]
-        assert ours and ours == theirs[:len(ours)], section
+        if lldb.major == 19 and len(theirs) < len(ours):
+            # LLDB 19's own unwinder stops early in threads (at
+            # create_thread, in a barrier): its frames begin ours, to main
+            assert theirs and ours[:len(theirs)] == theirs, section
+            assert frames[-1][2] == "main", section
+        else:
+            assert ours and ours == theirs[:len(ours)], section
         deep += "inner" in frame_names(section)
     assert deep >= 1
 
@@ -123,7 +131,7 @@ def comparable(text):
 @pytest.mark.parametrize("when", ["before run", "at the stop", "after a bt"])
 @pytest.mark.parametrize("variant", [("O0", True), ("O2", True)], ids=variant_id)
 def test_provider_frames_behave_like_lldbs_own(lldb, build_dir, variant, when):
-    assert lldb.major >= 22  # scripted frame providers
+    require_frame_providers(lldb)
     program = build_recurse(build_dir, *variant)
     plain = provider_run(lldb, program, "never")
     provided = provider_run(lldb, program, when)
@@ -140,6 +148,7 @@ def test_provider_frames_behave_like_lldbs_own(lldb, build_dir, variant, when):
 
 
 def test_provider_bt_all_on_threads_returns(lldb, build_dir):
+    require_frame_providers(lldb)
     # LLDB 22 and 23 hang in `bt all` when a provider is registered at a
     # stop of several threads; turned on before `run`, it works.  (Twice at
     # one stop: the four threads may all report the breakpoint at once, so
@@ -162,6 +171,7 @@ def test_provider_bt_all_on_threads_returns(lldb, build_dir):
 
 
 def test_provider_refuses_a_stop_of_several_threads(lldb, build_dir):
+    require_frame_providers(lldb)
     program = compile_program(build_dir, "threads", "O2", True, ["threads.c"])
     out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run",
                                    "sframe-provider on"], timeout=120)
@@ -173,6 +183,10 @@ def test_provider_command_errors(lldb):
     out = run_lldb(lldb, "", ["sframe-provider", "sframe-bt"])
     assert "usage: sframe-provider on|off|status" in out
     assert "error:" in out and "Traceback" not in out
+    if lldb.major < FRAME_PROVIDERS:
+        out = run_lldb(lldb, "", ["sframe-provider on"])
+        assert (f"error: sframe-provider needs LLDB 22 or newer (this is LLDB {lldb.major})"
+                in out), out
 
 
 def test_without_pyelftools_sframe_bt_walks_to_main(lldb, without_pyelftools, build_dir):
@@ -300,7 +314,8 @@ def test_cbf_save_completes_options_formats_and_files(lldb, tmp_path):
     assert options == ["--all-threads", "--append", "--format", "--label"]
     assert formats == ["archive", "cbf", "json", "lws"]
     assert json == ["json"]
-    assert files == loaded == [f"{tmp_path}/saved.sfbt"]
+    assert loaded == [f"{tmp_path}/saved.sfbt"]
+    assert files == (loaded if lldb.major >= 20 else [])
 
 
 def test_cbf_save_hands_its_options_to_the_core(lldb, build_dir, tmp_path):
@@ -313,6 +328,33 @@ def test_cbf_save_hands_its_options_to_the_core(lldb, build_dir, tmp_path):
     assert "cbf-save: unknown format 'bogus' (one of archive, cbf, json, lws)" in out
     decoded = run_sfbt("cbf", "decode", saved)
     assert decoded.stdout.count("label 'two words'") == 5, decoded.stdout
+
+
+def test_cbf_save_writes_every_format_and_cbf_load_reads_them(lldb, build_dir, tmp_path):
+    """cbf-save in each format, then cbf-load of each loadable one, give
+    sframe-bt's frames (LLDB 19 hands a parsed command its arguments as
+    SBStructuredData items, not strings)."""
+    program = build_recurse(build_dir, "O0", True)
+    files = {form: tmp_path / f"trace.{form}" for form in ("archive", "cbf", "json", "lws")}
+    commands = ["breakpoint set -n stop_here", "run 20", mark("BT"), "sframe-bt", mark("SAVE")]
+    commands += [f"cbf-save --format {form} {path}" for form, path in files.items()]
+    commands += [f"cbf-save --append {files['archive']}"]
+    for form in ("archive", "cbf", "json"):
+        commands += [mark("LOAD"), f"cbf-load {files[form]}"]
+    out = run_lldb(lldb, program, commands)
+    assert "Traceback" not in out and "error:" not in out, out[-3000:]
+    frames = stack_frames(out.split("==BT==")[1].split("==SAVE==")[0])
+    pcs = [pc for _, pc, _ in frames]
+    assert len(pcs) > 20 and frames[-1][2] == "main"
+    saved = out.split("==SAVE==")[1].split("==LOAD==")[0]
+    assert saved.count(f"Saved 1 backtrace ({len(pcs)} frames)") == 5, saved
+    assert [f.address for f in cbf.decode(files["cbf"].read_bytes()).frames] == pcs
+    (line,) = files["lws"].read_text().splitlines()
+    assert lws.decode_blob(line)[0] == [pcs[0] + 1] + pcs[1:31]
+    archive, bare, json_form = split_sections(out, "==LOAD==")
+    assert "Backtrace 1, captured 2 times " in archive, archive
+    for loaded in (archive, bare, json_form):
+        assert [pc for _, pc, _ in stack_frames(loaded)] == pcs, loaded
 
 
 #: LLDB's bt's frame #0: ``frame #0: 0x... prog`f(n=3) at file.c:14:5``

@@ -17,8 +17,10 @@ from sfbt.commands.backtrace import backtrace_lines
 from sfbt.archive.layout import GdbLayout, LldbLayout
 from sfbt.unwind.walk import Frame
 
-# `  * frame #0: 0x000055555555539c inlined`leaf(n=3) at inline_chain.c:24:15 [inlined]`
-BT_NAME = re.compile(r"^\s*(?:\* )?frame #\d+: 0x[0-9a-f]+ (?:[^`\s]+`)?([^\s(]+)", re.M)
+# `  * frame #0: 0x000055555555539c inlined`leaf(n=3) at inline_chain.c:24:15 [inlined]`,
+# on LLDB 19 `frame #1: 0x000055555555542e chain`work [inlined] leaf(n=201) at ...`
+BT_NAME = re.compile(r"^\s*(?:\* )?frame #\d+: 0x[0-9a-f]+ (?:[^`\s]+`)?(?:\S+ \[inlined\] )?"
+                     r"([^\s(]+)", re.M)
 SFRAME_LINE = re.compile(r"^#\d+\s.*$", re.M)
 COMPARE = [mark("STOP"), "bt", mark("SFRAME"), "test-lldb-inlined", "sframe-bt"]
 

@@ -11,7 +11,7 @@ import pytest
 
 from gdb_support import (build_recurse, compile_program, frame0_place, run_gdb,
                          sframe_frames, split_sections, variant_id)
-from conftest import frame0_rows, run_sfbt
+from conftest import ROOT, frame0_rows, run_sfbt
 from lldb_support import (FRAME_PROVIDERS, frame_names, lldb_pcs, mark,
                           require_frame_providers, run_lldb, stack_frames)
 from sfbt.archive import cbf, lws
@@ -179,6 +179,37 @@ def test_provider_refuses_a_stop_of_several_threads(lldb, build_dir):
             "hangs in `bt all`") in out
 
 
+#: LLDB's bt line: ``frame #2: 0x... prog`caller(n=3) at file.c:12:5 [synthetic]``
+BT_LINE = re.compile(r"frame #\d+: 0x[0-9a-f]+ [^`\s]+`([^\s(]+)\S*(?: at ([^\s:]+):(\d+))?(.*)$",
+                     re.M)
+
+
+def test_provider_frames_carry_the_calls_line(lldb, build_dir):
+    """Frames only SFrame data finds (past sframe_only.S's frame, which
+    LLDB's own unwinder loses) are the provider's own: named and given the
+    line of the call, looked up at the return address less one, as LLDB's
+    own frames are (not the next line, nor the inlined call_init that
+    starts after __libc_start_main_impl's call)."""
+    require_frame_providers(lldb)
+    program = compile_program(build_dir, "sframe_only", "O0", True,
+                              ["sframe_only.c", "sframe_only.S"])
+    source = (ROOT / "tests" / "programs" / "sframe_only.c").read_text().splitlines()
+    call_line = {name: str(source.index(next(line for line in source
+                                             if f"/* {name}'s call */" in line)) + 1)
+                 for name in ("caller", "main")}
+    out = run_lldb(lldb, program, ["sframe-provider on", "breakpoint set -n stop_here",
+                                   "run", mark("BT"), "bt", mark("SFRAME"), "sframe-bt"])
+    theirs, ours = out.split("==BT==")[1].split("==SFRAME==")
+    frames = BT_LINE.findall(theirs.split("(lldb) bt")[1])
+    names = [name for name, _, _, _ in frames]
+    assert names[:4] == ["stop_here", "sframe_only_frame", "caller", "main"], theirs
+    assert frame_names(ours) == names[:4], ours
+    for name, path, line, rest in frames[2:4]:
+        assert "[synthetic]" in rest and (path, line) == ("sframe_only.c", call_line[name]), \
+            theirs
+    assert "__libc_start_main_impl" in names and "call_init" not in names, theirs
+
+
 def test_provider_command_errors(lldb):
     out = run_lldb(lldb, "", ["sframe-provider", "sframe-bt"])
     assert "usage: sframe-provider on|off|status" in out
@@ -273,7 +304,8 @@ def test_bare_cbf_of_a_pie_program_names_no_function_after_the_last(lldb, build_
 def test_provider_plan_keeps_lldbs_frames_while_they_agree(lldb):
     out = run_lldb(lldb, "", ["test-provider-plans"])
     assert "PLAN-AGREEING [0, 1, 2, 3, 4, 5]" in out, out
-    assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12288}, {'idx': 4, 'pc': 16384}]"
+    # the provider's own frames at their lookup PCs (a return address less one)
+    assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12287}, {'idx': 4, 'pc': 16383}]"
             in out), out
 
 

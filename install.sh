@@ -33,8 +33,8 @@ GDB_PYPI="gdb-for-pwndbg==18.1.0.post1"
 LLDB_PYPI="lldb-for-pwndbg==23.1.0.post2"
 LLDB=lldb
 # Debian 12's own LLDB, for the test matrix: unpacked, not installed, since
-# python3-lldb-19 and python3-lldb-22 conflict.  The rest of what it needs
-# (libedit2, libpython3.11, libz3-4, ...) is installed with gdb and clang.
+# python3-lldb-19 and python3-lldb-22 conflict.  The libraries they link to
+# are installed (TEST_APT_PACKAGES).
 LLDB19_PACKAGES=(lldb-19 liblldb-19 python3-lldb-19 libllvm19 libclang-cpp19)
 
 # The plugin and `sfbt` import only Python's standard library; pyelftools
@@ -57,6 +57,8 @@ TEST_APT_PACKAGES=(
   libc6-dbg  # the C library's debug file under /usr/lib/debug: the same
   clang  # DWARF 5 as LLVM writes it (strx, addrx, rnglistx): tests/test_inline.py
   llvm  # llvm-symbolizer, the reference for clang's inline chains: the same
+  # the libraries LLDB 19, unpacked beside (LLDB19_PACKAGES), links to
+  libedit2 libxml2 libcurl4 libipt2 libpython3.11 libz3-4 libffi8 libzstd1
 )
 
 VENV="${XDG_DATA_HOME:-$HOME/.local/share}/sfbt/venv"

@@ -8,9 +8,10 @@
 #                                  its Python packages in python3 on PATH,
 #                                  qemu-user, gdb-multiarch and the cross C
 #                                  libraries, the other tools its tests run
-#                                  (TEST_APT_PACKAGES), and GDB 18.1 and
+#                                  (TEST_APT_PACKAGES), GDB 18.1 and
 #                                  LLDB 23.1 from PyPI in venvs under
-#                                  $XDG_CACHE_HOME/sfbt/debuggers
+#                                  $XDG_CACHE_HOME/sfbt/debuggers, and
+#                                  Debian's LLDB 19 unpacked beside them
 #   ./install.sh --uninstall       remove the init lines, the `sfbt` link
 #                                  and its venv again
 #
@@ -31,6 +32,10 @@ LLDB_LINE="command script import $LLDB_ENTRY"
 GDB_PYPI="gdb-for-pwndbg==18.1.0.post1"
 LLDB_PYPI="lldb-for-pwndbg==23.1.0.post2"
 LLDB=lldb
+# Debian 12's own LLDB, for the test matrix: unpacked, not installed, since
+# python3-lldb-19 and python3-lldb-22 conflict.  The libraries they link to
+# are installed (TEST_APT_PACKAGES).
+LLDB19_PACKAGES=(lldb-19 liblldb-19 python3-lldb-19 libllvm19 libclang-cpp19)
 
 # The plugin and `sfbt` import only Python's standard library; pyelftools
 # is the reference reader the tests and bench/ check sfbt's readers against.
@@ -52,6 +57,8 @@ TEST_APT_PACKAGES=(
   libc6-dbg  # the C library's debug file under /usr/lib/debug: the same
   clang  # DWARF 5 as LLVM writes it (strx, addrx, rnglistx): tests/test_inline.py
   llvm  # llvm-symbolizer, the reference for clang's inline chains: the same
+  # the libraries LLDB 19, unpacked beside (LLDB19_PACKAGES), links to
+  libedit2 libxml2 libcurl4 libipt2 libpython3.11 libz3-4 libffi8 libzstd1
 )
 
 VENV="${XDG_DATA_HOME:-$HOME/.local/share}/sfbt/venv"
@@ -192,6 +199,35 @@ install_test_debuggers() {
       --root-user-action=ignore \
       "$package" "pyelftools>=0.29"
   done
+  install_lldb19 "$home/lldb-19"
+}
+
+# install_lldb19 DIR: Debian's LLDB 19 packages unpacked into DIR (apt-get
+# download, dpkg -x; nothing installed, no LLDB removed) and DIR/bin/lldb,
+# a wrapper that finds its libraries and Python module there.
+install_lldb19() {
+  local dir=$1 work deb
+  if [ -x "$dir/bin/lldb" ] && lldb_works "$dir/bin/lldb"; then return 0; fi
+  say "unpacking ${LLDB19_PACKAGES[*]} into $dir"
+  work=$(mktemp -d)
+  (cd "$work" && apt-get download -qq "${LLDB19_PACKAGES[@]}" 2>/dev/null) \
+    || { rm -rf "$work"; say "apt-get download ${LLDB19_PACKAGES[*]} failed"; exit 1; }
+  rm -rf "$dir"
+  mkdir -p "$dir/bin"
+  for deb in "$work"/*.deb; do dpkg -x "$deb" "$dir"; done
+  rm -rf "$work"
+  local multiarch
+  multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+  cat >"$dir/bin/lldb" <<WRAPPER
+#!/bin/sh
+# Debian's LLDB 19, unpacked by sfbt's install.sh --test-debuggers.
+root=\$(cd "\$(dirname "\$0")/.." && pwd)
+export LD_LIBRARY_PATH="\$root/usr/lib/llvm-19/lib:\$root/usr/lib/$multiarch\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export PYTHONPATH="\$root/usr/lib/llvm-19/lib/python3.11/site-packages\${PYTHONPATH:+:\$PYTHONPATH}"
+exec "\$root/usr/lib/llvm-19/bin/lldb" "\$@"
+WRAPPER
+  chmod +x "$dir/bin/lldb"
+  lldb_works "$dir/bin/lldb" || { say "$dir/bin/lldb does not run Python"; exit 1; }
 }
 
 # add_line FILE LINE: append LINE to FILE unless it is there already.

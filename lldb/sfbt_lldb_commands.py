@@ -119,10 +119,28 @@ class CbfSaveCommand(_Command):
         words = []
         for name, value in self.given.items():
             words += [f"--{name}"] if self.OPTIONS[name][2] is None else [f"--{name}", value]
-        return words + list(arguments)
+        return words + parsed_arguments(arguments)
 
     def run(self, debugger, words, exe_ctx):
         return save.cbf_save(LldbSession(debugger, exe_ctx), words), None
+
+
+#: the longest argument a parsed command takes (a path is at most 4096 bytes)
+_ARGUMENT_LIMIT = 1 << 16
+
+
+def parsed_arguments(arguments):
+    """The strings of a parsed command's arguments, an SBStructuredData
+    array on every LLDB: its items read one by one, since iterating it gives
+    strings from LLDB 20 on but SBStructuredData items on LLDB 19."""
+    words = []
+    for index in range(arguments.GetSize()):
+        word = arguments.GetItemAtIndex(index).GetStringValue(_ARGUMENT_LIMIT)
+        if len(word) >= _ARGUMENT_LIMIT - 1:
+            raise CommandError(f"argument {index + 1} is longer than "
+                               f"{_ARGUMENT_LIMIT - 2} bytes")
+        words.append(word)
+    return words
 
 
 class CbfLoadCommand(_Command):

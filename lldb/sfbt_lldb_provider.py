@@ -7,7 +7,11 @@ the provider hands LLDB that frame itself (its index among the provider's
 input frames): registers, frame base, variables, stepping and line lookup
 at PC-1 are LLDB's own.  Only where the two disagree does it give a frame
 of its own ({"idx", "pc"}: LLDB shows it with `[synthetic]` and has no
-registers for it).
+registers for it).  LLDB names such a frame and finds its line at the "pc"
+it is given, so a caller's frame gets its lookup PC (the return address
+less one, inside the call, as LLDB and GDB look their own callers up):
+the call's line and function, not the next line's, or an inlined
+function that only starts after the call.
 
 Everything runs on the input frames: asking the thread for its frames
 while LLDB builds them aborts LLDB ("Resource deadlock avoided")."""
@@ -83,7 +87,7 @@ def frame_plan(input_frames, frames, sp_register):
                 plan += group[1]
                 last_input = group[1][-1]
                 continue
-        plan.append({"idx": len(plan), "pc": frame.pc})
+        plan.append({"idx": len(plan), "pc": frame.lookup_pc})
     if agree:
         index = last_input + 1
         while input_frames.GetFrameAtIndex(index).IsValid():

@@ -123,5 +123,5 @@ def _slot_fixture(slots):
 gdb = _slot_fixture(debuggers.gdb_slots())
 #: each of Debian's gdb-multiarch and the PyPI GDB, for AArch64 and s390x
 cross_gdb = _slot_fixture(debuggers.cross_gdb_slots())
-#: each of Debian's LLDB and the PyPI LLDB
+#: each of Debian's LLDB, LLDB 19 (unpacked beside it) and the PyPI LLDB
 lldb = _slot_fixture(debuggers.lldb_slots())

@@ -2,9 +2,13 @@
 
 Each test that drives a debugger runs once per *slot*: Debian's GDB, the
 PyPI GDB (gdb-for-pwndbg), Debian's LLDB (any lldb-19 ... lldb-23 with
-working Python bindings) and the PyPI LLDB (lldb-for-pwndbg).  The PyPI
-builds live in venvs that `./install.sh --test-debuggers` makes under
-``$XDG_CACHE_HOME/sfbt/debuggers`` (``SFBT_DEBUGGERS`` overrides it).
+working Python bindings), LLDB 19 (Debian 12's own) and the PyPI LLDB
+(lldb-for-pwndbg).  The PyPI builds live in venvs that `./install.sh
+--test-debuggers` makes under ``$XDG_CACHE_HOME/sfbt/debuggers``
+(``SFBT_DEBUGGERS`` overrides it), and LLDB 19 beside them, unpacked from
+Debian's packages (``lldb-19/bin/lldb``) since its Python bindings cannot
+be installed with another LLDB's; when Debian's LLDB is itself 19 it fills
+both places.
 Test ids name the debugger: ``test_x[gdb-18.1]``.  A slot with no
 debugger set up skips its tests when run by hand and fails them under
 ``CI=true`` (conftest.require).
@@ -96,7 +100,7 @@ class Slot:
     @property
     def missing_reason(self):
         return (f"no {self.origin} {self.kind} set up "
-                f"(./install.sh --test-debuggers sets up the PyPI ones)")
+                f"(./install.sh --test-debuggers sets up all but Debian's)")
 
 
 _VERSION = {"gdb": re.compile(r"^GNU gdb .*?(\d+\.\d+)", re.M),
@@ -155,6 +159,10 @@ def cross_gdb_slots():
 @functools.lru_cache(maxsize=None)
 def lldb_slots():
     home = debugger_home()
-    debian = ["/usr/bin/lldb"] + [f"/usr/bin/lldb-{n}" for n in range(23, 18, -1)]
-    return (Slot("lldb", "debian", _first("lldb", debian, "debian")),
-            Slot("lldb", "pypi", _first("lldb", [str(home / "lldb" / "bin" / "lldb")], "pypi")))
+    debian = _first("lldb", ["/usr/bin/lldb"] + [f"/usr/bin/lldb-{n}" for n in range(23, 18, -1)],
+                    "debian")
+    pypi = Slot("lldb", "pypi", _first("lldb", [str(home / "lldb" / "bin" / "lldb")], "pypi"))
+    if debian is not None and debian.major == 19:
+        return (Slot("lldb", "debian", debian), pypi)
+    lldb19 = _first("lldb", [str(home / "lldb-19" / "bin" / "lldb")], "unpacked")
+    return (Slot("lldb", "debian", debian), Slot("lldb", "unpacked", lldb19), pypi)

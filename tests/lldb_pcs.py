@@ -72,8 +72,8 @@ def provider_plans(debugger, command, exe_ctx, result, internal_dict):
     from sfbt.unwind.walk import Frame
     from sfbt_lldb_provider import frame_plan
 
-    walked = [Frame(level, 0x1000 * (level + 1), {7: 0x100 * (level + 1)})
-              for level in range(4)]
+    walked = [Frame(level, 0x1000 * (level + 1), {7: 0x100 * (level + 1)},
+                    interrupted=level == 0) for level in range(4)]
     lldb_frames = [_InputFrame(0x1000, 0x100), _InputFrame(0x2000, 0x200, inlined=True),
                    _InputFrame(0x2004, 0x200), _InputFrame(0x3000, 0x300),
                    _InputFrame(0x4000, 0x400), _InputFrame(0x5000, 0x500)]

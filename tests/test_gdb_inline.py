@@ -75,3 +75,23 @@ def test_counts_include_inline_frames(gdb, inlined):
     theirs, _, ours = last.partition(BETWEEN + "\n")
     assert _names(ours) == ["work", "main"], last
     assert re.search(r"^#4\s+work at ", ours, re.M), ours
+
+
+def test_verbose_marks_the_inlined_calls_as_info_frame_does(gdb, inlined):
+    """sframe-bt -v marks [inline] the frames GDB's `info frame` says are
+    "inlined into" the next (leaf, inner, outer), and says how the frame
+    was found on the function's own line (work's), as LLDB's sframe-bt."""
+    levels = range(6)
+    commands = ["set sframe unwinder off", "break wait_forever", "run 200 nowait",
+                f"echo {BETWEEN}\\n", "sframe-bt -v"]
+    for level in levels:
+        commands += [f"echo {MARK}\\n", f"frame {level}", "info frame"]
+    out = run_gdb(gdb, [str(inlined)], commands)
+    ours = out.split(BETWEEN + "\n")[1].split(MARK)[0]
+    lines = re.findall(r"^#(\d+)\s.*$", ours, re.M)
+    assert len(lines) == 6, ours
+    marked = [int(level) for level in re.findall(r"^#(\d+)\s.*  \[inline\]$", ours, re.M)]
+    inlined_frames = [level for level, section in zip(levels, split_sections(out, MARK))
+                      if re.search(r"inlined into frame \d+", section)]
+    assert marked == inlined_frames == [1, 2, 3], f"{ours}\n{out[-3000:]}"
+    assert re.search(r"^#4\s+work at .*  \[sframe, ", ours, re.M), ours

@@ -1,8 +1,9 @@
 """install.sh: its init lines, the `sfbt` command's own venv, the packages
-only the tests need, and its choice of LLDB, which never removes a debugger
-the user has.  Most tests source install.sh (it only defines its functions
-then), the LLDB ones with a PATH of stand-in commands; every one points
-HOME, XDG_DATA_HOME and SFBT_BIN_DIR into its own folder."""
+only the tests need, its choice of LLDB, which never removes a debugger
+the user has, and the tests' LLDB 19, unpacked beside it.  Most tests
+source install.sh (it only defines its functions then), the LLDB ones
+with a PATH of stand-in commands; every one points HOME, XDG_DATA_HOME
+and SFBT_BIN_DIR into its own folder."""
 
 import os
 import subprocess
@@ -154,3 +155,50 @@ def test_lldb_22_is_not_installed_over_another_lldb(tmp_path):
     assert "would remove python3-lldb-19 lldb-19; not installing it" in result.stdout
     calls = log.read_text().splitlines()
     assert all(" -s " in f" {call} " for call in calls if "install" in call), calls
+
+
+def fake_lldb19_deb(tmp_path):
+    """A real .deb holding usr/lib/llvm-19/bin/lldb: a stand-in LLDB 19
+    that runs Python (the wrapper's environment decides) and prints the
+    LD_LIBRARY_PATH and PYTHONPATH it got."""
+    tree = tmp_path / "deb"
+    lldb = tree / "usr" / "lib" / "llvm-19" / "bin" / "lldb"
+    lldb.parent.mkdir(parents=True)
+    lldb.write_text('#!/bin/bash\ncase "$*" in --version) echo "lldb version 19.1.7";; '
+                    '*) echo "LIBS=$LD_LIBRARY_PATH"; echo "PYTHON=$PYTHONPATH"; '
+                    'echo PYTHON-OK;; esac\n')
+    lldb.chmod(0o755)
+    (tree / "DEBIAN").mkdir()
+    (tree / "DEBIAN" / "control").write_text(
+        "Package: lldb-19\nVersion: 1:19.1.7\nArchitecture: amd64\n"
+        "Maintainer: test <test@example.invalid>\nDescription: stand-in\n")
+    deb = tmp_path / "lldb-19.deb"
+    subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(tree), str(deb)],
+                   check=True, capture_output=True)
+    return deb
+
+
+def test_lldb_19_is_unpacked_beside_not_installed(tmp_path):
+    """install_lldb19 downloads Debian's LLDB 19 packages and unpacks them
+    into its own folder, with a wrapper that finds their libraries and
+    Python module; apt installs nothing, and a second run downloads
+    nothing."""
+    deb = fake_lldb19_deb(tmp_path)
+    log = tmp_path / "apt.log"
+    apt = f'echo "$*" >> {log}\ncase "$1" in download) cp {deb} .;; esac\n'
+    directory = fake_bin(tmp_path, {"apt-get": apt,
+                                    "dpkg-architecture": "echo x86_64-linux-gnu\n"})
+    for tool in ("dpkg", "dpkg-deb", "tar", "mktemp", "rm", "mkdir", "chmod", "dirname",
+                 "cp", "xz", "zstd", "gzip"):
+        os.symlink(subprocess.check_output(["bash", "-c", f"command -v {tool}"],
+                                           text=True).strip(), directory / tool)
+    target = tmp_path / "cache" / "lldb-19"
+    for _ in range(2):
+        result = run_function(directory, f'install_lldb19 "{target}"')
+        assert result.returncode == 0, result.stdout + result.stderr
+    (call,) = log.read_text().splitlines()
+    assert call.split()[:2] == ["download", "-qq"] and "python3-lldb-19" in call.split()
+    out = subprocess.run([str(target / "bin" / "lldb"), "-b"], capture_output=True,
+                         text=True, env={"PATH": str(directory)}).stdout
+    assert f"LIBS={target}/usr/lib/llvm-19/lib:{target}/usr/lib/x86_64-linux-gnu\n" in out
+    assert f"PYTHON={target}/usr/lib/llvm-19/lib/python3.11/site-packages\n" in out

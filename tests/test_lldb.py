@@ -11,8 +11,10 @@ import pytest
 
 from gdb_support import (build_recurse, compile_program, frame0_place, run_gdb,
                          sframe_frames, split_sections, variant_id)
-from conftest import frame0_rows, run_sfbt
-from lldb_support import frame_names, lldb_pcs, mark, run_lldb, stack_frames
+from conftest import ROOT, frame0_rows, run_sfbt
+from lldb_support import (FRAME_PROVIDERS, frame_names, lldb_pcs, mark,
+                          require_frame_providers, run_lldb, stack_frames)
+from sfbt.archive import cbf, lws
 
 VARIANTS = [("O0", True), ("O2", False), ("O2", True)]
 
@@ -55,6 +57,10 @@ def test_signal_handler(lldb, build_dir, variant):
         "stop_here", "handler", "<signal", "divide", "compute", "main"]
 
 
+#: the last address of x86-64 user space
+USER_SPACE_END = 0x7fffffffffff
+
+
 def test_threads(lldb, build_dir):
     program = compile_program(build_dir, "threads", "O2", True, ["threads.c"])
     commands = ["breakpoint set -n stop_here", "run"]
@@ -69,7 +75,19 @@ def test_threads(lldb, build_dir):
         frames = stack_frames(section)
         (theirs,) = lldb_pcs(section)
         ours = [pc for _, pc, _ in frames]
-        assert ours and ours == theirs[:len(ours)], section
+        if lldb.major == 19 and theirs[:len(ours)] != ours:
+            # LLDB 19's own unwinder stops early in threads (at
+            # create_thread, or at frame 0 in a barrier) or goes on to an
+            # address outside user space there: as far as its frames go
+            # or make sense they begin ours, which go on to the thread's
+            # outermost frame
+            agreed = next((n for n, (a, b) in enumerate(zip(theirs, ours)) if a != b),
+                          min(len(theirs), len(ours)))
+            assert agreed >= 1 and (agreed == len(theirs)
+                                    or theirs[agreed] > USER_SPACE_END), section
+            assert frames[-1][2] in ("main", "__clone3"), section
+        else:
+            assert ours and ours == theirs[:len(ours)], section
         deep += "inner" in frame_names(section)
     assert deep >= 1
 
@@ -123,7 +141,7 @@ def comparable(text):
 @pytest.mark.parametrize("when", ["before run", "at the stop", "after a bt"])
 @pytest.mark.parametrize("variant", [("O0", True), ("O2", True)], ids=variant_id)
 def test_provider_frames_behave_like_lldbs_own(lldb, build_dir, variant, when):
-    assert lldb.major >= 22  # scripted frame providers
+    require_frame_providers(lldb)
     program = build_recurse(build_dir, *variant)
     plain = provider_run(lldb, program, "never")
     provided = provider_run(lldb, program, when)
@@ -140,6 +158,7 @@ def test_provider_frames_behave_like_lldbs_own(lldb, build_dir, variant, when):
 
 
 def test_provider_bt_all_on_threads_returns(lldb, build_dir):
+    require_frame_providers(lldb)
     # LLDB 22 and 23 hang in `bt all` when a provider is registered at a
     # stop of several threads; turned on before `run`, it works.  (Twice at
     # one stop: the four threads may all report the breakpoint at once, so
@@ -162,6 +181,7 @@ def test_provider_bt_all_on_threads_returns(lldb, build_dir):
 
 
 def test_provider_refuses_a_stop_of_several_threads(lldb, build_dir):
+    require_frame_providers(lldb)
     program = compile_program(build_dir, "threads", "O2", True, ["threads.c"])
     out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run",
                                    "sframe-provider on"], timeout=120)
@@ -169,10 +189,45 @@ def test_provider_refuses_a_stop_of_several_threads(lldb, build_dir):
             "hangs in `bt all`") in out
 
 
+#: LLDB's bt line: ``frame #2: 0x... prog`caller(n=3) at file.c:12:5 [synthetic]``
+BT_LINE = re.compile(r"frame #\d+: 0x[0-9a-f]+ [^`\s]+`([^\s(]+)\S*(?: at ([^\s:]+):(\d+))?(.*)$",
+                     re.M)
+
+
+def test_provider_frames_carry_the_calls_line(lldb, build_dir):
+    """Frames only SFrame data finds (past sframe_only.S's frame, which
+    LLDB's own unwinder loses) are the provider's own: named and given the
+    line of the call, looked up at the return address less one, as LLDB's
+    own frames are (not the next line, nor the inlined call_init that
+    starts after __libc_start_main_impl's call)."""
+    require_frame_providers(lldb)
+    program = compile_program(build_dir, "sframe_only", "O0", True,
+                              ["sframe_only.c", "sframe_only.S"])
+    source = (ROOT / "tests" / "programs" / "sframe_only.c").read_text().splitlines()
+    call_line = {name: str(source.index(next(line for line in source
+                                             if f"/* {name}'s call */" in line)) + 1)
+                 for name in ("caller", "main")}
+    out = run_lldb(lldb, program, ["sframe-provider on", "breakpoint set -n stop_here",
+                                   "run", mark("BT"), "bt", mark("SFRAME"), "sframe-bt"])
+    theirs, ours = out.split("==BT==")[1].split("==SFRAME==")
+    frames = BT_LINE.findall(theirs.split("(lldb) bt")[1])
+    names = [name for name, _, _, _ in frames]
+    assert names[:4] == ["stop_here", "sframe_only_frame", "caller", "main"], theirs
+    assert frame_names(ours) == names[:4], ours
+    for name, path, line, rest in frames[2:4]:
+        assert "[synthetic]" in rest and (path, line) == ("sframe_only.c", call_line[name]), \
+            theirs
+    assert "__libc_start_main_impl" in names and "call_init" not in names, theirs
+
+
 def test_provider_command_errors(lldb):
     out = run_lldb(lldb, "", ["sframe-provider", "sframe-bt"])
     assert "usage: sframe-provider on|off|status" in out
     assert "error:" in out and "Traceback" not in out
+    if lldb.major < FRAME_PROVIDERS:
+        out = run_lldb(lldb, "", ["sframe-provider on"])
+        assert (f"error: sframe-provider needs LLDB 22 or newer (this is LLDB {lldb.major})"
+                in out), out
 
 
 def test_without_pyelftools_sframe_bt_walks_to_main(lldb, without_pyelftools, build_dir):
@@ -259,7 +314,8 @@ def test_bare_cbf_of_a_pie_program_names_no_function_after_the_last(lldb, build_
 def test_provider_plan_keeps_lldbs_frames_while_they_agree(lldb):
     out = run_lldb(lldb, "", ["test-provider-plans"])
     assert "PLAN-AGREEING [0, 1, 2, 3, 4, 5]" in out, out
-    assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12288}, {'idx': 4, 'pc': 16384}]"
+    # the provider's own frames at their lookup PCs (a return address less one)
+    assert ("PLAN-PARTING [0, 1, 2, {'idx': 3, 'pc': 12287}, {'idx': 4, 'pc': 16383}]"
             in out), out
 
 
@@ -300,7 +356,8 @@ def test_cbf_save_completes_options_formats_and_files(lldb, tmp_path):
     assert options == ["--all-threads", "--append", "--format", "--label"]
     assert formats == ["archive", "cbf", "json", "lws"]
     assert json == ["json"]
-    assert files == loaded == [f"{tmp_path}/saved.sfbt"]
+    assert loaded == [f"{tmp_path}/saved.sfbt"]
+    assert files == (loaded if lldb.major >= 20 else [])
 
 
 def test_cbf_save_hands_its_options_to_the_core(lldb, build_dir, tmp_path):
@@ -313,6 +370,33 @@ def test_cbf_save_hands_its_options_to_the_core(lldb, build_dir, tmp_path):
     assert "cbf-save: unknown format 'bogus' (one of archive, cbf, json, lws)" in out
     decoded = run_sfbt("cbf", "decode", saved)
     assert decoded.stdout.count("label 'two words'") == 5, decoded.stdout
+
+
+def test_cbf_save_writes_every_format_and_cbf_load_reads_them(lldb, build_dir, tmp_path):
+    """cbf-save in each format, then cbf-load of each loadable one, give
+    sframe-bt's frames (LLDB 19 hands a parsed command its arguments as
+    SBStructuredData items, not strings)."""
+    program = build_recurse(build_dir, "O0", True)
+    files = {form: tmp_path / f"trace.{form}" for form in ("archive", "cbf", "json", "lws")}
+    commands = ["breakpoint set -n stop_here", "run 20", mark("BT"), "sframe-bt", mark("SAVE")]
+    commands += [f"cbf-save --format {form} {path}" for form, path in files.items()]
+    commands += [f"cbf-save --append {files['archive']}"]
+    for form in ("archive", "cbf", "json"):
+        commands += [mark("LOAD"), f"cbf-load {files[form]}"]
+    out = run_lldb(lldb, program, commands)
+    assert "Traceback" not in out and "error:" not in out, out[-3000:]
+    frames = stack_frames(out.split("==BT==")[1].split("==SAVE==")[0])
+    pcs = [pc for _, pc, _ in frames]
+    assert len(pcs) > 20 and frames[-1][2] == "main"
+    saved = out.split("==SAVE==")[1].split("==LOAD==")[0]
+    assert saved.count(f"Saved 1 backtrace ({len(pcs)} frames)") == 5, saved
+    assert [f.address for f in cbf.decode(files["cbf"].read_bytes()).frames] == pcs
+    (line,) = files["lws"].read_text().splitlines()
+    assert lws.decode_blob(line)[0] == [pcs[0] + 1] + pcs[1:31]
+    archive, bare, json_form = split_sections(out, "==LOAD==")
+    assert "Backtrace 1, captured 2 times " in archive, archive
+    for loaded in (archive, bare, json_form):
+        assert [pc for _, pc, _ in stack_frames(loaded)] == pcs, loaded
 
 
 #: LLDB's bt's frame #0: ``frame #0: 0x... prog`f(n=3) at file.c:14:5``

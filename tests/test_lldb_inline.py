@@ -17,8 +17,10 @@ from sfbt.commands.backtrace import backtrace_lines
 from sfbt.archive.layout import GdbLayout, LldbLayout
 from sfbt.unwind.walk import Frame
 
-# `  * frame #0: 0x000055555555539c inlined`leaf(n=3) at inline_chain.c:24:15 [inlined]`
-BT_NAME = re.compile(r"^\s*(?:\* )?frame #\d+: 0x[0-9a-f]+ (?:[^`\s]+`)?([^\s(]+)", re.M)
+# `  * frame #0: 0x000055555555539c inlined`leaf(n=3) at inline_chain.c:24:15 [inlined]`,
+# on LLDB 19 `frame #1: 0x000055555555542e chain`work [inlined] leaf(n=201) at ...`
+BT_NAME = re.compile(r"^\s*(?:\* )?frame #\d+: 0x[0-9a-f]+ (?:[^`\s]+`)?(?:\S+ \[inlined\] )?"
+                     r"([^\s(]+)", re.M)
 SFRAME_LINE = re.compile(r"^#\d+\s.*$", re.M)
 COMPARE = [mark("STOP"), "bt", mark("SFRAME"), "test-lldb-inlined", "sframe-bt"]
 
@@ -150,9 +152,10 @@ def test_counts_include_inline_frames(lldb, programs):
 
 
 def test_each_layout_puts_the_frames_own_facts_on_its_own_line():
-    """GDB's layout: the address, -v's how and -full's registers on the
-    innermost line of a stack frame; LLDB's: the address on every line,
-    [inlined] on the calls, the facts on the function's own line."""
+    """GDB's layout: the address on the innermost line of a stack frame,
+    -v's [inline] on the inlined calls; LLDB's: the address on every line,
+    [inlined] on the calls; in both -v's how and -full's registers on the
+    function's own line."""
     frames = [Frame(0, 0x1000, {X86_64.sp: 0x7000}),
               Frame(1, 0x2000, {X86_64.sp: 0x7100}, how="sframe", interrupted=False)]
     named = {0x1000: [("leaf", " at a.c:3"), ("work", " at a.c:9")],
@@ -162,9 +165,9 @@ def test_each_layout_puts_the_frames_own_facts_on_its_own_line():
         return backtrace_lines(frames, None, count, True, True,
                                lambda frame: named[frame.lookup_pc], X86_64, layout)
     assert lines(GdbLayout) == [
-        "#0  0x0000000000001000 in leaf at a.c:3  [innermost]",
+        "#0  0x0000000000001000 in leaf at a.c:3  [inline]",
+        "#1  work at a.c:9  [innermost]",
         "        sp = 0x7000, fp = <unknown>",
-        "#1  work at a.c:9  [inline]",
         "#2  0x0000000000002000 in main at a.c:20  [sframe]",
         "        sp = 0x7100, fp = <unknown>"]
     assert lines(LldbLayout) == [

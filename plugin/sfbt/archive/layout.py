@@ -39,8 +39,10 @@ class Layout:
     @staticmethod
     def is_own(index, last):
         """Whether line ``index`` is the one that carries the frame's own
-        facts (-v's how, -full's registers)."""
-        raise NotImplementedError
+        facts (-v's how, -full's registers): the function's own line, the
+        last; the lines before it are inlined calls (GDB's `info frame`
+        says each is "inlined into" the next frame)."""
+        return index == last
 
     @staticmethod
     def text(pc, name, where, index, last):
@@ -59,19 +61,15 @@ class Layout:
 
 
 class GdbLayout(Layout):
-    """GDB's `bt`: the frame's address on the innermost of its lines (the
-    frame's own line, where -v and -full say how it was found); the
-    functions it sits in follow without one."""
+    """GDB's `bt`: the frame's address on the innermost of its lines; the
+    functions it sits in follow without one.  -v marks the inlined calls
+    ``[inline]``."""
 
     inline_how = "inline"
 
     @staticmethod
     def source_name(path):
         return path  # as the debug information gives it
-
-    @staticmethod
-    def is_own(index, last):
-        return index == 0
 
     @staticmethod
     def text(pc, name, where, index, last):
@@ -93,10 +91,6 @@ class LldbLayout(Layout):
     @staticmethod
     def source_name(path):
         return os.path.basename(path)
-
-    @staticmethod
-    def is_own(index, last):
-        return index == last
 
     @staticmethod
     def text(pc, name, where, index, last):

@@ -12,7 +12,8 @@ thread whose registers and stack are byte for byte those of its previous
 sample is not walked again.
 
 The archive is written as it grows (archive.stream), into a temporary file
-renamed over the output when the recording ends: by the process exiting,
+renamed over the output (locked as appends lock it: an append meanwhile is
+refused, see files.locked_for_update) when the recording ends: by the process exiting,
 --duration, Ctrl-C, SIGTERM or SIGHUP (each ends the recording, not sfbt),
 or a write that fails (a full disk: the samples written before it are
 kept)."""
@@ -29,7 +30,7 @@ from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive
 from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
-from ..files import replace_file
+from ..files import locked_for_update, replace_file
 from ..commands.backtrace import walk
 from ..commands.save import cbf_frames, image_map
 from ..commands.session import Thread
@@ -504,8 +505,10 @@ class Recorder:
             failure[0] = out.failure
         failure = [None]
         # held until the file is in place: a signal while it is written
-        # out does not lose it
-        with EndingSignals() as signals:
+        # out does not lose it.  The output is locked as appends lock it
+        # (files.locked_for_update), marked as recorded to: a save
+        # appending to it meanwhile is refused, not lost to the rename.
+        with EndingSignals() as signals, locked_for_update(path, recording=True):
             replace_file(path, write)
         return failure[0]
 

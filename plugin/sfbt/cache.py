@@ -184,7 +184,7 @@ class _Directory:
                 descriptor = _private_subdirectory(descriptor, name, shown, create)
         except OSError as error:
             if isinstance(error, _Unsafe):
-                _warn(error.strerror)
+                _warn(error.strerror or str(error))
             return cls(None)
         return cls(descriptor)
 

@@ -390,9 +390,10 @@ def test_a_thread_that_moved_on_after_its_copy_is_sampled_where_it_is(tmp_path):
 
 
 def test_an_append_while_recording_is_refused_and_lands_after(workers, tmp_path):  # noqa: F811
-    """A save appending to the file a recording is writing said "Saved"
-    and was lost to the recording's rename: it is refused at once, with
-    one line, and an append after the recording lands in the file."""
+    """A save appending to (or replacing) the file a recording is writing
+    said "Saved" and was lost to the recording's rename: it is refused at
+    once, with one line, and an append after the recording lands in the
+    file."""
     from sfbt.archive import cbf
     from sfbt.archive.imagemap import Image, ImageMap
     from sfbt.archive.store import read_archive
@@ -402,16 +403,18 @@ def test_an_append_while_recording_is_refused_and_lands_after(workers, tmp_path)
     images = ImageMap("linux-x86_64", [Image("/p", 0x400000, 0x401000, b"\xaa")])
     capture = Capture("1", [cbf.Frame("pc", 0x400100)], False)
 
-    def append(fmt="archive", label="appended"):
-        return save_captures(SaveOptions(str(archive), fmt, True, label=label), [capture],
-                             images, "x86_64", 64, "SIGTRAP", 1)
+    def append(fmt="archive", label="appended", appending=True):
+        return save_captures(SaveOptions(str(archive), fmt, appending, label=label),
+                             [capture], images, "x86_64", 64, "SIGTRAP", 1)
     with Running(workers) as running:
         process = _sfbt_process("record", "-p", running.pid, "-o", archive)
         assert process.stderr.readline().startswith("Recording process ")
-        for fmt in ("archive", "lws"):
+        # appends, and replaces (which the recording's rename would undo)
+        for fmt, appending in (("archive", True), ("lws", True), ("archive", False),
+                               ("cbf", False)):
             began = time.monotonic()
             with pytest.raises(FileProblem) as caught:
-                append(fmt, "lost")
+                append(fmt, "lost", appending)
             assert time.monotonic() - began < 1
             assert str(caught.value) == (f"{archive}: sfbt record is recording to it; "
                                          "nothing was written")

@@ -8,6 +8,7 @@ import errno
 import fcntl
 import os
 import stat
+import struct
 import time
 
 from .errors import SfbtError
@@ -338,13 +339,30 @@ def replace_file(path, write, mode=None):
     readers see the old file or the new one.  The target is what path
     names after the symbolic links WritePlace follows; an existing one
     keeps its permissions and (as far as we may set them) its owner and
-    group; a new one gets ``mode`` (default 0666 less the umask).  Every
-    failure removes the temporary file and raises FileProblem naming
-    path."""
+    group; a new one gets ``mode`` (default 0666 less the umask).  A
+    target a recording is writing (record_into) is refused: the
+    recording's rename would replace what we wrote.  Every failure removes
+    the temporary file and raises FileProblem naming path."""
+    _replace_file(path, write, mode, recording=False)
+
+
+def record_into(path, write):
+    """replace_file for a recording (sfbt record): ``write(stream)`` may
+    take as long as the recording, and the target is held locked as
+    locked_for_update locks it, marked as being recorded to, until the
+    new file is in its place: appends and replaces meanwhile are refused
+    in one line instead of being lost to the rename."""
+    with locked_for_update(path, recording=True):
+        _replace_file(path, write, None, recording=True)
+
+
+def _replace_file(path, write, mode, recording):
     with WritePlace(path) as place:
         temporary = None
         try:
             existing = place.status()
+            if existing is not None and not recording:
+                _refuse_if_recorded(place, path)
             descriptor, temporary = _temporary(place)
             try:
                 if existing is not None:
@@ -400,16 +418,16 @@ def locked_for_update(path, wait=None, recording=False):
     file).  Anyone who may read the file may lock it, so the lock is
     waited for ``wait`` seconds (LOCK_WAIT) at most: then FileProblem.
 
-    ``recording``: the lock is held for a whole recording (sfbt record),
-    and marked so (a POSIX write lock besides the flock): an update that
-    finds the mark is refused at once, not after the wait, with a line
-    saying the file is being recorded to."""
+    ``recording`` (record_into): the lock is held for a whole recording,
+    and marked so (_mark_recording): an update, or a replace
+    (replace_file), that finds the mark is refused at once with a line
+    saying the file is being recorded to, rather than said done and lost
+    to the recording's rename."""
     deadline = time.monotonic() + (LOCK_WAIT if wait is None else wait)
-    access = os.O_RDWR if recording else os.O_RDONLY
     with WritePlace(path) as place:
         while True:
             try:
-                descriptor = os.open(place.name, access | os.O_CREAT | os.O_NONBLOCK
+                descriptor = os.open(place.name, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK
                                      | os.O_CLOEXEC | os.O_NOFOLLOW, _new_file_mode(),
                                      dir_fd=place.directory)
             except OSError as error:
@@ -422,8 +440,8 @@ def locked_for_update(path, wait=None, recording=False):
                         status.st_dev, status.st_ino):
                     os.close(descriptor)
                     continue
-                if recording:  # waits only for an update's look at the mark
-                    fcntl.lockf(descriptor, fcntl.LOCK_EX)
+                if recording:
+                    _mark_recording(descriptor)
                 _make_blocking(descriptor)
             except OSError as error:
                 os.close(descriptor)
@@ -452,8 +470,7 @@ def _lock(descriptor, path, deadline):
             return
         except BlockingIOError:
             if _recording_to(descriptor):
-                raise FileProblem(path, "sfbt record is recording to it; nothing was "
-                                  "written", errno.EBUSY) from None
+                raise _being_recorded(path) from None
             left = deadline - time.monotonic()
             if left <= 0:
                 raise FileProblem(path, "another process holds a lock on it; nothing "
@@ -462,19 +479,48 @@ def _lock(descriptor, path, deadline):
             pause = min(pause * 2, 0.1)
 
 
+#: struct flock of fcntl(2) (glibc, with 64-bit file offsets as CPython's):
+#: l_type, l_whence, l_start, l_len, l_pid
+_FLOCK = struct.Struct("@hhqqi")
+
+
+def _mark_recording(descriptor):
+    """Mark the locked file as being recorded to: a read lock of the open
+    file description (F_OFD_SETLK, kept until it is closed, whatever else
+    the process opens and closes), which only a write lock (no sfbt writer
+    takes one) could keep from being taken; then appends wait for the
+    flock as for any other."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(descriptor, fcntl.F_OFD_SETLK,
+                    _FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+
+
 def _recording_to(descriptor):
-    """Whether a recording's mark (see locked_for_update) is on the file:
-    a POSIX read lock, which the mark's write lock refuses, is tried."""
+    """Whether a recording's mark is on the open file: F_OFD_GETLK says
+    whether the write lock asked about would conflict (nothing is locked
+    or unlocked)."""
+    asked = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+    return (_FLOCK.unpack(fcntl.fcntl(descriptor, fcntl.F_OFD_GETLK, asked))[0]
+            != fcntl.F_UNLCK)
+
+
+def _refuse_if_recorded(place, path):
+    """FileProblem when a recording holds its mark on the existing target."""
     try:
-        fcntl.lockf(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as error:
-        if error.errno in (errno.EAGAIN, errno.EACCES):
-            return True
-        if error.errno == errno.EBADF:  # opened for writing only: no look
-            return False
-        raise
-    fcntl.lockf(descriptor, fcntl.LOCK_UN)
-    return False
+        descriptor = os.open(place.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, dir_fd=place.directory)
+    except OSError:
+        return  # gone, or not ours to read: the replace says what is wrong
+    try:
+        if _recording_to(descriptor):
+            raise _being_recorded(path)
+    finally:
+        os.close(descriptor)
+
+
+def _being_recorded(path):
+    return FileProblem(path, "sfbt record is recording to it; nothing was written",
+                       errno.EBUSY)
 
 
 def _remove_if_still(place, status):

@@ -480,3 +480,24 @@ def test_files_the_kernel_would_open_are_written(sticky):
     subprocess.run(as_nobody("sh", "-c", f"echo old > {theirs}"), check=True)
     write_atomically(theirs, b"new")
     assert open(theirs, "rb").read() == b"new"
+
+
+def test_a_cache_directory_another_user_made_first_is_not_used(sticky, monkeypatch, capsys):
+    """nobody makes the directory the cache root is to be made at between
+    sfbt's look and its mkdir (the race, made certain here): not used."""
+    from sfbt import files
+    directory, _ = sticky
+    root = os.path.join(directory, "cache")
+    made = os.mkdir
+
+    def nobody_first(name, mode=0o777, *, dir_fd=None):
+        if name == "cache":
+            subprocess.run(as_nobody("mkdir", root), check=True)
+        made(name, mode, dir_fd=dir_fd)
+    monkeypatch.setattr(files.os, "mkdir", nobody_first)
+    cache = Cache("symbols", root=os.path.join(root, "sfbt"))
+    assert not cache.put(("key",), b"data")
+    assert os.listdir(root) == []
+    assert capsys.readouterr().err.splitlines() == [
+        f"sfbt: warning: cache directory {root}: the directory cache made in {directory} "
+        f"belongs to user {NOBODY}; not used"]

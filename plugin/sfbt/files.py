@@ -154,9 +154,7 @@ class _Resolved:
                     return
                 if not create:
                     raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=self.directory)
-                self._enter(name, os.O_NOFOLLOW)
+                self._make(name)
                 continue
             if stat.S_ISLNK(status.st_mode):
                 links += 1
@@ -178,6 +176,18 @@ class _Resolved:
         directory = os.open(name, _DIRECTORY | flags, dir_fd=self.directory)
         self.close()
         self.directory = directory
+
+    def _make(self, name):
+        """Make the directory name 0700 and enter it; FileProblem when
+        another user made it first (between our look and our mkdir)."""
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o700, dir_fd=self.directory)
+        where = self._where()
+        self._enter(name, os.O_NOFOLLOW)
+        owner = os.fstat(self.directory).st_uid
+        if owner != os.geteuid():
+            raise FileProblem(self.path, f"the directory {name} made in {where} belongs "
+                              f"to user {owner}", errno.EACCES)
 
     def _where(self):
         try:
@@ -254,11 +264,11 @@ def open_directory(path, create=False):
     missing directories are made 0700.  Raises FileProblem."""
     with _Resolved(path, create) as resolved:
         if resolved.name is not None:
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(resolved.name, 0o700, dir_fd=resolved.directory)
             try:
-                resolved._enter(resolved.name, os.O_NOFOLLOW)
+                if create and resolved.status() is None:
+                    resolved._make(resolved.name)
+                else:
+                    resolved._enter(resolved.name, os.O_NOFOLLOW)
             except OSError as error:
                 raise _named(path, error) from None
         descriptor, resolved.directory = resolved.directory, None

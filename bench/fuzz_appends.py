@@ -1,6 +1,6 @@
 """Fuzzing concurrent writers of one output file: random interleavings of
-appending saves (cbf-save --append's writer, sfbt.commands.save) with an
-`sfbt record -o` of the same file, at output names where another user
+saves (cbf-save's writer, sfbt.commands.save: mostly --append, some
+replacing the file) with an `sfbt record -o` of the same file, at output names where another user
 (nobody) may have planted a file or a link in a sticky directory.
 
 Each writer runs in a forked child of bench/fuzz.py's harness (memory and
@@ -9,7 +9,8 @@ start at random moments while the recording runs and after it ended.
 Besides the outcomes it counts HARMS:
 
   lost save        a save that said Saved (or a recording that said
-                   saved) is not in the final file
+                   saved) is not in the final file, and no replacing save
+                   that said Saved ended after it
   foreign file     a file a writer said it wrote is owned by another user
                    or has a mode wider than the umask allows
   written through  a write through a planted link: the file to keep
@@ -49,20 +50,20 @@ IMAGES = ImageMap("linux-x86_64", [Image("/p", 0x400000, 0x401000, b"\xaa")])
 RECORDED = "sfbt record"  # how a recording's events are labelled
 
 
-def appender(path, label):
-    """cbf-save --append --label LABEL PATH's writer, as a function for the
-    harness: exit 0 when it said Saved, 1 with one line when refused."""
-    def append():
+def appender(path, label, append=True):
+    """cbf-save [--append] --label LABEL PATH's writer, as a function for
+    the harness: exit 0 when it said Saved, 1 with one line when refused."""
+    def save():
         capture = Capture("1", [cbf.Frame("pc", 0x400100)], False)
         try:
-            said = save_captures(SaveOptions(path, "archive", True, label=label), [capture],
+            said = save_captures(SaveOptions(path, "archive", append, label=label), [capture],
                                  IMAGES, "x86_64", 64, "SIGTRAP", time.time_ns())
         except (OSError, SfbtError) as error:
             print(f"sfbt: cbf-save: {error}", file=sys.stderr)
             return 1
         print(said)
         return 0
-    return append
+    return save
 
 
 def _seized(pid):
@@ -119,11 +120,11 @@ class Appends:
     def case(self, rng, number):
         """({outcome or harm: count}, [(what, writer, stderr)]) of one case."""
         path, place = self._place(rng, number)
-        results = []  # (writer, label, outcome, stderr)
+        results = []  # (writer, label, outcome, stderr, when it ended)
 
         def run(writer, label, argv, delay=0.0):
             time.sleep(delay)
-            results.append((writer, label, *run_case(argv)))
+            results.append((writer, label, *run_case(argv), time.monotonic()))
         threads = []
         if rng.random() < 0.75:
             duration = rng.uniform(0.3, 1.0)
@@ -141,9 +142,10 @@ class Appends:
         else:
             span = 0.3
         for writer in range(rng.randint(1, 4)):
-            label = f"append-{number}-{writer}"
+            kind = "replace" if rng.random() < 0.2 else "append"
+            label = f"{kind}-{number}-{writer}"
             thread = threading.Thread(target=run, args=(
-                "append", label, appender(path, label), rng.uniform(0, span)))
+                kind, label, appender(path, label, kind == "append"), rng.uniform(0, span)))
             thread.start()
             threads.append(thread)
         for thread in threads:
@@ -153,11 +155,14 @@ class Appends:
     def _judge(self, path, place, results):
         counts = dict.fromkeys(OUTCOMES + HARMS, 0)
         failures = []
-        for writer, _, outcome, stderr in results:
+        for writer, _, outcome, stderr, _ in results:
             counts[outcome] += 1
             if outcome not in ("clean", "error"):
                 failures.append((f"{outcome} ({place})", writer, stderr))
-        said = [(writer, label) for writer, label, outcome, _ in results if outcome == "clean"]
+        said = [(writer, label, ended) for writer, label, outcome, _, ended in results
+                if outcome == "clean"]
+        replaced = max((ended for writer, _, ended in said if writer == "replace"),
+                       default=0.0)
         labels = []
         if said:
             archive, error = read_archive(path)
@@ -167,7 +172,9 @@ class Appends:
                     or stat.S_IMODE(status.st_mode) & ~self.widest):
                 counts["foreign file"] += 1
                 failures.append((f"foreign file ({place})", "", f"{status}"))
-        for writer, label in said:
+        for writer, label, ended in said:
+            if ended < replaced:  # a replacing save after it: gone, as it should be
+                continue
             if not any(text == label or text.startswith(label + " ") for text in labels):
                 counts["lost save"] += 1
                 failures.append((f"lost save ({place})", writer, label))

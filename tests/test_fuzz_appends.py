@@ -31,8 +31,8 @@ def test_interleaved_appends_and_recordings_do_no_harm(tmp_path):
 
 
 def test_the_engine_sees_harm(tmp_path):
-    """A save said Saved but missing, a file of another user's, and the
-    file to keep changed are each counted."""
+    """A save said Saved but missing (and replaced by no later save), a
+    file of another user's, and the file to keep changed are each counted."""
     require(os.geteuid() == 0, "a file of another user needs root")
     engine = _engine()
     appends = engine.Appends(str(tmp_path))
@@ -40,7 +40,9 @@ def test_the_engine_sees_harm(tmp_path):
         path = os.path.join(tmp_path, "case", "out.sfbt")
         os.mkdir(os.path.dirname(path))
         assert engine.run_case(engine.appender(path, "kept"))[0] == "clean"
-        results = [("append", "kept", "clean", ""), ("append", "gone", "clean", "")]
+        # "earlier" ended before a replacing save: its absence is no harm
+        results = [("append", "kept", "clean", "", 2.0), ("append", "gone", "clean", "", 2.0),
+                   ("replace", "kept", "clean", "", 1.0), ("append", "earlier", "clean", "", 0.5)]
         counts, _ = appends._judge(path, "new", results)
         assert (counts["lost save"], counts["foreign file"]) == (1, 0)
         os.mkdir(os.path.dirname(path))

@@ -356,6 +356,15 @@ def replace_file(path, write, mode=None):
     _replace_file(path, write, mode, recording=False)
 
 
+def replace_locked(path, write):
+    """replace_file holding the lock appends take (locked_for_update), for
+    files others append to: an append running meanwhile neither undoes
+    the replace (its copy of the old file renamed over the new one) nor is
+    undone by it."""
+    with locked_for_update(path):
+        replace_file(path, write)
+
+
 def record_into(path, write):
     """replace_file for a recording (sfbt record): ``write(stream)`` may
     take as long as the recording, and the target is held locked as

@@ -224,9 +224,10 @@ def _status_kb(field):
 
 
 def _child(argv, stderr_write, stdout_path=None):
-    """Run in the forked child: the command, its outcome as an exit code.
-    The command may add MEMORY_LIMIT to the address space it was forked
-    with (a test run's interpreter may already hold hundreds of MB)."""
+    """Run in the forked child: the command (a command line, or a function
+    returning an exit status), its outcome as an exit code.  The command
+    may add MEMORY_LIMIT to the address space it was forked with (a test
+    run's interpreter may already hold hundreds of MB)."""
     limit = _status_kb("VmSize") * 1024 + MEMORY_LIMIT
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CPU, (SECONDS, SECONDS + 1))
@@ -238,7 +239,7 @@ def _child(argv, stderr_write, stdout_path=None):
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), write_through=True)
     sys.stdin = io.TextIOWrapper(io.BytesIO(b""))
     try:
-        status = cli.main(argv)
+        status = argv() if callable(argv) else cli.main(argv)
         sys.stdout.flush()
     except MemoryError:
         os._exit(3)

@@ -3,6 +3,7 @@ that keep the target's mode and owner, appends that never lose a record
 to a concurrent one, and nothing left behind on failure."""
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -227,3 +228,29 @@ def test_a_killed_writer_leaves_the_old_file_and_nothing_else(tmp_path):
     writer.wait(timeout=30)
     writer.stdout.close()
     assert os.listdir(tmp_path) == ["t.sfbt"] and target.read_bytes() == b"old"
+
+
+@pytest.mark.parametrize("fmt", ["archive", "lws"])
+def test_a_replace_of_a_file_others_append_to_takes_their_lock(tmp_path, fmt, monkeypatch):
+    """A save that replaces an archive or lws file waits for an append's
+    lock: unlocked, an append running meanwhile renamed its copy of the
+    old file over the replace, which had said Saved."""
+    from sfbt import files
+    target = tmp_path / f"t.{fmt}"
+    save(target, fmt)
+    before = target.read_bytes()
+    holder = subprocess.Popen(["flock", "-x", str(target), "-c", "echo locked; exec sleep 60"],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        monkeypatch.setattr(files, "LOCK_WAIT", 0.5)
+        with pytest.raises(FileProblem) as caught:
+            save(target, fmt, address=0x400300)
+        assert str(caught.value) == (f"{target}: another process holds a lock on it; "
+                                     "nothing was written")
+        assert target.read_bytes() == before
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    save(target, fmt, address=0x400300)
+    assert target.read_bytes() != before and leftovers(tmp_path) == []

@@ -257,3 +257,28 @@ def test_what_was_sampled(tmp_path):
     drawn = run_sfbt("flame", path, "-o", tmp_path / "three.svg")
     assert drawn.returncode == 0, drawn.stderr
     assert f">{recording.describe()}</text>" in (tmp_path / "three.svg").read_text()
+
+
+def test_pprof_escapes_names_from_the_archive(go, tmp_path):
+    """An image path and a label holding terminal escapes and a newline
+    reach `go tool pprof`'s output escaped as sfbt prints names."""
+    from sfbt.archive import cbf
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.archive.store import MAGIC, Archive
+    archive, profile = tmp_path / "hostile.sfbt", tmp_path / "hostile.pb.gz"
+    saved = Archive()
+    images = ImageMap("linux-x86_64", [Image("/tmp/ev\x1b[31mil\n.so", 0x400000, 0x500000)])
+    saved.capture(cbf.encode([cbf.Frame("pc", 0x400100)]), images, thread="1",
+                  reason="SIGTRAP", label="lab\x1b]0;pwn\x07el")
+    archive.write_bytes(MAGIC + saved.pending_bytes())
+    assert run_sfbt("flame", "--format", "pprof", archive, "-o", profile).returncode == 0
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for form in ("-top", "-raw"):
+        shown = subprocess.run([go, "tool", "pprof", form, str(profile)],
+                               capture_output=True, text=True, env=env, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", shown.stdout), shown.stdout
+        assert "lab\\033]0;pwn\\ael" in shown.stdout, shown.stdout
+        assert "ev\\033[31mil\\n.so" in shown.stdout, shown.stdout
+    assert re.search(r"^\d+: 0x400000/0x500000/0x0 /tmp/ev\\033\[31mil\\n\.so ",
+                     shown.stdout, re.M), shown.stdout

@@ -4,11 +4,14 @@ a backtrace saved in one session reads back the same in another session, in
 
 import base64
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
-from conftest import frame0_rows, run_sfbt
+from conftest import PLUGIN, frame0_rows, run_sfbt
 from gdb_support import (compile_library, compile_program, frame0_place, run_gdb,
                          sframe_frames, split_sections)
 from sfbt.archive import cbf, lws
@@ -242,3 +245,41 @@ def test_a_stop_in_the_trampoline_itself_reads_back_as_sframe_bt_printed_it(gdb,
     assert FRAME_LINE.findall(split_sections(out, "==LOAD==")[0]) == shown
     decoded = FRAME_LINE.findall(run_sfbt("cbf", "decode", archive).stdout)
     assert decoded[0] == shown[0] and len(decoded) == len(shown)
+
+
+def test_a_save_while_sfbt_record_writes_the_file(gdb, tmp_path):
+    """The issue's case: cbf-save --append from GDB into the file that
+    `sfbt record -o` of another process is writing said "Saved" and was
+    lost to the recording's rename.  It is refused with one line; the
+    save after the recording is in the file."""
+    library = compile_library(tmp_path, "libapply.so", "O2", ["libapply.c"])
+    program = compile_program(tmp_path, "recurse", "O2", True, ["recurse.c"], [library])
+    archive, log = tmp_path / "recorded.sfbt", tmp_path / "record.log"
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        with open(log, "w") as stdout:
+            record = subprocess.Popen(
+                [sys.executable, "-m", "sfbt", "record", "-p", str(other.pid), "-o",
+                 str(archive)], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+        assert record.stderr.readline().startswith("Recording process ")
+        out = run_gdb(gdb, [str(program)], [
+            "break stop_here", "run 20",
+            f"cbf-save --append --label during {archive}", "echo ==AFTER==\\n",
+            f"shell kill -INT {record.pid}; timeout 60 sh -c "
+            f"'until grep -q Recorded {log}; do sleep 0.1; done'",
+            f"cbf-save --append --label after {archive}"])
+        assert record.wait(timeout=60) == 0, record.stderr.read()
+    finally:
+        other.kill()
+        other.wait()
+    # gdb's errors come after its output
+    assert (f"cbf-save: {archive}: sfbt record is recording to it; nothing was written"
+            in out.splitlines()), out
+    assert re.search(rf"^Saved 1 backtrace \(\d+ frames\) to {archive} \(archive\)\.$",
+                     split_sections(out, "==AFTER==")[0], re.M), out
+    assert out.count("Saved ") == 1 and "Traceback" not in out
+    saved, error = read_archive(archive)
+    assert error is None
+    labels = [event.label for event in saved.events]
+    assert labels.count("after") == 1 and "during" not in labels and len(labels) > 1

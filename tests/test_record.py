@@ -387,3 +387,43 @@ def test_a_thread_that_moved_on_after_its_copy_is_sampled_where_it_is(tmp_path):
     finally:
         target.kill()
         target.wait()
+
+
+def test_an_append_while_recording_is_refused_and_lands_after(workers, tmp_path):  # noqa: F811
+    """A save appending to (or replacing) the file a recording is writing
+    said "Saved" and was lost to the recording's rename: it is refused at
+    once, with one line, and an append after the recording lands in the
+    file."""
+    from sfbt.archive import cbf
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.archive.store import read_archive
+    from sfbt.commands.save import Capture, SaveOptions, save_captures
+    from sfbt.files import FileProblem
+    archive = tmp_path / "recorded.sfbt"
+    images = ImageMap("linux-x86_64", [Image("/p", 0x400000, 0x401000, b"\xaa")])
+    capture = Capture("1", [cbf.Frame("pc", 0x400100)], False)
+
+    def append(fmt="archive", label="appended", appending=True):
+        return save_captures(SaveOptions(str(archive), fmt, appending, label=label),
+                             [capture], images, "x86_64", 64, "SIGTRAP", 1)
+    with Running(workers) as running:
+        process = _sfbt_process("record", "-p", running.pid, "-o", archive)
+        assert process.stderr.readline().startswith("Recording process ")
+        # appends, and replaces (which the recording's rename would undo)
+        for fmt, appending in (("archive", True), ("lws", True), ("archive", False),
+                               ("cbf", False)):
+            began = time.monotonic()
+            with pytest.raises(FileProblem) as caught:
+                append(fmt, "lost", appending)
+            assert time.monotonic() - began < 1
+            assert str(caught.value) == (f"{archive}: sfbt record is recording to it; "
+                                         "nothing was written")
+        process.send_signal(signal.SIGINT)
+        code, _, err, stacks = _record_until(process, archive)
+    assert code == 0 and stacks > 0, err
+    assert append().startswith("Saved 1 backtrace")
+    saved, error = read_archive(archive)
+    assert error is None
+    labels = [event.label for event in saved.events]
+    assert labels.count("appended") == 1 and "lost" not in labels
+    assert len(labels) == stacks + 1

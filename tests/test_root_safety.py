@@ -392,3 +392,112 @@ def test_sources_in_memory_are_kept_per_file_not_per_build_id(victim_program):
     assert kept == {}
     module_map._kept(kept, second.made_from, second)
     assert kept == {second.made_from: second}
+
+
+# -- the cache root ----------------------------------------------------------------------------
+
+def test_the_cache_root_is_not_reached_through_a_link_planted_in_tmp(sticky, shared, capsys):
+    """$XDG_CACHE_HOME at a link nobody planted in /tmp (or under one):
+    the cache is not used, said once, and nothing is made where it
+    leads; a link of our own there is followed."""
+    directory, _ = sticky
+    elsewhere = os.path.join(shared, "elsewhere")
+    os.mkdir(elsewhere)
+    os.chown(elsewhere, NOBODY, NOBODY)
+    link = planted(directory, "cache", elsewhere)
+    for root in (link, os.path.join(link, "deeper")):
+        cache = Cache("symbols", root=os.path.join(root, "sfbt"))
+        assert not cache.put(("key",), b"data") and not cache.put(("key",), b"data")
+        assert cache.get(("key",)) is None
+    assert os.listdir(elsewhere) == []
+    assert capsys.readouterr().err.splitlines() == [
+        f"sfbt: warning: cache directory {root}: not following the link cache that user "
+        f"{NOBODY} owns in {directory} (sticky, writable by all), as the kernel's "
+        "protected_symlinks would not; not used" for root in (link, os.path.join(link, "deeper"))]
+    mine = os.path.join(directory, "mine")
+    os.mkdir(os.path.join(shared, "ours"))
+    os.symlink(os.path.join(shared, "ours"), mine)
+    cache = Cache("symbols", root=os.path.join(mine, "new", "sfbt"))
+    assert cache.put(("key",), b"data") and cache.get(("key",)) == b"data"
+    for made in ("new", "new/sfbt", "new/sfbt/symbols"):
+        status = os.lstat(os.path.join(shared, "ours", made))
+        assert stat.S_ISDIR(status.st_mode) and stat.S_IMODE(status.st_mode) == 0o700
+        assert status.st_uid == 0
+
+
+# -- another user's file at an output path -----------------------------------------------------
+
+def test_outputs_do_not_write_over_a_file_another_user_made_in_tmp(victim_program, sticky):
+    """nobody makes the output file first, mode 0666, in a sticky
+    directory: every output refuses it, as the kernel's protected_regular=2
+    refuses root's O_CREAT open of it, and it is left as it was."""
+    from sfbt.archive import cbf
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.commands.save import Capture, SaveOptions, save_captures
+    from sfbt.files import FileProblem
+    program, real, _ = victim_program
+    directory, _ = sticky
+    out = os.path.join(directory, "out")
+    subprocess.run(as_nobody("sh", "-c", f"umask 0; echo theirs > {out}"), check=True)
+    line = (f"{out}: not writing over the file out that user {NOBODY} owns in {directory} "
+            "(sticky, writable by others), as the kernel's protected_regular would not")
+
+    def refused_here(result):
+        assert result.returncode == 1 and result.stderr.splitlines() == [f"sfbt: {line}"], \
+            result.stderr
+    archive = os.path.join(directory, "a.sfbt")
+    with Started([program], real) as running:
+        refused_here(run_sfbt("record", "-p", running.pid, "--duration", "0.2", "-o", out))
+        refused_here(stack(running.pid, "-o", out))
+        assert stack(running.pid, "--format", "archive", "-o", archive).returncode == 0
+    refused_here(run_sfbt("flame", archive, "-o", out))
+    refused_here(run_sfbt("sframe", "synth", FIXTURES / "v3" / "x86_64" / "cfi.o", "-o", out))
+    images = ImageMap("linux-x86_64", [Image("/p", 0x400000, 0x401000, b"\xaa")])
+    capture = Capture("1", [cbf.Frame("pc", 0x400100)], False)
+    for fmt in ("archive", "cbf", "json", "lws"):
+        for append in ((False, True) if fmt in ("archive", "lws") else (False,)):
+            with pytest.raises(FileProblem) as caught:
+                save_captures(SaveOptions(out, fmt, append), [capture], images,
+                              "x86_64", 64, "SIGTRAP", 1)
+            assert str(caught.value) == line
+    status = os.stat(out)
+    assert open(out).read() == "theirs\n"
+    assert (status.st_uid, stat.S_IMODE(status.st_mode)) == (NOBODY, 0o666)
+    assert sorted(os.listdir(directory)) == ["a.sfbt", "out"]
+
+
+def test_files_the_kernel_would_open_are_written(sticky):
+    """In a sticky directory: a file of our own, or one of the directory's
+    owner, is written over as before."""
+    from sfbt.files import write_atomically
+    directory, _ = sticky
+    mine = os.path.join(directory, "mine")
+    write_atomically(mine, b"old")
+    write_atomically(mine, b"new")
+    assert open(mine, "rb").read() == b"new"
+    os.chown(directory, NOBODY, NOBODY)
+    theirs = os.path.join(directory, "theirs")
+    subprocess.run(as_nobody("sh", "-c", f"echo old > {theirs}"), check=True)
+    write_atomically(theirs, b"new")
+    assert open(theirs, "rb").read() == b"new"
+
+
+def test_a_cache_directory_another_user_made_first_is_not_used(sticky, monkeypatch, capsys):
+    """nobody makes the directory the cache root is to be made at between
+    sfbt's look and its mkdir (the race, made certain here): not used."""
+    from sfbt import files
+    directory, _ = sticky
+    root = os.path.join(directory, "cache")
+    made = os.mkdir
+
+    def nobody_first(name, mode=0o777, *, dir_fd=None):
+        if name == "cache":
+            subprocess.run(as_nobody("mkdir", root), check=True)
+        made(name, mode, dir_fd=dir_fd)
+    monkeypatch.setattr(files.os, "mkdir", nobody_first)
+    cache = Cache("symbols", root=os.path.join(root, "sfbt"))
+    assert not cache.put(("key",), b"data")
+    assert os.listdir(root) == []
+    assert capsys.readouterr().err.splitlines() == [
+        f"sfbt: warning: cache directory {root}: the directory cache made in {directory} "
+        f"belongs to user {NOBODY}; not used"]

@@ -5,6 +5,9 @@
 Root runs sfbt on other users' processes and files, so nothing here is
 believed because of where it is:
 
+- ``$XDG_CACHE_HOME`` is reached as outputs are (files.open_directory: a
+  link another user planted in a sticky directory is not followed, the
+  directories made on the way are 0700).
 - ``sfbt/`` and ``PART/`` are created 0700, opened without following a
   link, and used only when they are directories of this user that no one
   else may write to (one warning line, and the command goes on without
@@ -31,6 +34,8 @@ import errno
 import os
 import stat
 import sys
+
+from .files import open_directory
 
 # CPython's own SHA-256: the same digests without loading OpenSSL, which
 # importing hashlib does (~4 ms of every run, for the ~100 kB a run hashes)
@@ -167,19 +172,19 @@ class _Directory:
     def open(cls, path: str, create: bool = False) -> "_Directory":
         base, part = os.path.split(path)
         root, sfbt = os.path.split(base)
-        try:
-            if create:  # $XDG_CACHE_HOME (~/.cache) itself is the user's to say
-                os.makedirs(root or ".", 0o700, exist_ok=True)
-            descriptor = os.open(root or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
+        try:  # $XDG_CACHE_HOME (~/.cache) itself is the user's to say, but
+            # reached as outputs are (links planted in /tmp not followed)
+            descriptor = open_directory(root or ".", create)
+        except OSError as error:
+            if error.errno == errno.EACCES:
+                _warn(f"cache directory {error}; not used")
             return cls(None)
         try:
             for name, shown in ((sfbt, base), (part, path)):
                 descriptor = _private_subdirectory(descriptor, name, shown, create)
         except OSError as error:
-            if isinstance(error, _Unsafe) and shown not in _warned:
-                _warned.add(shown)
-                print(f"sfbt: warning: {error.strerror}", file=sys.stderr, flush=True)
+            if isinstance(error, _Unsafe):
+                _warn(error.strerror or str(error))
             return cls(None)
         return cls(descriptor)
 
@@ -234,6 +239,13 @@ class _Directory:
             except OSError:
                 pass
             raise
+
+
+def _warn(line: str) -> None:
+    """One warning line, once per process."""
+    if line not in _warned:
+        _warned.add(line)
+        print(f"sfbt: warning: {line}", file=sys.stderr, flush=True)
 
 
 class _Unsafe(PermissionError):

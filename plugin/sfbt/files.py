@@ -8,6 +8,7 @@ import errno
 import fcntl
 import os
 import stat
+import struct
 import time
 
 from .errors import SfbtError
@@ -104,33 +105,39 @@ MAX_LINKS = 40
 _DIRECTORY = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-class WritePlace:
-    """Where a write to a path lands: ``name`` in the directory open as
-    ``directory``.  Symbolic links are followed only where the kernel's
-    protected_symlinks rule would follow them: a link in a sticky
-    directory anyone may write to (/tmp) is followed only when it belongs
-    to us or to the directory's owner.  sfbt resolves each component
-    itself, through directory descriptors, so that no link is followed
-    that was not checked (root's writes would otherwise follow a link
-    another user planted in /tmp).  An existing target that is not a
-    regular file is refused.  Raises FileProblem naming path; use as a
-    context manager (it closes the directory)."""
+def _others_may_write(status, group=False):
+    """Whether the directory with ``status`` is sticky and writable by all
+    (with ``group``: or by its group), where the kernel's protected_symlinks
+    and protected_regular rules apply."""
+    return bool(status.st_mode & stat.S_ISVTX
+                and status.st_mode & (stat.S_IWOTH | (stat.S_IWGRP if group else 0)))
 
-    def __init__(self, path):
+
+class _Resolved:
+    """A path resolved by sfbt itself, a component at a time through
+    directory descriptors, so that no link is followed that was not
+    checked: a link in a sticky directory anyone may write to (/tmp) is
+    followed only when it belongs to us or to the directory's owner, as
+    the kernel's protected_symlinks rule would (root's writes would
+    otherwise follow a link another user planted in /tmp).  ``directory``
+    is the last directory reached; ``name`` the last component in it, None
+    when the path ends on a directory.  With ``create``, missing
+    directories on the way are made 0700.  Closes the directory on
+    close() or as a context manager."""
+
+    def __init__(self, path, create=False):
         self.path = path
         self.directory = None
+        self.name = None
         try:
-            self._resolve(os.fspath(path))
-            status = self.status()
-            if status is not None and not stat.S_ISREG(status.st_mode):
-                raise _not_regular(path, status.st_mode)
+            self._resolve(os.fspath(path), create)
         except BaseException as error:
             self.close()
             if isinstance(error, OSError):
                 raise _named(path, error) from None
             raise
 
-    def _resolve(self, text):
+    def _resolve(self, text, create):
         pending = [part for part in reversed(text.split("/")) if part not in ("", ".")]
         self._enter("/" if text.startswith("/") else ".")
         links = 0
@@ -142,9 +149,13 @@ class WritePlace:
             try:
                 status = os.stat(name, dir_fd=self.directory, follow_symlinks=False)
             except FileNotFoundError:
-                if pending:
+                if not pending:
+                    self.name = name
+                    return
+                if not create:
                     raise
-                break
+                self._make(name)
+                continue
             if stat.S_ISLNK(status.st_mode):
                 links += 1
                 if links > MAX_LINKS:
@@ -157,28 +168,39 @@ class WritePlace:
                             if part not in ("", ".")]
                 continue
             if not pending:
-                break
+                self.name = name
+                return
             self._enter(name, os.O_NOFOLLOW)
-        else:
-            raise FileProblem(self.path, "not a regular file (a directory)", errno.EISDIR)
-        self.name = name
 
     def _enter(self, name, flags=0):
         directory = os.open(name, _DIRECTORY | flags, dir_fd=self.directory)
         self.close()
         self.directory = directory
 
+    def _make(self, name):
+        """Make the directory name 0700 and enter it; FileProblem when
+        another user made it first (between our look and our mkdir)."""
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o700, dir_fd=self.directory)
+        where = self._where()
+        self._enter(name, os.O_NOFOLLOW)
+        owner = os.fstat(self.directory).st_uid
+        if owner != os.geteuid():
+            raise FileProblem(self.path, f"the directory {name} made in {where} belongs "
+                              f"to user {owner}", errno.EACCES)
+
+    def _where(self):
+        try:
+            return os.readlink(f"/proc/self/fd/{self.directory}")
+        except OSError:
+            return "a sticky directory"
+
     def _check_link(self, name, status):
         here = os.fstat(self.directory)
-        if (here.st_mode & stat.S_ISVTX and here.st_mode & stat.S_IWOTH
-                and status.st_uid not in (os.geteuid(), here.st_uid)):
-            try:
-                where = os.readlink(f"/proc/self/fd/{self.directory}")
-            except OSError:
-                where = "a sticky directory"
+        if _others_may_write(here) and status.st_uid not in (os.geteuid(), here.st_uid):
             raise FileProblem(self.path, f"not following the link {name} that user "
-                              f"{status.st_uid} owns in {where} (sticky, writable by "
-                              "all), as the kernel's protected_symlinks would not",
+                              f"{status.st_uid} owns in {self._where()} (sticky, writable "
+                              "by all), as the kernel's protected_symlinks would not",
                               errno.EACCES)
 
     def status(self):
@@ -199,6 +221,58 @@ class WritePlace:
 
     def __exit__(self, *_):
         self.close()
+
+
+class WritePlace(_Resolved):
+    """Where a write to a path lands: ``name`` in the directory open as
+    ``directory``, links followed only as protected_symlinks would (see
+    _Resolved).  An existing target that is not a regular file is refused,
+    and so is a regular file in a sticky directory others may write to
+    that belongs neither to us nor to the directory's owner, as the
+    kernel's protected_regular=2 refuses to open one with O_CREAT (the
+    file's owner would keep a hold on what we write: its mode, a link to
+    it, a descriptor open on it).  Raises FileProblem naming path; use as
+    a context manager (it closes the directory)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        try:
+            if self.name is None:
+                raise FileProblem(path, "not a regular file (a directory)", errno.EISDIR)
+            status = self.status()
+            if status is not None:
+                if not stat.S_ISREG(status.st_mode):
+                    raise _not_regular(path, status.st_mode)
+                self._check_regular(status)
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_regular(self, status):
+        here = os.fstat(self.directory)
+        if (_others_may_write(here, group=True)
+                and status.st_uid not in (os.geteuid(), here.st_uid)):
+            raise FileProblem(self.path, f"not writing over the file {self.name} that user "
+                              f"{status.st_uid} owns in {self._where()} (sticky, writable by "
+                              "others), as the kernel's protected_regular would not",
+                              errno.EACCES)
+
+
+def open_directory(path, create=False):
+    """A descriptor (O_PATH) of the directory at path, its links followed
+    only as protected_symlinks would (see _Resolved); with ``create``, the
+    missing directories are made 0700.  Raises FileProblem."""
+    with _Resolved(path, create) as resolved:
+        if resolved.name is not None:
+            try:
+                if create and resolved.status() is None:
+                    resolved._make(resolved.name)
+                else:
+                    resolved._enter(resolved.name, os.O_NOFOLLOW)
+            except OSError as error:
+                raise _named(path, error) from None
+        descriptor, resolved.directory = resolved.directory, None
+        return descriptor
 
 
 def _new_file_mode():
@@ -275,13 +349,39 @@ def replace_file(path, write, mode=None):
     readers see the old file or the new one.  The target is what path
     names after the symbolic links WritePlace follows; an existing one
     keeps its permissions and (as far as we may set them) its owner and
-    group; a new one gets ``mode`` (default 0666 less the umask).  Every
-    failure removes the temporary file and raises FileProblem naming
-    path."""
+    group; a new one gets ``mode`` (default 0666 less the umask).  A
+    target a recording is writing (record_into) is refused: the
+    recording's rename would replace what we wrote.  Every failure removes
+    the temporary file and raises FileProblem naming path."""
+    _replace_file(path, write, mode, recording=False)
+
+
+def replace_locked(path, write):
+    """replace_file holding the lock appends take (locked_for_update), for
+    files others append to: an append running meanwhile neither undoes
+    the replace (its copy of the old file renamed over the new one) nor is
+    undone by it."""
+    with locked_for_update(path):
+        replace_file(path, write)
+
+
+def record_into(path, write):
+    """replace_file for a recording (sfbt record): ``write(stream)`` may
+    take as long as the recording, and the target is held locked as
+    locked_for_update locks it, marked as being recorded to, until the
+    new file is in its place: appends and replaces meanwhile are refused
+    in one line instead of being lost to the rename."""
+    with locked_for_update(path, recording=True):
+        _replace_file(path, write, None, recording=True)
+
+
+def _replace_file(path, write, mode, recording):
     with WritePlace(path) as place:
         temporary = None
         try:
             existing = place.status()
+            if existing is not None and not recording:
+                _refuse_if_recorded(place, path)
             descriptor, temporary = _temporary(place)
             try:
                 if existing is not None:
@@ -325,7 +425,7 @@ LOCK_WAIT = 10.0
 
 
 @contextlib.contextmanager
-def locked_for_update(path, wait=None):
+def locked_for_update(path, wait=None, recording=False):
     """Hold an exclusive advisory lock (flock) on the file at path for a
     read-modify-replace; yields a binary stream of its current bytes, or
     None when there is no file yet.
@@ -335,7 +435,13 @@ def locked_for_update(path, wait=None):
     names the locked file and start again if not.  A missing file is
     created empty to have something to lock (an empty file is read as no
     file).  Anyone who may read the file may lock it, so the lock is
-    waited for ``wait`` seconds (LOCK_WAIT) at most: then FileProblem."""
+    waited for ``wait`` seconds (LOCK_WAIT) at most: then FileProblem.
+
+    ``recording`` (record_into): the lock is held for a whole recording,
+    and marked so (_mark_recording): an update, or a replace
+    (replace_file), that finds the mark is refused at once with a line
+    saying the file is being recorded to, rather than said done and lost
+    to the recording's rename."""
     deadline = time.monotonic() + (LOCK_WAIT if wait is None else wait)
     with WritePlace(path) as place:
         while True:
@@ -353,6 +459,8 @@ def locked_for_update(path, wait=None):
                         status.st_dev, status.st_ino):
                     os.close(descriptor)
                     continue
+                if recording:
+                    _mark_recording(descriptor)
                 _make_blocking(descriptor)
             except OSError as error:
                 os.close(descriptor)
@@ -372,19 +480,66 @@ def locked_for_update(path, wait=None):
 
 
 def _lock(descriptor, path, deadline):
-    """flock(LOCK_EX) on descriptor, giving up at the deadline."""
+    """flock(LOCK_EX) on descriptor, giving up at the deadline, or at once
+    when a recording holds it."""
     pause = 0.001
     while True:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
+            if _recording_to(descriptor):
+                raise _being_recorded(path) from None
             left = deadline - time.monotonic()
             if left <= 0:
                 raise FileProblem(path, "another process holds a lock on it; nothing "
                                   "was written", errno.EWOULDBLOCK) from None
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.1)
+
+
+#: struct flock of fcntl(2) (glibc, with 64-bit file offsets as CPython's):
+#: l_type, l_whence, l_start, l_len, l_pid
+_FLOCK = struct.Struct("@hhqqi")
+
+
+def _mark_recording(descriptor):
+    """Mark the locked file as being recorded to: a read lock of the open
+    file description (F_OFD_SETLK, kept until it is closed, whatever else
+    the process opens and closes), which only a write lock (no sfbt writer
+    takes one) could keep from being taken; then appends wait for the
+    flock as for any other."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(descriptor, fcntl.F_OFD_SETLK,
+                    _FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+
+
+def _recording_to(descriptor):
+    """Whether a recording's mark is on the open file: F_OFD_GETLK says
+    whether the write lock asked about would conflict (nothing is locked
+    or unlocked)."""
+    asked = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+    return (_FLOCK.unpack(fcntl.fcntl(descriptor, fcntl.F_OFD_GETLK, asked))[0]
+            != fcntl.F_UNLCK)
+
+
+def _refuse_if_recorded(place, path):
+    """FileProblem when a recording holds its mark on the existing target."""
+    try:
+        descriptor = os.open(place.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, dir_fd=place.directory)
+    except OSError:
+        return  # gone, or not ours to read: the replace says what is wrong
+    try:
+        if _recording_to(descriptor):
+            raise _being_recorded(path)
+    finally:
+        os.close(descriptor)
+
+
+def _being_recorded(path):
+    return FileProblem(path, "sfbt record is recording to it; nothing was written",
+                       errno.EBUSY)
 
 
 def _remove_if_still(place, status):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import LocatedError
-from ..files import locked_for_update, open_regular, replace_file
+from ..files import locked_for_update, open_regular, replace_file, replace_locked
 from . import cbf
 from .imagemap import (DecodeBudget, ImageMap, ImageMapError, decode_image_map,
                        encode_image_map)
@@ -518,10 +518,10 @@ class _StoredRecords:
 
 def save_archive(path: str, archive: Archive, append: bool = False) -> None:
     """Write the archive's new records; with append, after the records of the
-    file already at path (which must be undamaged), holding a lock on it
-    so that concurrent appends all land."""
+    file already at path (which must be undamaged).  Either holds the lock
+    appends take, so that concurrent appends and replaces all land."""
     if not append:
-        replace_file(path, lambda out: out.write(MAGIC + archive.pending_bytes()))
+        replace_locked(path, lambda out: out.write(MAGIC + archive.pending_bytes()))
         archive.mark_written()
         return
     with locked_for_update(path) as old:

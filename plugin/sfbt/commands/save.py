@@ -13,7 +13,7 @@ from ..archive import cbf, lws
 from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.store import Archive, save_archive
 from ..errors import CommandError, SfbtError
-from ..files import locked_for_update, replace_file, write_atomically
+from ..files import locked_for_update, replace_file, replace_locked, write_atomically
 from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
 from .backtrace import walk
 from .session import Session, Thread
@@ -184,7 +184,7 @@ def save_captures(options: SaveOptions, captures: List[Capture], images: ImageMa
                     out.write(new)
                 replace_file(options.path, write)
         else:
-            write_atomically(options.path, new)
+            replace_locked(options.path, lambda out: out.write(new))
     count = sum(len(c.frames) for c in captures)
     plural = "s" if len(captures) != 1 else ""
     return (f"Saved {len(captures)} backtrace{plural} ({count} frames) to "

@@ -21,13 +21,18 @@ function named as the flame graph names it.  The kernel's signal
 trampoline (sfbt.archive.cbf.signal_trampolines) is its own Location, at
 its address, with one Line: a function named as the flame graph names it,
 ``<signal handler called>``, whose system name is the symbol at the
-address."""
+address.
+
+Every string (image paths, function and file names, the label) is escaped
+as sfbt prints names (sfbt.printable): no control byte reaches a terminal
+through `go tool pprof`."""
 
 import gzip
 
 from ..archive import cbf
 from ..archive.imagemap import PerImageMap
 from ..archive.layout import SIGNAL_TRAMPOLINE
+from ..printable import printable
 from .flame import ImageNamer
 
 # Field numbers of proto/profile.proto
@@ -87,7 +92,10 @@ class PprofProfile:
         self._functions = {}  # (name, file, system name) -> (id, Function bytes)
 
     def _string(self, text):
-        return self._strings.setdefault(text, len(self._strings))
+        """The index of ``text`` in the string table, escaped as sfbt
+        prints names (sfbt.printable): image paths, file names and the
+        label come from the archive, and pprof prints them as they are."""
+        return self._strings.setdefault(printable(text), len(self._strings))
 
     def add(self, trace):
         """One SavedTrace (sfbt.archive.saved) as one Sample."""

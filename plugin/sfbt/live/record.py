@@ -12,7 +12,8 @@ thread whose registers and stack are byte for byte those of its previous
 sample is not walked again.
 
 The archive is written as it grows (archive.stream), into a temporary file
-renamed over the output when the recording ends: by the process exiting,
+renamed over the output (locked as appends lock it: an append or a replace
+meanwhile is refused, see files.record_into) when the recording ends: by the process exiting,
 --duration, Ctrl-C, SIGTERM or SIGHUP (each ends the recording, not sfbt),
 or a write that fails (a full disk: the samples written before it are
 kept)."""
@@ -29,7 +30,7 @@ from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive
 from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
-from ..files import replace_file
+from ..files import record_into
 from ..commands.backtrace import walk
 from ..commands.save import cbf_frames, image_map
 from ..commands.session import Thread
@@ -487,7 +488,7 @@ class Recorder:
 
     def record(self, path, duration=None, started=lambda: None):
         """Record into the archive file at path (replaced when the
-        recording ends, see files.replace_file); ``started()`` is called
+        recording ends, see files.record_into); ``started()`` is called
         once a sample was taken.  Returns the OSError that stopped the
         writing early (the samples before it are in the file), or None.
         Where no sample was taken, no file is written: the ProcessError that
@@ -506,7 +507,7 @@ class Recorder:
         # held until the file is in place: a signal while it is written
         # out does not lose it
         with EndingSignals() as signals:
-            replace_file(path, write)
+            record_into(path, write)
         return failure[0]
 
 

@@ -11,7 +11,7 @@ import struct
 import zlib
 
 from ..elf import SHT_NOBITS, read_elf
-from ..files import open_regular
+from ..files import OpenedPath, open_regular
 from ..values import Value
 
 #: GDB's default debug-file-directory
@@ -79,7 +79,12 @@ def _another_file(candidate, original):
     """Whether ``candidate`` is not the original file itself (None: no
     file at hand)."""
     try:
-        return original is None or not os.path.samefile(candidate, original)
+        if original is None:
+            return True
+        # an OpenedPath's name may now be another file: its descriptor's
+        status = os.fstat(candidate.stream.fileno()) if isinstance(candidate, OpenedPath) \
+            else os.stat(candidate)
+        return not os.path.samestat(status, os.stat(original))
     except OSError:
         return False
 

@@ -532,23 +532,49 @@ def test_a_server_without_the_file_says_404(stripped, loopback_only, monkeypatch
 
 class _OneFile(http.server.BaseHTTPRequestHandler):
     """Answers every GET with the bytes of the server's ``body`` (with no
-    Content-Length unless ``server.length``: the end is where it closes)."""
+    Content-Length unless ``server.length``: the end is where it closes),
+    after ``server.delay`` seconds; with 404 when ``server.missing``; with
+    401 unless the request's Authorization is ``server.authorization``
+    (when set); one byte every ``server.trickle`` seconds when set (at
+    most 30 of them: the server stops by itself).  Counts the requests."""
 
     def do_GET(self):
+        server = self.server
+        server.requests += 1
+        time.sleep(server.delay)
+        if server.authorization and self.headers.get("Authorization") != server.authorization:
+            self.send_error(401)
+            return
+        if server.missing:
+            self.send_error(404)
+            return
         self.send_response(200)
-        if self.server.length:
-            self.send_header("Content-Length", str(len(self.server.body)))
+        if server.length:
+            self.send_header("Content-Length", str(len(server.body)))
         self.end_headers()
-        self.wfile.write(self.server.body)
+        if not server.trickle:
+            self.wfile.write(server.body)
+            return
+        for byte in server.body[:30]:
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(server.trickle)
 
     def log_message(self, *_):
         pass
 
 
-def serving(body, length=True):
-    """A thread serving ``body`` for every GET on 127.0.0.1; its URL."""
+def serving(body, length=True, delay=0, missing=False, trickle=0, authorization=None):
+    """A thread serving ``body`` for every GET on 127.0.0.1 (_OneFile);
+    its URL."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OneFile)
-    server.body, server.length = body, length
+    server.daemon_threads = True
+    server.body, server.length, server.delay = body, length, delay
+    server.missing, server.trickle, server.authorization = missing, trickle, authorization
+    server.requests = 0
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -690,3 +716,89 @@ def test_a_cache_directory_is_made_where_there_is_none(stripped, server, monkeyp
     assert result.returncode == 0 and named_ours(result.stdout), result.stdout
     assert kept(build_id)[1] == build_id
     assert stat.S_IMODE(os.stat(fresh / "sfbt" / "debuginfod").st_mode) == 0o700
+
+
+def test_a_server_that_trickles_is_cut_at_the_deadline(stripped, monkeypatch):
+    """One byte every 2 s keeps each read alive (DEBUGINFOD_TIMEOUT 5) but
+    not the whole download past DEBUGINFOD_MAXTIME."""
+    program, debug, _ = stripped
+    slow, url = serving(debug.read_bytes(), trickle=2)
+    monkeypatch.setenv("DEBUGINFOD_URLS", url)
+    monkeypatch.setenv("DEBUGINFOD_MAXTIME", "3")
+    try:
+        with Running(program) as running:
+            started = time.monotonic()
+            result = run_sfbt("stack", running.pid)
+            took = time.monotonic() - started
+    finally:
+        stop_serving(slow)
+    one_failure(result, rf"sfbt: debuginfod {url}: no whole answer for {ABOUT} in 3 s "
+                r"\(DEBUGINFOD_MAXTIME\); not asked again this run")
+    assert took < 12, took
+
+
+def test_servers_are_asked_at_once(stripped, monkeypatch):
+    """Fifty servers that answer 404 after 2 s and one that sends the file
+    after 2 s: the answer comes in about one server's delay, not 51."""
+    program, debug, build_id = stripped
+    servers = [serving(b"", delay=2, missing=True) for _ in range(50)]
+    good, good_url = serving(debug.read_bytes(), delay=2)
+    monkeypatch.setenv("DEBUGINFOD_URLS", " ".join([url for _, url in servers] + [good_url]))
+    try:
+        with Running(program) as running:
+            started = time.monotonic()
+            result = run_sfbt("stack", running.pid)
+            took = time.monotonic() - started
+    finally:
+        for server, _ in servers + [(good, good_url)]:
+            stop_serving(server)
+    assert result.returncode == 0 and named_ours(result.stdout), result.stdout
+    assert kept(build_id)[1] == build_id
+    assert took < 20, took  # asked in turn: over 100 s
+
+
+def test_credentials_are_used_and_never_printed(stripped, monkeypatch):
+    """user:password in a URL is sent as Basic authentication (as curl
+    sends it); no line shows it, not even for a server that is down."""
+    program, debug, build_id = stripped
+    guarded, url = serving(debug.read_bytes(), authorization="Basic dXNlcjpzM2NyM3Q=")
+    dead_port = free_port()
+    with_user = url.replace("http://", "http://user:s3cr3t@")
+    monkeypatch.setenv("DEBUGINFOD_URLS",
+                       f"http://user:s3cr3t@127.0.0.1:{dead_port} {with_user}")
+    try:
+        with Running(program) as running:
+            result = run_sfbt("stack", running.pid)
+    finally:
+        stop_serving(guarded)
+    assert result.returncode == 0 and named_ours(result.stdout), result.stderr
+    assert "s3cr3t" not in result.stderr and "user" not in result.stderr, result.stderr
+    assert f"sfbt: debuginfod http://***@127.0.0.1:{dead_port}: Connection refused; " \
+        "not asked again this run" in result.stderr.splitlines(), result.stderr
+    assert kept(build_id)[1] == build_id
+
+
+def test_a_download_is_read_from_the_file_checked(stripped, monkeypatch, tmp_path):
+    """A download, fresh or found in the cache, is read from the file
+    checked: another swapped in under the cache entry's name afterwards
+    (by whoever can write there) is never read."""
+    from sfbt.files import open_regular
+    program, debug, build_id = stripped
+    sent, url = serving(debug.read_bytes())
+    monkeypatch.setenv("DEBUGINFOD_URLS", url)
+    try:
+        fresh = DebugFiles().find(None, build_id, "sleeper")
+    finally:
+        stop_serving(sent)
+    assert sent.requests == 1
+    from_cache = DebugFiles().find(None, build_id, "sleeper")
+    assert from_cache == fresh
+    swapped = tmp_path / "swapped"
+    for name in (fresh, from_cache):
+        shutil.copyfile(program, swapped)  # another file: no debug info
+        os.replace(swapped, name)
+        with open_regular(name) as stream:
+            assert stream.read() == debug.read_bytes()
+        stream, image = open_elf(name)  # as the symbolizer opens it
+        with stream:
+            assert image.section(".debug_info") is not None

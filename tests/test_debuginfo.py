@@ -465,12 +465,35 @@ def _archive_and_another_program(stripped, tmp_path):
 def test_cbf_load_in_gdb_asks_debuginfod(gdb, stripped, server, monkeypatch, tmp_path):
     """cbf-load names frames of images GDB has not loaded (here: the
     archive's program, while GDB holds another) from their files, and so
-    from debuginfod too."""
+    from debuginfod too, when GDB's debuginfod is on."""
     archive, other = _archive_and_another_program(stripped, tmp_path)
-    out = gdb.run([other], ["set debuginfod enabled off", f"cbf-load {archive}"],
+    out = gdb.run([other], ["set debuginfod enabled on", f"cbf-load {archive}"],
                   environment={"DEBUGINFOD_URLS": server.url})
     assert named_ours(out), out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("enabled", ["off", "ask"])
+def test_gdb_debuginfod_not_on_nothing_is_downloaded(gdb, stripped, enabled, tmp_path):
+    """`set debuginfod enabled off` (and ask, unanswered): neither
+    sframe-bt (for inline chains: GDB names the frames) nor cbf-load asks
+    a server (none of its requests arrive), where `on` lets them."""
+    program, debug, _ = stripped
+    archive, _ = _archive_and_another_program(stripped, tmp_path)
+    for setting in (enabled, "on"):
+        shutil.rmtree(downloads.directory(), ignore_errors=True)
+        counting, url = serving(debug.read_bytes())
+        try:
+            with Running(program) as running:
+                out = gdb.run(["-p", running.pid],
+                              [f"set debuginfod enabled {setting}", "sframe-bt",
+                               f"cbf-load {archive}"],
+                              environment={"DEBUGINFOD_URLS": url})
+        finally:
+            stop_serving(counting)
+        assert "Traceback" not in out and "Backtrace 1," in out, out
+        # GDB itself, asked on attach in batch mode, answered no
+        assert (counting.requests >= 1) == (setting == "on"), (setting, out)
 
 
 def test_cbf_load_in_lldb_asks_debuginfod(lldb, stripped, server, tmp_path):

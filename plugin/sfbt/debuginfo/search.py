@@ -150,9 +150,11 @@ class DebugFiles:
     on this machine, then (``download``) from debuginfod.  One per
     command; sfbt record's sampling loop uses one with download=False."""
 
-    def __init__(self, roots=DEFAULT_ROOTS, download=True):
+    def __init__(self, roots=DEFAULT_ROOTS, download=True, servers=None):
         self.roots = tuple(roots)
         self.download = download
+        #: the servers to ask, as DEBUGINFOD_URLS names them (None: those it names)
+        self.servers = servers
         self._debuginfod = False  # read from the environment on first use
         self._found = {}  # (path, build id) asked about: the answer
         self._by_build_id = {}  # build id searched for: what was found, or None
@@ -208,7 +210,9 @@ class DebugFiles:
     def _servers(self):
         if self._debuginfod is False:
             self._debuginfod = None
-            if self.download and os.environ.get("DEBUGINFOD_URLS", "").strip():
+            environ = os.environ if self.servers is None \
+                else dict(os.environ, DEBUGINFOD_URLS=self.servers)
+            if self.download and environ.get("DEBUGINFOD_URLS", "").strip():
                 from .debuginfod import Debuginfod  # urllib: only when needed
-                self._debuginfod = Debuginfod.from_environment()
+                self._debuginfod = Debuginfod.from_environment(environ)
         return self._debuginfod

@@ -741,6 +741,19 @@ def test_a_cache_directory_is_made_where_there_is_none(stripped, server, monkeyp
     assert stat.S_IMODE(os.stat(fresh / "sfbt" / "debuginfod").st_mode) == 0o700
 
 
+def timed_stack(program, servers):
+    """(result, seconds) of sfbt stack of a running program, then the
+    servers (serving()'s) stopped."""
+    try:
+        with Running(program) as running:
+            started = time.monotonic()
+            result = run_sfbt("stack", running.pid)
+            return result, time.monotonic() - started
+    finally:
+        for server in servers:
+            stop_serving(server)
+
+
 def test_a_server_that_trickles_is_cut_at_the_deadline(stripped, monkeypatch):
     """One byte every 2 s keeps each read alive (DEBUGINFOD_TIMEOUT 5) but
     not the whole download past DEBUGINFOD_MAXTIME."""
@@ -748,13 +761,7 @@ def test_a_server_that_trickles_is_cut_at_the_deadline(stripped, monkeypatch):
     slow, url = serving(debug.read_bytes(), trickle=2)
     monkeypatch.setenv("DEBUGINFOD_URLS", url)
     monkeypatch.setenv("DEBUGINFOD_MAXTIME", "3")
-    try:
-        with Running(program) as running:
-            started = time.monotonic()
-            result = run_sfbt("stack", running.pid)
-            took = time.monotonic() - started
-    finally:
-        stop_serving(slow)
+    result, took = timed_stack(program, [slow])
     one_failure(result, rf"sfbt: debuginfod {url}: no whole answer for {ABOUT} in 3 s "
                 r"\(DEBUGINFOD_MAXTIME\); not asked again this run")
     assert took < 12, took
@@ -765,16 +772,9 @@ def test_servers_are_asked_at_once(stripped, monkeypatch):
     after 2 s: the answer comes in about one server's delay, not 51."""
     program, debug, build_id = stripped
     servers = [serving(b"", delay=2, missing=True) for _ in range(50)]
-    good, good_url = serving(debug.read_bytes(), delay=2)
-    monkeypatch.setenv("DEBUGINFOD_URLS", " ".join([url for _, url in servers] + [good_url]))
-    try:
-        with Running(program) as running:
-            started = time.monotonic()
-            result = run_sfbt("stack", running.pid)
-            took = time.monotonic() - started
-    finally:
-        for server, _ in servers + [(good, good_url)]:
-            stop_serving(server)
+    servers.append(serving(debug.read_bytes(), delay=2))
+    monkeypatch.setenv("DEBUGINFOD_URLS", " ".join(url for _, url in servers))
+    result, took = timed_stack(program, [server for server, _ in servers])
     assert result.returncode == 0 and named_ours(result.stdout), result.stdout
     assert kept(build_id)[1] == build_id
     assert took < 20, took  # asked in turn: over 100 s

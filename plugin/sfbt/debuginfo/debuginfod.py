@@ -347,7 +347,9 @@ def _shut(sock):
         pass
 
 
-class _TrackedHTTP(http.client.HTTPConnection):
+class _Tracked:
+    """A connection that gives its socket to its transfer (to be shut)."""
+
     def __init__(self, transfer, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.transfer = transfer
@@ -357,14 +359,13 @@ class _TrackedHTTP(http.client.HTTPConnection):
         self.transfer.track(self.sock)
 
 
-class _TrackedHTTPS(getattr(http.client, "HTTPSConnection", http.client.HTTPConnection)):
-    def __init__(self, transfer, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.transfer = transfer
+class _TrackedHTTP(_Tracked, http.client.HTTPConnection):
+    pass
 
-    def connect(self):
-        super().connect()
-        self.transfer.track(self.sock)
+
+class _TrackedHTTPS(_Tracked, getattr(http.client, "HTTPSConnection",
+                                      http.client.HTTPConnection)):
+    pass
 
 
 def _opener(transfer):

@@ -504,6 +504,32 @@ def test_cbf_load_in_lldb_asks_debuginfod(lldb, stripped, server, tmp_path):
     assert "Traceback" not in out
 
 
+@pytest.mark.parametrize("setting", ["set", "clear"])
+def test_lldb_asks_the_servers_of_its_own_setting(lldb, stripped, setting, tmp_path):
+    """cbf-load in LLDB asks the servers of LLDB's debuginfod symbol
+    locator (here one without the file, or none), not those of
+    DEBUGINFOD_URLS (which LLDB's setting started from: here one with
+    the file)."""
+    _, debug, build_id = stripped
+    archive, other = _archive_and_another_program(stripped, tmp_path)
+    having, having_url = serving(debug.read_bytes())
+    missing, missing_url = serving(b"", missing=True)
+    change = (f"settings set {SERVER_URLS} {missing_url}" if setting == "set"
+              else f"settings clear {SERVER_URLS}")
+    try:
+        out = lldb.run([other], [change, f"cbf-load {archive}"],
+                       environment={"DEBUGINFOD_URLS": having_url})
+    finally:
+        stop_serving(having)
+        stop_serving(missing)
+    assert "Backtrace 1," in out and "Traceback" not in out, out
+    assert not named_ours(out), out
+    asked = f"/buildid/{build_id}/debuginfo" in missing.paths
+    assert asked == (setting == "set"), missing.paths
+
+
+#: LLDB's setting of the servers its debuginfod symbol locator asks
+SERVER_URLS = "plugin.symbol-locator.debuginfod.server-urls"
 #: how a line names the file it was about: FILE (build id ID)
 ABOUT = r"(?P<file>/\S+) \(build id (?P<id>[0-9a-f]+)\)"
 
@@ -559,11 +585,13 @@ class _OneFile(http.server.BaseHTTPRequestHandler):
     after ``server.delay`` seconds; with 404 when ``server.missing``; with
     401 unless the request's Authorization is ``server.authorization``
     (when set); one byte every ``server.trickle`` seconds when set (at
-    most 30 of them: the server stops by itself).  Counts the requests."""
+    most 30 of them: the server stops by itself).  Counts the requests
+    and keeps their paths."""
 
     def do_GET(self):
         server = self.server
         server.requests += 1
+        server.paths.append(self.path)
         time.sleep(server.delay)
         if server.authorization and self.headers.get("Authorization") != server.authorization:
             self.send_error(401)
@@ -597,7 +625,7 @@ def serving(body, length=True, delay=0, missing=False, trickle=0, authorization=
     server.daemon_threads = True
     server.body, server.length, server.delay = body, length, delay
     server.missing, server.trickle, server.authorization = missing, trickle, authorization
-    server.requests = 0
+    server.requests, server.paths = 0, []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 

@@ -188,18 +188,21 @@ class Debuginfod:
             threading.Thread(target=transfer.run, args=(answers,), daemon=True,
                              name="sfbt debuginfod").start()
         winner, failures, waiting = None, [], set(transfers)
-        while waiting and winner is None:
-            try:
-                transfer, outcome = answers.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            waiting.discard(transfer)
-            if isinstance(outcome, DownloadFailed):
-                failures.append((transfer.server, outcome))
-            else:
-                winner = outcome
-        for transfer in transfers:
-            transfer.cancel()
+        try:
+            while waiting and winner is None:
+                try:
+                    transfer, outcome = answers.get(
+                        timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                waiting.discard(transfer)
+                if isinstance(outcome, DownloadFailed):
+                    failures.append((transfer.server, outcome))
+                else:
+                    winner = outcome
+        finally:  # an interrupt (^C in a debugger) too
+            for transfer in transfers:
+                transfer.cancel()
         if winner is None:
             failures += [(transfer.server, self.too_slow()) for transfer in waiting]
         return winner, failures

@@ -626,7 +626,8 @@ def serving(body, length=True, delay=0, missing=False, trickle=0, authorization=
     server.body, server.length, server.delay = body, length, delay
     server.missing, server.trickle, server.authorization = missing, trickle, authorization
     server.requests, server.paths = 0, []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # polled often: fifty servers stop in a second
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 

@@ -42,6 +42,8 @@ DEFAULT_MAX_TIME = 300
 #: seconds a build id that no server had is not asked for again
 MISS_SECONDS = 600
 CHUNK = 1 << 16
+#: seconds the servers that lost are given to end once cut off
+GRACE = 1.0
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*@")
 
 
@@ -184,9 +186,10 @@ class Debuginfod:
         deadline = time.monotonic() + self.max_time
         answers = queue.Queue()
         transfers = [_Transfer(self, server, build_id, deadline) for server in servers]
-        for transfer in transfers:
-            threading.Thread(target=transfer.run, args=(answers,), daemon=True,
-                             name="sfbt debuginfod").start()
+        threads = [threading.Thread(target=transfer.run, args=(answers,), daemon=True,
+                                    name="sfbt debuginfod") for transfer in transfers]
+        for thread in threads:
+            thread.start()
         winner, failures, waiting = None, [], set(transfers)
         try:
             while waiting and winner is None:
@@ -203,6 +206,8 @@ class Debuginfod:
         finally:  # an interrupt (^C in a debugger) too
             for transfer in transfers:
                 transfer.cancel()
+        if winner is not None:
+            failures += _failed_meanwhile(threads, answers)
         if winner is None:
             failures += [(transfer.server, self.too_slow()) for transfer in waiting]
         return winner, failures
@@ -220,6 +225,25 @@ class Debuginfod:
     def too_slow(self):
         return DownloadFailed("no whole answer for {file} in "
                               f"{self.max_time} s (DEBUGINFOD_MAXTIME)", True)
+
+
+def _failed_meanwhile(threads, answers):
+    """[(server, DownloadFailed)] of the transfers that failed on their
+    own while another won (a server that refused the connection), given
+    GRACE seconds to end once cut off."""
+    grace = time.monotonic() + GRACE
+    for thread in threads:
+        thread.join(max(0.0, grace - time.monotonic()))
+    failures = []
+    while True:
+        try:
+            transfer, outcome = answers.get_nowait()
+        except queue.Empty:
+            return failures
+        if isinstance(outcome, DownloadFailed):
+            failures.append((transfer.server, outcome))
+        else:
+            outcome.close()
 
 
 class _Cancelled(Exception):
@@ -241,16 +265,13 @@ class _Transfer:
         self.cancelled = False
 
     def run(self, answers):
-        """Put (self, the open verified file or a DownloadFailed) in answers."""
+        """Put (self, the open verified file or a DownloadFailed) in
+        answers; nothing when cut off."""
         try:
             outcome = self._fetch()
         except DownloadFailed as failure:
             outcome = failure
         except _Cancelled:
-            return
-        if self.cancelled:
-            if not isinstance(outcome, DownloadFailed):
-                outcome.close()
             return
         answers.put((self, outcome))
 
@@ -305,7 +326,9 @@ class _Transfer:
                 size = 0
                 while True:
                     chunk = self._read(response)
-                    if not chunk:
+                    if not chunk:  # the end, or the connection shut by cancel()
+                        if self.cancelled:
+                            raise _Cancelled()
                         return
                     size += len(chunk)
                     if size > client.max_size:

@@ -29,6 +29,7 @@ from sfbt.debuginfo import DebugFiles
 from sfbt.debuginfo import downloads
 from sfbt.debuginfo.search import build_id_path, file_facts
 from sfbt.elf import SHF_COMPRESSED, open_elf, read_build_id
+from sfbt.files import FileProblem, OpenedPath, open_regular
 
 _FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ in (\S+)( at \S+:\d+| from \S+| \(\))?$", re.M)
 #: sleeper.c's functions, innermost first
@@ -834,7 +835,6 @@ def test_a_download_is_read_from_the_file_checked(stripped, monkeypatch, tmp_pat
     """A download, fresh or found in the cache, is read from the file
     checked: another swapped in under the cache entry's name afterwards
     (by whoever can write there) is never read."""
-    from sfbt.files import open_regular
     program, debug, build_id = stripped
     sent, url = serving(debug.read_bytes())
     monkeypatch.setenv("DEBUGINFOD_URLS", url)
@@ -854,3 +854,22 @@ def test_a_download_is_read_from_the_file_checked(stripped, monkeypatch, tmp_pat
         stream, image = open_elf(name)  # as the symbolizer opens it
         with stream:
             assert image.section(".debug_info") is not None
+
+
+def test_an_opened_path_is_read_through_its_descriptor(tmp_path):
+    """open_regular of an OpenedPath reads the file it holds open (not
+    what its name is now), each stream at its own position, within the
+    limit."""
+    path = tmp_path / "kept"
+    path.write_bytes(bytes(range(256)) * 64)
+    opened = OpenedPath(str(path), open(path, "rb"))
+    os.remove(path)
+    path.write_bytes(b"another file")  # another file at the name
+    with open_regular(opened) as first, open_regular(opened) as second:
+        first.seek(1000)
+        second.seek(5)
+        assert first.read(3) == bytes([232, 233, 234])
+        assert second.read(2) == bytes([5, 6])
+        assert first.read(1) == bytes([235])
+    with pytest.raises(FileProblem, match="larger than"):
+        open_regular(opened, limit=10)

@@ -15,7 +15,7 @@ from sfbt.archive import cbf
 from sfbt.archive.imagemap import Image, ImageMap
 from sfbt.archive.store import read_archive
 from sfbt.commands.save import Capture, SaveOptions, save_captures
-from sfbt.files import (FileProblem, OpenedPath, locked_for_update, open_regular, read_regular,
+from sfbt.files import (FileProblem, locked_for_update, open_regular, read_regular,
                         write_atomically)
 
 IMAGES = ImageMap("linux-x86_64", [Image("/usr/bin/prog", 0x400000, 0x401000, b"\xaa")])
@@ -227,22 +227,3 @@ def test_a_killed_writer_leaves_the_old_file_and_nothing_else(tmp_path):
     writer.wait(timeout=30)
     writer.stdout.close()
     assert os.listdir(tmp_path) == ["t.sfbt"] and target.read_bytes() == b"old"
-
-
-def test_an_opened_path_is_read_through_its_descriptor(tmp_path):
-    """open_regular of an OpenedPath reads the file it holds open (not
-    what its name is now), each stream at its own position, within the
-    limit."""
-    path = tmp_path / "kept"
-    path.write_bytes(bytes(range(256)) * 64)
-    opened = OpenedPath(str(path), open(path, "rb"))
-    os.remove(path)
-    path.write_bytes(b"another file")  # another file at the name
-    with open_regular(opened) as first, open_regular(opened) as second:
-        first.seek(1000)
-        second.seek(5)
-        assert first.read(3) == bytes([232, 233, 234])
-        assert second.read(2) == bytes([5, 6])
-        assert first.read(1) == bytes([235])
-    with pytest.raises(FileProblem, match="larger than"):
-        open_regular(opened, limit=10)

@@ -481,6 +481,17 @@ class GdbSession(Session):
             return None
         return int(limit) if limit else None
 
+    def debuginfod_servers(self):
+        """GDB's `debuginfod urls` when `set debuginfod enabled` is on;
+        none when it is off or ask (GDB has not been told yes: sfbt asks
+        no question of its own).  A GDB without the setting: None."""
+        try:
+            if gdb.parameter("debuginfod enabled") != "on":
+                return ""
+            return gdb.parameter("debuginfod urls") or ""
+        except (gdb.error, RuntimeError):
+            return None
+
     def past_main(self):
         try:
             return bool(gdb.parameter("backtrace past-main"))

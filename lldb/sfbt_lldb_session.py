@@ -158,6 +158,10 @@ def _is_running(process):
     return process.IsValid() and process.GetState() in (
         lldb.eStateStopped, lldb.eStateSuspended, lldb.eStateCrashed)
 
+#: the setting that names the servers LLDB (18 and later) downloads from
+DEBUGINFOD_SETTING = "plugin.symbol-locator.debuginfod.server-urls"
+MAX_URL = 4096
+
 
 class LldbSession(Session):
     """LLDB's selected target, for one command."""
@@ -172,6 +176,7 @@ class LldbSession(Session):
         if not target.IsValid():
             raise CommandError("no target: load a program first")
         self.settings = state.settings
+        self.lldb_debugger = debugger
         self.lldb_target = target
         self.process = target.GetProcess()
         self.running = _is_running(self.process)
@@ -182,6 +187,16 @@ class LldbSession(Session):
     @property
     def arch(self):
         return self._arch
+
+    def debuginfod_servers(self):
+        """The servers LLDB's debuginfod symbol locator asks
+        (plugin.symbol-locator.debuginfod.server-urls, which LLDB fills
+        from DEBUGINFOD_URLS; empty: none); None for an LLDB without it."""
+        urls = self.lldb_debugger.GetSetting(DEBUGINFOD_SETTING)
+        if not urls.IsValid():
+            return None
+        return " ".join(urls.GetItemAtIndex(i).GetStringValue(MAX_URL)
+                        for i in range(urls.GetSize()))
 
     def has_stack(self):
         return self.running

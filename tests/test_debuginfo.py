@@ -29,6 +29,7 @@ from sfbt.debuginfo import DebugFiles
 from sfbt.debuginfo import downloads
 from sfbt.debuginfo.search import build_id_path, file_facts
 from sfbt.elf import SHF_COMPRESSED, open_elf, read_build_id
+from sfbt.files import FileProblem, OpenedPath, open_regular
 
 _FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ in (\S+)( at \S+:\d+| from \S+| \(\))?$", re.M)
 #: sleeper.c's functions, innermost first
@@ -465,12 +466,35 @@ def _archive_and_another_program(stripped, tmp_path):
 def test_cbf_load_in_gdb_asks_debuginfod(gdb, stripped, server, monkeypatch, tmp_path):
     """cbf-load names frames of images GDB has not loaded (here: the
     archive's program, while GDB holds another) from their files, and so
-    from debuginfod too."""
+    from debuginfod too, when GDB's debuginfod is on."""
     archive, other = _archive_and_another_program(stripped, tmp_path)
-    out = gdb.run([other], ["set debuginfod enabled off", f"cbf-load {archive}"],
+    out = gdb.run([other], ["set debuginfod enabled on", f"cbf-load {archive}"],
                   environment={"DEBUGINFOD_URLS": server.url})
     assert named_ours(out), out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("enabled", ["off", "ask"])
+def test_gdb_debuginfod_not_on_nothing_is_downloaded(gdb, stripped, enabled, tmp_path):
+    """`set debuginfod enabled off` (and ask, unanswered): neither
+    sframe-bt (for inline chains: GDB names the frames) nor cbf-load asks
+    a server (none of its requests arrive), where `on` lets them."""
+    program, debug, _ = stripped
+    archive, _ = _archive_and_another_program(stripped, tmp_path)
+    for setting in (enabled, "on"):
+        shutil.rmtree(downloads.directory(), ignore_errors=True)
+        counting, url = serving(debug.read_bytes())
+        try:
+            with Running(program) as running:
+                out = gdb.run(["-p", running.pid],
+                              [f"set debuginfod enabled {setting}", "sframe-bt",
+                               f"cbf-load {archive}"],
+                              environment={"DEBUGINFOD_URLS": url})
+        finally:
+            stop_serving(counting)
+        assert "Traceback" not in out and "Backtrace 1," in out, out
+        # GDB itself, asked on attach in batch mode, answered no
+        assert (counting.requests >= 1) == (setting == "on"), (setting, out)
 
 
 def test_cbf_load_in_lldb_asks_debuginfod(lldb, stripped, server, tmp_path):
@@ -481,6 +505,32 @@ def test_cbf_load_in_lldb_asks_debuginfod(lldb, stripped, server, tmp_path):
     assert "Traceback" not in out
 
 
+@pytest.mark.parametrize("setting", ["set", "clear"])
+def test_lldb_asks_the_servers_of_its_own_setting(lldb, stripped, setting, tmp_path):
+    """cbf-load in LLDB asks the servers of LLDB's debuginfod symbol
+    locator (here one without the file, or none), not those of
+    DEBUGINFOD_URLS (which LLDB's setting started from: here one with
+    the file)."""
+    _, debug, build_id = stripped
+    archive, other = _archive_and_another_program(stripped, tmp_path)
+    having, having_url = serving(debug.read_bytes())
+    missing, missing_url = serving(b"", missing=True)
+    change = (f"settings set {SERVER_URLS} {missing_url}" if setting == "set"
+              else f"settings clear {SERVER_URLS}")
+    try:
+        out = lldb.run([other], [change, f"cbf-load {archive}"],
+                       environment={"DEBUGINFOD_URLS": having_url})
+    finally:
+        stop_serving(having)
+        stop_serving(missing)
+    assert "Backtrace 1," in out and "Traceback" not in out, out
+    assert not named_ours(out), out
+    asked = f"/buildid/{build_id}/debuginfo" in missing.paths
+    assert asked == (setting == "set"), missing.paths
+
+
+#: LLDB's setting of the servers its debuginfod symbol locator asks
+SERVER_URLS = "plugin.symbol-locator.debuginfod.server-urls"
 #: how a line names the file it was about: FILE (build id ID)
 ABOUT = r"(?P<file>/\S+) \(build id (?P<id>[0-9a-f]+)\)"
 
@@ -532,24 +582,53 @@ def test_a_server_without_the_file_says_404(stripped, loopback_only, monkeypatch
 
 class _OneFile(http.server.BaseHTTPRequestHandler):
     """Answers every GET with the bytes of the server's ``body`` (with no
-    Content-Length unless ``server.length``: the end is where it closes)."""
+    Content-Length unless ``server.length``: the end is where it closes),
+    after ``server.delay`` seconds; with 404 when ``server.missing``; with
+    401 unless the request's Authorization is ``server.authorization``
+    (when set); one byte every ``server.trickle`` seconds when set (at
+    most 30 of them: the server stops by itself).  Counts the requests
+    and keeps their paths."""
 
     def do_GET(self):
+        server = self.server
+        server.requests += 1
+        server.paths.append(self.path)
+        time.sleep(server.delay)
+        if server.authorization and self.headers.get("Authorization") != server.authorization:
+            self.send_error(401)
+            return
+        if server.missing:
+            self.send_error(404)
+            return
         self.send_response(200)
-        if self.server.length:
-            self.send_header("Content-Length", str(len(self.server.body)))
+        if server.length:
+            self.send_header("Content-Length", str(len(server.body)))
         self.end_headers()
-        self.wfile.write(self.server.body)
+        if not server.trickle:
+            self.wfile.write(server.body)
+            return
+        for byte in server.body[:30]:
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:
+                return
+            time.sleep(server.trickle)
 
     def log_message(self, *_):
         pass
 
 
-def serving(body, length=True):
-    """A thread serving ``body`` for every GET on 127.0.0.1; its URL."""
+def serving(body, length=True, delay=0, missing=False, trickle=0, authorization=None):
+    """A thread serving ``body`` for every GET on 127.0.0.1 (_OneFile);
+    its URL."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OneFile)
-    server.body, server.length = body, length
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.daemon_threads = True
+    server.body, server.length, server.delay = body, length, delay
+    server.missing, server.trickle, server.authorization = missing, trickle, authorization
+    server.requests, server.paths = 0, []
+    # polled often: fifty servers stop in a second
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
@@ -690,3 +769,107 @@ def test_a_cache_directory_is_made_where_there_is_none(stripped, server, monkeyp
     assert result.returncode == 0 and named_ours(result.stdout), result.stdout
     assert kept(build_id)[1] == build_id
     assert stat.S_IMODE(os.stat(fresh / "sfbt" / "debuginfod").st_mode) == 0o700
+
+
+def timed_stack(program, servers):
+    """(result, seconds) of sfbt stack of a running program, then the
+    servers (serving()'s) stopped."""
+    try:
+        with Running(program) as running:
+            started = time.monotonic()
+            result = run_sfbt("stack", running.pid)
+            return result, time.monotonic() - started
+    finally:
+        for server in servers:
+            stop_serving(server)
+
+
+def test_a_server_that_trickles_is_cut_at_the_deadline(stripped, monkeypatch):
+    """One byte every 2 s keeps each read alive (DEBUGINFOD_TIMEOUT 5) but
+    not the whole download past DEBUGINFOD_MAXTIME."""
+    program, debug, _ = stripped
+    slow, url = serving(debug.read_bytes(), trickle=2)
+    monkeypatch.setenv("DEBUGINFOD_URLS", url)
+    monkeypatch.setenv("DEBUGINFOD_MAXTIME", "3")
+    result, took = timed_stack(program, [slow])
+    one_failure(result, rf"sfbt: debuginfod {url}: no whole answer for {ABOUT} in 3 s "
+                r"\(DEBUGINFOD_MAXTIME\); not asked again this run")
+    assert took < 12, took
+
+
+def test_servers_are_asked_at_once(stripped, monkeypatch):
+    """Fifty servers that answer 404 after 2 s and one that sends the file
+    after 2 s: the answer comes in about one server's delay, not 51."""
+    program, debug, build_id = stripped
+    servers = [serving(b"", delay=2, missing=True) for _ in range(50)]
+    servers.append(serving(debug.read_bytes(), delay=2))
+    monkeypatch.setenv("DEBUGINFOD_URLS", " ".join(url for _, url in servers))
+    result, took = timed_stack(program, [server for server, _ in servers])
+    assert result.returncode == 0 and named_ours(result.stdout), result.stdout
+    assert kept(build_id)[1] == build_id
+    assert took < 20, took  # asked in turn: over 100 s
+
+
+def test_credentials_are_used_and_never_printed(stripped, monkeypatch):
+    """user:password in a URL is sent as Basic authentication (as curl
+    sends it); no line shows it, not even for a server that is down."""
+    program, debug, build_id = stripped
+    guarded, url = serving(debug.read_bytes(), authorization="Basic dXNlcjpzM2NyM3Q=")
+    dead_port = free_port()
+    with_user = url.replace("http://", "http://user:s3cr3t@")
+    monkeypatch.setenv("DEBUGINFOD_URLS",
+                       f"http://user:s3cr3t@127.0.0.1:{dead_port} {with_user}")
+    try:
+        with Running(program) as running:
+            result = run_sfbt("stack", running.pid)
+    finally:
+        stop_serving(guarded)
+    assert result.returncode == 0 and named_ours(result.stdout), result.stderr
+    assert "s3cr3t" not in result.stderr and "user" not in result.stderr, result.stderr
+    assert f"sfbt: debuginfod http://***@127.0.0.1:{dead_port}: Connection refused; " \
+        "not asked again this run" in result.stderr.splitlines(), result.stderr
+    assert kept(build_id)[1] == build_id
+
+
+def test_a_download_is_read_from_the_file_checked(stripped, monkeypatch, tmp_path):
+    """A download, fresh or found in the cache, is read from the file
+    checked: another swapped in under the cache entry's name afterwards
+    (by whoever can write there) is never read."""
+    program, debug, build_id = stripped
+    sent, url = serving(debug.read_bytes())
+    monkeypatch.setenv("DEBUGINFOD_URLS", url)
+    try:
+        fresh = DebugFiles().find(None, build_id, "sleeper")
+    finally:
+        stop_serving(sent)
+    assert sent.requests == 1
+    from_cache = DebugFiles().find(None, build_id, "sleeper")
+    assert from_cache == fresh
+    swapped = tmp_path / "swapped"
+    for name in (fresh, from_cache):
+        shutil.copyfile(program, swapped)  # another file: no debug info
+        os.replace(swapped, name)
+        with open_regular(name) as stream:
+            assert stream.read() == debug.read_bytes()
+        stream, image = open_elf(name)  # as the symbolizer opens it
+        with stream:
+            assert image.section(".debug_info") is not None
+
+
+def test_an_opened_path_is_read_through_its_descriptor(tmp_path):
+    """open_regular of an OpenedPath reads the file it holds open (not
+    what its name is now), each stream at its own position, within the
+    limit."""
+    path = tmp_path / "kept"
+    path.write_bytes(bytes(range(256)) * 64)
+    opened = OpenedPath(str(path), open(path, "rb"))
+    os.remove(path)
+    path.write_bytes(b"another file")  # another file at the name
+    with open_regular(opened) as first, open_regular(opened) as second:
+        first.seek(1000)
+        second.seek(5)
+        assert first.read(3) == bytes([232, 233, 234])
+        assert second.read(2) == bytes([5, 6])
+        assert first.read(1) == bytes([235])
+    with pytest.raises(FileProblem, match="larger than"):
+        open_regular(opened, limit=10)

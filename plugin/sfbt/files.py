@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import io
 import os
 import stat
 import struct
@@ -58,13 +59,73 @@ def _make_blocking(descriptor):
     fcntl.fcntl(descriptor, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
 
 
+class OpenedPath(str):
+    """The name of a file that is already open and checked (a debuginfod
+    download, kept in the cache): open_regular reads it through its
+    descriptor, never by the name again, so a file swapped in under the
+    name afterwards is never read.  Otherwise a str: messages show the
+    name."""
+
+    def __new__(cls, path, stream):
+        opened = super().__new__(cls, path)
+        opened.stream = stream  # kept open as long as the name is
+        return opened
+
+    def reopen(self):
+        """A new binary stream of the open file, from its first byte."""
+        return io.BufferedReader(_PositionalReader(self.stream.fileno()))
+
+
+class _PositionalReader(io.RawIOBase):
+    """A reader of its own duplicate of a descriptor, keeping its own
+    position (pread): two readers of one file do not move each other."""
+
+    def __init__(self, descriptor):
+        super().__init__()
+        self._descriptor = os.dup(descriptor)
+        self._at = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def fileno(self):
+        return self._descriptor
+
+    def readinto(self, buffer):
+        data = os.pread(self._descriptor, len(buffer), self._at)
+        buffer[:len(data)] = data
+        self._at += len(data)
+        return len(data)
+
+    def seek(self, offset, whence=os.SEEK_SET):
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._at,
+                os.SEEK_END: os.fstat(self._descriptor).st_size}[whence]
+        if base + offset < 0:
+            raise OSError(errno.EINVAL, "seek before the start of the file")
+        self._at = base + offset
+        return self._at
+
+    def tell(self):
+        return self._at
+
+    def close(self):
+        if not self.closed:
+            os.close(self._descriptor)
+        super().close()
+
+
 def open_regular(path, limit=None):
     """A binary stream reading the regular file at path.  Anything else
     (FIFO, device, directory, socket) is refused before it is opened for
     reading, and again on the opened descriptor (the name may have
     changed in between; O_NONBLOCK keeps a FIFO swapped in from blocking
-    the open).  ``limit``: refuse a file of more bytes.  Raises
-    FileProblem."""
+    the open).  ``limit``: refuse a file of more bytes.  An OpenedPath is
+    read through its descriptor.  Raises FileProblem."""
+    if isinstance(path, OpenedPath):
+        return _within(path.reopen(), path, limit)
     try:
         status = os.stat(path)
         if not stat.S_ISREG(status.st_mode):
@@ -73,14 +134,27 @@ def open_regular(path, limit=None):
     except OSError as error:
         raise _named(path, error) from None
     try:
-        status = _regular_status(descriptor, path)
+        _make_blocking(descriptor)
+        stream = os.fdopen(descriptor, "rb")
+    except BaseException as error:
+        os.close(descriptor)
+        if isinstance(error, OSError):
+            raise _named(path, error) from None
+        raise
+    return _within(stream, path, limit)
+
+
+def _within(stream, path, limit):
+    """stream, when it reads a regular file of at most ``limit`` bytes
+    (None: any); else it is closed and FileProblem raised."""
+    try:
+        status = _regular_status(stream.fileno(), path)
         if limit is not None and status.st_size > limit:
             raise FileProblem(path, f"file of {status.st_size} bytes is larger than "
                               f"the {limit} bytes sfbt reads", errno.EFBIG)
-        _make_blocking(descriptor)
-        return os.fdopen(descriptor, "rb")
+        return stream
     except BaseException as error:
-        os.close(descriptor)
+        stream.close()
         if isinstance(error, OSError):
             raise _named(path, error) from None
         raise

@@ -80,7 +80,9 @@ def cbf_load(session: Optional[Session], words, debugger: str = "gdb"):
     layout = layout_of(debugger)
     modules = modules_now(session)
     translator = ImageTranslator(modules)
-    offline = Symbolizer(debugger=debugger)  # a frame's line as that debugger's bt shows it
+    # a frame's line as that debugger's bt shows it
+    offline = Symbolizer(debugger=debugger,
+                         debug_files=session.debug_files() if session is not None else None)
 
     def describer(images):
         def describe(address):

@@ -20,17 +20,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, List, Optional, Tuple
 
+    from ..debuginfo import DebugFiles
     from ..symbols.symbolizer import FileSymbolizer
 
 
-def _elf_symbolizer(module: Module) -> Optional["FileSymbolizer"]:
+def _elf_symbolizer(module: Module, debug_files: "DebugFiles") -> Optional["FileSymbolizer"]:
     """The symbolizer of the module's file (over its separate debug file
     when there is one), or None when it has no readable file."""
-    from ..debuginfo import DebugFiles
     from ..symbols.symbolizer import module_symbolizer
     if module.image is not None:
         return None
-    return module_symbolizer(module, DebugFiles())
+    return module_symbolizer(module, debug_files)
 
 
 class Thread(Value):
@@ -133,7 +133,22 @@ class Session:
         by default the FileSymbolizer of its file (sfbt.symbols, whose
         tables sfbt's cache keeps); the debugger-free session gives the
         one its describer already holds."""
-        return _elf_symbolizer(module)
+        return _elf_symbolizer(module, self.debug_files())
+
+    def debuginfod_servers(self) -> Optional[str]:
+        """The debuginfod servers the debugger itself would ask now
+        (DEBUGINFOD_URLS' words; "" for none: downloads are off), or None
+        to follow DEBUGINFOD_URLS, as the command line does."""
+        return None
+
+    def debug_files(self) -> "DebugFiles":
+        """Where this command's separate debug files are found: on this
+        machine, and from the servers debuginfod_servers() names."""
+        if "_debug_files" not in self.__dict__:
+            from ..debuginfo import DebugFiles
+            self.__dict__["_debug_files"] = DebugFiles(servers=self.debuginfod_servers())
+        files: DebugFiles = self.__dict__["_debug_files"]
+        return files
 
     def source_name(self, path: str) -> str:
         """A source file's name as the debugger's bt shows it (its layout's,

@@ -11,7 +11,7 @@ import struct
 import zlib
 
 from ..elf import SHT_NOBITS, read_elf
-from ..files import open_regular
+from ..files import OpenedPath, open_regular
 from ..values import Value
 
 #: GDB's default debug-file-directory
@@ -79,7 +79,12 @@ def _another_file(candidate, original):
     """Whether ``candidate`` is not the original file itself (None: no
     file at hand)."""
     try:
-        return original is None or not os.path.samefile(candidate, original)
+        if original is None:
+            return True
+        # an OpenedPath's name may now be another file: its descriptor's
+        status = os.fstat(candidate.stream.fileno()) if isinstance(candidate, OpenedPath) \
+            else os.stat(candidate)
+        return not os.path.samestat(status, os.stat(original))
     except OSError:
         return False
 
@@ -145,9 +150,11 @@ class DebugFiles:
     on this machine, then (``download``) from debuginfod.  One per
     command; sfbt record's sampling loop uses one with download=False."""
 
-    def __init__(self, roots=DEFAULT_ROOTS, download=True):
+    def __init__(self, roots=DEFAULT_ROOTS, download=True, servers=None):
         self.roots = tuple(roots)
         self.download = download
+        #: the servers to ask, as DEBUGINFOD_URLS names them (None: those it names)
+        self.servers = servers
         self._debuginfod = False  # read from the environment on first use
         self._found = {}  # (path, build id) asked about: the answer
         self._by_build_id = {}  # build id searched for: what was found, or None
@@ -203,7 +210,9 @@ class DebugFiles:
     def _servers(self):
         if self._debuginfod is False:
             self._debuginfod = None
-            if self.download and os.environ.get("DEBUGINFOD_URLS", "").strip():
+            environ = os.environ if self.servers is None \
+                else dict(os.environ, DEBUGINFOD_URLS=self.servers)
+            if self.download and environ.get("DEBUGINFOD_URLS", "").strip():
                 from .debuginfod import Debuginfod  # urllib: only when needed
-                self._debuginfod = Debuginfod.from_environment()
+                self._debuginfod = Debuginfod.from_environment(environ)
         return self._debuginfod

@@ -49,3 +49,16 @@ class TargetMemoryError(SfbtError):
 class EncodeError(SfbtError, ValueError):
     """A value the output format cannot hold (an address too wide for the
     word size, too many frames, ...)."""
+
+
+_said: "set[str]" = set()
+
+
+def left_out(text: str) -> None:
+    """Say once, in one line on standard error, what a limit left out of a
+    table or an output (``FILE: .symtab: N symbols beyond ... left out``):
+    the command goes on with the rest."""
+    import sys
+    if text not in _said:
+        _said.add(text)
+        print(f"sfbt: warning: {text}", file=sys.stderr, flush=True)

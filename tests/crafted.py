@@ -232,17 +232,17 @@ def long_names_elf(length=1 << 20, count=8):
 
 def plt_bomb_elf(relocations=600000, slots=4):
     """A .plt of ``slots`` stubs (``jmp *GOT(%rip)``) and a .rela.plt of
-    ``relocations`` JUMP_SLOT relocations naming the same GOT slots over
-    and over, at symbol indexes of up to 2**32 - 1."""
+    ``relocations`` JUMP_SLOT relocations of as many GOT slots (only the
+    first ``slots`` of them a stub's), naming .dynsym's 1,000 symbols."""
     got = 0x600000
     plt_address = TEXT + 0x10000
     stubs = b"".join(b"\xff\x25" + struct.pack("<i", got + 8 * n - (plt_address + 16 * n + 6))
                      + bytes(10) for n in range(slots))
     rela = bytearray()
     for number in range(relocations):
-        index = (number * 2654435761) & 0xFFFFFFFF or 1
-        rela += struct.pack("<QQq", got + 8 * (number % slots), index << 32 | 7, 0)
-    dynsym = bytes(24) + symbol(1, 0, 0, kind=2, section=0)
+        index = (number * 2654435761) % 1001 or 1
+        rela += struct.pack("<QQq", got + 8 * number, index << 32 | 7, 0)
+    dynsym = bytes(24) + symbol(1, 0, 0, kind=2, section=0) * 1000
     return symbol_elf(bytes(24) + symbol(1, TEXT, 16), b"\0main\0",
                       plt=(stubs, bytes(rela), dynsym, b"\0puts\0"))
 

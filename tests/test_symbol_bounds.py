@@ -3,16 +3,21 @@ hostile input: each command runs under a 300 MB address-space limit
 (test_bounds.run_bounded), ends in its output, and says in one warning
 line what a limit left out."""
 
+import sys
 import xml.dom.minidom
 
 import pytest
 
+from conftest import ROOT
 from crafted import (TEXT, alias_elf, long_names_elf, many_stacks_archive, many_symbols_elf,
                      plt_bomb_elf)
 from sfbt.archive import cbf
 from sfbt.live.flame import MAX_FRAMES
 from sfbt.symbols.table import MAX_NAME, MAX_SYMBOLS
 from test_bounds import run_bounded
+
+sys.path.insert(0, str(ROOT / "bench"))
+from fuzz import run_measured  # noqa: E402
 
 
 def _decode(tmp_path, elf, *addresses):
@@ -57,9 +62,14 @@ def test_megabyte_names_are_cut(tmp_path, cache):
     assert f" in {'b' * MAX_NAME} (" in lines[0] and f" in {'c' * MAX_NAME} (" in lines[1]
 
 
-def test_a_plt_relocation_bomb_names_its_stubs(tmp_path, cache):
+def test_a_plt_relocation_bomb_costs_no_more_than_its_bytes(tmp_path, cache):
     lines, _ = _decode(tmp_path, plt_bomb_elf(), TEXT + 0x10005)
     assert " in puts@plt (" in lines[0], lines
+    # 600,000 relocations of 4 stubs' slots and others (14 MB): no table of them
+    trace = tmp_path / "trace.cbf"
+    outcome, stderr, peak_kb = run_measured(["cbf", "decode", str(trace), "--exe",
+                                             str(tmp_path / "exe")], str(tmp_path / "out"))
+    assert outcome == "clean" and peak_kb < 40 << 10, (outcome, stderr, peak_kb)
 
 
 def test_a_flame_graph_of_100000_stacks_opens(tmp_path):

@@ -224,20 +224,27 @@ def flame_svg(stacks, title="Flame graph", details=""):
 
 
 def _drawn(root, narrowest):
-    """([(node, first sample, level)] of the frames to draw: of at least
-    ``narrowest`` samples, at most MAX_FRAMES of them, a level at a time
-    from the root's; and how many were left out."""
-    drawn, omitted = [], 0
-    todo = deque([(root, 0, 0)])
+    """([(node, first sample, level)] of the frames to draw, each before
+    its children: those of at least ``narrowest`` samples, at most
+    MAX_FRAMES of them, chosen a level at a time from the root's; and how
+    many were left out."""
+    kept, omitted = set(), 0
+    todo = deque([root])
     while todo:
-        node, first, level = todo.popleft()
-        if node.value < narrowest or len(drawn) >= MAX_FRAMES:
+        node = todo.popleft()
+        if node.value < narrowest or len(kept) >= MAX_FRAMES:
             omitted += _size(node)
             continue
+        kept.add(id(node))
+        todo += node.children.values()
+    drawn, stack = [], [(root, 0, 0)]
+    while stack:
+        node, first, level = stack.pop()
         drawn.append((node, first, level))
         child_first = first
         for child in sorted(node.children.values(), key=lambda n: n.name):
-            todo.append((child, child_first, level + 1))
+            if id(child) in kept:
+                stack.append((child, child_first, level + 1))
             child_first += child.value
     return drawn, omitted
 

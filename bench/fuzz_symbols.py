@@ -48,7 +48,7 @@ def case(kind, rng, directory):
     """(argv, input bytes) of one case of a kind, its input written."""
     path = os.path.join(directory, "input")
     if kind == "stacks":
-        data = crafted.many_stacks_archive(rng.choice((10, 1000, 5000)), rng.randint(1, 40))
+        data = crafted.many_stacks_archive(rng.choice((10, 500, 2000)), rng.randint(1, 24))
         command = rng.choice((["fold", path], ["flame", path, "-o", "OUT"],
                               ["flame", path, "--format", "speedscope", "-o", "OUT"],
                               ["flame", path, "--format", "pprof", "-o", "OUT"]))

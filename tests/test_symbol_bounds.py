@@ -84,3 +84,11 @@ def test_a_flame_graph_of_100000_stacks_opens(tmp_path):
     frames = [g for g in document.getElementsByTagName("g") if g.getAttribute("class") == "f"]
     assert 0 < len(frames) <= MAX_FRAMES
     assert frames[0].getAttribute("data-name") == "all"
+
+
+def test_a_json_entry_larger_than_the_cache_reads_is_not_made():
+    from sfbt.cache import MAX_ENTRY_BYTES
+    from sfbt.symbols.symbolizer import json_entry
+    names = ["x" * (1 << 20)] * (MAX_ENTRY_BYTES >> 20)  # megabyte names, 64 MB of them
+    assert json_entry(names) is None
+    assert json_entry(names[:2]) == b'["' + b"x" * (1 << 20) + b'","' + b"x" * (1 << 20) + b'"]'

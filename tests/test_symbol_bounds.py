@@ -92,3 +92,18 @@ def test_a_json_entry_larger_than_the_cache_reads_is_not_made():
     names = ["x" * (1 << 20)] * (MAX_ENTRY_BYTES >> 20)  # megabyte names, 64 MB of them
     assert json_entry(names) is None
     assert json_entry(names[:2]) == b'["' + b"x" * (1 << 20) + b'","' + b"x" * (1 << 20) + b'"]'
+
+
+def test_fold_names_frames_of_a_million_aliases(tmp_path, cache):
+    from sfbt.archive.imagemap import Image, ImageMap
+    from sfbt.archive.store import MAGIC, Archive
+    exe, archive = tmp_path / "exe", tmp_path / "stacks.sfbt"
+    exe.write_bytes(alias_elf(1 << 20))
+    saved = Archive()
+    saved.capture(cbf.encode([cbf.Frame("pc", TEXT + 0x105)]),
+                  ImageMap("linux-x86_64", [Image(str(exe), TEXT - 0x1000, TEXT + 0x10000)]),
+                  time_ns=1, architecture="x86_64", thread="1", reason="SIGPROF")
+    archive.write_bytes(MAGIC + saved.pending_bytes())
+    result = run_bounded("fold", archive, seconds=120)
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    assert result.stdout.decode().splitlines() == ["f999999 1"]

@@ -2,6 +2,7 @@
 that expand a few bytes into megabytes, archives of many of them, and
 core files that lie."""
 
+import struct
 import sys
 from pathlib import Path
 
@@ -150,3 +151,112 @@ def stack_core(mappings=(), machine=EM_X86_64, prstatus_size=X86_64_PRSTATUS,
         notes.append((0x46494C45, nt_file(mappings)))
     page = bytes(0x100) + frames + bytes(PAGE - 0x110)
     return core_file(notes, [(stack, page)] if dump_stack else [], machine)
+
+
+# -- symbol tables -----------------------------------------------------------------
+
+TEXT = 0x401000
+SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_DYNSYM = 1, 2, 3, 4, 11
+
+
+def symbol_elf(symbols, strings, text_size=0x10000, plt=None):
+    """The bytes of an x86-64 executable whose .text (at TEXT, text_size
+    bytes of zeros) the symbol table ``symbols`` (bytes of 24-byte entries,
+    see symbol()) names from ``strings`` (.strtab's bytes).  ``plt``: (its
+    stub bytes, .rela.plt's bytes, .dynsym's bytes, .dynstr's bytes), the
+    stubs at TEXT + text_size."""
+    parts = [(".text", SHT_PROGBITS, 0x6, TEXT, bytes(text_size), 0, 0, 16),
+             (".symtab", SHT_SYMTAB, 0, 0, symbols, 3, 0, 24),
+             (".strtab", SHT_STRTAB, 0, 0, strings, 0, 0, 0)]
+    if plt is not None:
+        stubs, relocations, dynsym, dynstr = plt
+        first = len(parts) + 1
+        parts += [(".plt", SHT_PROGBITS, 0x6, TEXT + text_size, stubs, 0, 0, 16),
+                  (".rela.plt", SHT_RELA, 0x2, 0, relocations, first + 2, first, 24),
+                  (".dynsym", SHT_DYNSYM, 0x2, 0, dynsym, first + 3, 0, 24),
+                  (".dynstr", SHT_STRTAB, 0x2, 0, dynstr, 0, 0, 0)]
+    names = b"\0" + b"".join(part[0].encode() + b"\0" for part in parts) + b".shstrtab\0"
+    parts.append((".shstrtab", SHT_STRTAB, 0, 0, names, 0, 0, 0))
+    body, headers = bytearray(), [bytes(64)]
+    at = 64 + 56  # the ELF header, one program header
+    name_at = 1
+    for name, kind, flags, address, data, link, info, entsize in parts:
+        headers.append(struct.pack("<IIQQQQIIQQ", name_at, kind, flags, address,
+                                   at + len(body), len(data), link, info, 8, entsize))
+        name_at += len(name) + 1
+        body += data
+    section_headers = 64 + 56 + len(body)
+    header = (b"\x7fELF\x02\x01\x01" + bytes(9)
+              + struct.pack("<HHIQQQIHHHHHH", 2, EM_X86_64, 1, TEXT, 64, section_headers,
+                            0, 64, 56, 1, 64, len(headers), len(headers) - 1))
+    load = struct.pack("<IIQQQQQQ", 1, 5, 0, TEXT - 0x1000, TEXT - 0x1000,
+                       section_headers, section_headers + 0x100000, 0x1000)
+    return header + load + bytes(body) + b"".join(headers)
+
+
+def symbol(name_at, value, size=16, binding=1, kind=2, section=1):
+    """One 64-bit ELF symbol: a global function of .text by default."""
+    return struct.pack("<IBBHQQ", name_at, binding << 4 | kind, 0, section, value, size)
+
+
+def many_symbols_elf(count):
+    """``count`` functions of 16 bytes named ``f``, one after the other
+    (4 M of them: 96 MB of symbols)."""
+    one = symbol(1, 0, 16)
+    table = bytearray(bytes(24) + one * count)
+    view = memoryview(table)
+    for number in range(count):
+        struct.pack_into("<Q", view, 24 + 24 * number + 8, TEXT + 16 * number)
+    return symbol_elf(bytes(table), b"\0f\0", text_size=16 * count)
+
+
+def alias_elf(count):
+    """``count`` functions at one address, each its own name (f0, f1, ...)."""
+    strings = bytearray(b"\0")
+    table = bytearray(bytes(24))
+    for number in range(count):
+        table += symbol(len(strings), TEXT + 0x100, 16)
+        strings += b"f%d\0" % number
+    return symbol_elf(bytes(table), bytes(strings))
+
+
+def long_names_elf(length=1 << 20, count=8):
+    """``count`` functions whose names are ``length`` bytes each."""
+    strings = bytearray(b"\0")
+    table = bytearray(bytes(24))
+    for number in range(count):
+        table += symbol(len(strings), TEXT + 0x100 * number, 0x100)
+        strings += bytes([0x61 + number % 26]) * length + b"\0"
+    return symbol_elf(bytes(table), bytes(strings))
+
+
+def plt_bomb_elf(relocations=600000, slots=4):
+    """A .plt of ``slots`` stubs (``jmp *GOT(%rip)``) and a .rela.plt of
+    ``relocations`` JUMP_SLOT relocations of as many GOT slots (only the
+    first ``slots`` of them a stub's), naming .dynsym's 1,000 symbols."""
+    got = 0x600000
+    plt_address = TEXT + 0x10000
+    stubs = b"".join(b"\xff\x25" + struct.pack("<i", got + 8 * n - (plt_address + 16 * n + 6))
+                     + bytes(10) for n in range(slots))
+    rela = bytearray()
+    for number in range(relocations):
+        index = (number * 2654435761) % 1001 or 1
+        rela += struct.pack("<QQq", got + 8 * number, index << 32 | 7, 0)
+    dynsym = bytes(24) + symbol(1, 0, 0, kind=2, section=0) * 1000
+    return symbol_elf(bytes(24) + symbol(1, TEXT, 16), b"\0main\0",
+                      plt=(stubs, bytes(rela), dynsym, b"\0puts\0"))
+
+
+def many_stacks_archive(count=100000, depth=12):
+    """Archive bytes of ``count`` distinct stacks of ``depth`` frames in no
+    image (named by their addresses): frames near the root shared, the
+    rest each stack's own."""
+    archive = Archive()
+    plain = archive.add_image_map(bytes([0x02, 0x00, 0x00]))  # no images
+    for number in range(count):
+        frames = [cbf.Frame("pc", 0x500000 + 16 * number)]
+        frames += [cbf.Frame("ra", 0x600000 + 16 * (number % (7 << level)) + level)
+                   for level in range(depth - 1)]
+        trace = archive.add_trace(cbf.encode(frames))
+        archive.add_event(Event(trace, plain, thread="1", reason="SIGPROF"))
+    return MAGIC + archive.pending_bytes()

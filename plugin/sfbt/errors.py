@@ -1,6 +1,8 @@
 """The base of every error sfbt reports, so that each front end (a GDB or
 LLDB command, the command line) catches one type and prints one line."""
 
+import sys
+
 
 class SfbtError(Exception):
     """A failure the user is told about in one line: its text."""
@@ -49,3 +51,15 @@ class TargetMemoryError(SfbtError):
 class EncodeError(SfbtError, ValueError):
     """A value the output format cannot hold (an address too wide for the
     word size, too many frames, ...)."""
+
+
+_said: "set[str]" = set()
+
+
+def left_out(text: str) -> None:
+    """Say once, in one line on standard error, what a limit left out of a
+    table or an output (``FILE: .symtab: N symbols beyond ... left out``):
+    the command goes on with the rest."""
+    if text not in _said:
+        _said.add(text)
+        print(f"sfbt: warning: {text}", file=sys.stderr, flush=True)

@@ -9,6 +9,7 @@ as `sfbt stack` names frames, the kernel's signal trampoline
 `<signal handler called>` (sfbt.archive.report.trace_names)."""
 
 import html
+from collections import deque
 import json
 import os
 import zlib
@@ -18,6 +19,7 @@ from ..archive.report import trace_names
 from ..debuginfo import DebugFiles
 from ..dwarf.chains import expanded
 from ..elf import ElfError, open_elf
+from ..errors import left_out
 from ..printable import printable
 from ..unwind.target import Module
 from .mappings import VDSO_NAME
@@ -29,6 +31,13 @@ FONT = 12
 MARGIN = 10
 TOP = 64  # title, what was sampled, and the buttons above the graph
 BOTTOM = 24  # the status line below it
+#: frames narrower than this many pixels (of WIDTH) are left out, as
+#: flamegraph.pl's --minwidth does: a graph of 100,000 distinct stacks
+#: stays one a browser opens
+MIN_WIDTH = 0.1
+#: frames drawn at most (the root's level first, then the next); the rest
+#: are left out
+MAX_FRAMES = 30000
 
 
 class ImageNamer:
@@ -167,7 +176,11 @@ def flame_svg(stacks, title="Flame graph", details=""):
     root = _tree(stacks)
     total = root.value or 1
     inner = WIDTH - 2 * MARGIN
-    graph = (_depth(root) + 1) * ROW
+    drawn, omitted = _drawn(root, total * MIN_WIDTH / inner)
+    if omitted:
+        left_out(f"flame: {omitted:,} frames narrower than {MIN_WIDTH} px or beyond the "
+                 f"first {MAX_FRAMES:,} left out")
+    graph = (max(level for _, _, level in drawn) + 1) * ROW
     height = TOP + graph + BOTTOM
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{WIDTH}" '
@@ -186,9 +199,7 @@ def flame_svg(stacks, title="Flame graph", details=""):
         f'<svg id="frames" class="band" x="{MARGIN}" y="{TOP}" width="{inner}" '
         f'height="{graph}">',
     ]
-    todo = [(root, 0, 0)]
-    while todo:
-        node, first, level = todo.pop()
+    for node, first, level in drawn:
         x, width = 100.0 * first / total, 100.0 * node.value / total
         y = graph - (level + 1) * ROW
         samples = "sample" if node.value == 1 else "samples"
@@ -200,10 +211,6 @@ def flame_svg(stacks, title="Flame graph", details=""):
             f'height="{ROW - 1}" rx="2" fill="{_color(node.name)}"/>'
             f'<text x="{x:.4f}%" dx="3" y="{y + ROW - 4}">'
             f'{html.escape(_fitted(node.name, width * inner / 100))}</text></g>')
-        child_first = first
-        for child in sorted(node.children.values(), key=lambda n: n.name):
-            todo.append((child, child_first, level + 1))
-            child_first += child.value
     parts += [
         "</svg>",
         f'<svg class="band" x="{MARGIN}" y="{height - BOTTOM + 4}" width="{inner}" '
@@ -216,13 +223,40 @@ def flame_svg(stacks, title="Flame graph", details=""):
     return "\n".join(parts)
 
 
-def _depth(root):
-    deepest, todo = 0, [(root, 0)]
+def _drawn(root, narrowest):
+    """([(node, first sample, level)] of the frames to draw, each before
+    its children: those of at least ``narrowest`` samples, at most
+    MAX_FRAMES of them, chosen a level at a time from the root's; and how
+    many were left out."""
+    kept, omitted = set(), 0
+    todo = deque([root])
     while todo:
-        node, level = todo.pop()
-        deepest = max(deepest, level)
-        todo += [(child, level + 1) for child in node.children.values()]
-    return deepest
+        node = todo.popleft()
+        if node.value < narrowest or len(kept) >= MAX_FRAMES:
+            omitted += _size(node)
+            continue
+        kept.add(id(node))
+        todo += node.children.values()
+    drawn, stack = [], [(root, 0, 0)]
+    while stack:
+        node, first, level = stack.pop()
+        drawn.append((node, first, level))
+        child_first = first
+        for child in sorted(node.children.values(), key=lambda n: n.name):
+            if id(child) in kept:
+                stack.append((child, child_first, level + 1))
+            child_first += child.value
+    return drawn, omitted
+
+
+def _size(root):
+    """The number of frames of a subtree."""
+    count, todo = 0, [root]
+    while todo:
+        node = todo.pop()
+        count += 1
+        todo += node.children.values()
+    return count
 
 
 def speedscope(stacks, name="sfbt"):

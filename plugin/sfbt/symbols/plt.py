@@ -65,17 +65,19 @@ def plt_table(image: ElfImage) -> StubTable:
     decode = {EM_X86_64: _x86_64_slot, EM_AARCH64: _aarch64_slot}.get(image.header.machine)
     if decode is None or dynsym is None or not 0 < dynsym.link < len(sections):
         return StubTable.empty()
-    slots = _slot_names(image, sections, dynsym)
-    found: Dict[int, Tuple[int, Union[int, str]]] = {}  # start -> (end, name)
+    stubs: Dict[int, List[Tuple[int, int]]] = {}  # GOT slot -> [(start, end)]
     for section in sections:
-        if section.name not in PLT_SECTIONS or not slots or section.size > MAX_BYTES:
+        if section.name not in PLT_SECTIONS or section.size > MAX_BYTES:
             continue
         data = image.section_data(section)
         size = section.entsize or 16
         for at in range(0, len(data) - size + 1, size):
             slot = decode(data[at:at + size], section.addr + at, image.header.endian)
-            if slot in slots:
-                found[section.addr + at] = (section.addr + at + size, slots[slot])
+            if slot >= 0:
+                stubs.setdefault(slot, []).append((section.addr + at, section.addr + at + size))
+    slots = _slot_names(image, sections, dynsym, stubs) if stubs else {}
+    found = {start: (end, slots[slot]) for slot, entries in stubs.items() if slot in slots
+             for start, end in entries}
     strings = sections[dynsym.link]
     names = image.section_data(strings) if found and strings.size <= MAX_BYTES else b""
     starts = array("Q", sorted(found))
@@ -94,11 +96,12 @@ def _stub_name(name: Union[int, str], strings: bytes) -> str:
     return name_bytes(strings, name).decode("utf-8", "surrogateescape") + "@plt"
 
 
-def _slot_names(image: ElfImage, sections: List[Section], dynsym: Section
-                ) -> Dict[int, Union[int, str]]:
+def _slot_names(image: ElfImage, sections: List[Section], dynsym: Section,
+                stubs: Dict[int, List[Tuple[int, int]]]) -> Dict[int, Union[int, str]]:
     """{GOT slot address: name offset in .dynstr, or the name of an
     IRELATIVE relocation's target} of the dynamic relocations (.rela.plt's,
-    .rela.dyn's)."""
+    .rela.dyn's) of the slots of ``stubs``: a relocation bomb (more
+    relocations than stubs) costs no more than its bytes."""
     irelative = IRELATIVE.get(image.header.machine)
     symbols = image.section_data(dynsym) if dynsym.size <= MAX_BYTES else b""
     endian = image.header.endian
@@ -110,6 +113,8 @@ def _slot_names(image: ElfImage, sections: List[Section], dynsym: Section
         data = image.section_data(section)
         for offset, info, addend in struct.iter_unpack(endian + "QQq",
                                                        data[:len(data) // 24 * 24]):
+            if offset not in stubs:
+                continue
             at = (info >> 32) * 24
             if at and at + 4 <= len(symbols):
                 slots[offset] = struct.unpack_from(endian + "I", symbols, at)[0]

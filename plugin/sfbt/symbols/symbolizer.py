@@ -26,7 +26,7 @@ import io
 import json
 import struct
 
-from ..cache import Cache, identity
+from ..cache import MAX_ENTRY_BYTES, Cache, identity
 from ..debuginfo import DebugFiles
 from ..dwarf.chains import InlinedCall, UnitFrames, UnitLookup
 from ..dwarf.compressed import compression, expansion_limit, inflated_size
@@ -269,7 +269,7 @@ class FileSymbolizer:
             return kept
         spans = top_entry_ranges(dwarf, listed)
         if key is not None:
-            self._keep(key, json.dumps(spans, separators=(",", ":")).encode())
+            self._keep(key, json_entry(spans))
         return spans
 
     def _line_table(self, unit: int) -> LineTable:
@@ -310,7 +310,7 @@ class FileSymbolizer:
             if frames is None:
                 return UnitFrames([], [])
             if key is not None:
-                self._keep(key, json.dumps(frames, separators=(",", ":")).encode())
+                self._keep(key, json_entry(frames))
         return frames
 
     # -- what every table shares ------------------------------------------------------------
@@ -333,11 +333,24 @@ class FileSymbolizer:
         except OSError:
             return None
 
-    def _keep(self, key: Key, data: bytes) -> None:
+    def _keep(self, key: Key, data: Optional[bytes]) -> None:
         """Put data read from the file under key, unless the file changed
-        while it was read (the key would not say what it is)."""
-        if self._key(*key[1:-4]) == key:
+        while it was read (the key would not say what it is), or it is
+        None or larger than the cache reads back."""
+        if data is not None and len(data) <= MAX_ENTRY_BYTES and self._key(*key[1:-4]) == key:
             CACHE.put(key, data)
+
+
+def json_entry(value: object) -> Optional[bytes]:
+    """A cache entry of JSON, or None when it would be larger than the
+    cache reads back or there is not the memory to make it: a hostile
+    file's names (a megabyte each) can make it so, and a cache only saves
+    time."""
+    try:
+        data = json.dumps(value, separators=(",", ":")).encode()
+    except MemoryError:
+        return None
+    return data if len(data) <= MAX_ENTRY_BYTES else None
 
 
 def _rows(data: Optional[bytes], well_formed: Callable[[list], bool]) -> Optional[Rows]:
@@ -347,7 +360,7 @@ def _rows(data: Optional[bytes], well_formed: Callable[[list], bool]) -> Optiona
         return None
     try:
         rows = json.loads(data)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError, MemoryError):  # an entry in doubt: rebuilt
         return None
     if not isinstance(rows, list) or not all(
             isinstance(row, list) and well_formed(row) for row in rows):

@@ -26,6 +26,7 @@ shows the last by name:
 
 from __future__ import annotations
 
+import heapq
 import re
 import struct
 import sys
@@ -33,6 +34,7 @@ from array import array
 from bisect import bisect_right
 
 from ..elf import ElfImage, Section
+from ..errors import left_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,8 +87,18 @@ MAX_NAME = 4096
 MAX_SCAN = 1 << 12
 #: symbols of one start ordered by their whole names at most (more, by
 #: their first ALIAS_HEAD bytes: GDB orders them all by their whole names)
-MAX_ALIASES = 1 << 14
+MAX_NAME_SORTED = 1 << 10
 ALIAS_HEAD = 64
+#: symbols of one start kept at most: the last by name (``best`` looks at
+#: no more than MAX_SCAN of them)
+MAX_ALIASES = 1 << 14
+#: symbols of a table kept at most (about 60 bytes each while sorted):
+#: more are left out, said in one line
+MAX_SYMBOLS = 1 << 21
+#: bytes of a string table read at most (symbols named beyond: left out)
+MAX_STRINGS = 1 << 26
+#: bytes of a symbol table read at a time (whole symbols)
+MAX_CHUNK = SYMBOL_SIZE << 16
 #: the machines whose mapping symbols BFD hides from GDB: ARM, AArch64, RISC-V
 MAPPING_MACHINES = (40, 183, 243)
 MAPPING_SYMBOL = re.compile(rb"\$([adtxmfp]|xrv.*)(\..*)?\Z", re.S)
@@ -173,8 +185,12 @@ class FunctionTable:
                     or not 0 < table.link < len(sections):
                 continue
             strings = sections[table.link]
-            names = image.section_data(strings)
-            found = _symbols(image.section_data(table), names, sections, image)
+            names = image.read(strings.offset, min(strings.size, MAX_STRINGS)) \
+                if strings.size else b""
+            found = _symbols(image, table, names, sections)
+            beyond = found[4]
+            if beyond or strings.size > MAX_STRINGS:
+                left_out(_left_out_text(image, wanted, beyond, strings.size))
             return cls(*_arrays(found, names), strings, image)
         return cls.empty(image)
 
@@ -206,57 +222,95 @@ class FunctionTable:
                    image)
 
 
-def _symbols(data: bytes, strings: bytes, sections: List[Section], image: ElfImage
-             ) -> List[Tuple[int, int, int, int]]:
-    """[(start, name offset, size, section * 2 + global)] of the symbols
-    GDB keeps of a symbol table's bytes (no name copied but a mapping
-    symbol's: a hostile table's may be many and long)."""
+def _symbols(image: ElfImage, table: Section, strings: bytes, sections: List[Section]
+             ) -> "Tuple[array[int], array[int], array[int], array[int], int]":
+    """(starts, sizes, name offsets, sections * 2 + global) of the
+    symbols GDB keeps of a symbol table, in the table's order, read
+    MAX_CHUNK bytes at a time into arrays (no object per symbol, no name
+    copied but a mapping symbol's: a hostile table's may be many and
+    long), the first MAX_SYMBOLS of them; and how many more were left out."""
     code = {s.index for s in sections if s.flags & SHF_EXECINSTR}
     mapping = image.header.machine in MAPPING_MACHINES
     limit = len(strings)
-    found = []
+    starts, sizes, names, kinds = array("Q"), array("Q"), array("I"), array("I")
+    beyond = 0
     unpack = struct.Struct(image.header.endian + "IBBHQQ").iter_unpack
-    for name_at, info, _, shndx, value, size in unpack(
-            data[:len(data) // SYMBOL_SIZE * SYMBOL_SIZE]):
-        kind, binding = info & 0xF, info >> 4
-        if shndx not in code or kind in (STT_SECTION, STT_FILE) or name_at >= limit \
-                or not strings[name_at]:
-            continue
-        if mapping and strings[name_at] == 0x24 \
-                and MAPPING_SYMBOL.match(name_bytes(strings, name_at)):  # "$x", "$d"
-            continue
-        if binding == STB_LOCAL:
-            if strings.startswith((b".L", b"$L"), name_at):  # compilers' labels
+    total = table.size // SYMBOL_SIZE * SYMBOL_SIZE
+    for at in range(0, total, MAX_CHUNK):
+        data = image.read(table.offset + at, min(MAX_CHUNK, total - at))
+        for name_at, info, _, shndx, value, size in unpack(data):
+            kind, binding = info & 0xF, info >> 4
+            if shndx not in code or kind in (STT_SECTION, STT_FILE) or name_at >= limit \
+                    or not strings[name_at]:
                 continue
-            text = False
-        elif binding in GLOBAL_BINDINGS:
-            text = kind != STT_GNU_IFUNC
-        else:
-            continue
-        found.append((value, name_at, size, shndx << 1 | text))
-    return found
+            if mapping and strings[name_at] == 0x24 \
+                    and MAPPING_SYMBOL.match(name_bytes(strings, name_at)):  # "$x", "$d"
+                continue
+            if binding == STB_LOCAL:
+                if strings.startswith((b".L", b"$L"), name_at):  # compilers' labels
+                    continue
+                text = False
+            elif binding in GLOBAL_BINDINGS:
+                text = kind != STT_GNU_IFUNC
+            else:
+                continue
+            if len(starts) >= MAX_SYMBOLS:
+                beyond += 1
+                continue
+            starts.append(value)
+            sizes.append(size)
+            names.append(name_at)
+            kinds.append(shndx << 1 | text)
+    return starts, sizes, names, kinds, beyond
 
 
-def _arrays(found: List[Tuple[int, int, int, int]], strings: bytes
-            ) -> Tuple["array[int]", "array[int]", "array[int]", "array[int]"]:
+def _arrays(found: "Tuple[array[int], array[int], array[int], array[int], int]",
+            strings: bytes) -> "Tuple[array[int], array[int], array[int], array[int]]":
     """(starts, sizes, name offsets, sections) of found, sorted by start
-    then name, one of each (start, section, name) kept.  Names are read
-    for the symbols of one start at a time, where there are several."""
-    found.sort()
-    kept: List[Tuple[int, int, int, int]] = []
+    then name, one of each (start, section, name) kept.  The order is one
+    list of ints (start, then index: no tuple per symbol); names are read
+    for the symbols of one start at a time, where there are several, and
+    of more than MAX_ALIASES only the last MAX_ALIASES by name are kept
+    (``best`` never looks further back than MAX_SCAN)."""
+    starts, sizes, names, kinds, _ = found
+    shift = max(1, len(starts).bit_length())
+    order = sorted(start << shift | index for index, start in enumerate(starts))
+    mask = (1 << shift) - 1
+    kept = array("Q" if shift > 32 else "I")
     at = 0
-    while at < len(found):
+    while at < len(order):
         end = at + 1
-        while end < len(found) and found[end][0] == found[at][0]:
+        start = order[at] >> shift
+        while end < len(order) and order[end] >> shift == start:
             end += 1
         if end == at + 1:
-            kept.append(found[at])
+            kept.append(order[at] & mask)
         else:  # a hostile table's thousands of long names at one start: their heads
-            width = MAX_NAME if end - at <= MAX_ALIASES else ALIAS_HEAD
-            named = sorted(((name_bytes(strings, symbol[1], width), symbol)
-                            for symbol in found[at:end]), key=lambda pair: pair[0])
-            kept += [symbol for (name, symbol), after in zip(named, named[1:] + [None])
-                     if after is None or (name, symbol[3] >> 1) != (after[0], after[1][3] >> 1)]
+            group = (order[i] & mask for i in range(at, end))
+            width = MAX_NAME if end - at <= MAX_NAME_SORTED else ALIAS_HEAD
+
+            def key(index: int) -> Tuple[bytes, int, int, int]:
+                """The name, then as the symbols were sorted before (a tie)."""
+                return (name_bytes(strings, names[index], width), names[index],
+                        sizes[index], kinds[index])
+            ordered = heapq.nlargest(MAX_ALIASES, group, key=key)[::-1] \
+                if end - at > MAX_ALIASES else sorted(group, key=key)
+            named = [(key(index)[0], index) for index in ordered]
+            kept.extend(index for (name, index), after in zip(named, named[1:] + [None])
+                        if after is None or (name, kinds[index] >> 1)
+                        != (after[0], kinds[after[1]] >> 1))
         at = end
-    return (array("Q", (s[0] for s in kept)), array("Q", (s[2] for s in kept)),
-            array("I", (s[1] for s in kept)), array("I", (s[3] for s in kept)))
+    del order
+    return (array("Q", (starts[i] for i in kept)), array("Q", (sizes[i] for i in kept)),
+            array("I", (names[i] for i in kept)), array("I", (kinds[i] for i in kept)))
+
+
+def _left_out_text(image: ElfImage, table: str, beyond: int, strings_size: int) -> str:
+    """The line that says what the limits left out of a symbol table."""
+    parts = []
+    if beyond:
+        parts.append(f"{beyond:,} symbols beyond the first {MAX_SYMBOLS:,} left out")
+    if strings_size > MAX_STRINGS:
+        parts.append(f"symbols named beyond the first {MAX_STRINGS:,} bytes of its "
+                     f"{strings_size:,}-byte string table left out")
+    return f"{image.name}: {table}: " + "; ".join(parts)

@@ -190,7 +190,7 @@ def _each_saved_trace(path, write_trace, symbolizer, bare_cbf=None):
         raise _failure(input_name(path), problem) from None
     finally:
         for image, why in symbolizer.refused.items():
-            sys.stderr.write(f"sfbt: {printable(image)}: {printable(why)}; its frames "
+            sys.stderr.write(f"sfbt: warning: {printable(image)}: {printable(why)}; its frames "
                              "are unknown (--trust-files reads it)\n")
     if error is not None:
         raise CommandError(str(error))

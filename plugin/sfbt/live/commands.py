@@ -42,7 +42,7 @@ def _run_stack(args, error_type):
     with progress.ProgressLine():
         text_or_message, refused = _stack(args, error_type)
     for path, why in refused.items():
-        sys.stderr.write(f"sfbt: {printable(path)}: {printable(why)}; its frames "
+        sys.stderr.write(f"sfbt: warning: {printable(path)}: {printable(why)}; its frames "
                          "are unknown (--trust-files reads it)\n")
     print(text_or_message, end="")
 

@@ -114,3 +114,13 @@ def test_an_archive_of_another_user_names_no_symbol_of_a_root_file(secret_elf, t
         assert SECRET_NAME in trusted.stdout, trusted.stdout + trusted.stderr
     owned(archive, 0)
     assert SECRET_NAME in run_sfbt(*command, archive).stdout
+
+
+def test_cbf_load_in_gdb_reads_as_the_archives_owner(gdb, secret_elf, tmp_path):
+    from gdb_support import run_gdb
+    archive = owned(archive_naming(tmp_path / "a.sfbt", secret_elf), NOBODY)
+    out = run_gdb(gdb, [], ["echo ==NOBODY==\\n", f"cbf-load {archive}",
+                            "echo ==TRUSTED==\\n", f"cbf-load --trust-files {archive}"])
+    nobody, trusted = out.split("==NOBODY==")[1].split("==TRUSTED==")
+    assert SECRET_NAME not in nobody and "the archive's owner (user 65534" in nobody, out
+    assert SECRET_NAME in trusted, out

@@ -91,26 +91,7 @@ def core_bytes(rng, mapped_path, region, segment):
     elif segment is not None:
         loads.append((region, b"", 3 * crafted.PAGE,
                       PF_R | (PF_W if segment == "omitted-rw" else 0)))
-    return _core_file(notes, sorted(loads))
-
-
-def _core_file(notes, loads):
-    """crafted.core_file, with segments of any flags, dumped or not."""
-    note_bytes = b"".join(crafted._note(kind, desc) for kind, desc in notes)
-    count = 1 + len(loads)
-    offset = 64 + 56 * count
-    headers = [struct.pack("<IIQQQQQQ", 4, 4, offset, 0, 0, len(note_bytes), 0, 4)]
-    body = note_bytes
-    for address, data, size, flags in loads:
-        body = body.ljust((offset + len(body) + crafted.PAGE - 1) // crafted.PAGE
-                          * crafted.PAGE - offset, b"\0")
-        headers.append(struct.pack("<IIQQQQQQ", 1, flags, offset + len(body), address, 0,
-                                   len(data), size, crafted.PAGE))
-        body += data
-    ident = b"\x7fELF\x02\x01\x01" + bytes(9)
-    header = ident + struct.pack("<HHIQQQIHHHHHH", 4, crafted.EM_X86_64, 1, 0, 64, 0, 0,
-                                 64, 56, count, 64, 0, 0)
-    return header + b"".join(headers) + body
+    return crafted.core_file(notes, sorted(loads))
 
 
 def archive_bytes(image_path, build_id):

@@ -124,3 +124,13 @@ def test_cbf_load_in_gdb_reads_as_the_archives_owner(gdb, secret_elf, tmp_path):
     nobody, trusted = out.split("==NOBODY==")[1].split("==TRUSTED==")
     assert SECRET_NAME not in nobody and "the archive's owner (user 65534" in nobody, out
     assert SECRET_NAME in trusted, out
+
+
+def test_cbf_load_in_lldb_reads_as_the_archives_owner(lldb, secret_elf, tmp_path):
+    from lldb_support import mark, run_lldb
+    archive = owned(archive_naming(tmp_path / "a.sfbt", secret_elf), NOBODY)
+    out = run_lldb(lldb, None, [mark("NOBODY"), f"cbf-load {archive}",
+                                mark("TRUSTED"), f"cbf-load --trust-files {archive}"])
+    nobody, trusted = out.split("==NOBODY==")[-1].split("==TRUSTED==")
+    assert SECRET_NAME not in nobody and "the archive's owner (user 65534" in nobody, out
+    assert SECRET_NAME in trusted, out

@@ -134,3 +134,28 @@ def test_cbf_load_in_lldb_reads_as_the_archives_owner(lldb, secret_elf, tmp_path
     nobody, trusted = out.split("==NOBODY==")[-1].split("==TRUSTED==")
     assert SECRET_NAME not in nobody and "the archive's owner (user 65534" in nobody, out
     assert SECRET_NAME in trusted, out
+
+
+def test_a_named_file_swapped_after_its_check_shows_no_stacks(secret_elf, tmp_path):
+    """Symbols are read from a module's file by its path: a file the core's
+    owner could read, replaced by a root-only one after it was checked,
+    ends the command (the check after the walks) with no stacks shown."""
+    import shutil
+    from sfbt.live.corefile import Core, CoreError
+    library = tmp_path / "lib"
+    shutil.copy(secret_elf, library)
+    os.chmod(library, 0o644)
+    core_path = tmp_path / "core"
+    core_path.write_bytes(stack_core([(0x400000, 0x403000, 0, str(library))]))
+    owned(core_path, NOBODY)
+    core = Core(str(core_path))
+    try:
+        assert [m.path for m in core.modules()] == [str(library)]
+        core.check_unchanged()  # not swapped: no error
+        swapped = tmp_path / "swapped"
+        shutil.copy(secret_elf, swapped)
+        os.replace(swapped, library)
+        with pytest.raises(CoreError, match="a file the core names, changed"):
+            core.check_unchanged()
+    finally:
+        core.close()

@@ -73,6 +73,7 @@ class Core:
         self.path = path
         #: the files named by the core that were not read: path -> why
         self.refused = {}
+        self._checked = {}  # path -> _identity of the file checked
         try:
             self._stream = open_regular(path)
         except OSError as error:
@@ -114,7 +115,9 @@ class Core:
 
     def check_unchanged(self):
         """Raise CoreError if the core is not the file it was when opened
-        (a short read during a walk only ends that walk)."""
+        (a short read during a walk only ends that walk), or a file it
+        names is not the one whose owner and mode were checked (symbols
+        and SFrame data are read from a module's file by its path)."""
         try:
             now = _identity(os.stat(self.path))
         except OSError:
@@ -122,6 +125,14 @@ class Core:
         if now != self._identity or self._identity != _identity(
                 os.fstat(self._stream.fileno())):
             raise self._changed()
+        for path, checked in self._checked.items():
+            try:
+                now = _identity(os.stat(path))
+            except OSError:
+                now = None
+            if now != checked:
+                raise CoreError(f"{path}, a file the core names, changed while it was "
+                                "read; no stacks are shown")
 
     def _parse(self):
         image = ElfImage(self._read_file, 0, self.path)
@@ -272,11 +283,14 @@ class Core:
         read_as = TRUSTED if path == self.executable and self._user_executable \
             else self._read_as
         try:
-            return read_as.open(path)
+            stream = read_as.open(path)
         except FileProblem as problem:
             if problem.errno == errno.EACCES:
                 self.refused.setdefault(path, problem.strerror)
             raise
+        if read_as.users:  # a restricted read: the file must stay the one checked
+            self._checked.setdefault(path, _identity(os.fstat(stream.fileno())))
+        return stream
 
     def _file_mappings(self):
         """NT_FILE's mappings, the program's file being the executable."""

@@ -1,14 +1,14 @@
 """Fuzzing whose word a core or an archive is: run as root, `sfbt stack
 --core` and `cbf decode` / `fold` read cores and archives owned by
 ``nobody`` that name files of random owners and modes (root's 0600,
-nobody's 0000, open to all, ...), directly or through a link nobody
-planted, over the stack, the heap (where the frame pointer leads) or the
+nobody's 0000, open to all, ...), some in root's private directories,
+directly or through a link nobody planted, over the stack, the heap (where the frame pointer leads) or the
 code, with the region not in the core, dumped, or left out of a read-only
 or a writable segment, and NT_PRPSINFO claiming root or nobody.
 
 Besides bench/fuzz.py's outcomes (each case in a forked child under its
 memory and time limits) it counts HARMS: output holding a byte pattern or
-a symbol name of a file whose mode did not let nobody read it.
+a symbol name of a file nobody could not read (the kernel says, setpriv).
 
 Run (as root): python3 bench/fuzz_trust.py [--cases N] [--seed S]
 """
@@ -59,14 +59,11 @@ def build_secret_elf(directory):
 
 
 def nobody_could_read(path):
-    """Whether nobody (uid and gid 65534) could read the file at path by
-    its own mode bits (following links)."""
-    status = os.stat(path)
-    if status.st_uid == NOBODY:
-        return bool(status.st_mode & 0o400)
-    if status.st_gid == NOBODY:
-        return bool(status.st_mode & 0o040)
-    return bool(status.st_mode & 0o004)
+    """Whether nobody (uid and gid 65534) could read the file at path
+    (following links), asked of the kernel."""
+    reader = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                             "--clear-groups", "head", "-c1", path], capture_output=True)
+    return reader.returncode == 0
 
 
 def core_bytes(rng, mapped_path, region, segment):
@@ -124,7 +121,11 @@ class TrustCases:
 
     def _secret(self, rng, number, elf):
         """(path to name, path of the file it reaches) of a fresh secret."""
-        target = os.path.join(self.directory, f"secret-{number}")
+        place = self.directory
+        if rng.random() < 0.2:  # open to all, in root's private directory
+            place = os.path.join(self.directory, f"private-{number}")
+            os.mkdir(place, rng.choice((0o700, 0o711, 0o755)))
+        target = os.path.join(place, f"secret-{number}")
         with open(target, "wb") as stream:
             stream.write(self.elf_bytes if elf else SECRET_WORD * (3 * crafted.PAGE // 8))
         owner = rng.choice((0, 0, NOBODY))
@@ -163,6 +164,7 @@ def fuzz_trust(cases, seed, directory):
     of secrets nobody could read shown (not harm)} and the failing cases
     [(what, argv, output)]."""
     rng = random.Random(seed)
+    os.chmod(directory, 0o755)  # (its parents must be searchable by nobody too)
     trust = TrustCases(directory)
     counts = dict.fromkeys(OUTCOMES + ("harm", "shown"), 0)
     failures = []

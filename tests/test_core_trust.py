@@ -6,6 +6,7 @@ files owned by ``nobody``."""
 import os
 import struct
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,17 @@ void _start(void) {{ {SECRET_NAME}(); }}
 @pytest.fixture
 def as_root():
     require(os.geteuid() == 0, "files owned by another user need root")
+
+
+@pytest.fixture
+def shared(as_root):
+    """A directory nobody may search (tmp_path's parents are root's 0700)."""
+    import shutil
+    import tempfile
+    directory = tempfile.mkdtemp(prefix="sfbt-core-trust-")
+    os.chmod(directory, 0o755)
+    yield Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def secret_file(path, data):
@@ -136,26 +148,44 @@ def test_cbf_load_in_lldb_reads_as_the_archives_owner(lldb, secret_elf, tmp_path
     assert SECRET_NAME in trusted, out
 
 
-def test_a_named_file_swapped_after_its_check_shows_no_stacks(secret_elf, tmp_path):
+def test_a_named_file_swapped_after_its_check_shows_no_stacks(secret_elf, shared):
     """Symbols are read from a module's file by its path: a file the core's
     owner could read, replaced by a root-only one after it was checked,
     ends the command (the check after the walks) with no stacks shown."""
     import shutil
     from sfbt.live.corefile import Core, CoreError
-    library = tmp_path / "lib"
+    library = shared / "lib"
     shutil.copy(secret_elf, library)
     os.chmod(library, 0o644)
-    core_path = tmp_path / "core"
+    core_path = shared / "core"
     core_path.write_bytes(stack_core([(0x400000, 0x403000, 0, str(library))]))
     owned(core_path, NOBODY)
     core = Core(str(core_path))
     try:
         assert [m.path for m in core.modules()] == [str(library)]
         core.check_unchanged()  # not swapped: no error
-        swapped = tmp_path / "swapped"
+        swapped = shared / "swapped"
         shutil.copy(secret_elf, swapped)
         os.replace(swapped, library)
         with pytest.raises(CoreError, match="a file the core names, changed"):
             core.check_unchanged()
     finally:
         core.close()
+
+
+def test_a_file_in_a_directory_the_owner_may_not_search_is_not_read(secret_elf, shared):
+    """A file open to all in root's 0700 directory is root's."""
+    import shutil
+    private = shared / "private"
+    private.mkdir(mode=0o700)
+    library = private / "lib"
+    shutil.copy(secret_elf, library)
+    os.chmod(library, 0o644)
+    core = shared / "core"
+    core.write_bytes(stack_core([(0x400000, 0x403000, 0, str(library))]))
+    owned(core, NOBODY)
+    result = run_sfbt("stack", "--core", core)
+    assert SECRET_NAME not in result.stdout, result.stdout
+    assert f"may not search {private}" in result.stderr, result.stderr
+    os.chmod(private, 0o711)  # searchable: the file's own bits decide
+    assert f"in {SECRET_NAME} ()" in run_sfbt("stack", "--core", core).stdout

@@ -4,6 +4,8 @@ their bytes or names, and end cleanly or in one line of error."""
 
 import importlib.util
 import os
+import shutil
+import tempfile
 
 from conftest import ROOT, require
 
@@ -16,10 +18,14 @@ def _fuzz_trust():
     return module
 
 
-def test_files_the_writer_could_not_read_are_not_shown(tmp_path):
+def test_files_the_writer_could_not_read_are_not_shown():
     require(os.geteuid() == 0, "files of another user need root")
     fuzz = _fuzz_trust()
-    counts, failures = fuzz.fuzz_trust(40, 2026, str(tmp_path))
+    directory = tempfile.mkdtemp(prefix="sfbt-fuzz-trust-")  # searchable by nobody
+    try:
+        counts, failures = fuzz.fuzz_trust(40, 2026, directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
     assert sum(counts[outcome] for outcome in fuzz.OUTCOMES) == 40
     assert counts["shown"] > 0  # files nobody may read are read: the cases reach them
     assert (counts["harm"], counts["traceback"], counts["hang"], counts["blowup"]) == (

@@ -417,30 +417,50 @@ class ReadAs:
         status = os.fstat(descriptor)
         return cls([(status.st_uid, status.st_gid), *also], whose)
 
-    def refusal(self, status):
-        """Why these users could not read a file of ``status``; None if
-        they could."""
+    def refusal(self, status, what="read it", bits=(stat.S_IRUSR, stat.S_IRGRP,
+                                                   stat.S_IROTH)):
+        """Why these users could not ``what`` (read, or with the search
+        bits, search) a file of ``status``; None if they could."""
         for uid, gid in self.users:
-            if status.st_uid == uid:
-                bit = stat.S_IRUSR
-            elif status.st_gid == gid:
-                bit = stat.S_IRGRP
-            else:
-                bit = stat.S_IROTH
+            owner, group, others = bits
+            bit = owner if status.st_uid == uid else group if status.st_gid == gid \
+                else others
             if not status.st_mode & bit:
-                return (f"{self.whose} (user {uid}, group {gid}) may not read it "
+                return (f"{self.whose} (user {uid}, group {gid}) may not {what} "
                         f"(mode {stat.S_IMODE(status.st_mode):04o}, owner "
                         f"{status.st_uid}, group {status.st_gid})")
         return None
 
+    def _directory_refusal(self, descriptor):
+        """Why these users could not search a directory on the way to the
+        open file (by its name now, /proc/self/fd); None if they could."""
+        try:
+            where = os.readlink(f"/proc/self/fd/{descriptor}")
+        except OSError:
+            return None  # no /proc: the file's own bits decide
+        directory = os.path.dirname(where)
+        while where != directory:
+            try:
+                why = self.refusal(os.stat(directory), f"search {directory}",
+                                   (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH))
+            except OSError:
+                return None
+            if why is not None:
+                return why
+            where, directory = directory, os.path.dirname(directory)
+        return None
+
     def open(self, path, limit=None):
         """open_regular(path, limit), refused with FileProblem (EACCES)
-        unless these users could read the file opened."""
+        unless these users could read the file opened (and search the
+        directories on its path)."""
         stream = open_regular(path, limit)
-        why = self.refusal(os.fstat(stream.fileno()))
-        if why is not None:
-            stream.close()
-            raise FileProblem(path, f"not read: {why}", errno.EACCES)
+        if self.users:
+            why = self.refusal(os.fstat(stream.fileno())) \
+                or self._directory_refusal(stream.fileno())
+            if why is not None:
+                stream.close()
+                raise FileProblem(path, f"not read: {why}", errno.EACCES)
         return stream
 
 

@@ -4,8 +4,10 @@ mapped files supply only what it legitimately omits.  Run as root on
 files owned by ``nobody``."""
 
 import os
+import shutil
 import struct
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,8 +33,6 @@ def as_root():
 @pytest.fixture
 def shared(as_root):
     """A directory nobody may search (tmp_path's parents are root's 0700)."""
-    import shutil
-    import tempfile
     directory = tempfile.mkdtemp(prefix="sfbt-core-trust-")
     os.chmod(directory, 0o755)
     yield Path(directory)
@@ -64,6 +64,20 @@ def owned(path, uid):
     return path
 
 
+def core_naming(path, named, owner):
+    """A core at path, of ``owner``, mapping ``named`` at 0x400000 with the
+    thread stopped at 0x401000."""
+    path.write_bytes(stack_core([(0x400000, 0x403000, 0, str(named))]))
+    return owned(path, owner)
+
+
+def open_copy(secret_elf, path):
+    """A copy of the secret ELF at path that anyone may read."""
+    shutil.copy(secret_elf, path)
+    os.chmod(path, 0o644)
+    return path
+
+
 def test_a_core_of_another_user_does_not_read_a_root_file_as_its_stack(as_root, tmp_path):
     secret = secret_file(tmp_path / "shadow", SECRET_BYTES)
     core = tmp_path / "core"
@@ -77,9 +91,7 @@ def test_a_core_of_another_user_does_not_read_a_root_file_as_its_stack(as_root, 
 
 
 def test_a_core_of_another_user_names_no_frame_from_a_root_file(secret_elf, tmp_path):
-    core = tmp_path / "core"
-    core.write_bytes(stack_core([(0x400000, 0x403000, 0, str(secret_elf))]))
-    owned(core, NOBODY)
+    core = core_naming(tmp_path / "core", secret_elf, NOBODY)
     result = run_sfbt("stack", "--core", core)
     assert result.returncode == 0, result.stderr
     assert SECRET_NAME not in result.stdout + result.stderr
@@ -93,8 +105,7 @@ def test_a_core_of_another_user_names_no_frame_from_a_root_file(secret_elf, tmp_
 
 
 def test_roots_own_core_still_names_its_frames(secret_elf, tmp_path):
-    core = tmp_path / "core"
-    core.write_bytes(stack_core([(0x400000, 0x403000, 0, str(secret_elf))]))
+    core = core_naming(tmp_path / "core", secret_elf, 0)
     result = run_sfbt("stack", "--core", core)
     assert f"in {SECRET_NAME} ()" in result.stdout, result.stdout + result.stderr
     assert str(secret_elf) not in result.stderr
@@ -152,15 +163,9 @@ def test_a_named_file_swapped_after_its_check_shows_no_stacks(secret_elf, shared
     """Symbols are read from a module's file by its path: a file the core's
     owner could read, replaced by a root-only one after it was checked,
     ends the command (the check after the walks) with no stacks shown."""
-    import shutil
     from sfbt.live.corefile import Core, CoreError
-    library = shared / "lib"
-    shutil.copy(secret_elf, library)
-    os.chmod(library, 0o644)
-    core_path = shared / "core"
-    core_path.write_bytes(stack_core([(0x400000, 0x403000, 0, str(library))]))
-    owned(core_path, NOBODY)
-    core = Core(str(core_path))
+    library = open_copy(secret_elf, shared / "lib")
+    core = Core(str(core_naming(shared / "core", library, NOBODY)))
     try:
         assert [m.path for m in core.modules()] == [str(library)]
         core.check_unchanged()  # not swapped: no error
@@ -175,15 +180,10 @@ def test_a_named_file_swapped_after_its_check_shows_no_stacks(secret_elf, shared
 
 def test_a_file_in_a_directory_the_owner_may_not_search_is_not_read(secret_elf, shared):
     """A file open to all in root's 0700 directory is root's."""
-    import shutil
     private = shared / "private"
     private.mkdir(mode=0o700)
-    library = private / "lib"
-    shutil.copy(secret_elf, library)
-    os.chmod(library, 0o644)
-    core = shared / "core"
-    core.write_bytes(stack_core([(0x400000, 0x403000, 0, str(library))]))
-    owned(core, NOBODY)
+    library = open_copy(secret_elf, private / "lib")
+    core = core_naming(shared / "core", library, NOBODY)
     result = run_sfbt("stack", "--core", core)
     assert SECRET_NAME not in result.stdout, result.stdout
     assert f"may not search {private}" in result.stderr, result.stderr

@@ -38,9 +38,10 @@ NT_AUXV = 6
 NT_FILE = 0x46494C45
 AT_ENTRY = 9
 AT_SYSINFO_EHDR = 33
+#: p_flags of a writable segment
+PF_W = 2
 PRPSINFO_UID = 16
 PRPSINFO_PID = 24
-PF_W = 2
 PRPSINFO_FNAME = 40
 #: offsets in struct elf_prstatus (the same on every 64-bit Linux) of
 #: pr_pid and pr_reg (the register set, Arch.regset), and the bytes of

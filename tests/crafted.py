@@ -116,17 +116,19 @@ def nt_file(mappings):
 
 def core_file(notes, loads=(), machine=EM_X86_64):
     """An ELF core's bytes: one PT_NOTE of ``notes`` [(kind, desc)], then a
-    PT_LOAD for each (address, bytes) of ``loads``."""
+    PT_LOAD for each (address, bytes) of ``loads`` (readable and writable;
+    or (address, bytes dumped, memory size, p_flags))."""
     import struct
     note_bytes = b"".join(_note(kind, desc) for kind, desc in notes)
     count = 1 + len(loads)
     offset = 64 + 56 * count
     headers = [struct.pack("<IIQQQQQQ", 4, 4, offset, 0, 0, len(note_bytes), 0, 4)]
     body = note_bytes
-    for address, data in loads:
+    for load in loads:
+        address, data, size, flags = load if len(load) == 4 else (*load, len(load[1]), 6)
         body = body.ljust((offset + len(body) + PAGE - 1) // PAGE * PAGE - offset, b"\0")
-        headers.append(struct.pack("<IIQQQQQQ", 1, 6, offset + len(body), address, 0,
-                                   len(data), len(data), PAGE))
+        headers.append(struct.pack("<IIQQQQQQ", 1, flags, offset + len(body), address, 0,
+                                   len(data), size, PAGE))
         body += data
     ident = b"\x7fELF\x02\x01\x01" + bytes(9)
     header = ident + struct.pack("<HHIQQQIHHHHHH", 4, machine, 1, 0, 64, 0, 0, 64, 56,

@@ -128,7 +128,8 @@ def _add_synth_arguments(parser):
 
 def _symbolizer(args):
     from .archive.symbolize import Symbolizer
-    return Symbolizer(executables=args.exe, debug_dirs=args.debug_dir)
+    return Symbolizer(executables=args.exe, debug_dirs=args.debug_dir,
+                      trust_files=args.trust_files)
 
 
 def _per_image_map(symbolizer, make):
@@ -163,15 +164,18 @@ def _run_cbf_encode(args):
     sys.stdout.buffer.write(data)
 
 
-def _each_saved_trace(path, write_trace, bare_cbf=None):
+def _each_saved_trace(path, write_trace, symbolizer, bare_cbf=None):
     """Read the saved file at path a backtrace at a time, calling
     ``write_trace(trace)`` for each; a bare CBF file goes to ``bare_cbf(data)``
-    instead when given.  Errors become one line naming the file, after
-    the traces read before an archive's damage."""
+    instead when given.  ``symbolizer`` reads the image files the file
+    names as its owner could (one line on stderr for each it refused).
+    Errors become one line naming the file, after the traces read before
+    an archive's damage."""
     from .archive.saved import SavedFile, input_name
     from .files import FileProblem
     try:
         with SavedFile(path) as saved:
+            symbolizer.read_images_as(saved.read_as())
             if bare_cbf is not None and saved.form == "cbf":
                 bare_cbf(saved.data)
                 return
@@ -184,6 +188,10 @@ def _each_saved_trace(path, write_trace, bare_cbf=None):
         raise  # standard output closed (`| head`): not the file's fault
     except (SfbtError, OSError) as problem:
         raise _failure(input_name(path), problem) from None
+    finally:
+        for image, why in symbolizer.refused.items():
+            sys.stderr.write(f"sfbt: warning: {printable(image)}: {printable(why)}; its frames "
+                             "are unknown (--trust-files reads it)\n")
     if error is not None:
         raise CommandError(str(error))
 
@@ -204,7 +212,8 @@ def _run_cbf_decode(args):
     from .archive import cbf
     from .archive.report import FrameTexts
     from .archive.saved import saved_trace_text
-    frame_texts = _per_image_map(_symbolizer(args), FrameTexts)
+    symbolizer = _symbolizer(args)
+    frame_texts = _per_image_map(symbolizer, FrameTexts)
 
     def write_trace(trace):
         text = saved_trace_text(trace, frame_texts)
@@ -215,19 +224,20 @@ def _run_cbf_decode(args):
         sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
 
     plain = not args.exe and not args.debug_dir
-    _each_saved_trace(args.file, write_trace, bare_cbf if plain else None)
+    _each_saved_trace(args.file, write_trace, symbolizer, bare_cbf if plain else None)
 
 
 def _run_fold(args):
     from .archive.report import FrameNames
-    frame_names = _per_image_map(_symbolizer(args),
+    symbolizer = _symbolizer(args)
+    frame_names = _per_image_map(symbolizer,
                                  lambda describe: FrameNames(_function_name(describe)))
 
     def write_trace(trace):
         folded = frame_names(trace.images).folded(trace.frames, trace.weight, trace.callers)
         sys.stdout.write(folded + "\n")
 
-    _each_saved_trace(args.file, write_trace)
+    _each_saved_trace(args.file, write_trace, symbolizer)
 
 
 def _run_lws_filter(args):
@@ -269,6 +279,9 @@ def _add_symbol_arguments(parser):
                         help="an ELF file to symbolize with (matched by build id)")
     parser.add_argument("--debug-dir", action="append", default=[], metavar="DIR",
                         help="a directory of ELF or debug files, matched by build id")
+    parser.add_argument("--trust-files", action="store_true",
+                        help="read every image file the archive names, even one "
+                        "the archive's owner could not read")
 
 
 def _add_input_arguments(parser):

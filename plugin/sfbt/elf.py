@@ -18,7 +18,7 @@ from .files import open_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, NamedTuple, Optional, TypeVar
+    from typing import IO, Callable, NamedTuple, Optional, TypeVar
 
     T = TypeVar("T")
 else:
@@ -341,14 +341,21 @@ def read_elf(path: str, read: Callable[["ElfImage"], T]) -> Optional[T]:
     """``read(image)`` of the ELF file at ``path``; None when it cannot be
     opened, is not ELF, or ``read`` meets bad data."""
     try:
-        stream, image = open_elf(path)
-    except (OSError, ElfError):
+        stream = open_regular(path)
+    except OSError:
         return None
     with stream:
-        try:
-            return read(image)
-        except (OSError, ElfError, struct.error):
-            return None
+        return read_elf_stream(stream, path, read)
+
+
+def read_elf_stream(stream: IO[bytes], path: str, read: Callable[["ElfImage"], T]
+                    ) -> Optional[T]:
+    """``read(image)`` of the ELF file open as ``stream`` (named ``path``);
+    None when it is not ELF or ``read`` meets bad data."""
+    try:
+        return read(ElfImage.from_file(stream, path))
+    except (OSError, ElfError, struct.error):
+        return None
 
 
 def read_build_id(path: str) -> Optional[str]:

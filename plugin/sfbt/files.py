@@ -622,3 +622,77 @@ def _remove_if_still(place, status):
         if current is not None and (current.st_dev, current.st_ino) == (
                 status.st_dev, status.st_ino) and current.st_size == 0:
             os.unlink(place.name, dir_fd=place.directory)
+
+
+class ReadAs:
+    """Whose word a file of data is (a core, an archive: its writer's): a
+    file it names is read only if each of ``users`` [(uid, gid)] could
+    read it by its mode, owner and group (checked on the opened
+    descriptor, so a link or a rename cannot swap in another file).  Root
+    and the invoking user are no restriction (the kernel checks our own
+    opens); ``whose`` names the users in the refusal ("the core's
+    owner")."""
+
+    def __init__(self, users=(), whose="the writer"):
+        self.users = sorted({(uid, gid) for uid, gid in users
+                             if uid not in (0, os.geteuid())})
+        self.whose = whose
+
+    @classmethod
+    def owner_of(cls, descriptor, whose, also=()):
+        """The ReadAs of the file open as ``descriptor``: its owner and
+        group, and ``also`` (another claim of the writer, as a core's
+        NT_PRPSINFO: both must be able to read, the stricter)."""
+        status = os.fstat(descriptor)
+        return cls([(status.st_uid, status.st_gid), *also], whose)
+
+    def refusal(self, status, what="read it", bits=(stat.S_IRUSR, stat.S_IRGRP,
+                                                   stat.S_IROTH)):
+        """Why these users could not ``what`` (read, or with the search
+        bits, search) a file of ``status``; None if they could."""
+        for uid, gid in self.users:
+            owner, group, others = bits
+            bit = owner if status.st_uid == uid else group if status.st_gid == gid \
+                else others
+            if not status.st_mode & bit:
+                return (f"{self.whose} (user {uid}, group {gid}) may not {what} "
+                        f"(mode {stat.S_IMODE(status.st_mode):04o}, owner "
+                        f"{status.st_uid}, group {status.st_gid})")
+        return None
+
+    def _directory_refusal(self, descriptor):
+        """Why these users could not search a directory on the way to the
+        open file (by its name now, /proc/self/fd); None if they could."""
+        try:
+            where = os.readlink(f"/proc/self/fd/{descriptor}")
+        except OSError:
+            return None  # no /proc: the file's own bits decide
+        directory = os.path.dirname(where)
+        while where != directory:
+            try:
+                why = self.refusal(os.stat(directory), f"search {directory}",
+                                   (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH))
+            except OSError:
+                return None
+            if why is not None:
+                return why
+            where, directory = directory, os.path.dirname(directory)
+        return None
+
+    def open(self, path, limit=None):
+        """open_regular(path, limit), refused with FileProblem (EACCES)
+        unless these users could read the file opened (and search the
+        directories on its path).  A download sfbt made itself
+        (OpenedPath) is no file the core or archive named: it is read."""
+        stream = open_regular(path, limit)
+        if self.users and not isinstance(path, OpenedPath):
+            why = self.refusal(os.fstat(stream.fileno())) \
+                or self._directory_refusal(stream.fileno())
+            if why is not None:
+                stream.close()
+                raise FileProblem(path, f"not read: {why}", errno.EACCES)
+        return stream
+
+
+#: no restriction: the user's own files (--exe), or --trust-files
+TRUSTED = ReadAs()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import SfbtError
-from ..files import open_regular
+from ..files import ReadAs, open_regular
 from ..lines import bounded_lines
 from . import cbf, lws
 from .imagemap import decode_image_map
@@ -75,8 +75,9 @@ class SavedFile:
             self.path = input_name(path)
             head = sys.stdin.buffer.read(MAX_WHOLE_BYTES + 1)
             self.stream = io.BufferedReader(_Prefixed(head, sys.stdin.buffer))
+            self._given = sys.stdin.buffer
         else:
-            self.stream = open_regular(path)
+            self.stream = self._given = open_regular(path)
         try:
             if path != "-":
                 head = self.stream.read(MAX_WHOLE_BYTES + 1)
@@ -96,6 +97,11 @@ class SavedFile:
         except BaseException:
             self.stream.close()
             raise
+
+    def read_as(self):
+        """The files.ReadAs of the file's owner (standard input's: a pipe
+        is the invoking user's), as whom the files it names are read."""
+        return ReadAs.owner_of(self._given.fileno(), "the archive's owner")
 
     def __enter__(self):
         return self

@@ -2,13 +2,19 @@
 found by build id among the files given (--exe, --debug-dir) or at the
 image's path, and its separate debug file; names and lines come from that
 file's FileSymbolizer (sfbt.symbols), shown as the debugger asked for
-shows them (GDB by default: sfbt's own commands print GDB's layout)."""
+shows them (GDB by default: sfbt's own commands print GDB's layout).
 
+An archive is its writer's data: an image's file it names is read only if
+the archive's owner could read it (``read_images_as``), unless the user
+named it with --exe or trusts the archive's files (``trust_files``)."""
+
+import errno
 import os
 
 from ..debuginfo import DebugFiles
 from ..dwarf.chains import expanded
 from ..elf import ElfError
+from ..files import TRUSTED, FileProblem
 from ..printable import printable
 from ..symbols.symbolizer import FileSymbolizer, with_debug_file
 from .imagemap import PerImageMap, image_finder
@@ -22,27 +28,44 @@ class Symbolizer:
     addresses against them as ``debugger``'s bt would (a Session.debugger:
     which line of several at an address, how a source file is named)."""
 
-    def __init__(self, executables=(), debug_dirs=(), debug_files=None, debugger="gdb"):
+    def __init__(self, executables=(), debug_dirs=(), debug_files=None, debugger="gdb",
+                 trust_files=False):
         self._debugger = debugger
+        self._trust_files = trust_files
+        self._read_as = TRUSTED
+        #: the image files named by the archive that were not read: path -> why
+        self.refused = {}
         self._source_name = layout_of(debugger).source_name
         self._candidates = list(executables)
         for directory in debug_dirs:
             for root, _, names in os.walk(directory):
                 self._candidates += [os.path.join(root, n) for n in sorted(names)]
         self._debug_files = debug_files or DebugFiles()
-        self._by_path = {}
+        self._by_path = {}  # (path, ReadAs) -> FileSymbolizer or None
         self._by_build_id = None
         self._for_image = {}  # (path, build id) -> FileSymbolizer or None
         self._from = {}  # path -> " from PATH", one string for every frame
         self._describers = PerImageMap(self._describer)
 
-    def _open(self, path):
-        if path not in self._by_path:
+    def read_images_as(self, read_as):
+        """Read the image files an archive names only as ``read_as`` (a
+        files.ReadAs: the archive's owner) could, unless trust_files."""
+        if not self._trust_files:
+            self._read_as = read_as
+
+    def _open(self, path, read_as=TRUSTED):
+        key = (path, read_as)
+        if key not in self._by_path:
             try:
-                self._by_path[path] = FileSymbolizer.open(path, debugger=self._debugger)
+                self._by_path[key] = FileSymbolizer(read_as.open(path), path,
+                                                    debugger=self._debugger)
+            except FileProblem as problem:
+                if problem.errno == errno.EACCES:
+                    self.refused.setdefault(path, problem.strerror)
+                self._by_path[key] = None
             except (OSError, ElfError):
-                self._by_path[path] = None
-        return self._by_path[path]
+                self._by_path[key] = None
+        return self._by_path[key]
 
     def _index_build_ids(self):
         if self._by_build_id is None:
@@ -68,7 +91,9 @@ class Symbolizer:
             found = self._index_build_ids().get(build_id)
             if found is not None:
                 return found
-        own = self._open(image.path) if image.path and os.path.exists(image.path) else None
+        read_as = TRUSTED if image.path in self._candidates else self._read_as  # --exe
+        own = self._open(image.path, read_as) \
+            if image.path and os.path.exists(image.path) else None
         if own is not None and (not build_id or own.build_id in (None, build_id)):
             return own
         if not build_id and len(self._candidates) == 1:
@@ -79,7 +104,8 @@ class Symbolizer:
         """The symbolizer of the separate debug file of ``found`` (a
         FileSymbolizer or None: only the build id is known), else found."""
         return with_debug_file(found, found.path if found else None, build_id,
-                               self._debug_files, self._open, what)
+                               self._debug_files, lambda path: self._open(path, self._read_as),
+                               what)
 
     def describe_file_address(self, address):
         """(function, location suffix) for an address of the --exe file

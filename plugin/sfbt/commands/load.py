@@ -15,7 +15,7 @@ from .session import Session
 HELP = """\
 Print saved backtraces, symbolized against the program loaded now.
 
-Usage: cbf-load FILE
+Usage: cbf-load [--trust-files] FILE
 FILE is an sfbt archive, a bare .cbf file, Swift's JSON form, or a file of
 libwebsockets ~m# lines.  Each backtrace is printed in sframe-bt's layout;
 return addresses are looked up at address - 1, but the kernel's signal
@@ -72,16 +72,20 @@ def modules_now(session: Optional[Session]):
 def cbf_load(session: Optional[Session], words, debugger: str = "gdb"):
     """(text, error or None): the backtraces read, in sframe-bt's layout
     of the session's debugger (of ``debugger``, a Session.debugger, when
-    there is no session), and what ended a damaged archive early."""
+    there is no session), and what ended a damaged archive early.  An
+    image file the archive names is read only if the archive's owner could
+    read it (``--trust-files``: any), one line saying so for each not read."""
+    trust_files = words[:1] == ["--trust-files"]
+    words = words[1:] if trust_files else words
     if len(words) != 1:
-        raise CommandError("cbf-load: usage: cbf-load FILE")
+        raise CommandError("cbf-load: usage: cbf-load [--trust-files] FILE")
     path = os.path.expanduser(words[0])
     debugger = session.debugger if session is not None else debugger
     layout = layout_of(debugger)
     modules = modules_now(session)
     translator = ImageTranslator(modules)
     # a frame's line as that debugger's bt shows it
-    offline = Symbolizer(debugger=debugger,
+    offline = Symbolizer(debugger=debugger, trust_files=trust_files,
                          debug_files=session.debug_files() if session is not None else None)
 
     def describer(images):
@@ -98,6 +102,7 @@ def cbf_load(session: Optional[Session], words, debugger: str = "gdb"):
     lines = []
     try:
         with SavedFile(path) as saved:
+            offline.read_images_as(saved.read_as())
             for trace in saved.traces():
                 lines += saved_trace_lines(trace, describer, layout)
             error = saved.error
@@ -105,4 +110,7 @@ def cbf_load(session: Optional[Session], words, debugger: str = "gdb"):
         raise CommandError(f"cbf-load: {failure}") from None
     except (OSError, SfbtError) as failure:
         raise CommandError(f"cbf-load: {path}: {failure}") from None
+    lines += [f"cbf-load: warning: {printable(image)}: {printable(why)}; its frames are "
+              "unknown (cbf-load --trust-files reads it)"
+              for image, why in offline.refused.items()]
     return "\n".join(lines), (f"cbf-load: {error}" if error is not None else None)

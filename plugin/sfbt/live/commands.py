@@ -24,14 +24,15 @@ def _pid(text):
 
 
 def _session(args, error_type):
-    """(SnapshotSession, check after the walks) of the core or process
-    the arguments name."""
+    """(SnapshotSession, check after the walks, files refused) of the core
+    or process the arguments name."""
     from .session import core_session, process_session
     if args.core:
-        return core_session(args.core, args.target, args.thread)
+        return core_session(args.core, args.target, args.thread, args.trust_files)
     if args.target is None:
         raise error_type("which process? (sfbt stack PID, or --core CORE)")
-    return process_session(_pid_or_error(args.target, error_type), args.thread), lambda: None
+    return (process_session(_pid_or_error(args.target, error_type), args.thread),
+            lambda: None, {})
 
 
 def _run_stack(args, error_type):
@@ -39,16 +40,20 @@ def _run_stack(args, error_type):
     if args.format != "text" and not args.output:
         raise error_type(f"--format {args.format} needs -o FILE")
     with progress.ProgressLine():
-        text_or_message = _stack(args, error_type)
+        text_or_message, refused = _stack(args, error_type)
+    for path, why in refused.items():
+        sys.stderr.write(f"sfbt: warning: {printable(path)}: {printable(why)}; its frames "
+                         "are unknown (--trust-files reads it)\n")
     print(text_or_message, end="")
 
 
 def _stack(args, error_type):
-    """What `sfbt stack` prints: the text, or where it saved it."""
+    """(what `sfbt stack` prints: the text, or where it saved it; the
+    files the core names that were not read: path -> why)."""
     from ..files import write_atomically
     from .stack import save_stacks, stack_text
     try:
-        session, check = _session(args, error_type)
+        session, check, refused = _session(args, error_type)
         count = len(session.numbered)
         if args.format in ONE_BACKTRACE and count > 1:
             raise error_type(f"--format {args.format} holds one backtrace and "
@@ -59,10 +64,10 @@ def _stack(args, error_type):
             text = stack_text(session)
             check()  # a core that changed while it was walked: one line, no stacks
             if not args.output:
-                return text
+                return text, refused
             write_atomically(args.output, text.encode())
-            return ""
-        return printable(save_stacks(session, args.output, args.format, check)) + "\n"
+            return "", refused
+        return printable(save_stacks(session, args.output, args.format, check)) + "\n", refused
     except SfbtError as error:
         if isinstance(error, error_type):
             raise
@@ -195,6 +200,9 @@ def _add_stack(commands, error_type):
                        help="the process id; with --core, the core's executable "
                        "(optional: checked against the core)")
     stack.add_argument("--core", metavar="CORE", help="read a core file instead")
+    stack.add_argument("--trust-files", action="store_true",
+                       help="with --core: read every file the core names, even "
+                       "one the core's owner could not read")
     stack.add_argument("--thread", type=int, metavar="TID",
                        help="only this thread (its LWP id)")
     stack.add_argument("--format", choices=FORMATS, default="text",

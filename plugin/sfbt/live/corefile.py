@@ -3,12 +3,21 @@ mapped files from NT_FILE, memory from the PT_LOAD segments (and, for
 what the kernel did not dump, the mapped files themselves), the vDSO from
 memory at NT_AUXV's AT_SYSINFO_EHDR.
 
+A core is its writer's data: a file NT_FILE names is read only if the
+core's owner (the file's owner and group, and NT_PRPSINFO's pr_uid and
+pr_gid: both must be able to) could read it, unless it is the executable
+the user named or the user trusts the core's files (``trust_files``); and
+a file supplies only memory the core legitimately omits: a read-only
+PT_LOAD segment the kernel did not dump, never the stack or writable
+memory.  Files refused are kept in ``refused`` (path -> why).
+
 The core and the files NT_FILE names are opened as regular files only (a
 FIFO would block) and read with pread, never mapped: a core truncated
 while mapped would kill the process with SIGBUS.  A read that comes back
 short, or a core whose size or times differ after the walk from when it
 was opened, is a core that changed while it was read: one line says so."""
 
+import errno
 import os
 import struct
 from bisect import bisect_right
@@ -17,7 +26,7 @@ from types import SimpleNamespace
 from ..arch import Arch
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
 from ..errors import SfbtError, TargetMemoryError
-from ..files import open_regular
+from ..files import TRUSTED, FileProblem, ReadAs, open_regular
 from .images import CoreImages, memory_build_id, notes
 from .mappings import file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState
@@ -29,6 +38,9 @@ NT_AUXV = 6
 NT_FILE = 0x46494C45
 AT_ENTRY = 9
 AT_SYSINFO_EHDR = 33
+#: p_flags of a writable segment
+PF_W = 2
+PRPSINFO_UID = 16
 PRPSINFO_PID = 24
 PRPSINFO_FNAME = 40
 #: offsets in struct elf_prstatus (the same on every 64-bit Linux) of
@@ -55,10 +67,14 @@ def _identity(status):
 
 class Core:
     """The core file at ``path``; ``executable`` (optional) must be the
-    program it is a core of."""
+    program it is a core of; ``trust_files``: read the files NT_FILE names
+    whoever wrote the core."""
 
-    def __init__(self, path, executable=None):
+    def __init__(self, path, executable=None, trust_files=False):
         self.path = path
+        #: the files named by the core that were not read: path -> why
+        self.refused = {}
+        self._checked = {}  # path -> _identity of the file checked
         try:
             self._stream = open_regular(path)
         except OSError as error:
@@ -73,10 +89,13 @@ class Core:
         except BaseException:
             self.close()
             raise
+        self._read_as = TRUSTED if trust_files else ReadAs.owner_of(
+            self._stream.fileno(), "the core's owner", self._writer)
         #: the core's own bytes as a Target reads them (no mapped file's)
         self.dumped = SimpleNamespace(read_memory=self.read_dumped)
         self.images = CoreImages(self)
         self._with_executable = None
+        self._user_executable = executable is not None
         self.executable = self._check_executable(executable)
         self._modules = None
 
@@ -97,7 +116,9 @@ class Core:
 
     def check_unchanged(self):
         """Raise CoreError if the core is not the file it was when opened
-        (a short read during a walk only ends that walk)."""
+        (a short read during a walk only ends that walk), or a file it
+        names is not the one whose owner and mode were checked (symbols
+        and SFrame data are read from a module's file by its path)."""
         try:
             now = _identity(os.stat(self.path))
         except OSError:
@@ -105,6 +126,14 @@ class Core:
         if now != self._identity or self._identity != _identity(
                 os.fstat(self._stream.fileno())):
             raise self._changed()
+        for path, checked in self._checked.items():
+            try:
+                now = _identity(os.stat(path))
+            except OSError:
+                now = None
+            if now != checked:
+                raise CoreError(f"{path}, a file the core names, changed while it was "
+                                "read; no stacks are shown")
 
     def _parse(self):
         image = ElfImage(self._read_file, 0, self.path)
@@ -119,6 +148,11 @@ class Core:
         self._loads = sorted((s.vaddr, s.vaddr + s.filesz, s.offset)
                              for s in image.segments() if s.type == PT_LOAD and s.filesz)
         self._load_starts = [start for start, _, _ in self._loads]
+        #: (start, end) of what read-only segments hold that is not dumped
+        self._omitted = sorted((s.vaddr + s.filesz, s.vaddr + s.memsz)
+                               for s in image.segments() if s.type == PT_LOAD
+                               and s.memsz > s.filesz and not s.flags & PF_W)
+        self._writer = []  # NT_PRPSINFO's (pr_uid, pr_gid)
         self.threads_raw, self.mappings, self.auxv, self.command = [], [], {}, ""
         self.pid = None
         note_bytes = 0
@@ -139,6 +173,7 @@ class Core:
                     self.mappings = parse_nt_file(desc, endian)
                 elif kind == NT_PRPSINFO:
                     (self.pid,) = struct.unpack_from(endian + "i", desc, PRPSINFO_PID)
+                    self._writer = [struct.unpack_from(endian + "II", desc, PRPSINFO_UID)]
                     fname = desc[PRPSINFO_FNAME:PRPSINFO_FNAME + 16]
                     self.command = fname.split(b"\0")[0].decode("utf-8", "replace")
                 elif kind == NT_AUXV:
@@ -212,18 +247,21 @@ class Core:
         raise TargetMemoryError(address, size)
 
     def read_memory(self, address, size):
-        """Bytes from the dumped segments, else from the mapped files."""
+        """Bytes from the dumped segments, else (where a read-only segment
+        was not dumped) from the mapped files."""
         try:
             return self.read_dumped(address, size)
         except TargetMemoryError:
             pass
+        if not self._omitted_here(address, size):
+            raise TargetMemoryError(address, size)
         for mapping in self._file_mappings():
             if mapping.start <= address and address + size <= mapping.end:
                 path = self.images.locate(mapping).path
                 if not path:
                     break
                 try:
-                    with open_regular(path) as stream:
+                    with self.open_named(path) as stream:
                         data = os.pread(stream.fileno(), size,
                                         mapping.offset + address - mapping.start)
                 except OSError:
@@ -232,6 +270,28 @@ class Core:
                     return data
                 break
         raise TargetMemoryError(address, size)
+
+    def _omitted_here(self, address, size):
+        """Whether the core has a read-only segment at address..+size that
+        the kernel did not dump (what a mapped file may supply)."""
+        i = bisect_right(self._omitted, (address, float("inf"))) - 1
+        return i >= 0 and address + size <= self._omitted[i][1]
+
+    def open_named(self, path):
+        """The regular file ``path`` the core names, open, if the core's
+        writer could read it (or it is the user's executable); else
+        FileProblem, and ``refused`` says why."""
+        read_as = TRUSTED if path == self.executable and self._user_executable \
+            else self._read_as
+        try:
+            stream = read_as.open(path)
+        except FileProblem as problem:
+            if problem.errno == errno.EACCES:
+                self.refused.setdefault(path, problem.strerror)
+            raise
+        if read_as.users:  # a restricted read: the file must stay the one checked
+            self._checked.setdefault(path, _identity(os.fstat(stream.fileno())))
+        return stream
 
     def _file_mappings(self):
         """NT_FILE's mappings, the program's file being the executable."""

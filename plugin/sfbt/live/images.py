@@ -13,12 +13,14 @@ the mapping's first page."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import struct
 from types import SimpleNamespace
 
-from ..elf import PT_LOAD, PT_NOTE, ElfError, memory_image, read_build_id
+from ..elf import (PT_LOAD, PT_NOTE, ElfError, ElfImage, memory_image, read_build_id,
+                   read_elf_stream)
 from ..errors import TargetMemoryError
 from ..files import open_regular
 
@@ -186,8 +188,9 @@ class ProcessImages:
 
 
 class CoreImages:
-    """The files behind a core's mappings (NT_FILE): a file whose build id
-    differs from the one the core holds for it is not read."""
+    """The files behind a core's mappings (NT_FILE): a file the core's
+    writer could not read (Core.open_named), or whose build id differs
+    from the one the core holds for it, is not read."""
 
     def __init__(self, core):
         self._core = core
@@ -202,12 +205,17 @@ class CoreImages:
     def _locate(self, mapping):
         header = next((m for m in self._core.mappings
                        if m.path == mapping.path and m.offset == 0), None)
+        try:
+            stream = self._core.open_named(mapping.path)
+        except OSError as error:
+            return Located("", "not found" if error.errno == errno.ENOENT
+                           else error.strerror or str(error))
         in_core = memory_build_id(self._core.dumped, header.start) if header else None
         if in_core is None:
+            stream.close()
             return Located(mapping.path)
-        on_disk = read_build_id(mapping.path)
-        if on_disk is None and not os.path.exists(mapping.path):
-            return Located("", "not found")
+        with stream:
+            on_disk = read_elf_stream(stream, mapping.path, ElfImage.build_id)
         if on_disk != in_core:
             return Located("", f"build id {on_disk or 'none'} on disk, not the "
                            f"core's {in_core}")

@@ -149,13 +149,16 @@ def process_session(pid: int, only: Optional[int] = None,
         process.close()
 
 
-def core_session(path: str, executable: Optional[str] = None, only: Optional[int] = None
-                 ) -> Tuple[SnapshotSession, Callable[[], None]]:
-    """(SnapshotSession, check) of the core file at ``path`` (only its
-    thread ``only`` if given); ``check()`` after the walks raises where
-    the core changed while it was read."""
+def core_session(path: str, executable: Optional[str] = None, only: Optional[int] = None,
+                 trust_files: bool = False
+                 ) -> Tuple[SnapshotSession, Callable[[], None], Dict[str, str]]:
+    """(SnapshotSession, check, refused) of the core file at ``path`` (only
+    its thread ``only`` if given); ``check()`` after the walks raises where
+    the core changed while it was read; ``refused`` (filled as the walks
+    go) holds the files the core names that its writer could not read, and
+    why (see sfbt.live.corefile; ``trust_files`` reads them anyway)."""
     from .corefile import Core, CoreError
-    core = Core(path, executable)
+    core = Core(path, executable, trust_files)
     states = core.thread_states()
     for state in states:
         if state.tid == core.pid and core.command:
@@ -167,4 +170,4 @@ def core_session(path: str, executable: Optional[str] = None, only: Optional[int
             raise CoreError(f"{path} has no thread {only}")
     return (SnapshotSession(core.arch, core.modules(), core.read_memory, numbered,
                             core.executable),
-            core.check_unchanged)
+            core.check_unchanged, core.refused)

@@ -189,3 +189,15 @@ def test_a_file_in_a_directory_the_owner_may_not_search_is_not_read(secret_elf, 
     assert f"may not search {private}" in result.stderr, result.stderr
     os.chmod(private, 0o711)  # searchable: the file's own bits decide
     assert f"in {SECRET_NAME} ()" in run_sfbt("stack", "--core", core).stdout
+
+
+def test_a_download_sfbt_made_itself_is_read_whoever_wrote_the_archive(as_root, tmp_path):
+    """A debuginfod download (files.OpenedPath, in root's private cache) is
+    no file the archive named: another user's archive still gets its names."""
+    from sfbt.files import FileProblem, OpenedPath, ReadAs
+    kept = secret_file(tmp_path / "download", b"\x7fELF debug file")
+    nobody = ReadAs([(65534, 65534)], "the archive's owner")
+    with pytest.raises(FileProblem):
+        nobody.open(str(kept))
+    with open(kept, "rb") as stream:
+        assert nobody.open(OpenedPath(str(kept), stream)).read() == b"\x7fELF debug file"

@@ -221,6 +221,8 @@ class Process:
         # as GDB numbers them on attach: the main thread, then the order of
         # /proc/PID/task
         tids.sort(key=lambda tid: tid != self.pid)
+        for gone in (self._names.keys() | self._counters.keys()) - set(tids):
+            self._forget_thread(gone)
         threads = []
         for tid in tids:
             name = self._names.get(tid)
@@ -263,6 +265,10 @@ class Process:
         return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] in ("", "Z", "X")
 
     def _forget_thread(self, tid):
+        """Close what was kept of thread ``tid``, gone (ESRCH, or no longer
+        listed): a process that makes and ends threads without pause would
+        otherwise hold two descriptors and a name for each it ever had."""
+        self._names.pop(tid, None)
         for fd in self._counters.pop(tid, ()):
             os.close(fd)
 
@@ -274,7 +280,9 @@ class Process:
     def snapshot(self, tid, name=""):
         """The thread's ThreadState, or None if it exited.  It is stopped
         from PTRACE_INTERRUPT to PTRACE_DETACH only: the time to read its
-        registers and copy its stack (``extra["stopped"]``, seconds)."""
+        registers and copy its stack (``extra["stopped"]``, seconds).
+        ptrace.DidNotStop where it does not stop in time (in vfork): it
+        stays seized until sfbt exits, and stops only then, if ever."""
         if not self._seize(tid):
             return None
         signal = 0
@@ -550,18 +558,28 @@ class SeizedProcess(Process):
                 self._run_on(tid, ptrace.stop_signal(status))
 
     def release(self):
-        """Detach every seized thread (its memory stays readable)."""
+        """Detach every seized thread (its memory stays readable).  Each is
+        interrupted, then waited for until one deadline,
+        ptrace.STOP_TIMEOUT on: one that did not stop by then (in vfork)
+        stays seized, with the interrupt pending, until sfbt exits."""
         self._stopping.clear()  # interrupted again: one stop or two
         waited, self._waited = self._waited, {}
+        stopping = []
         for tid in self._seized:
+            if tid in waited:  # in a stop already waited for
+                if waited[tid] is not None:
+                    ptrace.detach(tid, max(ptrace.stop_signal(waited[tid]), 0))
+                continue
             try:
-                if tid in waited:  # in a stop already waited for
-                    if waited[tid] is None:
-                        continue
-                    signal = ptrace.stop_signal(waited[tid])
-                else:
-                    signal = ptrace.interrupt_and_wait(tid)
+                ptrace.interrupt(tid)
             except (ptrace.ThreadGone, ptrace.PtraceError):
+                continue
+            stopping.append(tid)
+        deadline = time.monotonic() + ptrace.STOP_TIMEOUT
+        for tid in stopping:
+            try:
+                signal = ptrace.wait_stopped(tid, deadline, ptrace.STOP_TIMEOUT)
+            except (ptrace.ThreadGone, ptrace.DidNotStop):
                 continue
             ptrace.detach(tid, max(signal, 0))
         self._seized.clear()

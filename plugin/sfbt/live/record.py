@@ -35,6 +35,7 @@ from ..commands.save import cbf_frames, image_map
 from ..commands.session import Thread
 from ..unwind.reuse import ReusingUnwinder
 from ..unwind.walk import STOP_LIMIT
+from . import ptrace
 from .process import ProcessError, ProcessExited, SeizedProcess
 from .session import SnapshotSession
 
@@ -129,6 +130,15 @@ class RecordStats:
 
 
 @dataclass
+class Forget:
+    """Where thread ``tid`` was seen gone, in the pending samples: its
+    walk state is dropped once the samples before it are walked."""
+
+    tid: int
+    awaited = False
+
+
+@dataclass
 class Pending:
     """A thread's sample not walked yet: its copy (``state``), or None
     where the thread has not run since its previous sample (counted
@@ -155,9 +165,10 @@ class Shortfall:
         self.hz = hz
         self.say = say
         self.said = set()
-        self._reset(time.monotonic())
+        self.reset(time.monotonic())
 
-    def _reset(self, now):
+    def reset(self, now):
+        """Begin a window at ``now`` (time.monotonic)."""
         self.since = now
         self.ticks = 0
         self.copying = 0.0  # seconds spent stopping and copying threads
@@ -186,7 +197,7 @@ class Shortfall:
             if reason[0] not in self.said:
                 self.said.add(reason[0])
                 self.say(f"sfbt record: {rate:.1f} Hz of {self.hz:g}: {reason[1]}")
-        self._reset(now)
+        self.reset(now)
 
 
 class Recorder:
@@ -210,14 +221,23 @@ class Recorder:
         self._trace_ids = {}
         self._marks = {}  # tid -> its idle mark (SeizedProcess.idle_mark) after its last stop
         self._awaited = {}  # tid -> its Pending sample while it is yet to stop
+        #: the threads that did not stop in ptrace.STOP_TIMEOUT (in vfork):
+        #: not sampled until they stop
+        self._stuck = set()
+        self._say = say
+        #: the latest listing of the threads, and its tids: a thread that
+        #: leaves it is forgotten (``_forget``)
+        self._listed = []
+        self._listed_tids = set()
         #: the EndingSignals of the recording (set by run): its sleep is
         #: woken by a thread that stops
         self._signals = None
         self._copied = []  # ThreadStates copied since the idle marks were read
         #: tid -> its number, as GDB numbers threads: in the order first
-        #: seen (the main thread 1), never used again
+        #: seen (the main thread 1), never used again (``_numbered`` given)
         self._numbers = {}
-        #: (tid, name) -> its events' strings (architecture, thread as
+        self._numbered = 0
+        #: tid -> (name, its events' strings: architecture, thread as
         #: they name it, reason, label)
         self._labels = {}
         # the walk names frames (to stop at main): from files on this
@@ -284,6 +304,8 @@ class Recorder:
         that stopped by themselves since were let run on before (SIGCHLD
         said so: _take_stops)."""
         threads = self.process.threads(fresh_names=False)
+        if threads is not self._listed:
+            self._forget(threads)
         if (any(tid not in self._marks for tid, _ in threads)
                 or time.monotonic() - self._maps_read > MAPS_INTERVAL):
             self._refresh_mappings()
@@ -297,13 +319,18 @@ class Recorder:
                         or self.process.run_counters(tid) != self._marks[tid])]
         self.process.interrupt(copying)
         for tid, name in threads:
+            if tid in self._stuck:
+                continue
             if self.process.stopping(tid):
                 # one copy for each tick until it stops: a thread yet to
                 # stop has had no processor since it was interrupted
                 pending = Pending(tid, name, now, self.session, self._image_map,
                                   awaited=True)
-                self._awaited.setdefault(tid, []).append(pending)
+                awaited = self._awaited.setdefault(tid, [])
+                awaited.append(pending)
                 self._pending.append(pending)
+                if now - awaited[0].time > ptrace.STOP_TIMEOUT * 1e9:
+                    self._give_up(tid)
             elif tid in self._marks:
                 self._pending.append(Pending(tid, name, now, self.session, self._image_map))
         gone = self.collect(began + STOP_SAMPLE / self.hz)
@@ -311,13 +338,37 @@ class Recorder:
         if len(gone) == len(threads):
             raise ProcessExited(f"process {self.process.pid} exited")
 
+    def _give_up(self, tid):
+        """Drop the samples of thread ``tid``, yet to stop after
+        ptrace.STOP_TIMEOUT (in vfork: it stops only once its child execs or
+        exits), and take none of it until it stops: the walks that wait
+        for the oldest pending sample go on, and the recording ends in
+        time (said in one line)."""
+        for pending in self._awaited.pop(tid):
+            pending.awaited, pending.dropped = False, True
+        self._stuck.add(tid)
+        self._say(f"sfbt record: {ptrace.DidNotStop(tid, ptrace.STOP_TIMEOUT)}: "
+                  "not sampled until it stops")
+
+    def _forget(self, threads):
+        """Take ``threads`` as the latest listing: what was kept of each
+        thread no longer in it is dropped (its walk state once its
+        pending samples are walked, see Forget)."""
+        tids = {tid for tid, _ in threads}
+        for tid in self._listed_tids - tids:
+            self._marks.pop(tid, None)
+            self._stuck.discard(tid)
+            self._pending.append(Forget(tid))
+        self._listed, self._listed_tids = threads, tids
+
     def collect(self, until=0.0):
         """Take in the copies of the threads that stopped since they were
         interrupted (waited for until ``until``, time.perf_counter); the
         tids gone."""
         states, gone = self.process.collect(until, self._signals.sleep)
         for tid, state in states.items():
-            for pending in self._awaited.pop(tid):
+            self._stuck.discard(tid)  # stopped at last: sampled again
+            for pending in self._awaited.pop(tid, ()):
                 pending.state, pending.awaited = state, False
                 self._pending_bytes += len(state.stack)
             self.stats.stops.append(state.extra["stopped"])
@@ -358,6 +409,12 @@ class Recorder:
             if pending[0].awaited:
                 break
             sample = pending.popleft()
+            if isinstance(sample, Forget):
+                self._walked.pop(sample.tid, None)
+                self._previous.pop(sample.tid, None)
+                self._labels.pop(sample.tid, None)
+                self._numbers.pop(sample.tid, None)
+                continue
             if sample.dropped or (sample.state is None and sample.tid not in self._walked):
                 continue  # it exited before it was copied
             if sample.state is None:
@@ -392,13 +449,18 @@ class Recorder:
                 or self._pending_bytes > MAX_BACKLOG_BYTES)
 
     def _record(self, trace_id, sample):
-        strings = self._labels.get((sample.tid, sample.name))
-        if strings is None:
-            number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
+        kept = self._labels.get(sample.tid)
+        if kept is not None and kept[0] == sample.name:
+            strings = kept[1]
+        else:
+            number = self._numbers.get(sample.tid)
+            if number is None:
+                self._numbered += 1
+                number = self._numbers[sample.tid] = self._numbered
             thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
                       else f"{number} ({sample.tid})")
-            strings = self._labels[sample.tid, sample.name] = (
-                self.process.arch.name, thread, "sample", self.label)
+            strings = (self.process.arch.name, thread, "sample", self.label)
+            self._labels[sample.tid] = (sample.name, strings)
         self.archive.stream_event(trace_id, sample.image_map, sample.time, strings)
         self.stats.samples += 1
 
@@ -421,6 +483,7 @@ class Recorder:
             if on_first_sample is not None:
                 on_first_sample()
         start = flushed = time.monotonic()
+        self.shortfall.reset(start)  # the rate is kept from here (a first stop may wait)
         tick = 1
         while signals.caught is None and self.stats.error is None:
             now = time.monotonic()

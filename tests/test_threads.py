@@ -48,17 +48,18 @@ def vforking(tmp_path_factory):
                            ["vforking.c"])
 
 
-class VforkWaiting:
-    """The vforking program, its child sleeping ``seconds`` before it
-    exits: in a session of its own, killed whole after the test."""
+class Started:
+    """``program`` with ``arguments``, in a session of its own, once it
+    said "ready"; killed whole (with a vfork child) after the test."""
 
-    def __init__(self, program, seconds):
-        self.process = subprocess.Popen([str(program), str(seconds)], stdout=subprocess.PIPE,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+    def __init__(self, program, *arguments):
+        self.process = subprocess.Popen([str(program), *map(str, arguments)],
+                                        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
         assert self.process.stdout.readline().strip() == b"ready"
         self.pid = self.process.pid
-        tids = sorted(int(tid) for tid in os.listdir(f"/proc/{self.pid}/task"))
-        self.vforker = tids[-1]  # made last
+        #: the thread made last (in vforking, the one in vfork)
+        self.vforker = max(int(tid) for tid in os.listdir(f"/proc/{self.pid}/task"))
 
     def __enter__(self):
         return self
@@ -77,7 +78,7 @@ def test_stack_leaves_out_a_thread_in_vfork_in_one_line(vforking):
     prints the two others within seconds (it waited without end before),
     says so in one line, and the process runs on untraced once the child
     exits."""
-    with VforkWaiting(vforking, 6) as waiting:
+    with Started(vforking, 6) as waiting:
         began = time.monotonic()
         result = subprocess.run([sys.executable, "-m", "sfbt", "stack", str(waiting.pid)],
                                 capture_output=True, text=True, timeout=30,
@@ -105,7 +106,7 @@ def test_record_of_a_thread_in_vfork_ends_on_a_signal_and_keeps_its_samples(
     so) and ends on SIGTERM or Ctrl-C within seconds, its samples kept
     (before, it waited for that thread without end, deaf to both)."""
     archive = tmp_path / "vfork.sfbt"
-    with VforkWaiting(vforking, 60) as waiting:
+    with Started(vforking, 60) as waiting:
         recorder = subprocess.Popen(
             [sys.executable, "-m", "sfbt", "record", "-p", str(waiting.pid), "-o", archive],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -133,3 +134,18 @@ def test_record_of_a_thread_in_vfork_ends_on_a_signal_and_keeps_its_samples(
               for c in re.findall(r"captured (once|\d+ times)", decoded.stdout)]
     assert sum(counts) == int(match[1])
     assert f"({waiting.vforker} " not in decoded.stdout  # never sampled
+
+
+def test_stack_of_a_zombie_leaders_threads(tmp_path):
+    """A zombie leader has no mappings and no memory of its own: the
+    threads that run on are read through one of them (before, sfbt stack
+    said the process had exited)."""
+    games = compile_program(tmp_path, "thread_games", "O2", True, ["thread_games.c"])
+    with Started(games, "zombie", 30, 2) as running:
+        deadline = time.monotonic() + 5
+        while "Z" not in open(f"/proc/{running.pid}/stat").read().rsplit(")", 1)[1][:3]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        result = run_sfbt("stack", running.pid)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.count("in lasting at ") == 2, result.stdout

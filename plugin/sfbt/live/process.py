@@ -91,21 +91,35 @@ class Process:
         self.pid = pid
         if not os.path.isdir(f"/proc/{pid}/task"):
             raise ProcessExited(f"no process {pid}")
+        self.reader = self._live_thread()
         self.executable = self._executable()
         self.arch = arch or self._arch()
         if self.arch is None or not self.arch.regset:
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
                                "(sfbt stack reads x86-64 and AArch64)")
-        self.images = ProcessImages(pid, lambda address, size: ptrace.read_pages(
-            pid, address, size))
+        self.images = ProcessImages(self.reader, lambda address, size: ptrace.read_pages(
+            self.reader, address, size))
         try:
-            self._set_mappings(read_maps(pid))
+            self._set_mappings(read_maps(self.reader))
         except OSError as error:
             raise ProcessError(f"process {pid}: cannot read its mappings: "
                                f"{error.strerror or error}") from None
         self._counters = {}  # tid -> open fds of its schedstat and syscall
         self._names = {}
+
+    def _live_thread(self):
+        """The process's id, or where its main thread exited (a zombie
+        leader: its maps are empty and its memory unreadable) the id of a
+        thread that runs on: what its mappings, files and memory are
+        read through."""
+        if not self._exited(self.pid):
+            return self.pid
+        try:
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
+        except OSError:
+            return self.pid
+        return next((tid for tid in tids if not self._exited(tid)), self.pid)
 
     def _set_mappings(self, blocks, mappings=None):
         """The mappings read (read_maps' ``blocks``), or ``mappings`` made of
@@ -127,7 +141,7 @@ class Process:
             data = self.images.read(mapping, address, size)
             if data is not None:
                 return data
-        return ptrace.read_pages(self.pid, address, size)
+        return ptrace.read_pages(self.reader, address, size)
 
     def _mapping_at(self, address):
         """The mapping that holds ``address``, or None."""
@@ -150,9 +164,14 @@ class Process:
         # each mapping's pages are
         for changed in (False, True):
             try:
-                blocks = read_maps(self.pid, changed)
+                blocks = read_maps(self.reader, changed)
             except OSError:
-                raise ProcessExited(f"process {self.pid} exited") from None
+                # the thread read through exited: another, if any runs on
+                self.reader = self.images.pid = self._live_thread()
+                try:
+                    blocks = read_maps(self.reader, changed)
+                except OSError:
+                    raise ProcessExited(f"process {self.pid} exited") from None
             if [line for line, _ in blocks] == self._lines:
                 return False  # the lines the mappings were made of
             mappings = mappings_of(blocks)
@@ -168,18 +187,18 @@ class Process:
 
     def _executable(self):
         try:
-            return os.readlink(f"/proc/{self.pid}/exe")
+            return os.readlink(f"/proc/{self.reader}/exe")
         except OSError:
             return None
 
     def _arch(self):
-        path = f"/proc/{self.pid}/exe"
+        path = f"/proc/{self.reader}/exe"
         try:
             stream, image = open_elf(path)
         except OSError as error:
             # open_elf names the file: a FileProblem that keeps the errno
             if error.errno == errno.ENOENT:
-                if self._exited(self.pid):
+                if self._exited(self.reader):
                     raise ProcessExited(f"process {self.pid} exited") from None
                 if os.path.isdir(f"/proc/{self.pid}"):
                     raise ProcessError(f"process {self.pid} has no executable (a kernel "
@@ -200,7 +219,7 @@ class Process:
             modules = file_modules(self.mappings, self.images.locate, self)
             for mapping in self.mappings:
                 if mapping.path == VDSO:
-                    data = ptrace.read_pages(self.pid, mapping.start,
+                    data = ptrace.read_pages(self.reader, mapping.start,
                                              mapping.end - mapping.start)
                     vdso = vdso_module(data, mapping.start)
                     if vdso is not None:
@@ -314,7 +333,7 @@ class Process:
         registers = self.arch.decode_regset(raw)
         sp = registers[self.arch.sp]
         start, end = stack_range(sp, self._mapping_at(sp))
-        stack = ptrace.read_pages(self.pid, start, end - start)
+        stack = ptrace.read_pages(self.reader, start, end - start)
         stopped = time.perf_counter() - began
         return ThreadState(tid, name, registers, start, stack,
                            extra={"stopped": stopped})
@@ -522,7 +541,7 @@ class SeizedProcess(Process):
             return None
         start, end = state.stack_start, state.stack_start + len(state.stack)
         if not start <= sp <= end or \
-                ptrace.read_pages(self.pid, sp, end - sp) != state.stack[sp - start:]:
+                ptrace.read_pages(self.reader, sp, end - sp) != state.stack[sp - start:]:
             return None
         if self.run_counters(tid) != counters:  # it ran while its stack was read
             return None

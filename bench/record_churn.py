@@ -40,12 +40,6 @@ def descriptors(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def threads_made(pid):
-    """How many threads process ``pid`` has made: the tids it took since
-    it started, as the last tid's distance from its own."""
-    return max(int(tid) for tid in os.listdir(f"/proc/{pid}/task")) - pid
-
-
 def record_churn(directory, seconds, every, hz, say=print):
     """Record the churning program for ``seconds``, calling ``say`` with
     (elapsed seconds, resident KiB, descriptors) every ``every`` seconds;

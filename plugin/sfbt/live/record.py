@@ -18,6 +18,7 @@ or a write that fails (a full disk: the samples written before it are
 kept)."""
 
 import os
+import random
 import select
 import signal
 import time
@@ -111,13 +112,40 @@ class EndingSignals:
                 pass
 
 
+class StopTimes:
+    """How long each copied thread was stopped: the longest, and for the
+    median a uniform sample of at most KEPT of them (a reservoir), so a
+    long recording keeps no list of every stop."""
+
+    KEPT = 10_000
+
+    def __init__(self):
+        self.count = 0
+        self.longest = 0.0
+        self.kept = []
+        self._random = random.Random(0)
+
+    def add(self, seconds):
+        self.count += 1
+        self.longest = max(self.longest, seconds)
+        if len(self.kept) < self.KEPT:
+            self.kept.append(seconds)
+        else:
+            at = self._random.randrange(self.count)
+            if at < self.KEPT:
+                self.kept[at] = seconds
+
+    def median(self):
+        return sorted(self.kept)[len(self.kept) // 2] if self.kept else 0.0
+
+
 @dataclass
 class RecordStats:
     ticks: int = 0
     missed: int = 0
     samples: int = 0
     walks: int = 0
-    stops: list = field(default_factory=list)  # seconds each thread was stopped
+    stops: StopTimes = field(default_factory=StopTimes)  # seconds each thread was stopped
     elapsed: float = 0.0
     ended: str = ""
     kept: int = 0  # samples written to the file
@@ -371,7 +399,7 @@ class Recorder:
             for pending in self._awaited.pop(tid, ()):
                 pending.state, pending.awaited = state, False
                 self._pending_bytes += len(state.stack)
-            self.stats.stops.append(state.extra["stopped"])
+            self.stats.stops.add(state.extra["stopped"])
             self._copied.append(state)
         for tid in gone:
             for pending in self._awaited.pop(tid, ()):
@@ -575,8 +603,6 @@ class Recorder:
 
 def summary(recorder, path):
     stats = recorder.stats
-    stops = sorted(stats.stops) or [0.0]
-    median = stops[len(stops) // 2]
     distinct = len(recorder.archive.traces)
     ended = f" ({stats.ended})" if stats.ended else ""
     saved = (f"saved to {path}" if stats.kept == stats.samples
@@ -584,5 +610,5 @@ def summary(recorder, path):
     return (f"Recorded {stats.samples} stacks in {stats.ticks} samples over "
             f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {recorder.hz:g}){ended}: "
             f"{distinct} distinct, {saved}.\n"
-            f"Each thread was stopped for {median * 1e3:.3f} ms per sample "
-            f"(median; at most {stops[-1] * 1e3:.3f} ms).")
+            f"Each thread was stopped for {stats.stops.median() * 1e3:.3f} ms per sample "
+            f"(median; at most {stats.stops.longest * 1e3:.3f} ms).")

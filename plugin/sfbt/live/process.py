@@ -504,7 +504,9 @@ class SeizedProcess(Process):
             self._run_on(tid, ptrace.stop_signal(status))
         stopped_from = running
         before = self._let_go.get(tid)
-        if before is not None and scheduled is not None:
+        # its counters read at both copies (where one was not readable, as
+        # with every descriptor in use, it counts from ``running``)
+        if before is not None and None not in (before[1], scheduled):
             stopped_from = max(running, before[0] + scheduled - before[1])
         self._let_go[tid] = (let_go, scheduled, counters)
         state.extra["stopped"] = time.perf_counter() - stopped_from

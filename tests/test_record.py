@@ -365,7 +365,7 @@ def test_a_thread_that_moved_on_after_its_copy_is_sampled_where_it_is(tmp_path):
                     assert recorder._sample()
                     recorder.collect(time.perf_counter() + 5)
                     recorder.walk_pending()
-                    return len(recorder.stats.stops)
+                    return recorder.stats.stops.count
 
                 assert sample() == 2  # both threads copied
                 first = recorder._walked[worker][1]

@@ -80,6 +80,11 @@ class Trace:
         return cbf.decode(self.data, strict=False)
 
 
+#: the most distinct event strings Archive keeps packed (one four a thread
+#: of a recording, and a process may make thousands of threads a second)
+PACKED_STRINGS_KEPT = 1024
+
+
 class Archive:
     """Traces stored once each, image maps, and the events that use them."""
 
@@ -132,6 +137,8 @@ class Archive:
         of a long recording."""
         packed = self._packed_strings.get(strings)
         if packed is None:
+            if len(self._packed_strings) >= PACKED_STRINGS_KEPT:
+                self._packed_strings.clear()  # threads come and go: kept bounded
             packed = self._packed_strings[strings] = b"".join(
                 _pack_string(s) for s in strings)
         self._add_record(KIND_EVENT, _EVENT_HEAD.pack(trace_id, image_map_index, time_ns)

@@ -31,7 +31,9 @@ def _session(args, error_type):
         return core_session(args.core, args.target, args.thread, args.trust_files)
     if args.target is None:
         raise error_type("which process? (sfbt stack PID, or --core CORE)")
-    return (process_session(_pid_or_error(args.target, error_type), args.thread),
+    return (process_session(_pid_or_error(args.target, error_type), args.thread,
+                            warn=lambda line: print(f"sfbt: warning: {printable(line)}",
+                                                    file=sys.stderr, flush=True)),
             lambda: None, {})
 
 

@@ -91,21 +91,35 @@ class Process:
         self.pid = pid
         if not os.path.isdir(f"/proc/{pid}/task"):
             raise ProcessExited(f"no process {pid}")
+        self.reader = self._live_thread()
         self.executable = self._executable()
         self.arch = arch or self._arch()
         if self.arch is None or not self.arch.regset:
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
                                "(sfbt stack reads x86-64 and AArch64)")
-        self.images = ProcessImages(pid, lambda address, size: ptrace.read_pages(
-            pid, address, size))
+        self.images = ProcessImages(self.reader, lambda address, size: ptrace.read_pages(
+            self.reader, address, size))
         try:
-            self._set_mappings(read_maps(pid))
+            self._set_mappings(read_maps(self.reader))
         except OSError as error:
             raise ProcessError(f"process {pid}: cannot read its mappings: "
                                f"{error.strerror or error}") from None
         self._counters = {}  # tid -> open fds of its schedstat and syscall
         self._names = {}
+
+    def _live_thread(self):
+        """The process's id, or where its main thread exited (a zombie
+        leader: its maps are empty and its memory unreadable) the id of a
+        thread that runs on: what its mappings, files and memory are
+        read through."""
+        if not self._exited(self.pid):
+            return self.pid
+        try:
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{self.pid}/task"))
+        except OSError:
+            return self.pid
+        return next((tid for tid in tids if not self._exited(tid)), self.pid)
 
     def _set_mappings(self, blocks, mappings=None):
         """The mappings read (read_maps' ``blocks``), or ``mappings`` made of
@@ -127,7 +141,7 @@ class Process:
             data = self.images.read(mapping, address, size)
             if data is not None:
                 return data
-        return ptrace.read_pages(self.pid, address, size)
+        return ptrace.read_pages(self.reader, address, size)
 
     def _mapping_at(self, address):
         """The mapping that holds ``address``, or None."""
@@ -150,9 +164,14 @@ class Process:
         # each mapping's pages are
         for changed in (False, True):
             try:
-                blocks = read_maps(self.pid, changed)
+                blocks = read_maps(self.reader, changed)
             except OSError:
-                raise ProcessExited(f"process {self.pid} exited") from None
+                # the thread read through exited: another, if any runs on
+                self.reader = self.images.pid = self._live_thread()
+                try:
+                    blocks = read_maps(self.reader, changed)
+                except OSError:
+                    raise ProcessExited(f"process {self.pid} exited") from None
             if [line for line, _ in blocks] == self._lines:
                 return False  # the lines the mappings were made of
             mappings = mappings_of(blocks)
@@ -168,18 +187,18 @@ class Process:
 
     def _executable(self):
         try:
-            return os.readlink(f"/proc/{self.pid}/exe")
+            return os.readlink(f"/proc/{self.reader}/exe")
         except OSError:
             return None
 
     def _arch(self):
-        path = f"/proc/{self.pid}/exe"
+        path = f"/proc/{self.reader}/exe"
         try:
             stream, image = open_elf(path)
         except OSError as error:
             # open_elf names the file: a FileProblem that keeps the errno
             if error.errno == errno.ENOENT:
-                if self._exited(self.pid):
+                if self._exited(self.reader):
                     raise ProcessExited(f"process {self.pid} exited") from None
                 if os.path.isdir(f"/proc/{self.pid}"):
                     raise ProcessError(f"process {self.pid} has no executable (a kernel "
@@ -200,7 +219,7 @@ class Process:
             modules = file_modules(self.mappings, self.images.locate, self)
             for mapping in self.mappings:
                 if mapping.path == VDSO:
-                    data = ptrace.read_pages(self.pid, mapping.start,
+                    data = ptrace.read_pages(self.reader, mapping.start,
                                              mapping.end - mapping.start)
                     vdso = vdso_module(data, mapping.start)
                     if vdso is not None:
@@ -221,6 +240,8 @@ class Process:
         # as GDB numbers them on attach: the main thread, then the order of
         # /proc/PID/task
         tids.sort(key=lambda tid: tid != self.pid)
+        for gone in (self._names.keys() | self._counters.keys()) - set(tids):
+            self._forget_thread(gone)
         threads = []
         for tid in tids:
             name = self._names.get(tid)
@@ -263,6 +284,10 @@ class Process:
         return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] in ("", "Z", "X")
 
     def _forget_thread(self, tid):
+        """Close what was kept of thread ``tid``, gone (ESRCH, or no longer
+        listed): a process that makes and ends threads without pause would
+        otherwise hold two descriptors and a name for each it ever had."""
+        self._names.pop(tid, None)
         for fd in self._counters.pop(tid, ()):
             os.close(fd)
 
@@ -274,7 +299,9 @@ class Process:
     def snapshot(self, tid, name=""):
         """The thread's ThreadState, or None if it exited.  It is stopped
         from PTRACE_INTERRUPT to PTRACE_DETACH only: the time to read its
-        registers and copy its stack (``extra["stopped"]``, seconds)."""
+        registers and copy its stack (``extra["stopped"]``, seconds).
+        ptrace.DidNotStop where it does not stop in time (in vfork): it
+        stays seized until sfbt exits, and stops only then, if ever."""
         if not self._seize(tid):
             return None
         signal = 0
@@ -306,7 +333,7 @@ class Process:
         registers = self.arch.decode_regset(raw)
         sp = registers[self.arch.sp]
         start, end = stack_range(sp, self._mapping_at(sp))
-        stack = ptrace.read_pages(self.pid, start, end - start)
+        stack = ptrace.read_pages(self.reader, start, end - start)
         stopped = time.perf_counter() - began
         return ThreadState(tid, name, registers, start, stack,
                            extra={"stopped": stopped})
@@ -477,7 +504,9 @@ class SeizedProcess(Process):
             self._run_on(tid, ptrace.stop_signal(status))
         stopped_from = running
         before = self._let_go.get(tid)
-        if before is not None and scheduled is not None:
+        # its counters read at both copies (where one was not readable, as
+        # with every descriptor in use, it counts from ``running``)
+        if before is not None and None not in (before[1], scheduled):
             stopped_from = max(running, before[0] + scheduled - before[1])
         self._let_go[tid] = (let_go, scheduled, counters)
         state.extra["stopped"] = time.perf_counter() - stopped_from
@@ -514,7 +543,7 @@ class SeizedProcess(Process):
             return None
         start, end = state.stack_start, state.stack_start + len(state.stack)
         if not start <= sp <= end or \
-                ptrace.read_pages(self.pid, sp, end - sp) != state.stack[sp - start:]:
+                ptrace.read_pages(self.reader, sp, end - sp) != state.stack[sp - start:]:
             return None
         if self.run_counters(tid) != counters:  # it ran while its stack was read
             return None
@@ -550,18 +579,28 @@ class SeizedProcess(Process):
                 self._run_on(tid, ptrace.stop_signal(status))
 
     def release(self):
-        """Detach every seized thread (its memory stays readable)."""
+        """Detach every seized thread (its memory stays readable).  Each is
+        interrupted, then waited for until one deadline,
+        ptrace.STOP_TIMEOUT on: one that did not stop by then (in vfork)
+        stays seized, with the interrupt pending, until sfbt exits."""
         self._stopping.clear()  # interrupted again: one stop or two
         waited, self._waited = self._waited, {}
+        stopping = []
         for tid in self._seized:
+            if tid in waited:  # in a stop already waited for
+                if waited[tid] is not None:
+                    ptrace.detach(tid, max(ptrace.stop_signal(waited[tid]), 0))
+                continue
             try:
-                if tid in waited:  # in a stop already waited for
-                    if waited[tid] is None:
-                        continue
-                    signal = ptrace.stop_signal(waited[tid])
-                else:
-                    signal = ptrace.interrupt_and_wait(tid)
+                ptrace.interrupt(tid)
             except (ptrace.ThreadGone, ptrace.PtraceError):
+                continue
+            stopping.append(tid)
+        deadline = time.monotonic() + ptrace.STOP_TIMEOUT
+        for tid in stopping:
+            try:
+                signal = ptrace.wait_stopped(tid, deadline, ptrace.STOP_TIMEOUT)
+            except (ptrace.ThreadGone, ptrace.DidNotStop):
                 continue
             ptrace.detach(tid, max(signal, 0))
         self._seized.clear()

@@ -11,6 +11,7 @@ meanwhile is handed back on detach or continue.
 import ctypes
 import errno
 import os
+import time
 
 from ..errors import SfbtError
 
@@ -40,6 +41,21 @@ class PtraceError(SfbtError):
 
 class ThreadGone(SfbtError):
     """The thread exited (or was never there)."""
+
+
+class DidNotStop(SfbtError):
+    """The thread did not stop in time: it waits where a stop waits for
+    it to come out (the parent of a vfork while its child runs, or any
+    uninterruptible sleep).  It stays seized with the interrupt pending
+    (it stops when it comes out); the kernel lets it go when sfbt exits."""
+
+    def __init__(self, tid, seconds):
+        super().__init__(f"thread {tid}: did not stop in {seconds:g} s (in vfork?)")
+        self.tid = tid
+
+
+#: how long a wait for one thread to stop lasts at most (interrupt_and_wait)
+STOP_TIMEOUT = 1.0
 
 
 class _IoVec(ctypes.Structure):
@@ -142,16 +158,32 @@ def interrupt(tid):
     _ptrace(PTRACE_INTERRUPT, tid)
 
 
-def interrupt_and_wait(tid):
+def interrupt_and_wait(tid, timeout=STOP_TIMEOUT):
     """Stop a seized thread; returns the signal to hand back on detach (0
-    for none; see stop_signal).  ThreadGone if it exits first."""
+    for none; see stop_signal).  ThreadGone if it exits first, DidNotStop
+    if it has not stopped after ``timeout`` seconds."""
     interrupt(tid)
+    return wait_stopped(tid, time.monotonic() + timeout, timeout)
+
+
+def wait_stopped(tid, deadline, timeout):
+    """The signal to hand back (see stop_signal) of an interrupted
+    thread's ptrace-stop, polled for until ``deadline`` (time.monotonic):
+    a thread that cannot stop (in vfork) would hold a blocking wait, and
+    the signals that end sfbt with it, for as long.  DidNotStop (saying
+    ``timeout``) after it; ThreadGone if it exits first."""
+    pause = 0.0001
     while True:
-        status = wait_stop(tid)
-        if os.WIFSTOPPED(status):
+        status = wait_stop(tid, WNOHANG)
+        if status is not None:
             # a signal-delivery-stop is a ptrace-stop too; the signal goes
             # back to the thread when it runs on
             return stop_signal(status)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DidNotStop(tid, timeout)
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.01)
 
 
 class _Buffer:

@@ -19,6 +19,7 @@ or a write that fails (a full disk: the samples written before it are
 kept)."""
 
 import os
+import random
 import select
 import signal
 import time
@@ -36,6 +37,7 @@ from ..commands.save import cbf_frames, image_map
 from ..commands.session import Thread
 from ..unwind.reuse import ReusingUnwinder
 from ..unwind.walk import STOP_LIMIT
+from . import ptrace
 from .process import ProcessError, ProcessExited, SeizedProcess
 from .session import SnapshotSession
 
@@ -111,13 +113,40 @@ class EndingSignals:
                 pass
 
 
+class StopTimes:
+    """How long each copied thread was stopped: the longest, and for the
+    median a uniform sample of at most KEPT of them (a reservoir), so a
+    long recording keeps no list of every stop."""
+
+    KEPT = 10_000
+
+    def __init__(self):
+        self.count = 0
+        self.longest = 0.0
+        self.kept = []
+        self._random = random.Random(0)
+
+    def add(self, seconds):
+        self.count += 1
+        self.longest = max(self.longest, seconds)
+        if len(self.kept) < self.KEPT:
+            self.kept.append(seconds)
+        else:
+            at = self._random.randrange(self.count)
+            if at < self.KEPT:
+                self.kept[at] = seconds
+
+    def median(self):
+        return sorted(self.kept)[len(self.kept) // 2] if self.kept else 0.0
+
+
 @dataclass
 class RecordStats:
     ticks: int = 0
     missed: int = 0
     samples: int = 0
     walks: int = 0
-    stops: list = field(default_factory=list)  # seconds each thread was stopped
+    stops: StopTimes = field(default_factory=StopTimes)  # seconds each thread was stopped
     elapsed: float = 0.0
     ended: str = ""
     kept: int = 0  # samples written to the file
@@ -127,6 +156,15 @@ class RecordStats:
     @property
     def rate(self):
         return self.ticks / self.elapsed if self.elapsed else 0.0
+
+
+@dataclass
+class Forget:
+    """Where thread ``tid`` was seen gone, in the pending samples: its
+    walk state is dropped once the samples before it are walked."""
+
+    tid: int
+    awaited = False
 
 
 @dataclass
@@ -156,9 +194,10 @@ class Shortfall:
         self.hz = hz
         self.say = say
         self.said = set()
-        self._reset(time.monotonic())
+        self.reset(time.monotonic())
 
-    def _reset(self, now):
+    def reset(self, now):
+        """Begin a window at ``now`` (time.monotonic)."""
         self.since = now
         self.ticks = 0
         self.copying = 0.0  # seconds spent stopping and copying threads
@@ -187,7 +226,7 @@ class Shortfall:
             if reason[0] not in self.said:
                 self.said.add(reason[0])
                 self.say(f"sfbt record: {rate:.1f} Hz of {self.hz:g}: {reason[1]}")
-        self._reset(now)
+        self.reset(now)
 
 
 class Recorder:
@@ -211,14 +250,23 @@ class Recorder:
         self._trace_ids = {}
         self._marks = {}  # tid -> its idle mark (SeizedProcess.idle_mark) after its last stop
         self._awaited = {}  # tid -> its Pending sample while it is yet to stop
+        #: the threads that did not stop in ptrace.STOP_TIMEOUT (in vfork):
+        #: not sampled until they stop
+        self._stuck = set()
+        self._say = say
+        #: the latest listing of the threads, and its tids: a thread that
+        #: leaves it is forgotten (``_forget``)
+        self._listed = []
+        self._listed_tids = set()
         #: the EndingSignals of the recording (set by run): its sleep is
         #: woken by a thread that stops
         self._signals = None
         self._copied = []  # ThreadStates copied since the idle marks were read
         #: tid -> its number, as GDB numbers threads: in the order first
-        #: seen (the main thread 1), never used again
+        #: seen (the main thread 1), never used again (``_numbered`` given)
         self._numbers = {}
-        #: (tid, name) -> its events' strings (architecture, thread as
+        self._numbered = 0
+        #: tid -> (name, its events' strings: architecture, thread as
         #: they name it, reason, label)
         self._labels = {}
         # the walk names frames (to stop at main): from files on this
@@ -285,6 +333,8 @@ class Recorder:
         that stopped by themselves since were let run on before (SIGCHLD
         said so: _take_stops)."""
         threads = self.process.threads(fresh_names=False)
+        if threads is not self._listed:
+            self._forget(threads)
         if (any(tid not in self._marks for tid, _ in threads)
                 or time.monotonic() - self._maps_read > MAPS_INTERVAL):
             self._refresh_mappings()
@@ -298,13 +348,18 @@ class Recorder:
                         or self.process.run_counters(tid) != self._marks[tid])]
         self.process.interrupt(copying)
         for tid, name in threads:
+            if tid in self._stuck:
+                continue
             if self.process.stopping(tid):
                 # one copy for each tick until it stops: a thread yet to
                 # stop has had no processor since it was interrupted
                 pending = Pending(tid, name, now, self.session, self._image_map,
                                   awaited=True)
-                self._awaited.setdefault(tid, []).append(pending)
+                awaited = self._awaited.setdefault(tid, [])
+                awaited.append(pending)
                 self._pending.append(pending)
+                if now - awaited[0].time > ptrace.STOP_TIMEOUT * 1e9:
+                    self._give_up(tid)
             elif tid in self._marks:
                 self._pending.append(Pending(tid, name, now, self.session, self._image_map))
         gone = self.collect(began + STOP_SAMPLE / self.hz)
@@ -312,16 +367,40 @@ class Recorder:
         if len(gone) == len(threads):
             raise ProcessExited(f"process {self.process.pid} exited")
 
+    def _give_up(self, tid):
+        """Drop the samples of thread ``tid``, yet to stop after
+        ptrace.STOP_TIMEOUT (in vfork: it stops only once its child execs or
+        exits), and take none of it until it stops: the walks that wait
+        for the oldest pending sample go on, and the recording ends in
+        time (said in one line)."""
+        for pending in self._awaited.pop(tid):
+            pending.awaited, pending.dropped = False, True
+        self._stuck.add(tid)
+        self._say(f"sfbt record: {ptrace.DidNotStop(tid, ptrace.STOP_TIMEOUT)}: "
+                  "not sampled until it stops")
+
+    def _forget(self, threads):
+        """Take ``threads`` as the latest listing: what was kept of each
+        thread no longer in it is dropped (its walk state once its
+        pending samples are walked, see Forget)."""
+        tids = {tid for tid, _ in threads}
+        for tid in self._listed_tids - tids:
+            self._marks.pop(tid, None)
+            self._stuck.discard(tid)
+            self._pending.append(Forget(tid))
+        self._listed, self._listed_tids = threads, tids
+
     def collect(self, until=0.0):
         """Take in the copies of the threads that stopped since they were
         interrupted (waited for until ``until``, time.perf_counter); the
         tids gone."""
         states, gone = self.process.collect(until, self._signals.sleep)
         for tid, state in states.items():
-            for pending in self._awaited.pop(tid):
+            self._stuck.discard(tid)  # stopped at last: sampled again
+            for pending in self._awaited.pop(tid, ()):
                 pending.state, pending.awaited = state, False
                 self._pending_bytes += len(state.stack)
-            self.stats.stops.append(state.extra["stopped"])
+            self.stats.stops.add(state.extra["stopped"])
             self._copied.append(state)
         for tid in gone:
             for pending in self._awaited.pop(tid, ()):
@@ -359,6 +438,12 @@ class Recorder:
             if pending[0].awaited:
                 break
             sample = pending.popleft()
+            if isinstance(sample, Forget):
+                self._walked.pop(sample.tid, None)
+                self._previous.pop(sample.tid, None)
+                self._labels.pop(sample.tid, None)
+                self._numbers.pop(sample.tid, None)
+                continue
             if sample.dropped or (sample.state is None and sample.tid not in self._walked):
                 continue  # it exited before it was copied
             if sample.state is None:
@@ -393,13 +478,18 @@ class Recorder:
                 or self._pending_bytes > MAX_BACKLOG_BYTES)
 
     def _record(self, trace_id, sample):
-        strings = self._labels.get((sample.tid, sample.name))
-        if strings is None:
-            number = self._numbers.setdefault(sample.tid, len(self._numbers) + 1)
+        kept = self._labels.get(sample.tid)
+        if kept is not None and kept[0] == sample.name:
+            strings = kept[1]
+        else:
+            number = self._numbers.get(sample.tid)
+            if number is None:
+                self._numbered += 1
+                number = self._numbers[sample.tid] = self._numbered
             thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
                       else f"{number} ({sample.tid})")
-            strings = self._labels[sample.tid, sample.name] = (
-                self.process.arch.name, thread, "sample", self.label)
+            strings = (self.process.arch.name, thread, "sample", self.label)
+            self._labels[sample.tid] = (sample.name, strings)
         self.archive.stream_event(trace_id, sample.image_map, sample.time, strings)
         self.stats.samples += 1
 
@@ -422,6 +512,7 @@ class Recorder:
             if on_first_sample is not None:
                 on_first_sample()
         start = flushed = time.monotonic()
+        self.shortfall.reset(start)  # the rate is kept from here (a first stop may wait)
         tick = 1
         while signals.caught is None and self.stats.error is None:
             now = time.monotonic()
@@ -513,8 +604,6 @@ class Recorder:
 
 def summary(recorder, path):
     stats = recorder.stats
-    stops = sorted(stats.stops) or [0.0]
-    median = stops[len(stops) // 2]
     distinct = len(recorder.archive.traces)
     ended = f" ({stats.ended})" if stats.ended else ""
     saved = (f"saved to {path}" if stats.kept == stats.samples
@@ -522,5 +611,5 @@ def summary(recorder, path):
     return (f"Recorded {stats.samples} stacks in {stats.ticks} samples over "
             f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {recorder.hz:g}){ended}: "
             f"{distinct} distinct, {saved}.\n"
-            f"Each thread was stopped for {median * 1e3:.3f} ms per sample "
-            f"(median; at most {stops[-1] * 1e3:.3f} ms).")
+            f"Each thread was stopped for {stats.stops.median() * 1e3:.3f} ms per sample "
+            f"(median; at most {stats.stops.longest * 1e3:.3f} ms).")

@@ -122,11 +122,15 @@ class SnapshotSession(Session):
 
 
 def process_session(pid: int, only: Optional[int] = None,
-                    sources: Optional[SFrameSources] = None) -> SnapshotSession:
+                    sources: Optional[SFrameSources] = None,
+                    warn: Callable[[str], None] = lambda line: None) -> SnapshotSession:
     """The SnapshotSession of process ``pid`` (only its thread ``only`` if
     given): each thread stopped in turn, only while its registers and
-    stack are copied, and let go before the session is returned."""
+    stack are copied, and let go before the session is returned.  A
+    thread that does not stop in time (in vfork) is left out, said in one
+    line to ``warn``."""
     from .process import Process, ProcessError, ProcessExited
+    from .ptrace import DidNotStop
     process = Process(pid)
     try:
         threads = list(enumerate(process.threads(), 1))
@@ -134,8 +138,15 @@ def process_session(pid: int, only: Optional[int] = None,
             threads = [t for t in threads if t[1][0] == only]
             if not threads:
                 raise ProcessError(f"process {pid} has no thread {only}")
-        numbered = [(number, process.snapshot(tid, name)) for number, (tid, name) in threads]
-        numbered = [(number, state) for number, state in numbered if state]
+        numbered = []
+        for number, (tid, name) in threads:
+            try:
+                state = process.snapshot(tid, name)
+            except DidNotStop as error:
+                warn(f"{error}: its stack is left out")
+                continue
+            if state is not None:
+                numbered.append((number, state))
         if not numbered:
             raise ProcessExited(f"process {pid} exited")
         try:  # the libraries loaded while the threads were copied

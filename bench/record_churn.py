@@ -1,0 +1,96 @@
+"""`sfbt record` of a process that makes and ends threads without pause
+(tests/programs/churn.c, about a thousand a second): the recorder's
+resident memory and open descriptors every few seconds, which should stay
+flat once it has seen the first threads come and go.
+
+Run: python3 bench/record_churn.py [--seconds 60] [--every 5] [--hz 99]
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_churn(directory):
+    """tests/programs/churn.c, compiled with SFrame data."""
+    program = os.path.join(directory, "churn")
+    subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", program,
+                    str(ROOT / "tests" / "programs" / "churn.c"), "-lpthread"],
+                   check=True, capture_output=True)
+    return program
+
+
+def resident_kb(pid):
+    """Process ``pid``'s resident size (VmRSS), in KiB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def descriptors(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def record_churn(directory, seconds, every, hz, say=print):
+    """Record the churning program for ``seconds``, calling ``say`` with
+    (elapsed seconds, resident KiB, descriptors) every ``every`` seconds;
+    returns the [(elapsed, KiB, descriptors)] and `sfbt record`'s
+    (exit status, stdout, stderr)."""
+    program = build_churn(directory)
+    target = subprocess.Popen([program, str(seconds + 30)], stdout=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL)
+    archive = os.path.join(directory, "churn.sfbt")
+    recorder = None
+    try:
+        assert target.stdout.readline().strip() == b"ready"
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "sfbt", "record", "-p", str(target.pid),
+             "--hz", str(hz), "-o", archive], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "plugin")))
+        recorder.stderr.readline()  # Recording process ...: it sampled
+        began = time.monotonic()
+        figures = []
+        while time.monotonic() - began < seconds:
+            time.sleep(every - (time.monotonic() - began) % every)
+            if recorder.poll() is not None:
+                break
+            figure = (time.monotonic() - began, resident_kb(recorder.pid),
+                      descriptors(recorder.pid))
+            figures.append(figure)
+            say(*figure)
+        recorder.send_signal(signal.SIGTERM)
+        out, err = recorder.communicate(timeout=120)
+        return figures, (recorder.returncode, out, err)
+    finally:
+        for process in (recorder, target):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--every", type=float, default=5.0)
+    parser.add_argument("--hz", type=float, default=99.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sfbt-churn-") as directory:
+        print("seconds  resident MiB  descriptors")
+        figures, (code, out, err) = record_churn(
+            directory, args.seconds, args.every, args.hz,
+            lambda elapsed, kb, fds: print(f"{elapsed:7.1f}  {kb / 1024:12.1f}  {fds:11d}",
+                                           flush=True))
+        print(out.strip() or f"sfbt record ended with {code}: {err.strip()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -78,17 +78,12 @@ class SFrameSource:
         covers the PC, else the row its CFI gives."""
         row = self.section.find_row(pc) if self.section is not None else None
         if row is None and self._cfi is not None:
-            cfi = self.cfi_source()
+            if self._cfi_source is None:
+                self._cfi_source = self._cfi()
+            cfi = self._cfi_source
             if cfi.section is not None:
                 return cfi.section.find_row(pc), cfi
         return row, self
-
-    def cfi_source(self) -> SFrameSource:
-        """The rows synthesized from the module's CFI behind this source's
-        own rows (NONE without them)."""
-        if self._cfi_source is None:
-            self._cfi_source = self._cfi() if self._cfi is not None else NONE
-        return self._cfi_source
 
     def register_rules(self, pc: int, registers: List[int]) -> Optional[RegisterRules]:
         """{register: dwarf Rule or None (unchanged)} of the DWARF CFI at
@@ -103,12 +98,8 @@ class SFrameSource:
         if self.origin == "synth" and self.rows is not None:
             return (f"synthesized from {'+'.join(self.rows.index.sources)}, "
                     f"{self.rows.num_fdes} FDEs")
-        own = (f"SFrame v{self.section.version}, "
-               f"{self.section.num_functions} FDEs, from {self.origin}")
-        cfi = self._cfi_source
-        if cfi is not None and cfi.rows is not None:  # (only once a PC needed it)
-            own += f", else {'+'.join(cfi.rows.index.sources)}"
-        return own
+        return (f"SFrame v{self.section.version}, "
+                f"{self.section.num_functions} FDEs, from {self.origin}")
 
 
 NONE = SFrameSource(None, "none")

@@ -3,7 +3,7 @@
 functions binutils 2.40 gives no SFrame entry): the rule is per PC, the
 file's own SFrame row where one covers the PC, else its CFI's.  sfbt
 stack equals GDB's `thread apply all bt` in PCs for every thread, sframe-bt
-equals bt, and `sfbt sframe lookup` prints the CFI row where .sframe has
+equals bt (GDB and LLDB), and `sfbt sframe lookup` prints the CFI row where .sframe has
 none."""
 
 import re
@@ -13,6 +13,7 @@ import pytest
 
 import live_harness as harness
 from gdb_support import PROGRAMS, gdb_pcs, run_gdb, sframe_frames, split_sections
+from lldb_support import lldb_pcs, mark, run_lldb, stack_frames
 
 
 def _build(directory, name, *link_flags):
@@ -88,6 +89,19 @@ def test_sframe_bt_equals_bt_through_the_function_without_sframe(gdb, programs):
     names = [name for _, _, name in frames]
     assert names[:2] == ["innermost", "middle"] and names[2] in ("main", "thread_main")
     # (a frame's tag: the rows that found it, here middle's from its CFI)
+    assert re.search(r"^#2 .*$", section, re.M)[0].endswith("[synth, partly]"), section
+
+
+def test_lldb_sframe_bt_equals_bt_through_the_function_without_sframe(lldb, programs):
+    out = run_lldb(lldb, programs["dynamic"],
+                   ["breakpoint set -n innermost", "run", mark("STOP"),
+                    "test-lldb-pcs", "sframe-bt -v"])
+    section = split_sections(out, "==STOP==")[-1]
+    (theirs,) = lldb_pcs(section)
+    frames = stack_frames(section)
+    ours = [pc for _, pc, _ in frames]
+    assert ours[:len(theirs)] == theirs and len(theirs) >= 3, section[-3000:]
+    assert [name for _, _, name in frames][:2] == ["innermost", "middle"], section[-3000:]
     assert re.search(r"^#2 .*$", section, re.M)[0].endswith("[synth, partly]"), section
 
 

@@ -403,7 +403,7 @@ def test_module_map_prefers_own_sframe(leftout_object):
     module_map = ModuleMap(modules, sources=sources)
     assert module_map.source_for(modules[0]).origin == "file"
     source = module_map.source_for(modules[1])
-    assert source.origin == "synth" and module_map.is_synthesized(modules[1])
+    assert source.origin == "synth" and module_map.row_source(0x10005)[2] is source
     assert source.describe() == "synthesized from .eh_frame, 2 FDEs"
     assert module_map.row_for(0x10005)[1].cfa == Location(7, 16, False)
     assert module_map.row_for(0x10004)[1] is None  # left out: CFA is a DWARF expression

@@ -82,13 +82,18 @@ def _run_lookup(args):
     from .sframe import lookup_text
     from .sframe.dump import libsframe_2_40_text
     section, _ = _load(args)
+    result = getattr(args, "synth_result", None)
+    cfi = None  # the file's CFI rows, for the addresses its .sframe has no row for
     lines = []
     for address in args.addresses:
         try:
             text = lookup_text(section, address)
-            result = getattr(args, "synth_result", None)
             if text == "none" and result is not None and result.left_out_reason(address):
                 text += f" (left out: {result.left_out_reason(address)})"
+            elif text == "none" and result is None and not args.raw:
+                if cfi is None:
+                    cfi = _cfi_rows(args.file)
+                text = _cfi_lookup_text(cfi, address) or text
             lines.append(f"{address:#x}: {text}\n")
             theirs = libsframe_2_40_text(section, address)
             if theirs is not None:
@@ -97,6 +102,28 @@ def _run_lookup(args):
         except SfbtError as error:
             raise CommandError(f"{args.file}: {error}") from None
     sys.stdout.write("".join(lines))
+
+
+def _cfi_rows(path):
+    """The rows synthesized per function from the file's CFI (an
+    SFrameSource whose section is None where it has none)."""
+    from .unwind.modules import SFrameSource, cfi_rows_of_file
+    try:
+        return cfi_rows_of_file(path)
+    except (SfbtError, OSError) as error:
+        return SFrameSource(None, "none", str(error))
+
+
+def _cfi_lookup_text(cfi, address):
+    """lookup's line for the CFI row at address, marked with the section it
+    came from, or None where the CFI gives none."""
+    from .sframe import lookup_text
+    if cfi.section is None:
+        return None
+    text = lookup_text(cfi.section, address)
+    if text == "none":
+        return None
+    return f"{text} (from CFI: {cfi.rows.fde(address).source})"
 
 
 def _run_synth(args):

@@ -1,9 +1,11 @@
 """Which loaded object covers an address, and its SFrame data.
 
-A module's SFrame data is its own ``.sframe`` (from its file, else from
-the target's memory through PT_GNU_SFRAME) or, when it has none, rows
-synthesized from its DWARF call-frame information one function at a time,
-as walks reach them (sfbt.dwarf.ondemand).  ``SFrameSources`` loads
+A module's SFrame data is decided per PC: its own ``.sframe`` (from its
+file, else from the target's memory through PT_GNU_SFRAME) where a row of
+it covers the PC, else rows synthesized from its DWARF call-frame
+information one function at a time, as walks reach them
+(sfbt.dwarf.ondemand): a program only partly built with SFrame (an object
+assembled without it, a static libc) has CFI for the rest.  ``SFrameSources`` loads
 each once per file (device, inode, size and change time: never per build id
 alone, which a copy with other contents may carry) or per image a module
 carries, and keeps it: a debugger adapter holds one for its whole session,
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
     Found = Tuple[Optional[Module], Optional[FrameRow]]
     #: Found, and how the row was made (SFRAME, FLEX, SYNTH; None without one)
     Step = Tuple[Optional[Module], Optional[FrameRow], Optional[str]]
+    #: Found, and the SFrameSource the row came from (None without a module)
+    Sourced = Tuple[Optional[Module], Optional[FrameRow], Optional["SFrameSource"]]
 
 
 class SFrameSource:
@@ -52,7 +56,8 @@ class SFrameSource:
 
     def __init__(self, section: Optional["SFrameSection"], origin: str,
                  error: Optional[str] = None, rows: Optional["FunctionRows"] = None,
-                 made_from: Optional[SourceKey] = None):
+                 made_from: Optional[SourceKey] = None,
+                 cfi: Optional[Callable[[], "SFrameSource"]] = None):
         self.section = section
         self.origin = origin  # "file", "memory", "synth" or "none"
         #: ("file", device, inode, size, change time) of the file it was
@@ -62,6 +67,23 @@ class SFrameSource:
         #: the dwarf.ondemand.FunctionRows the section's rows are made by,
         #: when origin is "synth"
         self.rows = rows
+        #: the module's rows synthesized from its CFI, for the PCs its own
+        #: section has no row for (loaded on the first such PC)
+        self._cfi = cfi
+        self._cfi_source: Optional[SFrameSource] = None
+
+    def find_row(self, pc: int) -> Tuple[Optional[FrameRow], SFrameSource]:
+        """(the FrameRow in force at ``pc``, the module's own address, or
+        None; the SFrameSource it came from): this source's row where one
+        covers the PC, else the row its CFI gives."""
+        row = self.section.find_row(pc) if self.section is not None else None
+        if row is None and self._cfi is not None:
+            if self._cfi_source is None:
+                self._cfi_source = self._cfi()
+            cfi = self._cfi_source
+            if cfi.section is not None:
+                return cfi.section.find_row(pc), cfi
+        return row, self
 
     def register_rules(self, pc: int, registers: List[int]) -> Optional[RegisterRules]:
         """{register: dwarf Rule or None (unchanged)} of the DWARF CFI at
@@ -126,13 +148,18 @@ class SFrameSources:
 
     def for_module(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
         """The module's own SFrame data, else (when synthesis is on) rows
-        synthesized from its .eh_frame / .debug_frame."""
+        synthesized from its .eh_frame / .debug_frame: for the whole module
+        when it has no .sframe, else (SFrameSource.find_row) for each PC
+        its .sframe has no row for."""
         source = self.own(module, target)
-        if source.section is None and self.synthesize:
+        if not self.synthesize:
+            return source
+        if source.section is None:
             synthesized = self.synthesized(module, target)
-            if synthesized.section is not None:
-                return synthesized
-        return source
+            return synthesized if synthesized.section is not None else source
+        return SFrameSource(source.section, source.origin, source.error,
+                            made_from=source.made_from,
+                            cfi=lambda: self.synthesized(module, target))
 
     def own(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
         """The module's SFrame data: from its file on disk, else (the file is
@@ -184,7 +211,7 @@ class SFrameSources:
             known: Target = target  # (a lambda sees target as Optional)
             return _guarded(f"{module.path} (memory)",
                             lambda: _rows_of_memory(module, known))
-        return _guarded(module.path, lambda: _rows_of_file(module.path))
+        return _guarded(module.path, lambda: cfi_rows_of_file(module.path))
 
 
 def _own_of_file(path: str) -> SFrameSource:
@@ -234,7 +261,7 @@ def _rows_of_image(image: ElfImage, made_from: Optional[SourceKey] = None) -> SF
     return SFrameSource(section, "synth", rows=rows, made_from=made_from)
 
 
-def _rows_of_file(path: str) -> SFrameSource:
+def cfi_rows_of_file(path: str) -> SFrameSource:
     """Rows made per function from the ELF file at path (its CFI is read
     through one descriptor, now)."""
     stream, image = open_elf(path)
@@ -295,7 +322,7 @@ class ModuleMap:
         # (module, row) and DWARF register rules per PC: a deep stack
         # repeats the same few PCs.  The map lives as long as the set of
         # loaded objects, and so do they.
-        self._rows: Dict[Tuple[int, bool], Found] = {}
+        self._rows: Dict[Tuple[int, bool], Sourced] = {}
         self._steps: Dict[bool, Dict[int, Step]] = {}
         self._rules: Dict[Tuple[Module, int], Optional[RegisterRules]] = {}
         self._plans: Dict[str, Dict[int, "RowPlan"]] = {}
@@ -326,22 +353,24 @@ class ModuleMap:
             self._cached[key] = source
         return source
 
-    def is_synthesized(self, module: Optional[Module]) -> bool:
-        """Whether the module's rows come from synthesized SFrame data."""
-        return module is not None and self.source_for(module).origin == "synth"
-
     def row_for(self, pc: int, synthesized: bool = True) -> Found:
         """(module, FrameRow or None) for a run-time address."""
+        module, row, _ = self.row_source(pc, synthesized)
+        return module, row
+
+    def row_source(self, pc: int, synthesized: bool = True) -> Sourced:
+        """(module, FrameRow or None, the SFrameSource the row came from)
+        for a run-time address: the module's own row where one covers it,
+        else (unless ``synthesized`` is False) its CFI's."""
         key = (pc, synthesized and getattr(self.sources, "synthesize", True))
         found = self._rows.get(key)
         if found is None:
             module = self.module_for(pc)
-            row = None
+            row = source = None
             if module is not None:
-                section = self.source_for(module, synthesized).section
-                if section is not None:
-                    row = section.find_row(pc - module.load_bias)
-            found = self._rows[key] = (module, row)
+                row, source = self.source_for(module, synthesized).find_row(
+                    pc - module.load_bias)
+            found = self._rows[key] = (module, row, source)
         return found
 
     def steps(self) -> Dict[int, Step]:
@@ -361,10 +390,10 @@ class ModuleMap:
         steps = self.steps()
         found = steps.get(pc)
         if found is None:
-            module, row = self.row_for(pc)
+            module, row, source = self.row_source(pc)
             how = None
-            if row is not None:
-                how = (SYNTH if self.is_synthesized(module)
+            if row is not None and source is not None:
+                how = (SYNTH if source.origin == "synth"
                        else FLEX if row.function.is_flex else SFRAME)
             found = steps[pc] = (module, row, how)
         return found
@@ -379,8 +408,8 @@ class ModuleMap:
             return self._rules[key]
         arch = self._target.arch if self._target is not None else None
         rules = None
-        source = self.source_for(module)
-        if arch is not None and source.origin == "synth":
+        _, _, source = self.row_source(pc)
+        if arch is not None and source is not None and source.origin == "synth":
             if self._rule_registers is None:
                 self._rule_registers = [n for n in arch.register_names
                                         if n not in (arch.sp, arch.fp, arch.ra, arch.pc)]

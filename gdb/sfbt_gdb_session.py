@@ -294,6 +294,14 @@ def outer_function_name(pc):
     return (_print_name(functions[-1]) if functions else None) or minimal_symbol(pc)
 
 
+def is_main(pc):
+    """Whether pc is in main's own frame.  GDB names C++'s main with its
+    parameters (``main(int, char**)``); no other function of the global
+    namespace may be called main, so the name before them says."""
+    name = outer_function_name(pc)
+    return name is not None and name.split("(", 1)[0] == "main"
+
+
 def inlined_block_names(pc):
     """The functions GDB has inlined at pc, innermost first (one inline
     frame each in its `bt`), or None when GDB has no blocks there."""
@@ -432,7 +440,7 @@ class GdbSession(Session):
         return name, " ()"
 
     def in_main(self, lookup_pc):
-        return outer_function_name(lookup_pc) == "main"
+        return is_main(lookup_pc)
 
     def outer_name(self, lookup_pc):
         return outer_function_name(lookup_pc)

@@ -73,7 +73,7 @@ def top_entry_ranges(dwarf: DwarfBytes, listed: Set[int]) -> List[Span]:
     code whose offsets are not in ``listed``, from their top entries."""
     sections = Sections(dwarf[".debug_info"], dwarf[".debug_abbrev"], b"", b"",
                         dwarf[".debug_addr"], b"", dwarf[".debug_rnglists"],
-                        dwarf[".debug_ranges"], dwarf.endian == "<")
+                        dwarf[".debug_ranges"], dwarf.endian == "<", tables={})
     found = []
     for offset, _ in unit_spans(sections):
         if offset in listed:

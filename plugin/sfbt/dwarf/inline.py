@@ -241,7 +241,8 @@ def _json_size(call):
     """About the bytes of a call (or function) in a segment's JSON."""
     if isinstance(call, str):
         return len(call) + 4
-    return len(call[0]) + len(call[1] or "") + 32
+    file = call[1]  # a name, or still a number or None
+    return len(call[0]) + (len(file) if isinstance(file, str) else 0) + 32
 
 
 def _segments(calls):

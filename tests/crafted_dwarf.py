@@ -57,8 +57,8 @@ TOP = abbreviation(1, DW_TAG_COMPILE_UNIT, 1, [(DW_AT_LOW_PC, DW_FORM_ADDR),
                                               (DW_AT_STMT_LIST, DW_FORM_SEC_OFFSET)])
 
 
-def top_entry():
-    return uleb(1) + struct.pack("<QII", CODE, 0x100, 0)
+def top_entry(start=CODE, size=0x100):
+    return uleb(1) + struct.pack("<QII", start, size, 0)
 
 
 def line_program_v4(opcodes=b"", files=(b"a.c",)):
@@ -118,14 +118,20 @@ def compressed(payload, claimed=None):
     return struct.pack("<IIQQ", 1, 0, size, 1) + zlib.compress(payload, 9)
 
 
+def dwarf_sections(abbrev, entries, line=None, strings=b"", start=CODE, size=0x100):
+    """{name: bytes} of the debug sections of one unit over start..start+size
+    (its top entry, then ``entries``), its line program (a plain one by
+    default) and .debug_str."""
+    return {".debug_info": unit(top_entry(start, size) + entries),
+            ".debug_abbrev": TOP + abbrev, ".debug_aranges": aranges(0, start, size),
+            ".debug_line": line or line_program_v4(), ".debug_str": strings or b"\0"}
+
+
 def dwarf_elf(abbrev, entries, line=None, strings=b"", compress=(), padding=0):
-    """An ELF of one unit (its top entry, then ``entries``) with its line
-    program (a plain one by default) and .debug_str; ``padding`` bytes of
-    a section besides make the file large enough for what its compressed
-    sections claim (64 times the file's size at most)."""
-    sections = {".pad": b"\0" * padding,".debug_info": unit(top_entry() + entries), ".debug_abbrev": TOP + abbrev,
-                ".debug_aranges": aranges(), ".debug_line": line or line_program_v4(),
-                ".debug_str": strings or b"\0"}
+    """An ELF of dwarf_sections; ``padding`` bytes of a section besides
+    make the file large enough for what its compressed sections claim (64
+    times the file's size at most)."""
+    sections = {".pad": b"\0" * padding, **dwarf_sections(abbrev, entries, line, strings)}
     for name in compress:
         sections[name] = compressed(sections[name])
     return elf(sections, compress)
@@ -141,15 +147,20 @@ def zero_width_attributes(attributes=60_000, entries=20_000):
     return dwarf_elf(abbrev + b"\0", uleb(2) * entries + b"\0")
 
 
-def deep_inline_chain(depth=3000, name_size=1 << 20):
-    """Inlined calls nested ``depth`` deep over the whole unit, each named
-    by one string of ``name_size`` bytes."""
+def deep_inline_sections(depth, name_size, start=CODE, size=0x100):
+    """The dwarf_sections of inlined calls nested ``depth`` deep over
+    start..start+size, each named by one string of ``name_size`` bytes."""
     abbrev = abbreviation(2, DW_TAG_INLINED, 1, [(DW_AT_NAME, DW_FORM_STRP),
                                                  (DW_AT_LOW_PC, DW_FORM_ADDR),
                                                  (DW_AT_HIGH_PC, DW_FORM_DATA4)])
-    entry = uleb(2) + struct.pack("<IQI", 1, CODE, 0x100)
-    return dwarf_elf(abbrev + b"\0", entry * depth + b"\0" * (depth + 1),
-                     strings=b"\0" + b"f" * name_size + b"\0")
+    entry = uleb(2) + struct.pack("<IQI", 1, start, size)
+    return dwarf_sections(abbrev + b"\0", entry * depth + b"\0" * (depth + 1),
+                          strings=b"\0" + b"f" * name_size + b"\0", start=start, size=size)
+
+
+def deep_inline_chain(depth=3000, name_size=1 << 20):
+    """An ELF of deep_inline_sections over the whole unit."""
+    return elf(deep_inline_sections(depth, name_size))
 
 
 def shared_ranges(calls=3000, name_size=4096):

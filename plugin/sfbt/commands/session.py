@@ -25,12 +25,14 @@ if TYPE_CHECKING:
 
 def _elf_symbolizer(module: Module) -> Optional["FileSymbolizer"]:
     """The symbolizer of the module's file (over its separate debug file
-    when there is one), or None when it has no readable file."""
+    when there is one), or None when it has no readable file.  A damaged
+    or hostile table of it is passed over, said in one warning line (the
+    backtrace is shown without what it would have given)."""
     from ..debuginfo import DebugFiles
     from ..symbols.symbolizer import module_symbolizer
     if module.image is not None:
         return None
-    return module_symbolizer(module, DebugFiles())
+    return module_symbolizer(module, DebugFiles(), strict=False)
 
 
 class Thread(Value):

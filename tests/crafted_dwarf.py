@@ -158,6 +158,26 @@ def deep_inline_sections(depth, name_size, start=CODE, size=0x100):
                           strings=b"\0" + b"f" * name_size + b"\0", start=start, size=size)
 
 
+def deep_chain_in_main(depth, start, size):
+    """The dwarf_sections of a function ``main`` over start..start+size
+    with ``f`` (a function declared inline) inlined into it ``depth``
+    calls deep, each over all of main, called from a.c:5: DWARF as GDB
+    reads it (abstract origins, calls inside a subprogram)."""
+    abbrev = abbreviation(2, DW_TAG_SUBPROGRAM, 1, [(DW_AT_NAME, DW_FORM_STRP),
+                                                    (DW_AT_LOW_PC, DW_FORM_ADDR),
+                                                    (DW_AT_HIGH_PC, DW_FORM_DATA4)])
+    abbrev += abbreviation(3, DW_TAG_INLINED, 1, [(0x31, 0x13), (DW_AT_LOW_PC, DW_FORM_ADDR),
+                                                  (DW_AT_HIGH_PC, DW_FORM_DATA4),
+                                                  (0x58, 0x0B), (0x59, 0x0B)])
+    abbrev += abbreviation(4, DW_TAG_SUBPROGRAM, 0, [(DW_AT_NAME, DW_FORM_STRP), (0x20, 0x0B)])
+    origin = 11 + len(top_entry())  # the unit's header, its top entry
+    entries = uleb(4) + struct.pack("<IB", 6, 3)
+    entries += uleb(2) + struct.pack("<IQI", 1, start, size)
+    entries += (uleb(3) + struct.pack("<IQIBB", origin, start, size, 1, 5)) * depth
+    return dwarf_sections(abbrev + b"\0", entries + b"\0" * (depth + 2),
+                          strings=b"\0main\0f\0", start=start, size=size)
+
+
 def deep_inline_chain(depth=3000, name_size=1 << 20):
     """An ELF of deep_inline_sections over the whole unit."""
     return elf(deep_inline_sections(depth, name_size))

@@ -7,6 +7,7 @@ names, line tables claiming 2^40 files, programs of millions of rows,
 and zlib bombs."""
 
 import struct
+import subprocess
 import zlib
 
 #: the address the crafted unit covers (cbf decode --exe looks it up)
@@ -176,6 +177,33 @@ def deep_chain_in_main(depth, start, size):
     entries += (uleb(3) + struct.pack("<IQIBB", origin, start, size, 1, 5)) * depth
     return dwarf_sections(abbrev + b"\0", entries + b"\0" * (depth + 2),
                           strings=b"\0main\0f\0", start=start, size=size)
+
+
+STOP_IN_MAIN = """
+void __attribute__((noinline)) stop_here(void) { __asm__ volatile(""); }
+int main(void) { stop_here(); return 0; }
+"""
+
+
+def program_with_deep_chain(directory, depth):
+    """A program (gcc, SFrame, no DWARF of its own) given deep_chain_in_main's
+    sections over its main: a debugger stopped in stop_here shows the chain."""
+    built, source = directory / "stop_in_main", directory / "stop_in_main.c"
+    source.write_text(STOP_IN_MAIN)
+    subprocess.run(["gcc", "-O0", "-g0", "-Wa,--gsframe", "-fno-pie", "-no-pie", "-o",
+                    str(built), str(source)], check=True, capture_output=True)
+    listed = subprocess.run(["nm", "-S", str(built)], check=True, capture_output=True,
+                            text=True).stdout
+    start, size = next((int(a, 16), int(s, 16)) for a, s, _, name in
+                       (line.split() for line in listed.splitlines() if len(line.split()) == 4)
+                       if name == "main")
+    program, adding = directory / "deep", []
+    for name, data in deep_chain_in_main(depth, start, size).items():
+        (directory / name[1:]).write_bytes(data)
+        adding += ["--add-section", f"{name}={directory / name[1:]}"]
+    subprocess.run(["objcopy", *adding, str(built), str(program)], check=True,
+                   capture_output=True)
+    return program
 
 
 def deep_inline_chain(depth=3000, name_size=1 << 20):

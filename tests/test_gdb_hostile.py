@@ -52,36 +52,14 @@ def test_cbf_load_prints_a_path_that_is_not_utf8(gdb, program, tmp_path):
     assert "Traceback" not in out and "Python Exception" not in out
 
 
-STOP_IN_MAIN = """
-void __attribute__((noinline)) stop_here(void) { __asm__ volatile(""); }
-int main(void) { stop_here(); return 0; }
-"""
-
 
 def test_sframe_bt_says_in_one_warning_what_a_limit_left_out(gdb, tmp_path):
     """A program whose DWARF has calls inlined 300 deep over main: GDB's
     sframe-bt shows main's frames with the 256 innermost calls and one
     warning line naming the file and the unit (before the bounds, every
     call, without a word: thousands deep, it ran out of memory)."""
-    import subprocess
     import crafted_dwarf
-    built = tmp_path / "stop_in_main"
-    source = tmp_path / "stop_in_main.c"
-    source.write_text(STOP_IN_MAIN)
-    subprocess.run(["gcc", "-O0", "-g0", "-Wa,--gsframe", "-fno-pie", "-no-pie", "-o",
-                    str(built), str(source)], check=True, capture_output=True)
-    listed = subprocess.run(["nm", "-S", str(built)], check=True, capture_output=True,
-                            text=True).stdout
-    start, size = next((int(a, 16), int(s, 16)) for a, s, _, name in
-                       (line.split() for line in listed.splitlines() if len(line.split()) == 4)
-                       if name == "main")
-    program = tmp_path / "deep"
-    adding = []
-    for name, data in crafted_dwarf.deep_chain_in_main(300, start, size).items():
-        (tmp_path / name[1:]).write_bytes(data)
-        adding += ["--add-section", f"{name}={tmp_path / name[1:]}"]
-    subprocess.run(["objcopy", *adding, str(built), str(program)], check=True,
-                   capture_output=True)
+    program = crafted_dwarf.program_with_deep_chain(tmp_path, 300)
     out = run_gdb(gdb, [str(program)], ["break stop_here", "run", "sframe-bt",
                                         "echo ==DONE==\\n"], timeout=120)
     warnings = [line for line in out.splitlines() if line.startswith("warning: sfbt: ")]

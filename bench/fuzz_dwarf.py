@@ -47,6 +47,7 @@ def bomb(rng):
             rng.randrange(1, 20 * size + 2), rng.randrange(3, 20 * size + 4)),
         "references-to-many-units": lambda: crafted_dwarf.references_to_many_units(
             rng.randrange(1, 20 * size + 2)),
+        "many-units": lambda: crafted_dwarf.many_units(rng.randrange(1, 3000 * size + 2)),
     }[name]
     return name, made()
 

@@ -273,9 +273,18 @@ def references_to_many_units(units=20_000):
                 ".debug_str": b"\0callee\0"})
 
 
+def many_units(units=2_500_000):
+    """Millions of units, none listed in .debug_aranges, in a compressed
+    .debug_info (a zlib bomb past 64 MiB for the default)."""
+    info = unit(top_entry()) * units
+    return elf({".pad": b"\0" * (len(info) // 60), ".debug_info": compressed(info),
+                ".debug_abbrev": TOP + b"\0", ".debug_line": line_program_v4()},
+               (".debug_info",))
+
+
 #: every bomb, by name, at its default size
 BOMBS = {"zero-width-attributes": zero_width_attributes, "deep-inline-chain": deep_inline_chain,
          "shared-ranges": shared_ranges, "huge-file-count": huge_file_count,
          "many-rows": many_rows, "zlib-bomb": zlib_bomb,
          "shared-abbreviations": shared_abbreviations,
-         "references-to-many-units": references_to_many_units}
+         "references-to-many-units": references_to_many_units, "many-units": many_units}

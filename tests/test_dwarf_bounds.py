@@ -64,7 +64,8 @@ def test_a_bomb_ends_in_one_error_line(trace, tmp_path, bomb, words):
                                        "256 left out", "1 more")),
     (crafted_dwarf.many_rows, (".debug_line+0x0", "line program past its first 8388608 "
                                "bytes left out")),
-    (crafted_dwarf.zlib_bomb, (".debug_line+0x0", "line program past its first")),
+    (crafted_dwarf.zlib_bomb, (".debug_line: past its first 67108864 bytes inflated left out",
+                               "2 more")),
 ])
 def test_a_limit_leaves_out_what_is_past_it_and_says_so(trace, tmp_path, bomb, words):
     result, seconds = _decoded(trace, tmp_path, bomb)
@@ -94,3 +95,15 @@ def test_names_are_cut_and_inline_chains_kept_to_their_depth():
     chain = symbols.inlined(crafted_dwarf.CODE + 0x10)
     assert len(chain) == inline.MAX_INLINE_DEPTH
     assert {call.name for call in chain} == {"f" * inline.MAX_NAME + inline.CUT}
+
+
+def test_millions_of_units_in_a_zlib_bomb_are_read_to_a_limit(trace, tmp_path):
+    """2.5 million units of 28 bytes (70 MB), compressed: .debug_info
+    inflated to its first 64 MiB and the top entries of its first 200,000
+    units read, said in the warning line (before: out of memory)."""
+    result, seconds = _decoded(trace, tmp_path, crafted_dwarf.many_units)
+    lines = result.stderr.decode().splitlines()
+    assert lines[-1].startswith("sfbt: warning: ") and "many_units.elf: .debug_info" in lines[-1]
+    assert ".debug_info: past its first 67108864 bytes inflated left out (and 1 more left out)" \
+        in lines[-1], lines
+    assert seconds < SECONDS

@@ -3,7 +3,7 @@ of thousands of attributes that take no byte, inline chains thousands deep
 with long names, ranges shared by thousands of calls, DWARF 5 line tables
 claiming 2^40 files, programs of millions of rows and zlib bombs, units
 sharing one huge abbreviation table, thousands of references into other
-units; each of random size, and mutated (bench/fuzz.py's mutate) half the
+units, millions of units in a zlib bomb; each of random size, and mutated (bench/fuzz.py's mutate) half the
 time.  Each is given to ``sfbt cbf decode TRACE --exe FILE`` in a forked
 child (bench/fuzz.py's run_measured: 300 MB address space, a time limit)
 and counted as clean, error, traceback, hang or blowup; a peak resident

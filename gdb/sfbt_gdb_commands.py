@@ -7,7 +7,7 @@ import gdb.unwinder
 from sfbt.commands import SETTINGS
 from sfbt.commands import backtrace, info, load, save
 from sfbt.commands.settings import BOOLEAN, ENUM, UINTEGER
-from sfbt.errors import SfbtError
+from sfbt.errors import SfbtError, left_out_warning
 from sfbt.printable import printable
 
 from sfbt_gdb_session import GdbSession, state
@@ -20,7 +20,8 @@ class SfbtGdbError(gdb.GdbError):
 
 def run(command, argument, name):
     """Run a core command on a new GdbSession; its text, or one-line
-    errors, never a traceback.  The selected thread is kept."""
+    errors, never a traceback, and one warning line of what a limit left
+    out.  The selected thread is kept."""
     selected = gdb.selected_thread()
     try:
         return command(GdbSession(), gdb.string_to_argv(argument))
@@ -33,6 +34,9 @@ def run(command, argument, name):
     finally:
         if selected is not None and selected.is_valid() and selected != gdb.selected_thread():
             selected.switch()
+        warning = left_out_warning()  # what a limit left out, in one line
+        if warning is not None:
+            gdb.write(f"warning: sfbt: {printable(warning)}\n", gdb.STDERR)
 
 
 class SFrameBacktrace(gdb.Command):

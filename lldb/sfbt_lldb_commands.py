@@ -8,7 +8,7 @@ import lldb
 
 from sfbt.commands import CommandError
 from sfbt.commands import backtrace, info, load, save
-from sfbt.errors import SfbtError
+from sfbt.errors import SfbtError, left_out_warning
 from sfbt.printable import printable
 
 from sfbt_lldb_session import LldbSession, lldb_version, state
@@ -51,6 +51,10 @@ class _Command:
             result.SetError(printable(str(error)))
         except Exception as error:  # one line, never a traceback
             result.SetError(printable(f"{type(error).__name__}: {error}"))
+        finally:
+            warning = left_out_warning()  # what a limit left out, in one line
+            if warning is not None:
+                result.AppendWarning(printable(f"sfbt: {warning}"))
 
 
 class SFrameBacktraceCommand(_Command):

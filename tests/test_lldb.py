@@ -453,3 +453,19 @@ def test_a_stop_in_a_signal_handler_reads_back_as_sframe_bt_printed_it(lldb, bui
               for target in (program, "")]
     for loaded in loads:
         assert frame_line.findall(loaded) == shown, loaded
+
+
+def test_sframe_bt_says_in_one_warning_what_a_limit_left_out(lldb, tmp_path):
+    """A program whose DWARF has calls inlined 300 deep over main: LLDB's
+    sframe-bt shows 256 of them and one warning naming the file and the
+    unit (before the bounds, every call, without a word)."""
+    import crafted_dwarf
+    program = crafted_dwarf.program_with_deep_chain(tmp_path, 300)
+    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run", "sframe-bt"],
+                   timeout=120)
+    warnings = [line for line in out.splitlines() if "warning: sfbt: " in line]
+    assert len(warnings) == 1, out[-3000:]
+    assert f"{program}: .debug_info+0x0: inlined calls nested deeper than 256 left out" \
+        in warnings[0], out[-3000:]
+    assert len(re.findall(r"^#\d+ +0x[0-9a-f]+ in f ", out, re.M)) == 256, out[-3000:]
+    assert re.search(r"^#257 +0x[0-9a-f]+ in main at a\.c:5$", out, re.M), out[-3000:]

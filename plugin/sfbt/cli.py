@@ -8,7 +8,7 @@ symbolizer of `cbf decode`.
 import sys
 
 from . import __version__
-from .errors import CommandError, SfbtError
+from .errors import CommandError, SfbtError, left_out_warning
 from .live.commands import COMMANDS as LIVE_COMMANDS
 from .live.commands import add_commands as add_live_commands
 from .printable import printable
@@ -485,4 +485,8 @@ def main(argv=None):
     except BrokenPipeError:
         sys.stderr.close()
         return 1
+    finally:
+        warning = left_out_warning()
+        if warning is not None and not sys.stderr.closed:
+            print(f"sfbt: warning: {printable(warning)}", file=sys.stderr)
     return 0

@@ -1,8 +1,6 @@
 """The base of every error sfbt reports, so that each front end (a GDB or
 LLDB command, the command line) catches one type and prints one line."""
 
-import sys
-
 
 class SfbtError(Exception):
     """A failure the user is told about in one line: its text."""
@@ -53,13 +51,34 @@ class EncodeError(SfbtError, ValueError):
     word size, too many frames, ...)."""
 
 
-_said: "set[str]" = set()
+
+#: what a limit left out of the current command's answer, one line each
+#: (in order, once each, the first NOTES_KEPT): the front end says it in
+#: one warning line; [0] counts the notes past those
+_left_out: dict = {}
+_notes_past = [0]
+NOTES_KEPT = 64
 
 
-def left_out(text: str) -> None:
-    """Say once, in one line on standard error, what a limit left out of a
-    table or an output (``FILE: .symtab: N symbols beyond ... left out``):
-    the command goes on with the rest."""
-    if text not in _said:
-        _said.add(text)
-        print(f"sfbt: warning: {text}", file=sys.stderr, flush=True)
+def left_out(line: str) -> None:
+    """Note that a limit (a hostile file's table too large, a damaged one
+    passed over) left something out of the answer: ``line`` names what and
+    where (file, section, offset)."""
+    if line in _left_out:
+        return
+    if len(_left_out) < NOTES_KEPT:
+        _left_out[line] = None
+    else:
+        _notes_past[0] += 1
+
+
+def left_out_warning() -> str | None:
+    """The one line saying what the command left out since the last call
+    (the first note, and how many more), or None; the notes are cleared."""
+    notes, past = list(_left_out), _notes_past[0]
+    _left_out.clear()
+    _notes_past[0] = 0
+    if not notes:
+        return None
+    more = len(notes) - 1 + past
+    return notes[0] + (f" (and {more} more left out)" if more else "")

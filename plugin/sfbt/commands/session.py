@@ -26,11 +26,13 @@ if TYPE_CHECKING:
 
 def _elf_symbolizer(module: Module, debug_files: "DebugFiles") -> Optional["FileSymbolizer"]:
     """The symbolizer of the module's file (over its separate debug file
-    when there is one), or None when it has no readable file."""
+    when there is one), or None when it has no readable file.  A damaged
+    or hostile table of it is passed over, said in one warning line (the
+    backtrace is shown without what it would have given)."""
     from ..symbols.symbolizer import module_symbolizer
     if module.image is not None:
         return None
-    return module_symbolizer(module, debug_files)
+    return module_symbolizer(module, debug_files, strict=False)
 
 
 class Thread(Value):

@@ -12,6 +12,7 @@ import struct
 import zlib
 
 from ..elf import SHF_COMPRESSED, SHT_NOBITS, ElfImage, Section
+from ..errors import left_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 
 #: A compressed debug section may expand to this many times the file's size.
 MAX_EXPANSION = 64
+#: bytes of one section inflated at most, whatever the file's size (a
+#: zlib bomb in a large file): what lies past them is left out, and said so
+MAX_INFLATED = 1 << 26
 ELFCOMPRESS_ZLIB = 1
 #: ch_type, ch_reserved, ch_size, ch_addralign of an Elf64_Chdr
 _ELF_HEADER = 24
@@ -69,13 +73,17 @@ def expansion_limit(image: ElfImage) -> int:
 
 class Inflating:
     """A compressed section (``compression`` says where its stream
-    starts), inflated as far as asked; nothing when its size is beyond
-    ``expansion_limit``.  Its stream is read from the file a chunk at a
+    starts), inflated as far as asked, to MAX_INFLATED bytes at most;
+    nothing when its size is beyond ``expansion_limit``.  Its stream is read from the file a chunk at a
     time, as far as inflating needs it."""
 
     def __init__(self, image: ElfImage, section: Section, start: int):
         size = inflated_size(image, section)
         usable = size <= expansion_limit(image) and section.type != SHT_NOBITS
+        if usable and size > MAX_INFLATED:
+            left_out(f"{image.name}: {section.name}: past its first {MAX_INFLATED} bytes "
+                     f"inflated left out")
+            size = MAX_INFLATED
         self.size = size if usable else 0
         #: the bytes inflated so far: grown in place, never replaced
         self.data = bytearray()

@@ -14,6 +14,7 @@ lists in .debug_ranges or .debug_rnglists, also through rnglistx
 from __future__ import annotations
 
 import struct
+from array import array
 
 from .encoding import read_sleb128, read_uleb128
 
@@ -125,6 +126,9 @@ class Sections(NamedTuple):
     ranges: Data
     little_endian: bool
     grow: Optional[Callable[[str, int], bool]] = None
+    #: the abbreviation tables read so far, shared by the units of one
+    #: file (AbbreviationTable.of): a table many units name is read once
+    tables: Optional[Dict[tuple, "AbbreviationTable"]] = None
 
 
 #: bytes of a compressed section inflated past where a read of it starts,
@@ -132,6 +136,12 @@ class Sections(NamedTuple):
 FIRST_READ = 256
 #: the same for an abbreviation table (a large unit's has some kB)
 FIRST_TABLE_READ = 4096
+#: attribute reads a unit's entries may take, per byte of the unit (and
+#: READS_MORE besides): attributes of no byte (DW_FORM_flag_present,
+#: implicit_const) read again at each entry of a hostile unit would
+#: otherwise cost its size times its abbreviations' (GCC's: under 1 a byte)
+READS_PER_BYTE = 64
+READS_MORE = 1 << 16
 
 
 def _grown(sections: Sections, name: str, start: int, read: Callable[[Data, int], T],
@@ -166,6 +176,62 @@ def _nul_ended(data: Data, at: int) -> bytes:
     if at >= len(data) or end < 0:
         raise IndexError(at)
     return bytes(data[at:end])
+
+
+class AbbreviationTable:
+    """One abbreviation table of .debug_abbrev as far as it is read:
+    ``codes``, its abbreviations by code; ``at``, where its next one
+    starts; ``done``, whether its end was read."""
+
+    def __init__(self, at: int):
+        self.codes: Dict[int, Abbreviation] = {}
+        self.at = at
+        self.done = False
+
+    @staticmethod
+    def of(unit: "Unit", offset: int) -> "AbbreviationTable":
+        """The table at ``offset`` as ``unit`` reads it (the sizes of its
+        forms depend on the unit's version, address and offset sizes),
+        shared through its Sections' tables."""
+        tables = unit.sections.tables
+        key = (offset, unit.version, unit.address_size, unit.offset_size)
+        table = tables.get(key) if tables is not None else None
+        if table is None:
+            table = AbbreviationTable(offset)
+            if tables is not None:
+                tables[key] = table
+        return table
+
+    def extend(self, unit: "Unit", data: Data, last: Optional[int]) -> Dict[int, Abbreviation]:
+        """Read on from ``at`` in data, to the end or to code ``last``; an
+        abbreviation is kept only once read whole (a compressed section
+        grown and read again goes on from there)."""
+        at = self.at
+        while True:
+            code, at = read_uleb128(data, at)
+            if code == 0:
+                self.at, self.done = at, True
+                return self.codes
+            tag, at = read_uleb128(data, at)
+            children = data[at] != 0
+            at += 1
+            attributes = []
+            size: Optional[int] = 0
+            while True:
+                attribute, at = read_uleb128(data, at)
+                form, at = read_uleb128(data, at)
+                if attribute == 0 and form == 0:
+                    break
+                implicit = 0
+                if form == DW_FORM_IMPLICIT_CONST:
+                    implicit, at = read_sleb128(data, at)
+                attributes.append((attribute, form, implicit))
+                width = unit.fixed_size(form)
+                size = None if size is None or width is None else size + width
+            self.codes[code] = Abbreviation(tag, children, tuple(attributes), size)
+            self.at = at
+            if code == last:
+                return self.codes
 
 
 class Unit:
@@ -218,6 +284,8 @@ class Unit:
         top_code = read_uleb128(info, at)[0] if top_only else None
         self.abbreviations = self._abbreviations(abbrev_offset, top_code)
         self.first = at
+        #: attribute reads left to its entries (READS_PER_BYTE)
+        self.reads = READS_PER_BYTE * (self.end - offset) + READS_MORE
         abbreviation, at = self.entry(at)
         #: the top entry's tag (0: a null entry) and the attributes of it read
         self.tag = abbreviation.tag if abbreviation is not None else 0
@@ -234,39 +302,15 @@ class Unit:
         return attributes[attribute][1] if attribute in attributes else default
 
     def _abbreviations(self, offset: int, last: Optional[int]) -> Dict[int, Abbreviation]:
-        """The abbreviation table at ``offset``, to its end or to code
-        ``last``."""
-        return _grown(self.sections, "abbrev", offset,
-                      lambda data, at: self._table(data, at, last), FIRST_TABLE_READ)
+        """The abbreviation table at ``offset``, read to its end or to
+        code ``last``, once for all the units of the file that name it."""
+        table = AbbreviationTable.of(self, offset)
+        if not table.done and (last is None or last not in table.codes):
+            _grown(self.sections, "abbrev", table.at,
+                   lambda data, at: table.extend(self, data, last), FIRST_TABLE_READ)
+        return table.codes
 
-    def _table(self, data: Data, at: int, last: Optional[int]) -> Dict[int, Abbreviation]:
-        """The abbreviation table at ``at`` of data, as _abbreviations."""
-        table = {}
-        while True:
-            code, at = read_uleb128(data, at)
-            if code == 0:
-                return table
-            tag, at = read_uleb128(data, at)
-            children = data[at] != 0
-            at += 1
-            attributes = []
-            size = 0
-            while True:
-                attribute, at = read_uleb128(data, at)
-                form, at = read_uleb128(data, at)
-                if attribute == 0 and form == 0:
-                    break
-                implicit = 0
-                if form == DW_FORM_IMPLICIT_CONST:
-                    implicit, at = read_sleb128(data, at)
-                attributes.append((attribute, form, implicit))
-                width = self._fixed_size(form)
-                size = None if size is None or width is None else size + width
-            table[code] = Abbreviation(tag, children, tuple(attributes), size)
-            if code == last:
-                return table
-
-    def _fixed_size(self, form: int) -> Optional[int]:
+    def fixed_size(self, form: int) -> Optional[int]:
         if form in FIXED_SIZES:
             return FIXED_SIZES[form]
         if form == DW_FORM_ADDR:
@@ -304,6 +348,10 @@ class Unit:
             abbreviation, at = self.entry(at)
             if abbreviation is None:
                 return {}, at
+        self.reads -= len(abbreviation.attributes)
+        if self.reads < 0:
+            raise DwarfFormatError(f"unit at {self.offset:#x}: its entries take more than "
+                                   f"{READS_PER_BYTE} attribute reads a byte")
         info = self.info
         found = {}
         for attribute, form, implicit in abbreviation.attributes:
@@ -312,7 +360,7 @@ class Unit:
             width = FIXED_SIZES.get(form)
             if width is None and form not in LEB_FORMS and form not in BLOCK_FORMS \
                     and form != DW_FORM_STRING:
-                width = self._fixed_size(form)
+                width = self.fixed_size(form)
                 if width is None:
                     raise DwarfFormatError(f"attributes at {at:#x}: unknown form {form:#x}")
             if width is not None:
@@ -499,9 +547,7 @@ def unit_spans(sections: Sections) -> Iterator[Tuple[int, int]]:
         at = end
 
 
-def unit_holding(sections: Sections, offset: int) -> Unit:
-    """The unit of .debug_info that holds ``offset``."""
-    for at, end in unit_spans(sections):
-        if at <= offset < end:
-            return Unit(sections, at)
-    raise DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")
+def unit_starts(sections: Sections) -> "array[int]":
+    """The offsets of the units of .debug_info, in order (to find the one
+    holding an offset by bisection)."""
+    return array("Q", (at for at, _ in unit_spans(sections)))

@@ -17,6 +17,8 @@ inside it), else by its DW_AT_name (eu-stack and llvm-symbolizer
 --functions=short take the DW_AT_name); C++'s linkage names are left
 mangled."""
 
+from bisect import bisect_right
+
 from . import entries
 from .chains import UnitFrames
 from .entries import Unit
@@ -41,7 +43,19 @@ NAME_ATTRIBUTES = frozenset(NAMES + NAME_SOURCES)
 SIBLING = frozenset((entries.DW_AT_SIBLING,))
 #: (call, elementary interval) pairs a unit may hold: damaged ranges that
 #: overlap without end are refused (the C library's largest unit: 1439)
-MAX_MARKS = 10_000_000
+MAX_MARKS = 1_000_000
+#: bytes the segments' chains may take as JSON (each mark repeats its
+#: call's name and file in sfbt's cache)
+MAX_CHAIN_BYTES = 32 << 20
+#: inlined calls nested deeper are left out (and said so): GCC's deepest
+#: chains in the C library are a few dozen
+MAX_INLINE_DEPTH = 256
+#: characters of a function's name kept; a longer one is cut, ending in
+#: CUT (C++'s longest mangled names are some kB)
+MAX_NAME = 1 << 16
+CUT = "...[cut]"
+#: characters of the names one unit's entries may give in all
+MAX_NAMES_TOTAL = 32 << 20
 
 
 class _Names:
@@ -49,9 +63,13 @@ class _Names:
     and specifications (into other units too), each entry's found once."""
 
     def __init__(self, unit):
-        self.units = [unit]
+        self.units = {unit.offset: unit}
+        self.units_first = unit.offset
         self.sections = unit.sections
         self.found = {}
+        self.total = 0  # characters of the names given (MAX_NAMES_TOTAL)
+        self.cut = False  # whether a name was cut (MAX_NAME)
+        self.starts = None  # of every unit, read on the first reference out of this one
 
     def name(self, unit, attributes):
         """A function's name as GDB gives it: the first linkage name its
@@ -82,14 +100,25 @@ class _Names:
             attributes = unit.attributes(target, NAME_ATTRIBUTES)[0]
         for target in passed:
             self.found[keys, target] = name
+        if name is not None:
+            if len(name) > MAX_NAME:
+                name, self.cut = name[:MAX_NAME] + CUT, True
+            self.total += len(name)
+            if self.total > MAX_NAMES_TOTAL:
+                raise entries.DwarfFormatError(f"unit at {self.units_first:#x}: names of more "
+                                               f"than {MAX_NAMES_TOTAL} characters")
         return name
 
     def _unit_of(self, offset):
-        for unit in self.units:
-            if unit.offset <= offset < unit.end:
-                return unit
-        unit = entries.unit_holding(self.sections, offset)
-        self.units.append(unit)
+        """The unit holding the .debug_info offset, read once."""
+        if self.starts is None:
+            self.starts = entries.unit_starts(self.sections)
+        i = bisect_right(self.starts, offset) - 1
+        unit = self.units.get(self.starts[i]) if i >= 0 else None
+        if unit is None and i >= 0:
+            unit = self.units[self.starts[i]] = Unit(self.sections, self.starts[i])
+        if unit is None or offset >= unit.end:
+            raise entries.DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")
         return unit
 
 
@@ -112,18 +141,20 @@ def unit_frames(dwarf, offset):
     A compressed section is inflated only as far as the unit's reading
     needs (sfbt.dwarf.entries.Sections): .debug_info to the unit's end,
     or to a later unit's where a name is found there."""
-    calls, functions = _calls(Unit(dwarf.entry_sections(), offset))
+    calls, functions = _calls(Unit(dwarf.entry_sections(), offset), dwarf.left_out)
     if calls:  # a unit without inlined calls needs no file names
         _name_files(calls, *unit_files(dwarf, offset))
     return UnitFrames(_segments(calls), [[start, end, names[0]] for start, end, names
                                          in _segments(_preferred_first(functions))])
 
 
-def _calls(unit):
+def _calls(unit, left_out):
     """([(low, high, depth, [name, file number, line])] of the unit's
     inlined calls, depth their nesting, [(low, high, start, name)] of its
     functions' ranges, start a function's lowest address), in the order
-    of its entries."""
+    of its entries.  What a limit leaves out (calls nested deeper than
+    MAX_INLINE_DEPTH, names cut) is said through ``left_out(what)``."""
+    deeper = False
     calls = []
     functions = []
     names = _Names(unit)
@@ -142,6 +173,9 @@ def _calls(unit):
             depths.pop()
             continue
         depth, tag = depths[-1], abbreviation.tag
+        if depth is not None and tag == DW_TAG_INLINED and depth >= MAX_INLINE_DEPTH:
+            deeper = True
+            depth = None  # the call and what it holds passed over, as below
         if depth is not None and tag == DW_TAG_INLINED:
             attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
             call = [names.name(unit, attributes) or "??",
@@ -175,6 +209,11 @@ def _calls(unit):
             continue
         if abbreviation.children:
             depths.append(depth)
+    if deeper:
+        left_out(f".debug_info+{unit.offset:#x}: inlined calls nested deeper than "
+                 f"{MAX_INLINE_DEPTH}")
+    if names.cut:
+        left_out(f".debug_info+{unit.offset:#x}: names longer than {MAX_NAME} characters cut")
     return calls, functions
 
 
@@ -198,6 +237,14 @@ def _name_files(calls, files, first):
         call[1] = files[index] if index is not None and 0 <= index < len(files) else None
 
 
+def _json_size(call):
+    """About the bytes of a call (or function) in a segment's JSON."""
+    if isinstance(call, str):
+        return len(call) + 4
+    file = call[1]  # a name, or still a number or None
+    return len(call[0]) + (len(file) if isinstance(file, str) else 0) + 32
+
+
 def _segments(calls):
     """Sorted non-overlapping [(start, end, chain)] of [(low, high, depth,
     call)]: over each segment, the calls (or functions) whose ranges hold
@@ -208,6 +255,10 @@ def _segments(calls):
     at = {b: i for i, b in enumerate(bounds)}
     if sum(at[high] - at[low] for low, high, _, _ in calls) > MAX_MARKS:
         raise entries.DwarfFormatError(f"inlined calls overlap more than {MAX_MARKS} times")
+    if sum((at[high] - at[low]) * _json_size(call) for low, high, _, call in calls) \
+            > MAX_CHAIN_BYTES:
+        raise entries.DwarfFormatError(f"inlined calls' chains take more than "
+                                       f"{MAX_CHAIN_BYTES} bytes")
     # each call marks the elementary intervals it covers, deepest calls
     # first (in the order of the entries among calls as deep)
     covering = [[] for _ in bounds]

@@ -9,6 +9,7 @@ import os
 import struct
 
 from ..elf import ElfImage
+from ..errors import left_out
 from .compressed import Inflating, compression, debug_section
 from .entries import (BLOCK_FORMS, DW_FORM_ADDR, DW_FORM_LINE_STRP, DW_FORM_SDATA,
                       DW_FORM_STRING, FIXED_SIZES, LEB_FORMS, OFFSET_FORMS, Sections, Unit,
@@ -26,8 +27,14 @@ if TYPE_CHECKING:
 DW_AT_STMT_LIST = 0x10
 DW_LNCT_PATH = 1
 DW_LNCT_DIRECTORY_INDEX = 2
-#: bytes of one unit read at most (its first entry, its line program)
-MAX_UNIT = 1 << 26
+#: bytes of one line program read at most (a Python step for each), and
+#: of all of them in a file whose units do not say what they hold; the
+#: rest is left out, and said so
+MAX_PROGRAM = 1 << 23
+#: rows a file's line programs give at most (each some hundred bytes in
+#: memory); those past them are left out, and said so.  The C library's
+#: largest unit has some ten thousand.
+MAX_ROWS = 500_000
 
 
 def _cstring(data: bytes, at: int) -> Tuple[bytes, int]:
@@ -52,6 +59,11 @@ class DwarfBytes:
         self._sections: Dict[str, bytes] = {}
         self._inflating: Dict[str, Optional[Inflating]] = {}
         self._entry_sections: Optional[Sections] = None
+
+    def left_out(self, what: str) -> None:
+        """Say that a limit left ``what`` (a section+offset: what) out of
+        the answer (sfbt.errors.left_out), naming the file."""
+        left_out(f"{self.image.name}: {what} left out")
 
     def __getitem__(self, name: str) -> bytes:
         """A whole section."""
@@ -88,10 +100,14 @@ class DwarfBytes:
                 if section is not None and start is not None else None
         return self._inflating[name]
 
-    def unit(self, name: str, offset: int) -> bytes:
-        """The unit (of .debug_info, a line program) at ``offset``, at
-        most MAX_UNIT bytes of it."""
-        return self.piece(name, offset, min(self.unit_size(name, offset), MAX_UNIT))
+    def program(self, offset: int) -> bytes:
+        """The line program at ``offset`` of .debug_line, its first
+        MAX_PROGRAM bytes (and a note of the rest, left out)."""
+        size = self.unit_size(".debug_line", offset)
+        if size > MAX_PROGRAM:
+            self.left_out(f".debug_line+{offset:#x}: line program past its first "
+                          f"{MAX_PROGRAM} bytes")
+        return self.piece(".debug_line", offset, min(size, MAX_PROGRAM))
 
     def unit_size(self, name: str, offset: int) -> int:
         """The size of the unit at ``offset``, as its length says."""
@@ -122,7 +138,8 @@ class DwarfBytes:
             self._entry_sections = Sections(
                 read(".debug_info"), read(".debug_abbrev"), read(".debug_str"),
                 read(".debug_line_str"), read(".debug_addr"), read(".debug_str_offsets"),
-                read(".debug_rnglists"), read(".debug_ranges"), self.endian == "<", self.grow)
+                read(".debug_rnglists"), read(".debug_ranges"), self.endian == "<", self.grow,
+                {})
         return self._entry_sections
 
     def string(self, form: int, value: int) -> bytes:
@@ -179,18 +196,27 @@ def unit_rows(dwarf: DwarfBytes, unit: int, debugger: str = "gdb") -> List[Row]:
     offset = stmt_list(dwarf, unit)
     if offset is None:
         return []
-    return preferred_rows(program_rows(dwarf, dwarf.unit(".debug_line", offset), 0)[0],
-                          debugger)
+    rows = program_rows(dwarf, dwarf.program(offset), 0, MAX_ROWS)[0]
+    if len(rows) >= MAX_ROWS:
+        dwarf.left_out(f".debug_line+{offset:#x}: line rows past the first {MAX_ROWS}")
+    return preferred_rows(rows, debugger)
 
 
 def every_unit_rows(dwarf: DwarfBytes, debugger: str = "gdb") -> List[Row]:
     """preferred_rows (``debugger``'s) of every line program: for a file
     without .debug_aranges."""
     rows: List[Row] = []
-    data = dwarf[".debug_line"]
+    data = dwarf.piece(".debug_line", 0, MAX_PROGRAM + 1)
+    if len(data) > MAX_PROGRAM:
+        dwarf.left_out(f".debug_line+{MAX_PROGRAM:#x}: line programs past the first "
+                       f"{MAX_PROGRAM} bytes")
+        data = data[:MAX_PROGRAM]
     at = 0
     while at < len(data):
-        found, at = program_rows(dwarf, data, at)
+        if len(rows) >= MAX_ROWS:
+            dwarf.left_out(f".debug_line+{at:#x}: line rows past the first {MAX_ROWS}")
+            break
+        found, at = program_rows(dwarf, data, at, MAX_ROWS - len(rows))
         rows += found
     return preferred_rows(rows, debugger)
 
@@ -211,11 +237,12 @@ def preferred_rows(rows: List[Row], debugger: str = "gdb") -> List[Row]:
     return [chosen[address] for address in sorted(chosen)]
 
 
-def program_rows(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple[List[Row], int]:
+def program_rows(dwarf: DwarfBytes, data: bytes, at: int, most: int
+                 ) -> Tuple[List[Row], int]:
     """(rows, the offset after it) of the line program at ``at`` in data
-    (.debug_line, or the program alone)."""
+    (.debug_line, or the program alone): its ``most`` first rows."""
     state, program, end = _header(dwarf, data, at)
-    return state.run(data, program, end, dwarf.endian), end
+    return state.run(data, program, end, dwarf.endian, most), end
 
 
 def unit_files(dwarf: DwarfBytes, unit: int) -> Tuple[List[str], int]:
@@ -226,7 +253,7 @@ def unit_files(dwarf: DwarfBytes, unit: int) -> Tuple[List[str], int]:
     offset = stmt_list(dwarf, unit)
     if offset is None:
         return [], 0
-    state = _header(dwarf, dwarf.unit(".debug_line", offset), 0)[0]
+    state = _header(dwarf, dwarf.program(offset), 0)[0]
     return state.names, state.base
 
 
@@ -235,8 +262,9 @@ def _header(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple["_Machine", int, i
     the offset after it) of the line program at ``at`` in data."""
     endian = dwarf.endian
     offset_size, at, end = _unit_head(data, at, endian)
-    if end > len(data):
+    if end > len(data) and len(data) < MAX_PROGRAM:
         raise ValueError("line program runs past the end of .debug_line")
+    end = min(end, len(data))  # a program cut at MAX_PROGRAM: its first bytes
     (version,) = struct.unpack_from(endian + "H", data, at)
     at += 2
     address_size = 8
@@ -255,9 +283,9 @@ def _header(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple["_Machine", int, i
     lengths = data[at:at + opcode_base - 1]
     at += opcode_base - 1
     if version >= 5:
-        entries, at = _entries(dwarf, data, at, offset_size, address_size)
+        entries, at = _entries(dwarf, data, at, program, offset_size, address_size)
         directories = [_text(path) for path, _ in entries]
-        files, at = _entries(dwarf, data, at, offset_size, address_size)
+        files, at = _entries(dwarf, data, at, program, offset_size, address_size)
         names = [_joined(path, index, directories, index > 0) for path, index in files]
     else:
         directories = []
@@ -290,9 +318,11 @@ def _v4_file(data: bytes, at: int, directories: List[str], names: List[str]) -> 
     return at
 
 
-def _entries(dwarf: DwarfBytes, data: bytes, at: int, offset_size: int, address_size: int
-             ) -> Tuple[List[Tuple[bytes, int]], int]:
-    """DWARF 5 directory or file entries: [(path, directory index)]."""
+def _entries(dwarf: DwarfBytes, data: bytes, at: int, program: int, offset_size: int,
+             address_size: int) -> Tuple[List[Tuple[bytes, int]], int]:
+    """DWARF 5 directory or file entries: [(path, directory index)]; no
+    more of them than bytes left before ``program`` (the header's end:
+    each has a path, of one byte at least)."""
     count = data[at]
     at += 1
     formats = []
@@ -301,6 +331,9 @@ def _entries(dwarf: DwarfBytes, data: bytes, at: int, offset_size: int, address_
         form, at = read_uleb128(data, at)
         formats.append((kind, form))
     total, at = read_uleb128(data, at)
+    if total > program - at:
+        raise ValueError(f"line table header at {at:#x} claims {total} entries in "
+                         f"{max(0, program - at)} bytes")
     found: List[Tuple[bytes, int]] = []
     for _ in range(total):
         path, index = b"", 0
@@ -332,7 +365,9 @@ class _Machine:
         self.line_range = line_range
         self.opcode_base = opcode_base
 
-    def run(self, data: bytes, at: int, end: int, endian: str) -> List[Row]:
+    def run(self, data: bytes, at: int, end: int, endian: str, most: int) -> List[Row]:
+        """The program's rows from ``at`` to ``end`` of data, its
+        ``most`` first."""
         rows: List[Row] = []
         lengths = self.lengths
         names, step = self.names, self.minimum_length
@@ -343,7 +378,7 @@ class _Machine:
             if 0 <= index < len(names):
                 rows.append((address, names[index], line, bool(is_stmt)))
 
-        while at < end:
+        while at < end and len(rows) < most:
             opcode = data[at]
             at += 1
             if opcode >= self.opcode_base:

@@ -17,7 +17,7 @@ import zlib
 from bisect import bisect_right
 
 from ..elf import ElfError
-from .entries import Sections, Unit, unit_spans
+from .entries import Unit, unit_spans
 from .line_program import DwarfBytes
 
 TYPE_CHECKING = False
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 #: the tags of the top entries of units that hold code: compile unit, and
 #: the skeleton of a split one (-gsplit-dwarf: its lines are here)
 CODE_UNITS = frozenset((0x11, 0x4A))
+#: units whose top entries are read at most (the C library has some
+#: thousands; a hostile file of millions would take minutes)
+MAX_UNITS = 200_000
 
 
 def address_ranges(dwarf: DwarfBytes) -> List[Span]:
@@ -71,11 +74,13 @@ def address_ranges(dwarf: DwarfBytes) -> List[Span]:
 def top_entry_ranges(dwarf: DwarfBytes, listed: Set[int]) -> List[Span]:
     """[(start, end, unit offset)] of the units of .debug_info that hold
     code whose offsets are not in ``listed``, from their top entries."""
-    sections = Sections(dwarf[".debug_info"], dwarf[".debug_abbrev"], b"", b"",
-                        dwarf[".debug_addr"], b"", dwarf[".debug_rnglists"],
-                        dwarf[".debug_ranges"], dwarf.endian == "<")
+    sections = dwarf.entry_sections()
     found = []
-    for offset, _ in unit_spans(sections):
+    for number, (offset, _) in enumerate(unit_spans(sections)):
+        if number == MAX_UNITS:
+            dwarf.left_out(f".debug_info+{offset:#x}: the ranges of units past the first "
+                           f"{MAX_UNITS}")
+            break
         if offset in listed:
             continue
         unit = Unit(sections, offset, top_only=True)

@@ -33,6 +33,7 @@ from ..dwarf.compressed import compression, expansion_limit, inflated_size
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
 from ..dwarf.units import UnitIndex, top_entry_ranges
 from ..elf import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
+from ..errors import left_out
 from ..files import open_regular
 from .line_table import LineTable, Location
 from .minimal_names import printed_name
@@ -317,12 +318,14 @@ class FileSymbolizer:
 
     def _guarded(self, what: str, read: Callable[[], T]) -> Optional[T]:
         """read()'s table; a damaged file's errors (of many kinds) become
-        one ElfError naming the file when strict, else None."""
+        one ElfError naming the file when strict, else None (and a note
+        of what was left out, sfbt.errors.left_out)."""
         try:
             return read()
         except Exception as error:
             if self.strict:
                 raise ElfError(f"{self.path}: unreadable {what}: {_reason(error)}") from None
+            left_out(f"{self.path}: {what} left out: {_reason(error)}")
             return None
 
     def _key(self, *kind: Union[str, int]) -> Optional[Key]:

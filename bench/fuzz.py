@@ -717,6 +717,43 @@ def build_hostile_names(directory):
     return program
 
 
+def _shown(what):
+    return " ".join(map(str, what)) if isinstance(what, (list, tuple)) else str(what)
+
+
+def print_results(counts, failures, cases, began, label="cases"):
+    """An engine's counts, its first failures ((outcome, argv or what,
+    stderr) each) and its time, as every engine of bench/ prints them."""
+    print(json.dumps(counts))
+    for outcome, what, stderr in failures[:20]:
+        print(f"  {outcome}: {_shown(what)}\n    "
+              + stderr.strip().replace("\n", "\n    ")[-2000:], flush=True)
+    print(f"{cases} {label} in {time.time() - began:.0f} s")
+
+
+def engine_main(name, run, cases=200, keep=False, root=False):
+    """The command line of an engine of bench/fuzz_*.py: --cases, --seed
+    (and --keep DIR), a scratch directory, then its results.  ``run(cases,
+    seed, directory, keep)`` gives (counts, failures)."""
+    parser = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__
+                                     .splitlines()[0])
+    parser.add_argument("--cases", type=int, default=cases)
+    parser.add_argument("--seed", type=int, default=1)
+    if keep:
+        parser.add_argument("--keep", metavar="DIR", help="keep failing inputs here")
+    args = parser.parse_args()
+    if root and os.geteuid() != 0:
+        sys.exit(f"{name}: run as root (its files belong to another user)")
+    began = time.time()
+    directory = tempfile.mkdtemp(prefix=f"sfbt-{name}-")
+    try:
+        counts, failures = run(args.cases, args.seed, directory, getattr(args, "keep", None))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    print_results(counts, failures, args.cases, began)
+    return 1 if failures else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
@@ -739,11 +776,7 @@ def main():
             counts, failures = fuzz_planted(args.cases, args.seed, directory, report=100)
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-        print(json.dumps(counts))
-        for what, argv, stderr in failures[:20]:
-            print(f"  {what}: {' '.join(argv)}\n    "
-                  + stderr.strip().replace("\n", "\n    ")[-2000:], flush=True)
-        print(f"{args.cases} planted cases in {time.time() - began:.0f} s")
+        print_results(counts, failures, args.cases, began, "planted cases")
         return
     children = []
     for job in range(args.jobs):

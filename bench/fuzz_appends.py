@@ -20,21 +20,18 @@ Run (as root: the plants belong to nobody, and record seizes a process):
     python3 bench/fuzz_appends.py [--cases N] [--seed S]
 tests/test_fuzz_appends.py runs a few seeded cases."""
 
-import argparse
-import json
 import os
 import random
 import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fuzz import NOBODY, OUTCOMES, run_case  # noqa: E402
+from fuzz import NOBODY, OUTCOMES, engine_main, run_case  # noqa: E402
 from sfbt.archive import cbf  # noqa: E402
 from sfbt.archive.imagemap import Image, ImageMap  # noqa: E402
 from sfbt.archive.store import read_archive  # noqa: E402
@@ -208,21 +205,9 @@ def fuzz_appends(cases, seed, directory, report=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    began = time.time()
-    directory = tempfile.mkdtemp(prefix="sfbt-fuzz-appends-")
-    try:
-        counts, failures = fuzz_appends(args.cases, args.seed, directory, report=20)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    print(json.dumps(counts))
-    for what, writer, detail in failures[:20]:
-        print(f"  {what}: {writer}\n    " + detail.strip().replace("\n", "\n    ")[-2000:])
-    print(f"{args.cases} cases in {time.time() - began:.0f} s")
+    return engine_main(
+        "fuzz-appends", lambda cases, seed, directory, _: fuzz_appends(cases, seed, directory, report=20))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

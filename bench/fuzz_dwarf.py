@@ -12,11 +12,9 @@ size over 300 MB counts as a harm.
 Run: python3 bench/fuzz_dwarf.py [--cases N] [--seed S] [--keep DIR]
 tests/test_fuzz_dwarf.py runs a small seeded dose."""
 
-import argparse
 import os
 import random
 import sys
-import tempfile
 
 import fuzz  # bench/fuzz.py: puts plugin/ and tests/ on the path
 import crafted_dwarf  # noqa: E402
@@ -89,17 +87,8 @@ def fuzz_dwarf(cases, seed, directory, keep=None, report=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--keep", help="a directory to keep failing inputs in")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as directory:
-        counts, failures = fuzz_dwarf(args.cases, args.seed, directory, args.keep, report=20)
-    print(counts)
-    for outcome, name, stderr in failures[:10]:
-        print(f"{outcome}: {name}: {stderr.strip()[-300:]}")
-    return 1 if failures else 0
+    return fuzz.engine_main(
+        "fuzz-dwarf", lambda cases, seed, directory, keep: fuzz_dwarf(cases, seed, directory, keep, report=20), keep=True)
 
 
 if __name__ == "__main__":

@@ -19,14 +19,12 @@ leftover answers stop when the next case begins).
 Run: python3 bench/fuzz_servers.py [--cases N] [--seed S]
 """
 
-import argparse
 import http.server
 import json
 import os
 import random
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -218,22 +216,9 @@ def fuzz_servers(cases, seed, directory, report=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    began = time.time()
-    directory = tempfile.mkdtemp(prefix="sfbt-fuzz-servers-")
-    try:
-        counts, failures = fuzz_servers(args.cases, args.seed, directory, report=20)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    print(json.dumps(counts))
-    for outcome, urls, stderr in failures[:20]:
-        print(f"  {outcome}: DEBUGINFOD_URLS={' '.join(urls)}\n    "
-              + stderr.strip().replace("\n", "\n    ")[-2000:], flush=True)
-    print(f"{args.cases} cases in {time.time() - began:.0f} s")
+    return fuzz.engine_main(
+        "fuzz-servers", lambda cases, seed, directory, _: fuzz_servers(cases, seed, directory, report=20))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

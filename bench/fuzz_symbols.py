@@ -12,19 +12,14 @@ resident size over 300 MB (all should be 0).
 Run: python3 bench/fuzz_symbols.py [--cases N] [--seed S] [--keep DIR]
 tests/test_fuzz_symbols.py runs a small seeded dose."""
 
-import argparse
-import json
 import os
 import random
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz import MEMORY_LIMIT, OUTCOMES, mutate, run_measured  # noqa: E402
+from fuzz import MEMORY_LIMIT, OUTCOMES, engine_main, mutate, run_measured  # noqa: E402
 import crafted  # noqa: E402  (fuzz puts tests/ on the path)
 from sfbt.archive import cbf  # noqa: E402
 
@@ -90,22 +85,8 @@ def fuzz_symbols(cases, seed, directory, keep=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--keep", metavar="DIR", help="keep failing inputs here")
-    args = parser.parse_args()
-    began = time.time()
-    directory = tempfile.mkdtemp(prefix="sfbt-fuzz-symbols-")
-    try:
-        counts, failures = fuzz_symbols(args.cases, args.seed, directory, args.keep)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    print(json.dumps(counts))
-    for what, argv, stderr in failures[:20]:
-        print(f"  {what}: {' '.join(argv)}\n    " + stderr.strip()[-2000:], flush=True)
-    print(f"{args.cases} cases in {time.time() - began:.0f} s")
+    return engine_main("fuzz-symbols", fuzz_symbols, keep=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,22 +18,18 @@ the game may have at once).
 Run: python3 bench/fuzz_threads.py [--cases N] [--seed S]
 """
 
-import argparse
-import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz import MEMORY_LIMIT, OUTCOMES, ROOT, run_measured  # noqa: E402
+from fuzz import MEMORY_LIMIT, OUTCOMES, ROOT, engine_main, run_measured  # noqa: E402
 
 GAMES = ("churn", "burst", "vfork", "exec", "zombie")
 #: the games whose threads live on (all but the one in vfork or exec)
@@ -156,22 +152,9 @@ def fuzz_threads(cases, seed, directory):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    began = time.time()
-    directory = tempfile.mkdtemp(prefix="sfbt-fuzz-threads-")
-    try:
-        counts, failures = fuzz_threads(args.cases, args.seed, directory)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    print(json.dumps(counts))
-    for what, argv, stderr in failures[:20]:
-        print(f"  {what}: {' '.join(argv)}\n    "
-              + stderr.strip().replace("\n", "\n    ")[-2000:], flush=True)
-    print(f"{args.cases} cases in {time.time() - began:.0f} s")
+    return engine_main(
+        "fuzz-threads", lambda cases, seed, directory, _: fuzz_threads(cases, seed, directory))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

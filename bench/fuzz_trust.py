@@ -13,21 +13,16 @@ a symbol name of a file nobody could not read (the kernel says, setpriv).
 Run (as root): python3 bench/fuzz_trust.py [--cases N] [--seed S]
 """
 
-import argparse
-import json
 import os
 import random
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz import OUTCOMES, run_case  # noqa: E402
+from fuzz import OUTCOMES, engine_main, run_case  # noqa: E402
 import crafted  # noqa: E402  (fuzz put tests/ on the path)
 from sfbt.archive import cbf  # noqa: E402
 from sfbt.archive.imagemap import Image, ImageMap  # noqa: E402
@@ -187,24 +182,9 @@ def fuzz_trust(cases, seed, directory):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("fuzz_trust: run as root (the cores and archives are nobody's)")
-    began = time.time()
-    directory = tempfile.mkdtemp(prefix="sfbt-fuzz-trust-")
-    try:
-        counts, failures = fuzz_trust(args.cases, args.seed, directory)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-    print(json.dumps(counts))
-    for what, argv, detail in failures[:20]:
-        print(f"  {what}: {' '.join(argv)}\n    "
-              + detail.strip().replace("\n", "\n    ")[-2000:], flush=True)
-    print(f"{args.cases} cases in {time.time() - began:.0f} s")
+    return engine_main(
+        "fuzz-trust", lambda cases, seed, directory, _: fuzz_trust(cases, seed, directory), cases=2000, root=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

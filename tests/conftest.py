@@ -39,6 +39,15 @@ def require(condition, reason):
     pytest.skip(reason)
 
 
+def bench_module(name):
+    """The module bench/NAME.py (an engine of bench/fuzz.py, a bench a test
+    runs in small), imported with bench/ on the path as it runs there."""
+    import importlib
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    return importlib.import_module(name)
+
+
 def run_sfbt(*args, input=None):
     """Run the command line as a user would: python3 -m sfbt from a checkout."""
     env = dict(os.environ, PYTHONPATH=str(PLUGIN))

@@ -5,25 +5,14 @@ blow-up, and no harm: no save that said Saved missing from the final
 file, no file left another user's or wider than the umask, no write
 through a planted link."""
 
-import importlib.util
 import os
-import sys
 
-from conftest import ROOT, require
-
-
-def _engine():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("sfbt_fuzz_appends",
-                                                  ROOT / "bench" / "fuzz_appends.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import bench_module, require
 
 
 def test_interleaved_appends_and_recordings_do_no_harm(tmp_path):
     require(os.geteuid() == 0, "planting files of another user and recording need root")
-    engine = _engine()
+    engine = bench_module("fuzz_appends")
     counts, failures = engine.fuzz_appends(10, 2026, str(tmp_path))
     assert counts["clean"] > 0 and counts["error"] > 0  # saves land, and some are refused
     assert {what: counts[what] for what in ("traceback", "hang", "blowup", *engine.HARMS)} \
@@ -34,7 +23,7 @@ def test_the_engine_sees_harm(tmp_path):
     """A save said Saved but missing (and replaced by no later save), a
     file of another user's, and the file to keep changed are each counted."""
     require(os.geteuid() == 0, "a file of another user needs root")
-    engine = _engine()
+    engine = bench_module("fuzz_appends")
     appends = engine.Appends(str(tmp_path))
     try:
         path = os.path.join(tmp_path, "case", "out.sfbt")

@@ -3,13 +3,9 @@ mutated or not, given to cbf decode --exe in forked children under a
 memory and time limit.  Every case must end cleanly or in one line of
 error: no traceback, hang (60 s) or blow-up, no peak over 300 MB."""
 
-import sys
+from conftest import bench_module
 
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-
-import fuzz_dwarf  # noqa: E402
+fuzz_dwarf = bench_module("fuzz_dwarf")
 
 
 def test_dwarf_bombs_end_cleanly_or_in_one_line(tmp_path):

@@ -3,21 +3,11 @@ hostile debuginfod servers (trickling, stalling, lying, redirecting,
 many) ends within the time limit, in one line or cleanly, within the
 memory limit, and never prints a URL's password."""
 
-import importlib.util
-
-from conftest import ROOT
-
-
-def _engine():
-    spec = importlib.util.spec_from_file_location("sfbt_fuzz_servers",
-                                                  ROOT / "bench" / "fuzz_servers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import bench_module
 
 
 def test_hostile_servers_end_within_the_deadline(tmp_path):
-    engine = _engine()
+    engine = bench_module("fuzz_servers")
     counts, failures = engine.fuzz_servers(8, 2026, str(tmp_path))
     assert counts["requests"] >= 8  # the cases reach the servers
     assert counts["clean"] + counts["error"] == 8, failures[:3]

@@ -3,18 +3,12 @@ PLT bombs, mutated or not, and archives of thousands of distinct stacks
 for fold and flame.  No traceback, hang or blow-up, and no case over
 300 MB."""
 
-import importlib.util
-
-from conftest import ROOT
+from conftest import bench_module
 
 
 def test_symbol_bombs_end_cleanly_or_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("sfbt_fuzz_symbols",
-                                                  ROOT / "bench" / "fuzz_symbols.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = bench_module("fuzz_symbols")
     counts, failures = module.fuzz_symbols(15, 2026, str(tmp_path))
     assert sum(counts[outcome] for outcome in module.OUTCOMES) == 15
     assert counts["clean"] > 0

@@ -4,23 +4,11 @@ or outlive their main thread.  Every case must end cleanly or in one line
 of error, within its time and memory limits, the recorder's descriptors
 flat."""
 
-import importlib.util
-import sys
-
-from conftest import ROOT
-
-
-def _engine():
-    sys.path.insert(0, str(ROOT / "bench"))  # it imports the harness, bench/fuzz.py
-    spec = importlib.util.spec_from_file_location("sfbt_fuzz_threads",
-                                                  ROOT / "bench" / "fuzz_threads.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import bench_module
 
 
 def test_hard_threads_end_cleanly_or_in_one_line(tmp_path):
-    engine = _engine()
+    engine = bench_module("fuzz_threads")
     counts, failures = engine.fuzz_threads(12, 2405, str(tmp_path))  # vfork for stack and record
     assert sum(counts[outcome] for outcome in engine.OUTCOMES) == 12
     assert counts["clean"] > 0  # the cases reach a stack or a recording

@@ -2,25 +2,16 @@
 archives owned by nobody naming files nobody may not read show none of
 their bytes or names, and end cleanly or in one line of error."""
 
-import importlib.util
 import os
 import shutil
 import tempfile
 
-from conftest import ROOT, require
-
-
-def _fuzz_trust():
-    spec = importlib.util.spec_from_file_location("sfbt_fuzz_trust",
-                                                  ROOT / "bench" / "fuzz_trust.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import bench_module, require
 
 
 def test_files_the_writer_could_not_read_are_not_shown():
     require(os.geteuid() == 0, "files of another user need root")
-    fuzz = _fuzz_trust()
+    fuzz = bench_module("fuzz_trust")
     directory = tempfile.mkdtemp(prefix="sfbt-fuzz-trust-")  # searchable by nobody
     try:
         counts, failures = fuzz.fuzz_trust(40, 2026, directory)

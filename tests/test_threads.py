@@ -3,7 +3,6 @@
 nothing is kept of a thread once it is gone, and a thread that cannot be
 stopped is left out in one line, never waited for without end."""
 
-import importlib.util
 import os
 import re
 import signal
@@ -13,16 +12,8 @@ import time
 
 import pytest
 
-from conftest import PLUGIN, ROOT, run_sfbt
+from conftest import PLUGIN, bench_module, run_sfbt
 from gdb_support import compile_program
-
-
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("record_churn",
-                                                  ROOT / "bench" / "record_churn.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_record_of_thread_churn_keeps_memory_and_descriptors_flat(tmp_path):
@@ -31,15 +22,18 @@ def test_record_of_thread_churn_keeps_memory_and_descriptors_flat(tmp_path):
     the end (the code before kept two descriptors, a name, a stack copy
     and a walk for every thread it had seen: some 50 descriptors and
     2 MiB more each second)."""
-    figures, (code, out, err) = _bench_module().record_churn(str(tmp_path), 12, 1, 99,
-                                                             lambda *figure: None)
+    churn = bench_module("record_churn")
+    figures, (code, out, err) = churn.record_churn(str(tmp_path), 12, 1, 99,
+                                                   lambda *figure: None)
     assert code == 0, err
     assert re.search(r"Recorded \d+ stacks .*\(ended by SIGTERM\)", out), out
     early = [figure for figure in figures if figure[0] >= 3][0]
     last = figures[-1]
     assert last[0] >= 11
     assert last[2] - early[2] <= 2, figures
-    assert last[1] - early[1] <= 3 * 1024, figures  # KiB
+    # KiB: a backlog of samples on a loaded machine may hold a few MiB;
+    # the leak grew some 18 MiB over these 9 s
+    assert last[1] - early[1] <= 6 * 1024, figures
 
 
 @pytest.fixture(scope="module")

@@ -134,3 +134,5 @@ gdb = _slot_fixture(debuggers.gdb_slots())
 cross_gdb = _slot_fixture(debuggers.cross_gdb_slots())
 #: each of Debian's LLDB, LLDB 19 (unpacked beside it) and the PyPI LLDB
 lldb = _slot_fixture(debuggers.lldb_slots())
+#: those of them with frame providers (LLDB 22 and newer)
+provider_lldb = _slot_fixture(debuggers.provider_lldb_slots())

@@ -166,3 +166,15 @@ def lldb_slots():
         return (Slot("lldb", "debian", debian), pypi)
     lldb19 = _first("lldb", [str(home / "lldb-19" / "bin" / "lldb")], "unpacked")
     return (Slot("lldb", "debian", debian), Slot("lldb", "unpacked", lldb19), pypi)
+
+
+
+#: the first LLDB with scripted frame providers (sframe-provider)
+FRAME_PROVIDERS = 22
+
+
+def provider_lldb_slots():
+    """The LLDB slots whose LLDB has frame providers (a slot whose LLDB is
+    missing stays, so that CI fails on it)."""
+    return tuple(slot for slot in lldb_slots()
+                 if slot.debugger is None or slot.debugger.major >= FRAME_PROVIDERS)

@@ -2,8 +2,6 @@
 
 import re
 
-import pytest
-
 from conftest import ROOT
 from gdb_support import sframe_frames
 
@@ -15,20 +13,6 @@ def run_lldb(lldb, program, commands, timeout=300, environment=None):
     plugin and `test-lldb-pcs` loaded; its whole output."""
     return lldb.run([program] if program else [], commands, timeout,
                     extra_files=[LLDB_PCS], environment=environment)
-
-
-#: the first LLDB with scripted frame providers (`target frame-provider`),
-#: which sframe-provider needs; LLDB 19 has none
-FRAME_PROVIDERS = 22
-
-
-def require_frame_providers(lldb):
-    """Skip a test of the frame provider on an LLDB that has no frame
-    providers: a capability of the debugger, not a tool missing, so it
-    skips under CI=true too."""
-    if lldb.major < FRAME_PROVIDERS:
-        pytest.skip(f"LLDB {lldb.version} has no scripted frame providers "
-                    f"(LLDB {FRAME_PROVIDERS} and newer)")
 
 
 def mark(name):

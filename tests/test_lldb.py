@@ -12,8 +12,8 @@ import pytest
 from gdb_support import (build_recurse, compile_program, frame0_place, run_gdb,
                          sframe_frames, split_sections, variant_id)
 from conftest import ROOT, frame0_rows, run_sfbt
-from lldb_support import (FRAME_PROVIDERS, frame_names, lldb_pcs, mark,
-                          require_frame_providers, run_lldb, stack_frames)
+from debuggers import FRAME_PROVIDERS
+from lldb_support import frame_names, lldb_pcs, mark, run_lldb, stack_frames
 from sfbt.archive import cbf, lws
 
 VARIANTS = [("O0", True), ("O2", False), ("O2", True)]
@@ -140,11 +140,10 @@ def comparable(text):
 
 @pytest.mark.parametrize("when", ["before run", "at the stop", "after a bt"])
 @pytest.mark.parametrize("variant", [("O0", True), ("O2", True)], ids=variant_id)
-def test_provider_frames_behave_like_lldbs_own(lldb, build_dir, variant, when):
-    require_frame_providers(lldb)
+def test_provider_frames_behave_like_lldbs_own(provider_lldb, build_dir, variant, when):
     program = build_recurse(build_dir, *variant)
-    plain = provider_run(lldb, program, "never")
-    provided = provider_run(lldb, program, when)
+    plain = provider_run(provider_lldb, program, "never")
+    provided = provider_run(provider_lldb, program, when)
     assert "Traceback" not in provided and "error: " not in comparable(provided)
     assert comparable(provided) == comparable(plain)
     if variant[0] == "O0":  # the variables LLDB finds with its frame base
@@ -157,8 +156,7 @@ def test_provider_frames_behave_like_lldbs_own(lldb, build_dir, variant, when):
     assert counts and int(counts[1]) >= 10, status
 
 
-def test_provider_bt_all_on_threads_returns(lldb, build_dir):
-    require_frame_providers(lldb)
+def test_provider_bt_all_on_threads_returns(provider_lldb, build_dir):
     # LLDB 22 and 23 hang in `bt all` when a provider is registered at a
     # stop of several threads; turned on before `run`, it works.  (Twice at
     # one stop: the four threads may all report the breakpoint at once, so
@@ -168,7 +166,7 @@ def test_provider_bt_all_on_threads_returns(lldb, build_dir):
                 mark("ALL"), "bt all", "bt all", mark("EACH")]
     for thread in range(1, 6):
         commands += [f"thread select {thread}", mark("THREAD"), "test-lldb-pcs", "sframe-bt"]
-    out = run_lldb(lldb, program, commands + ["sframe-provider status"], timeout=120)
+    out = run_lldb(provider_lldb, program, commands + ["sframe-provider status"], timeout=120)
     every = out.split("==ALL==")[1].split("==EACH==")[0]
     assert every.count("(lldb) bt all") == 2 and every.count("thread #5") >= 2
     sections = split_sections(out.split("==EACH==")[1], "==THREAD==")
@@ -180,10 +178,9 @@ def test_provider_bt_all_on_threads_returns(lldb, build_dir):
     assert "thread #5: " in out.split("sframe-provider status")[-1]
 
 
-def test_provider_refuses_a_stop_of_several_threads(lldb, build_dir):
-    require_frame_providers(lldb)
+def test_provider_refuses_a_stop_of_several_threads(provider_lldb, build_dir):
     program = compile_program(build_dir, "threads", "O2", True, ["threads.c"])
-    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run",
+    out = run_lldb(provider_lldb, program, ["breakpoint set -n stop_here", "run",
                                    "sframe-provider on"], timeout=120)
     assert ("sframe-provider: not turned on: the process has 5 threads, and LLDB "
             "hangs in `bt all`") in out
@@ -194,20 +191,19 @@ BT_LINE = re.compile(r"frame #\d+: 0x[0-9a-f]+ [^`\s]+`([^\s(]+)\S*(?: at ([^\s:
                      re.M)
 
 
-def test_provider_frames_carry_the_calls_line(lldb, build_dir):
+def test_provider_frames_carry_the_calls_line(provider_lldb, build_dir):
     """Frames only SFrame data finds (past sframe_only.S's frame, which
     LLDB's own unwinder loses) are the provider's own: named and given the
     line of the call, looked up at the return address less one, as LLDB's
     own frames are (not the next line, nor the inlined call_init that
     starts after __libc_start_main_impl's call)."""
-    require_frame_providers(lldb)
     program = compile_program(build_dir, "sframe_only", "O0", True,
                               ["sframe_only.c", "sframe_only.S"])
     source = (ROOT / "tests" / "programs" / "sframe_only.c").read_text().splitlines()
     call_line = {name: str(source.index(next(line for line in source
                                              if f"/* {name}'s call */" in line)) + 1)
                  for name in ("caller", "main")}
-    out = run_lldb(lldb, program, ["sframe-provider on", "breakpoint set -n stop_here",
+    out = run_lldb(provider_lldb, program, ["sframe-provider on", "breakpoint set -n stop_here",
                                    "run", mark("BT"), "bt", mark("SFRAME"), "sframe-bt"])
     theirs, ours = out.split("==BT==")[1].split("==SFRAME==")
     frames = BT_LINE.findall(theirs.split("(lldb) bt")[1])

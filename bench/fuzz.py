@@ -358,20 +358,41 @@ HARMS = ("memory over 300 MB", "writes outside", "names from another file")
 NOBODY = 65534
 
 
-class Planted:
-    """Commands run with a cache whose entries someone else planted: a
-    long-running process for `sfbt stack` and an ELF file for `sframe dump
-    --synth`, each run first with a clean cache (its output is the one to
-    get) and a full one (whose entries are the names to plant at)."""
+class Witnesses:
+    """What a hostile case must leave as it was, in ``directory``: a file
+    to keep, a place where nothing may be created, and a sleeping process
+    for `sfbt stack` and `record` to read."""
 
     def __init__(self, directory):
-        import subprocess
         self.directory = directory
         self.keep = os.path.join(directory, "keep")
         self.created = os.path.join(directory, "created")
         self._restore()
         self.sleeper = subprocess.Popen(["sleep", "1000"])
         time.sleep(0.2)  # in nanosleep
+
+    def close(self):
+        self.sleeper.kill()
+        self.sleeper.wait()
+
+    def _restore(self):
+        """The file to keep as it was, and nothing at the place to create."""
+        if os.path.lexists(self.keep):
+            os.unlink(self.keep)
+        with open(self.keep, "wb") as stream:
+            stream.write(b"precious\n")
+        if os.path.lexists(self.created):
+            os.unlink(self.created)
+
+
+class Planted(Witnesses):
+    """Commands run with a cache whose entries someone else planted: a
+    long-running process for `sfbt stack` and an ELF file for `sframe dump
+    --synth`, each run first with a clean cache (its output is the one to
+    get) and a full one (whose entries are the names to plant at)."""
+
+    def __init__(self, directory):
+        super().__init__(directory)
         elf = str(FIXTURES / "v3" / "x86_64" / "manyfuncs")
         self.commands = {"stack": ["stack", str(self.sleeper.pid)],
                          "dump": ["sframe", "dump", "--synth", elf]}
@@ -389,19 +410,6 @@ class Planted:
         os.symlink(self.keep, self.link)
         os.lchown(self.link, NOBODY, NOBODY)
         self.output_commands = [["sframe", "synth", elf, "-o", self.link]]
-
-    def close(self):
-        self.sleeper.kill()
-        self.sleeper.wait()
-
-    def _restore(self):
-        """The file to keep as it was, and nothing at the place to create."""
-        if os.path.lexists(self.keep):
-            os.unlink(self.keep)
-        with open(self.keep, "wb") as stream:
-            stream.write(b"precious\n")
-        if os.path.lexists(self.created):
-            os.unlink(self.created)
 
     def _home(self, name):
         home = os.path.join(self.directory, name)

@@ -24,14 +24,13 @@ import os
 import random
 import shutil
 import stat
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fuzz import NOBODY, OUTCOMES, engine_main, run_case  # noqa: E402
+from fuzz import NOBODY, OUTCOMES, Witnesses, engine_main, run_case  # noqa: E402
 from sfbt.archive import cbf  # noqa: E402
 from sfbt.archive.imagemap import Image, ImageMap  # noqa: E402
 from sfbt.archive.store import read_archive  # noqa: E402
@@ -70,30 +69,14 @@ def _seized(pid):
                    if line.startswith("TracerPid:"))
 
 
-class Appends:
+class Appends(Witnesses):
     """Cases of writers at one output name, in a fresh directory each."""
 
     def __init__(self, directory):
-        self.directory = directory
-        self.keep = os.path.join(directory, "keep")
-        self.created = os.path.join(directory, "created")
-        self._restore()
-        self.sleeper = subprocess.Popen(["sleep", "1000"])
-        time.sleep(0.2)  # in nanosleep
+        super().__init__(directory)
         mask = os.umask(0o022)
         os.umask(mask)
         self.widest = 0o666 & ~mask
-
-    def _restore(self):
-        """The file to keep as it was, and nothing at the place to create."""
-        with open(self.keep, "wb") as stream:
-            stream.write(b"precious\n")
-        if os.path.lexists(self.created):
-            os.unlink(self.created)
-
-    def close(self):
-        self.sleeper.kill()
-        self.sleeper.wait()
 
     def _place(self, rng, number):
         """(output path, place kind) of a new case."""

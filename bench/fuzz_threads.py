@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz import MEMORY_LIMIT, OUTCOMES, ROOT, engine_main, run_measured  # noqa: E402
+from fuzz import MEMORY_LIMIT, OUTCOMES, engine_main, run_measured  # noqa: E402
+from record_churn import build_program  # noqa: E402
 
 GAMES = ("churn", "burst", "vfork", "exec", "zombie")
 #: the games whose threads live on (all but the one in vfork or exec)
@@ -37,15 +38,6 @@ LASTING = ("vfork", "exec", "zombie")
 HARMS = ("memory over 300 MB", "descriptors grew")
 #: descriptors a recorder may open while it records (a new mapping's file)
 DESCRIPTOR_SLACK = 8
-
-
-def build_games(directory):
-    """tests/programs/thread_games.c, compiled with SFrame data."""
-    program = os.path.join(directory, "thread_games")
-    subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", program,
-                    str(ROOT / "tests" / "programs" / "thread_games.c"), "-lpthread"],
-                   check=True, capture_output=True)
-    return program
 
 
 class Descriptors:
@@ -137,7 +129,7 @@ def fuzz_threads(cases, seed, directory):
     """Run cases; returns ({outcome or harm: count}, the failing cases
     [(what, argv, stderr)])."""
     rng = random.Random(seed)
-    program = build_games(directory)
+    program = build_program(directory, "thread_games")
     counts = dict.fromkeys(OUTCOMES + HARMS, 0)
     failures = []
     for number in range(cases):

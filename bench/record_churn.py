@@ -18,11 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build_churn(directory):
-    """tests/programs/churn.c, compiled with SFrame data."""
-    program = os.path.join(directory, "churn")
+def build_program(directory, name):
+    """tests/programs/NAME.c, compiled with SFrame data into directory."""
+    program = os.path.join(directory, name)
     subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", program,
-                    str(ROOT / "tests" / "programs" / "churn.c"), "-lpthread"],
+                    str(ROOT / "tests" / "programs" / f"{name}.c"), "-lpthread"],
                    check=True, capture_output=True)
     return program
 
@@ -45,7 +45,7 @@ def record_churn(directory, seconds, every, hz, say=print):
     (elapsed seconds, resident KiB, descriptors) every ``every`` seconds;
     returns the [(elapsed, KiB, descriptors)] and `sfbt record`'s
     (exit status, stdout, stderr)."""
-    program = build_churn(directory)
+    program = build_program(directory, "churn")
     target = subprocess.Popen([program, str(seconds + 30)], stdout=subprocess.PIPE,
                               stdin=subprocess.DEVNULL)
     archive = os.path.join(directory, "churn.sfbt")

@@ -51,7 +51,6 @@ class EncodeError(SfbtError, ValueError):
     word size, too many frames, ...)."""
 
 
-
 #: what a limit left out of the current command's answer, one line each
 #: (in order, once each, the first NOTES_KEPT): the front end says it in
 #: one warning line; [0] counts the notes past those

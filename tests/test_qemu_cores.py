@@ -1,0 +1,170 @@
+"""`sfbt stack --core` on cores without a file list (NT_FILE), as
+qemu-user writes them, compared with GDB on the same stop.
+
+Each core is made from a program of tests/cross/ (or, for x86-64, one
+built here) run under qemu-user's gdb stub with `ulimit -c unlimited`:
+GDB (no plugin) stops it in stop_here_VARIANT, prints its own `bt`, and
+delivers SIGSEGV, on which qemu writes the guest's core
+`qemu_PROG_DATE_PID.core` in its working directory.  `sfbt stack --core
+CORE EXE` must then give the frames (PCs and names) that GDB gives live
+at that stop, and GDB on the core, down to main.  GDB 13 against qemu's
+stub does not strip pointer-authentication signatures, and on a PIE whose
+first page qemu did not dump it cannot place the program: there GDB's
+frames up to the first it gets wrong must be sfbt's, and sfbt's names the
+whole known chain.
+"""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import require, run_sfbt
+from test_qemu import CROSS, DEPTH, SYSROOT, full_chain, library_chain, with_stub
+
+QEMU = {"aarch64": ["qemu-aarch64", "-cpu", "max"], "s390x": ["qemu-s390x"],
+        "x86_64": ["qemu-x86_64"]}
+CLEAN = 1 << 48  # user addresses under qemu fit in 48 bits
+
+# (id, arch, program, variant, where the core is made, with the sysroot)
+CASES = [
+    # stop_here at -O2 is a leaf without a frame: its caller comes from LR
+    ("aarch64-static", "aarch64", "chain-v3", "O2", "stop_here_O2", False),
+    ("aarch64-pac-ret", "aarch64", "chain-v3", "pac", "stop_here_pac", False),
+    ("aarch64-pac-ret-v1", "aarch64", "chain-v1", "pac", "stop_here_pac", False),
+    ("aarch64-dynamic", "aarch64", "dynamic-v3", "O2", "stop_here_O2", True),
+    ("s390x-static", "s390x", "chain-v3", "O2", "stop_here_O2", False),
+    # at the leaf's first instruction: r14 holds the return address (after
+    # its prologue the caller's r11 is in f0, which qemu's core lacks)
+    ("s390x-static-O0", "s390x", "chain-v3", "O0", "*stop_here_O0", False),
+    ("s390x-dynamic", "s390x", "dynamic-v3", "O0", "*stop_here_O0", True),
+]
+
+_GDB_FRAME = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?(\S+) \(", re.M)
+_SFBT_FRAME = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+) in (\S+)", re.M)
+_PC = re.compile(r"^PC=(0x[0-9a-f]+)$", re.M)
+
+
+def gdb_frames(text):
+    """[(pc, name)] of GDB's bt, frame 0's pc from the `PC=` line before it
+    (GDB's frame lines before that are not its bt's)."""
+    text = text[text.index("PC="):]
+    frames = []
+    for match in _GDB_FRAME.finditer(text):
+        pc = match[2] or _PC.search(text)[1]
+        frames.append((int(pc, 16), match[3]))
+    return frames
+
+
+def sfbt_frames(text):
+    return [(int(pc, 16), name) for _, pc, name in _SFBT_FRAME.findall(text)]
+
+
+def make_core(gdb, arch, program, arguments, stop, directory, sysroot):
+    """(GDB's output at the stop, the core qemu wrote in ``directory``)."""
+    require(shutil.which(QEMU[arch][0]) is not None, f"{QEMU[arch][0]} is not installed")
+    qemu = QEMU[arch] + (["-L", SYSROOT[arch]] if sysroot else [])
+    setup = ["set tcp connect-timeout 30"]
+    if sysroot:
+        setup += [f"set sysroot {SYSROOT[arch]}", f"set solib-search-path {program.parent}"]
+
+    def limited():
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)
+
+    def stub(port):
+        return qemu + ["-g", str(port), str(program), *arguments]
+
+    def debug(port):
+        return gdb.run([str(program)], setup + [
+            f"target remote 127.0.0.1:{port}", f"break {stop}", "continue",
+            'printf "PC=%#lx\\n", $pc', "bt", "echo ==SIGNAL==\\n", "signal SIGSEGV"],
+            timeout=240, plugin=False)
+
+    out = with_stub(stub, debug, exit_wait=60, cwd=directory, preexec_fn=limited)
+    cores = sorted(directory.glob(f"qemu_{program.name}_*.core"))
+    assert len(cores) == 1, (out[-2000:], list(directory.iterdir()))
+    return out.split("==SIGNAL==")[0], cores[0]
+
+
+def gdb_on_core(gdb, program, core, arch, sysroot):
+    commands = []
+    if sysroot:
+        commands += [f"set sysroot {SYSROOT[arch]}", f"set solib-search-path {program.parent}"]
+    return gdb.run([str(program), str(core)], commands + ['printf "PC=%#lx\\n", $pc', "bt"],
+                   timeout=120, plugin=False)
+
+
+def agreed_prefix(ours, theirs):
+    """How many of GDB's frames ``theirs`` are right: up to its first
+    unclean address or unknown name.  They must be ``ours``' first ones."""
+    good = 0
+    for pc, name in theirs:
+        if pc >= CLEAN or name == "??":
+            break
+        good += 1
+    assert ours[:good] == theirs[:good], (ours, theirs)
+    return good
+
+
+def check_stack(gdb, tmp_path, arch, program, arguments, stop, chain, sysroot):
+    live, core = make_core(gdb, arch, program, arguments, stop, tmp_path, sysroot)
+    command = ["stack", "--core", core, program]
+    if sysroot:
+        command += ["--sysroot", SYSROOT[arch]]
+    result = run_sfbt(*command)
+    assert result.returncode == 0, result.stderr
+    assert not result.stderr, result.stderr
+    ours = sfbt_frames(result.stdout)
+    assert [name for _, name in ours] == chain, result.stdout
+    assert all(pc < CLEAN for pc, _ in ours), result.stdout
+    assert "Backtrace stopped" not in result.stdout, result.stdout
+
+    theirs = gdb_frames(live)
+    assert agreed_prefix(ours, theirs) >= 2, live
+    on_core = gdb_frames(gdb_on_core(gdb, program, core, arch, sysroot))
+    assert on_core[0][0] == ours[0][0], on_core  # the core's PC, named or not
+    agreed_prefix(ours, on_core)
+    return ours, theirs, on_core, core
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_qemu_core_without_a_file_list(cross_gdb, tmp_path, case):
+    name, arch, program_name, variant, stop, sysroot = case
+    program = CROSS / arch / program_name
+    chain = library_chain(variant) if sysroot else full_chain(variant)
+    ours, theirs, on_core, core = check_stack(cross_gdb, tmp_path, arch, program,
+                                              [variant, str(DEPTH)], stop, chain, sysroot)
+    if not variant.startswith("pac"):
+        # GDB's own frames at the stop, every one
+        assert ours == theirs
+    if arch == "aarch64" and not sysroot and not variant.startswith("pac"):
+        assert ours == on_core  # gdb-multiarch places a static program itself
+    if name == "aarch64-static":
+        # the core is of chain-v3, not of chain-v1 nor of an s390x program
+        for other, wanted in ((CROSS / "aarch64" / "chain-v1", r"is not a core of \S+chain-v1"),
+                              (CROSS / "s390x" / "chain-v3", "is not a program of aarch64")):
+            result = run_sfbt("stack", "--core", core, other)
+            assert result.returncode == 1
+            assert re.fullmatch(rf"sfbt: \S+ ?{wanted}.*\n", result.stderr), result.stderr
+
+
+def test_x86_64_qemu_core_without_a_file_list(cross_gdb, tmp_path):
+    """qemu-x86_64's core of a PIE calling back through a library: the
+    same frames as GDB's, live and on the core."""
+    source = CROSS / "src"
+    library, program = tmp_path / "libapply.so", tmp_path / "dynamic"
+    common = ["gcc", "-g", "-O2", "-Wa,--gsframe"]
+    subprocess.run(common + ["-fPIC", "-shared", "-o", str(library),
+                             str(source / "libapply.c")], check=True)
+    subprocess.run(common + ["-fPIE", "-pie", "-DSUFFIX=_O2", "-DVIA_LIBRARY",
+                             "-DVARIANTS=X(O2)", str(source / "chain.c"),
+                             str(source / "main.c"), "-L", str(tmp_path), "-lapply",
+                             "-Wl,-rpath,$ORIGIN", "-o", str(program)], check=True)
+    cores = tmp_path / "cores"
+    cores.mkdir()
+    ours, theirs, on_core, _ = check_stack(cross_gdb, cores, "x86_64", program, ["O2", "3"],
+                                           "stop_here_O2", library_chain("O2"), False)
+    assert ours == on_core
+    assert ours[:3] == theirs[:3]

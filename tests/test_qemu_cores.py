@@ -168,3 +168,124 @@ def test_x86_64_qemu_core_without_a_file_list(cross_gdb, tmp_path):
                                            "stop_here_O2", library_chain("O2"), False)
     assert ours == on_core
     assert ours[:3] == theirs[:3]
+
+
+# -- the link map reader over synthetic memory --------------------------------
+
+class Memory:
+    """Little-endian memory of whole 4 KiB pages, zeros but for what is put
+    in them; a read that reaches a page never put fails."""
+
+    PAGE = 0x1000
+
+    def __init__(self):
+        self.pages = {}
+        self.reads = 0
+
+    def put(self, address, data):
+        for offset, byte in enumerate(data):
+            page = self.pages.setdefault((address + offset) // self.PAGE, bytearray(self.PAGE))
+            page[(address + offset) % self.PAGE] = byte
+        return self
+
+    def read(self, address, size):
+        from sfbt.errors import TargetMemoryError
+        self.reads += 1
+        data = b""
+        for page in range(address // self.PAGE, (address + size - 1) // self.PAGE + 1):
+            if page not in self.pages:
+                raise TargetMemoryError(address, size)
+            data += self.pages[page]
+        start = address % self.PAGE
+        return data[start:start + size]
+
+
+def link_map_memory(names, r_debug=0x1000, first=0x2000, loop_to=None):
+    """r_debug at ``r_debug`` and a link map of the program (no name) then
+    one entry per name, each 0x100 bytes apart from ``first``; the last
+    entry's l_next is ``loop_to`` (0: the end)."""
+    import struct
+    memory = Memory().put(r_debug, struct.pack("<iiQ", 1, 0, first))
+    entries = [None, *names]
+    for index, name in enumerate(entries):
+        at = first + 0x100 * index
+        following = at + 0x100 if index + 1 < len(entries) else (loop_to or 0)
+        name_at = at + 0x80 if name is not None else 0
+        memory.put(at, struct.pack("<QQQQQ", 0x1000 * index, name_at, 0, following, 0))
+        if name is not None:
+            memory.put(name_at, name)
+    return memory
+
+
+def test_link_map_lists_the_libraries_after_the_program():
+    from sfbt.live.linkmap import read_link_map
+    memory = link_map_memory([b"/lib/libc.so.6\0", b"linux-vdso.so.1\0"])
+    found = read_link_map(memory.read, 0x1000, "<")
+    assert found.problem is None
+    assert [(e.load_bias, e.name) for e in found.entries] == [
+        (0x1000, "/lib/libc.so.6"), (0x2000, "linux-vdso.so.1")]
+
+
+def test_a_link_map_that_loops_ends_with_the_entries_before():
+    from sfbt.live.linkmap import read_link_map
+    memory = link_map_memory([b"/lib/a.so\0", b"/lib/b.so\0"], loop_to=0x2100)
+    found = read_link_map(memory.read, 0x1000, "<")
+    assert [e.name for e in found.entries] == ["/lib/a.so", "/lib/b.so"]
+    assert found.problem == "the link map loops back to its entry at 0x2100"
+
+
+def test_a_bogus_pointer_ends_the_link_map():
+    from sfbt.live.linkmap import read_link_map
+    memory = link_map_memory([b"/lib/a.so\0"], loop_to=0xDEAD0000)
+    found = read_link_map(memory.read, 0x1000, "<")
+    assert [e.name for e in found.entries] == ["/lib/a.so"]
+    assert found.problem == "a link map entry at 0xdead0000 cannot be read"
+    found = read_link_map(memory.read, 0xBAD000, "<")
+    assert found == ([], "r_debug at 0xbad000 cannot be read")
+
+
+def test_a_huge_or_unreadable_name_is_not_read_past_its_bound():
+    from sfbt.live.linkmap import MAX_NAME, read_link_map
+    memory = link_map_memory([b"/lib/a.so\0", b"/" * (1 << 20)])
+    found = read_link_map(memory.read, 0x1000, "<")
+    assert [e.name for e in found.entries] == ["/lib/a.so"]
+    assert "cannot be read or is longer than 4096 bytes" in found.problem
+    assert memory.reads < 10 + MAX_NAME // 256 + 2  # read a chunk at a time, then stopped
+    # a name that runs, without its NUL, into memory that cannot be read
+    memory = link_map_memory([b"/lib/a.so\0"])
+    memory.put(0x2108, (0x2FF8).to_bytes(8, "little")).put(0x2FF8, b"/lib/abc")
+    found = read_link_map(memory.read, 0x1000, "<")
+    assert found.entries == [] and "(at 0x2ff8) cannot be read" in found.problem
+
+
+def test_a_link_map_longer_than_the_bound_is_cut():
+    """A chain of distinct entries that never ends (each made as read)."""
+    import struct
+    from sfbt.errors import TargetMemoryError
+    from sfbt.live.linkmap import MAX_ENTRIES, read_link_map
+
+    def read(address, size):
+        if address == 0x1008:  # r_debug.r_map
+            return struct.pack("<Q", 0x10000)[:size]
+        if address >= 0x10000 and address % 0x100 == 0:
+            return struct.pack("<QQQQ", 0, address + 0x80, 0, address + 0x100)[:size]
+        if address % 0x100 == 0x80:
+            return b"/lib/x.so\0"[:size]
+        raise TargetMemoryError(address, size)
+    found = read_link_map(read, 0x1000, "<")
+    assert len(found.entries) == MAX_ENTRIES - 1
+    assert found.problem == f"the link map has more than {MAX_ENTRIES} entries"
+
+
+def test_r_debug_comes_from_dt_debug():
+    import struct
+    from sfbt.live.linkmap import r_debug_address
+    dynamic = struct.pack("<qQqQqQ", 1, 5, 21, 0x7000, 0, 0)
+    assert r_debug_address(Memory().put(0x500, dynamic).read, 0x500, len(dynamic), "<") == 0x7000
+    unset = struct.pack("<qQqQ", 21, 0, 0, 0)  # a static program, or ld.so not there yet
+    assert r_debug_address(Memory().put(0x500, unset).read, 0x500, len(unset), "<") is None
+    after_null = struct.pack("<qQqQ", 0, 0, 21, 0x7000)
+    assert r_debug_address(Memory().put(0x500, after_null).read, 0x500, 32, "<") is None
+    assert r_debug_address(Memory().read, 0x500, 32, "<") is None  # not in the core
+    big_endian = struct.pack(">qQqQ", 21, 0x7000, 0, 0)
+    assert r_debug_address(Memory().put(0x500, big_endian).read, 0x500, 32, ">") == 0x7000

@@ -289,3 +289,75 @@ def test_r_debug_comes_from_dt_debug():
     assert r_debug_address(Memory().read, 0x500, 32, "<") is None  # not in the core
     big_endian = struct.pack(">qQqQ", 21, 0x7000, 0, 0)
     assert r_debug_address(Memory().put(0x500, big_endian).read, 0x500, 32, ">") == 0x7000
+
+
+def test_libraries_from_the_link_map_are_read_as_the_core_says(cross_gdb, tmp_path):
+    """A library the link map names is a file the core names: read only if
+    the core's owner could read it (here: in a sysroot under a directory
+    only root may search), else its frames are unknown and one warning
+    line says why; --trust-files reads it."""
+    import os
+    require(os.geteuid() == 0, "a core owned by another user needs root")
+    program = CROSS / "aarch64" / "dynamic-v3"
+    _, core = make_core(cross_gdb, "aarch64", program, ["O2", str(DEPTH)], "stop_here_O2",
+                        tmp_path, True)
+    sysroot = tmp_path / "sysroot"
+    copy = sysroot / str(program.parent / "libapply.so").lstrip("/")
+    copy.parent.mkdir(parents=True)
+    shutil.copy(program.parent / "libapply.so", copy)
+    os.chown(core, 65534, 65534)
+    refused = run_sfbt("stack", "--core", core, program, "--sysroot", sysroot)
+    assert refused.returncode == 0, refused.stderr
+    assert re.fullmatch(rf"sfbt: warning: {re.escape(str(copy))}: not read: the core's "
+                        r"owner \(user 65534, group 65534\) may not search "
+                        rf"{re.escape(str(tmp_path))} .*; its frames are unknown "
+                        r"\(--trust-files reads it\)\n", refused.stderr), refused.stderr
+    names = [name for _, name in sfbt_frames(refused.stdout)]
+    assert names[:3] == library_chain("O2")[:3] and "twice" not in names, refused.stdout
+    trusted = run_sfbt("stack", "--core", core, program, "--sysroot", sysroot,
+                       "--trust-files")
+    assert not trusted.stderr, trusted.stderr
+    assert [name for _, name in sfbt_frames(trusted.stdout)] == library_chain("O2")
+
+
+def _file_offset(core, address):
+    """Where the core file holds the byte at ``address``."""
+    from sfbt.elf import PT_LOAD, ElfImage
+    with open(core, "rb") as stream:
+        for segment in ElfImage.from_file(stream, str(core)).segments():
+            if segment.type == PT_LOAD and segment.vaddr <= address < segment.vaddr + \
+                    segment.filesz:
+                return segment.offset + address - segment.vaddr
+    raise AssertionError(f"{address:#x} is not in {core}")
+
+
+def test_a_core_whose_link_map_loops(cross_gdb, tmp_path):
+    """The last link map entry of a real core made to point back at the
+    first library's: the libraries before are found, one warning line
+    says where the list ended, the stack is whole."""
+    from sfbt.elf import read_elf
+    from sfbt.live.corefile import PT_DYNAMIC, Core
+    from sfbt.live.linkmap import L_NEXT, r_debug_address, read_link_map
+    program = CROSS / "aarch64" / "dynamic-v3"
+    _, core = make_core(cross_gdb, "aarch64", program, ["O2", str(DEPTH)], "stop_here_O2",
+                        tmp_path, True)
+    dynamic = read_elf(str(program), lambda image: next(
+        s for s in image.segments() if s.type == PT_DYNAMIC))
+    opened = Core(str(core), str(program), sysroot=SYSROOT["aarch64"])
+    try:  # the PIE's first PT_LOAD is at 0: its first mapping's start is its bias
+        bias = next(m.start for m in opened.mappings if m.path == str(program))
+        r_debug = r_debug_address(opened.read_memory, bias + dynamic.vaddr, dynamic.memsz, "<")
+        entries = read_link_map(opened.read_memory, r_debug, "<").entries
+    finally:
+        opened.close()
+    assert [e.name.rsplit("/", 1)[-1] for e in entries] == [
+        "libapply.so", "libc.so.6", "ld-linux-aarch64.so.1"]
+    with open(core, "r+b") as stream:
+        stream.seek(_file_offset(core, entries[-1].address + L_NEXT))
+        stream.write(entries[0].address.to_bytes(8, "little"))
+    result = run_sfbt("stack", "--core", core, program, "--sysroot", SYSROOT["aarch64"])
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (f"sfbt: warning: {core}: libraries after the first 3 left out: "
+                             f"the link map loops back to its entry at "
+                             f"{entries[0].address:#x}\n")
+    assert [name for _, name in sfbt_frames(result.stdout)] == library_chain("O2")

@@ -396,7 +396,8 @@ class Core:
     def _library(self, entry):
         """The mappings of the library ``entry`` names, from the first file
         of the core's machine among sysroot + name and name; None where
-        there is none (or the core's writer could not read it)."""
+        there is none, or where the first that exists is one the core's
+        writer could not read (``refused`` says so)."""
         candidates = [entry.name]
         if self.sysroot:
             candidates.insert(0, os.path.join(self.sysroot, entry.name.lstrip("/")))
@@ -404,12 +405,14 @@ class Core:
             try:
                 with closing(self.open_named(path)) as stream:
                     image = ElfImage.from_file(stream, path)
-                    if (image.header.machine, image.header.big_endian) != \
+                    if (image.header.machine, image.header.big_endian) == \
                             (self.arch.elf_machine, self.arch.big_endian):
-                        continue
-                    return self._load_mappings(image, entry.load_bias, path)
-            except (OSError, ElfError, struct.error):
-                continue
+                        return self._load_mappings(image, entry.load_bias, path)
+            except OSError as error:
+                if error.errno == errno.EACCES:
+                    return None  # not another file in its place
+            except (ElfError, struct.error):
+                pass
         return None
 
     # -- memory ----------------------------------------------------------------

@@ -262,6 +262,12 @@ ARCHES = (X86_64, AARCH64, AARCH64_BE, S390X)
 _BY_SFRAME_ABI = {arch.sframe_abi: arch for arch in ARCHES}
 
 
+def with_register_sets() -> str:
+    """The architectures whose stacks `sfbt stack` reads (those with a
+    ``regset``), for an error message."""
+    return ", ".join(arch.name for arch in ARCHES if arch.regset)
+
+
 def arch_for_abi(abi: int) -> Arch:
     """The Arch of an SFrame ABI/arch id; KeyError for an unknown one."""
     return _BY_SFRAME_ABI[abi]

@@ -32,7 +32,7 @@ from contextlib import closing
 from bisect import bisect_right
 from types import SimpleNamespace
 
-from ..arch import ARCHES, Arch
+from ..arch import Arch, with_register_sets
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
 from ..errors import SfbtError, TargetMemoryError, left_out
 from ..files import TRUSTED, FileProblem, ReadAs, open_regular
@@ -167,9 +167,8 @@ class Core:
             raise CoreError(f"{self.path}: not a core file (ELF type {image.header.type})")
         arch = image.arch
         if arch is None or not arch.regset:
-            supported = ", ".join(each.name for each in ARCHES if each.regset)
             raise CoreError(f"{self.path}: {arch.name if arch else 'its machine'} "
-                            f"is not supported (sfbt stack reads {supported})")
+                            f"is not supported (sfbt stack reads {with_register_sets()})")
         self.arch: Arch = arch
         endian = image.header.endian
         self._loads = sorted((s.vaddr, s.vaddr + s.filesz, s.offset)

@@ -53,7 +53,7 @@ class ThreadTarget(Target):
     stack copy, and ``read`` for every other address."""
 
     #: what AArch64 return addresses keep (None: 48 bits; unwind.walk)
-    virtual_address_bits = None
+    virtual_address_bits: "int | None" = None
 
     def __init__(self, arch, state, read, modules):
         self.arch = arch

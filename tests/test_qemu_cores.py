@@ -142,6 +142,10 @@ def test_qemu_core_without_a_file_list(cross_gdb, tmp_path, case):
     if arch == "aarch64" and not sysroot and not variant.startswith("pac"):
         assert ours == on_core  # gdb-multiarch places a static program itself
     if name == "aarch64-static":
+        # without EXE: the program AT_EXECFN names (a file the core names)
+        alone = run_sfbt("stack", "--core", core)
+        assert alone.returncode == 0 and not alone.stderr, alone.stderr
+        assert sfbt_frames(alone.stdout) == ours
         # the core is of chain-v3, not of chain-v1 nor of an s390x program
         for other, wanted in ((CROSS / "aarch64" / "chain-v1", r"is not a core of \S+chain-v1"),
                               (CROSS / "s390x" / "chain-v3", "is not a program of aarch64")):

@@ -60,6 +60,7 @@ PT_DYNAMIC = 2
 PT_PHDR = 6
 #: e_entry's offset in a 64-bit ELF header
 E_ENTRY = 24
+_MASK64 = (1 << 64) - 1
 PRPSINFO_UID = 16
 PRPSINFO_PID = 24
 PRPSINFO_FNAME = 40
@@ -119,10 +120,14 @@ class Core:
         self._with_executable = None
         self._user_executable = executable is not None
         self.executable = None
-        if self.mappings:
-            self.executable = self._check_executable(executable)
-        else:
-            self.executable = self._place_files(executable)
+        try:
+            if self.mappings:
+                self.executable = self._check_executable(executable)
+            else:
+                self.executable = self._place_files(executable)
+        except BaseException:
+            self.close()
+            raise
         self._modules = None
 
     def _read_file(self, offset, size):
@@ -280,11 +285,21 @@ class Core:
         if executable is None:
             executable = self._execfn()
             if executable is None:
+                left_out(f"{self.path}: the core names no file (no NT_FILE, no "
+                         "AT_EXECFN): name its program (sfbt stack --core CORE EXE)")
                 return None
         else:
             executable = os.path.abspath(executable)
         try:
             stream = self.open_named(executable, user_executable=self._user_executable)
+        except OSError as error:
+            if self._user_executable:
+                raise CoreError(f"{executable}: {error.strerror or error}") from None
+            if error.errno != errno.EACCES:  # (refused says that one)
+                left_out(f"{self.path}: its program {executable} (AT_EXECFN) not read: "
+                         f"{error.strerror or error}")
+            return None
+        try:
             with stream:
                 image = ElfImage.from_file(stream, executable)
                 placed = self._placed_executable(executable, image)
@@ -364,8 +379,9 @@ class Core:
         mappings = []
         for segment in sorted((s for s in image.segments() if s.type == PT_LOAD),
                               key=lambda s: s.vaddr):
-            start = (bias + segment.vaddr) & ~(page - 1) & ((1 << 64) - 1)
-            end = (bias + segment.vaddr + segment.memsz + page - 1) & ~(page - 1)
+            start = (bias + segment.vaddr) & ~(page - 1) & _MASK64
+            end = min((bias + segment.vaddr + segment.memsz + page - 1) & ~(page - 1),
+                      _MASK64)
             mappings.append(Mapping(start, end, True, bool(segment.flags & PF_W),
                                     segment.offset & ~(page - 1), path))
         return mappings

@@ -365,3 +365,37 @@ def test_a_core_whose_link_map_loops(cross_gdb, tmp_path):
                              f"the link map loops back to its entry at "
                              f"{entries[0].address:#x}\n")
     assert [name for _, name in sfbt_frames(result.stdout)] == library_chain("O2")
+
+
+def test_sysroot_for_the_libraries_a_file_list_names(gdb, tmp_path):
+    """--sysroot applies to the libraries NT_FILE names too (a core of
+    another machine): a gcore of a native program, its library mirrored
+    under a sysroot.  The mirror is the file read (a core owned by nobody
+    cannot have it read there: the warning names it), the stack the same."""
+    import os
+    require(os.geteuid() == 0, "a core owned by another user needs root")
+    source = CROSS / "src"
+    library, program = tmp_path / "libapply.so", tmp_path / "dynamic"
+    common = ["gcc", "-g", "-O2", "-Wa,--gsframe"]
+    subprocess.run(common + ["-fPIC", "-shared", "-o", str(library),
+                             str(source / "libapply.c")], check=True)
+    subprocess.run(common + ["-fPIE", "-pie", "-DSUFFIX=_O2", "-DVIA_LIBRARY",
+                             "-DVARIANTS=X(O2)", str(source / "chain.c"),
+                             str(source / "main.c"), "-L", str(tmp_path), "-lapply",
+                             "-Wl,-rpath,$ORIGIN", "-o", str(program)], check=True)
+    core = tmp_path / "core"
+    gdb.run([str(program)], ["break stop_here_O2", "run O2 3", f"gcore {core}"],
+            timeout=120, plugin=False)
+    sysroot = tmp_path / "sysroot"
+    mirror = sysroot / str(library).lstrip("/")
+    mirror.parent.mkdir(parents=True)
+    shutil.copy(library, mirror)
+    plain = run_sfbt("stack", "--core", core, program)
+    assert plain.returncode == 0 and not plain.stderr, plain.stderr
+    assert [name for _, name in sfbt_frames(plain.stdout)] == library_chain("O2")
+    mirrored = run_sfbt("stack", "--core", core, program, "--sysroot", sysroot)
+    assert mirrored.stdout == plain.stdout and not mirrored.stderr, mirrored.stderr
+    os.chown(core, 65534, 65534)
+    refused = run_sfbt("stack", "--core", core, program, "--sysroot", sysroot)
+    assert f"sfbt: warning: {mirror}: not read:" in refused.stderr, refused.stderr
+    assert "twice" not in refused.stdout

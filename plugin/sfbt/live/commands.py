@@ -207,9 +207,9 @@ def _add_stack(commands, error_type):
                        help="with --core: read every file the core names, even "
                        "one the core's owner could not read")
     stack.add_argument("--sysroot", metavar="DIR",
-                       help="with --core: look for the libraries of a core without "
-                       "a file list (qemu-user's) under DIR first, as gdb's "
-                       "`set sysroot`")
+                       help="with --core: look for the core's libraries under DIR "
+                       "first, as gdb's `set sysroot` (a core of another machine, "
+                       "qemu-user's cores)")
     stack.add_argument("--thread", type=int, metavar="TID",
                        help="only this thread (its LWP id)")
     stack.add_argument("--format", choices=FORMATS, default="text",

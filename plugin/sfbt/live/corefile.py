@@ -89,8 +89,8 @@ def _identity(status):
 class Core:
     """The core file at ``path``; ``executable`` (optional) must be the
     program it is a core of; ``trust_files``: read the files the core names
-    whoever wrote the core; ``sysroot``: where the libraries of a core
-    without NT_FILE are looked for first."""
+    whoever wrote the core; ``sysroot``: where the libraries the core
+    names (NT_FILE's, the link map's) are looked for first."""
 
     def __init__(self, path, executable=None, trust_files=False, sysroot=None):
         self.path = path
@@ -120,6 +120,8 @@ class Core:
         self._with_executable = None
         self._user_executable = executable is not None
         self.executable = None
+        #: whether the core has NT_FILE (else its files are placed here)
+        self.has_file_list = bool(self.mappings)
         try:
             if self.mappings:
                 self.executable = self._check_executable(executable)

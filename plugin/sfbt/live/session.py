@@ -173,7 +173,7 @@ def core_session(path: str, executable: Optional[str] = None, only: Optional[int
     the core changed while it was read; ``refused`` (filled as the walks
     go) holds the files the core names that its writer could not read, and
     why (see sfbt.live.corefile; ``trust_files`` reads them anyway);
-    ``sysroot``: where a core without NT_FILE's libraries are looked for."""
+    ``sysroot``: where the core's libraries are looked for first."""
     from .corefile import Core, CoreError
     core = Core(path, executable, trust_files, sysroot)
     states = core.thread_states()

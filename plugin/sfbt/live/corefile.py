@@ -28,7 +28,6 @@ was opened, is a core that changed while it was read: one line says so."""
 import errno
 import os
 import struct
-from contextlib import closing
 from bisect import bisect_right
 from types import SimpleNamespace
 
@@ -292,8 +291,9 @@ class Core:
                 return None
         else:
             executable = os.path.abspath(executable)
+        self.executable = executable  # (open_named trusts the user's)
         try:
-            stream = self.open_named(executable, user_executable=self._user_executable)
+            stream = self.open_named(executable)
         except OSError as error:
             if self._user_executable:
                 raise CoreError(f"{executable}: {error.strerror or error}") from None
@@ -420,7 +420,7 @@ class Core:
             candidates.insert(0, os.path.join(self.sysroot, entry.name.lstrip("/")))
         for path in candidates:
             try:
-                with closing(self.open_named(path)) as stream:
+                with self.open_named(path) as stream:
                     image = ElfImage.from_file(stream, path)
                     if (image.header.machine, image.header.big_endian) == \
                             (self.arch.elf_machine, self.arch.big_endian):
@@ -474,12 +474,12 @@ class Core:
         i = bisect_right(self._omitted, (address, float("inf"))) - 1
         return i >= 0 and address + size <= self._omitted[i][1]
 
-    def open_named(self, path, user_executable=False):
+    def open_named(self, path):
         """The regular file ``path`` the core names, open, if the core's
         writer could read it (or it is the user's executable); else
         FileProblem, and ``refused`` says why."""
-        read_as = TRUSTED if user_executable or (
-            path == self.executable and self._user_executable) else self._read_as
+        read_as = TRUSTED if path == self.executable and self._user_executable \
+            else self._read_as
         try:
             stream = read_as.open(path)
         except FileProblem as problem:

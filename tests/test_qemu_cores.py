@@ -399,3 +399,39 @@ def test_sysroot_for_the_libraries_a_file_list_names(gdb, tmp_path):
     refused = run_sfbt("stack", "--core", core, program, "--sysroot", sysroot)
     assert f"sfbt: warning: {mirror}: not read:" in refused.stderr, refused.stderr
     assert "twice" not in refused.stdout
+
+
+def _aarch64_core(notes):
+    """An AArch64 core's bytes: its ELF header and one PT_NOTE holding
+    ``notes`` [(name, kind, desc)]."""
+    import struct
+    body = b""
+    for name, kind, desc in notes:
+        body += struct.pack("<III", len(name) + 1, len(desc), kind)
+        body += (name + b"\0").ljust((len(name) + 4) & ~3, b"\0") + desc
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack(
+        "<HHIQQQIHHHHHH", 4, 183, 1, 0, 64, 0, 0, 64, 56, 1, 64, 0, 0)
+    note_header = struct.pack("<IIQQQQQQ", 4, 4, 120, 0, 0, len(body), 0, 4)
+    return header + note_header + body
+
+
+def test_a_pac_mask_note_sets_the_bits_kept(tmp_path):
+    """NT_ARM_PAC_MASK (a LINUX note, as the kernel writes it): a 52-bit
+    address space keeps 52 bits of a signed return address; without the
+    note, 48."""
+    import struct
+    from sfbt.live.corefile import Core
+    prstatus = bytearray(392)
+    struct.pack_into("<i", prstatus, 32, 7)
+    struct.pack_into("<33Q", prstatus, 112, *range(31), 0x7FFF0000, 0x400000)
+    masks = struct.pack("<QQ", 0x00F0 << 48, 0x00F0 << 48)  # bits 52-55
+    for notes, bits in (([], None), ([(b"LINUX", 0x406, masks)], 52)):
+        path = tmp_path / f"core-{bits}"
+        path.write_bytes(_aarch64_core([(b"CORE", 1, bytes(prstatus))] + notes))
+        core = Core(str(path))
+        try:
+            assert core.virtual_address_bits == bits
+            (state,) = core.thread_states()
+            assert state.tid == 7 and state.registers[32] == 0x400000
+        finally:
+            core.close()

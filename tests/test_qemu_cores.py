@@ -21,11 +21,9 @@ import subprocess
 import pytest
 
 from conftest import require, run_sfbt
-from test_qemu import CROSS, DEPTH, SYSROOT, full_chain, library_chain, with_stub
+from test_qemu import CLEAN, CROSS, DEPTH, QEMU, SYSROOT, full_chain, library_chain, with_stub
 
-QEMU = {"aarch64": ["qemu-aarch64", "-cpu", "max"], "s390x": ["qemu-s390x"],
-        "x86_64": ["qemu-x86_64"]}
-CLEAN = 1 << 48  # user addresses under qemu fit in 48 bits
+QEMU = {**QEMU, "x86_64": ["qemu-x86_64"]}
 
 # (id, arch, program, variant, where the core is made, with the sysroot)
 CASES = [

@@ -402,9 +402,13 @@ class Core:
             left_out(f"{self.path}: libraries after the first {len(found.entries)} left "
                      f"out: {found.problem}")
         mappings = []
+        named = set()
         for entry in found.entries:
-            if not entry.name.startswith("/"):
-                continue  # the vDSO ("linux-vdso.so.1"): from AT_SYSINFO_EHDR
+            if not entry.name.startswith("/") or entry.name in named:
+                # the vDSO ("linux-vdso.so.1"): from AT_SYSINFO_EHDR; a name
+                # listed again (the dynamic linker loads a name once)
+                continue
+            named.add(entry.name)
             placed = self._library(entry)
             if placed is not None:
                 mappings += placed

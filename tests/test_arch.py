@@ -33,8 +33,15 @@ def test_aarch64_register_set_is_user_pt_regs(arch, order):
     assert 33 not in registers and len(registers) == 33
 
 
-def test_architectures_without_a_register_set_say_so():
-    assert S390X.regset == () and S390X.regset_size == 0
+def test_s390x_register_set_is_s390_regs():
+    """The PSW (mask, address), r0-r15, a0-a15 (4 bytes each), orig_gpr2:
+    216 bytes, big-endian, as a core's NT_PRSTATUS holds them."""
+    import struct
+    assert S390X.regset_size == 216
+    data = struct.pack(">QQ16Q16IQ", 0x0705000180000000, 0x1000AA0, *range(100, 116),
+                       *range(16), 0xFFFF)
+    registers = S390X.decode_regset(data)
+    assert registers == {64: 0x1000AA0, **{n: 100 + n for n in range(16)}}
 
 
 def test_sframe_abi_ids_are_the_format_numbers():

@@ -60,18 +60,25 @@ def free_port():
 _PORT_TAKEN = ("could not open gdbserver", "Can't bind address", "Address already in use")
 
 
-def with_stub(stub_command, debug, attempts=3):
+def with_stub(stub_command, debug, attempts=3, exit_wait=0, **options):
     """Start a gdb stub (qemu -g, gdbserver) on a free port, run
     ``debug(port)`` against it and return what that returns; the stub is
-    always killed.  A stub that could not listen (the port was taken in
-    the meantime) is started again on another port."""
+    always killed, after ``exit_wait`` seconds given it to exit (qemu
+    writing a core).  A stub that could not listen (the port was taken in
+    the meantime) is started again on another port.  ``options`` go to
+    subprocess.Popen (cwd, preexec_fn)."""
     for _ in range(attempts):
         port = free_port()
         process = subprocess.Popen(stub_command(port), stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   text=True)
+                                   text=True, **options)
         try:
             result = debug(port)
+            if exit_wait:
+                try:
+                    process.wait(exit_wait)
+                except subprocess.TimeoutExpired:
+                    pass
         finally:
             process.kill()
             _, errors = process.communicate(timeout=30)

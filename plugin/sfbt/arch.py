@@ -253,10 +253,19 @@ S390X = Arch(
     gdb_names=("s390:64-bit",), lldb_names=("s390x",), bfd_name="elf64-s390",
     relocations={4: (4, False), 5: (4, True), 22: (8, False), 23: (8, True)},
     sp_from_cfa=-160, sframe_cfa_alignment=8, has_link_register=True,
-    plt_entry_size=32)
+    plt_entry_size=32,
+    # s390_regs: the PSW (mask, address), r0..r15, the access registers
+    # a0..a15 (4 bytes each), orig_gpr2
+    regset=(None, 64) + tuple(range(16)) + (None,) * 9)
 
 ARCHES = (X86_64, AARCH64, AARCH64_BE, S390X)
 _BY_SFRAME_ABI = {arch.sframe_abi: arch for arch in ARCHES}
+
+
+def with_register_sets() -> str:
+    """The architectures whose stacks `sfbt stack` reads (those with a
+    ``regset``), for an error message."""
+    return ", ".join(arch.name for arch in ARCHES if arch.regset)
 
 
 def arch_for_abi(abi: int) -> Arch:

@@ -28,7 +28,8 @@ def _session(args, error_type):
     or process the arguments name."""
     from .session import core_session, process_session
     if args.core:
-        return core_session(args.core, args.target, args.thread, args.trust_files)
+        return core_session(args.core, args.target, args.thread, args.trust_files,
+                            args.sysroot)
     if args.target is None:
         raise error_type("which process? (sfbt stack PID, or --core CORE)")
     return (process_session(_pid_or_error(args.target, error_type), args.thread,
@@ -205,6 +206,10 @@ def _add_stack(commands, error_type):
     stack.add_argument("--trust-files", action="store_true",
                        help="with --core: read every file the core names, even "
                        "one the core's owner could not read")
+    stack.add_argument("--sysroot", metavar="DIR",
+                       help="with --core: look for the core's libraries under DIR "
+                       "first, as gdb's `set sysroot` (a core of another machine, "
+                       "qemu-user's cores)")
     stack.add_argument("--thread", type=int, metavar="TID",
                        help="only this thread (its LWP id)")
     stack.add_argument("--format", choices=FORMATS, default="text",

@@ -3,6 +3,14 @@ mapped files from NT_FILE, memory from the PT_LOAD segments (and, for
 what the kernel did not dump, the mapped files themselves), the vDSO from
 memory at NT_AUXV's AT_SYSINFO_EHDR.
 
+A core without NT_FILE (qemu-user's, some dumpers' and older kernels')
+names no files: the executable is placed where the auxiliary vector says
+(a PIE by AT_ENTRY, checked against AT_PHDR; a fixed-address program at
+its own addresses) and the shared libraries are those the dynamic
+linker's link map in the core's memory lists (sfbt.live.linkmap), each
+read from ``sysroot`` + its name (as GDB's `set sysroot`), else from its
+name, if that file is of the core's machine.
+
 A core is its writer's data: a file NT_FILE names is read only if the
 core's owner (the file's owner and group, and NT_PRPSINFO's pr_uid and
 pr_gid: both must be able to) could read it, unless it is the executable
@@ -23,12 +31,13 @@ import struct
 from bisect import bisect_right
 from types import SimpleNamespace
 
-from ..arch import Arch
+from ..arch import Arch, with_register_sets
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
-from ..errors import SfbtError, TargetMemoryError
+from ..errors import SfbtError, TargetMemoryError, left_out
 from ..files import TRUSTED, FileProblem, ReadAs, open_regular
 from .images import CoreImages, memory_build_id, notes
-from .mappings import file_modules, parse_nt_file, vdso_module
+from .linkmap import r_debug_address, read_link_map, read_name
+from .mappings import Mapping, file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState
 
 ET_CORE = 4
@@ -36,10 +45,21 @@ NT_PRSTATUS = 1
 NT_PRPSINFO = 3
 NT_AUXV = 6
 NT_FILE = 0x46494C45
+#: the pointer-authentication masks of an AArch64 core (a "LINUX" note)
+NT_ARM_PAC_MASK = 0x406
+AT_PHDR = 3
+AT_PAGESZ = 6
 AT_ENTRY = 9
+AT_EXECFN = 31
 AT_SYSINFO_EHDR = 33
 #: p_flags of a writable segment
 PF_W = 2
+ET_EXEC = 2
+PT_DYNAMIC = 2
+PT_PHDR = 6
+#: e_entry's offset in a 64-bit ELF header
+E_ENTRY = 24
+_MASK64 = (1 << 64) - 1
 PRPSINFO_UID = 16
 PRPSINFO_PID = 24
 PRPSINFO_FNAME = 40
@@ -67,11 +87,13 @@ def _identity(status):
 
 class Core:
     """The core file at ``path``; ``executable`` (optional) must be the
-    program it is a core of; ``trust_files``: read the files NT_FILE names
-    whoever wrote the core."""
+    program it is a core of; ``trust_files``: read the files the core names
+    whoever wrote the core; ``sysroot``: where the libraries the core
+    names (NT_FILE's, the link map's) are looked for first."""
 
-    def __init__(self, path, executable=None, trust_files=False):
+    def __init__(self, path, executable=None, trust_files=False, sysroot=None):
         self.path = path
+        self.sysroot = sysroot
         #: the files named by the core that were not read: path -> why
         self.refused = {}
         self._checked = {}  # path -> _identity of the file checked
@@ -96,7 +118,17 @@ class Core:
         self.images = CoreImages(self)
         self._with_executable = None
         self._user_executable = executable is not None
-        self.executable = self._check_executable(executable)
+        self.executable = None
+        #: whether the core has NT_FILE (else its files are placed here)
+        self.has_file_list = bool(self.mappings)
+        try:
+            if self.mappings:
+                self.executable = self._check_executable(executable)
+            else:
+                self.executable = self._place_files(executable)
+        except BaseException:
+            self.close()
+            raise
         self._modules = None
 
     def _read_file(self, offset, size):
@@ -142,7 +174,7 @@ class Core:
         arch = image.arch
         if arch is None or not arch.regset:
             raise CoreError(f"{self.path}: {arch.name if arch else 'its machine'} "
-                            "is not supported (sfbt stack reads x86-64 and AArch64)")
+                            f"is not supported (sfbt stack reads {with_register_sets()})")
         self.arch: Arch = arch
         endian = image.header.endian
         self._loads = sorted((s.vaddr, s.vaddr + s.filesz, s.offset)
@@ -155,6 +187,8 @@ class Core:
         self._writer = []  # NT_PRPSINFO's (pr_uid, pr_gid)
         self.threads_raw, self.mappings, self.auxv, self.command = [], [], {}, ""
         self.pid = None
+        #: NT_ARM_PAC_MASK's (data mask, instruction mask), where written
+        self.pac_masks = None
         note_bytes = 0
         for segment in image.segments():
             if segment.type != PT_NOTE:
@@ -164,6 +198,8 @@ class Core:
                 raise CoreError(f"{self.path}: notes of more than {MAX_NOTE_BYTES} bytes")
             for kind, name, desc in notes(self._read_file(segment.offset, segment.filesz),
                                           endian):
+                if name == b"LINUX" and kind == NT_ARM_PAC_MASK and len(desc) == 16:
+                    self.pac_masks = struct.unpack(endian + "QQ", desc)
                 if name != b"CORE":
                     continue
                 self._check_note_size(kind, desc)
@@ -209,6 +245,13 @@ class Core:
                 return mapping
         return self.mappings[0] if self.mappings else None
 
+    @property
+    def virtual_address_bits(self):
+        """The virtual-address size NT_ARM_PAC_MASK implies (None: no note)."""
+        if not self.pac_masks:
+            return None
+        return self.arch.virtual_address_bits(self.pac_masks[1])
+
     def _check_executable(self, executable):
         """The executable's path: ``executable`` when it is the program the
         core is of (by build id, else by name), else the one NT_FILE names."""
@@ -234,6 +277,164 @@ class Core:
         if not (wanted and found) and os.path.basename(executable) != os.path.basename(main.path):
             raise CoreError(f"{self.path} is a core of {main.path}, not of {executable}")
         return executable
+
+    # -- a core without NT_FILE -------------------------------------------------
+    def _place_files(self, executable):
+        """The executable's path (``executable``, else the one AT_EXECFN
+        names) once it and the libraries the link map lists are in
+        ``mappings``, placed as the core says."""
+        if executable is None:
+            executable = self._execfn()
+            if executable is None:
+                left_out(f"{self.path}: the core names no file (no NT_FILE, no "
+                         "AT_EXECFN): name its program (sfbt stack --core CORE EXE)")
+                return None
+        else:
+            executable = os.path.abspath(executable)
+        self.executable = executable  # (open_named trusts the user's)
+        try:
+            stream = self.open_named(executable)
+        except OSError as error:
+            if self._user_executable:
+                raise CoreError(f"{executable}: {error.strerror or error}") from None
+            if error.errno != errno.EACCES:  # (refused says that one)
+                left_out(f"{self.path}: its program {executable} (AT_EXECFN) not read: "
+                         f"{error.strerror or error}")
+            return None
+        try:
+            with stream:
+                image = ElfImage.from_file(stream, executable)
+                placed = self._placed_executable(executable, image)
+                self.mappings = self._load_mappings(image, placed, executable)
+                dynamic = next((s for s in image.segments() if s.type == PT_DYNAMIC), None)
+        except OSError as error:
+            raise CoreError(f"{executable}: {error.strerror or error}") from None
+        except (ElfError, struct.error) as error:
+            raise CoreError(f"{executable}: {error}") from None
+        if dynamic is not None:
+            libraries = self._library_mappings(placed + dynamic.vaddr, dynamic.memsz)
+            self.mappings = self.mappings + libraries
+            self._with_executable = None  # made while the executable's were all
+        return executable
+
+    def _execfn(self):
+        """The executable's name AT_EXECFN points at in the core's memory
+        (a file the core names), or None."""
+        address = self.auxv.get(AT_EXECFN)
+        name = read_name(self.read_dumped, address) if address else None
+        return name if name and name.startswith("/") else None
+
+    def _placed_executable(self, path, image):
+        """The executable's load bias: AT_ENTRY minus its entry point (0
+        for a fixed-address program), which AT_PHDR must agree with, and
+        its build id must be the one the core holds, else it is not the
+        core's program."""
+        endian = image.header.endian
+        (entry,) = struct.unpack(endian + "Q", image.read(E_ENTRY, 8))
+        if image.header.machine != self.arch.elf_machine or \
+                image.header.big_endian != self.arch.big_endian:
+            raise CoreError(f"{path} is not a program of {self.arch.name}, the machine "
+                            f"of {self.path}")
+        at_entry = self.auxv.get(AT_ENTRY)
+        if at_entry is None:
+            raise CoreError(f"{self.path}: neither a file list (NT_FILE) nor the entry "
+                            "point (AT_ENTRY in NT_AUXV): where the program was "
+                            "loaded is unknown")
+        bias = at_entry - entry if image.header.type != ET_EXEC else 0
+        page = self.auxv.get(AT_PAGESZ) or 0x1000
+        phdr = self._phdr_address(image)
+        at_phdr = self.auxv.get(AT_PHDR)
+        if (bias % page or at_entry != entry + bias
+                or (at_phdr is not None and phdr is not None and at_phdr != phdr + bias)):
+            raise CoreError(f"{self.path} is not a core of {path} (its program was entered "
+                            f"at {at_entry:#x}, program headers at "
+                            f"{at_phdr or 0:#x}; {path} would be at {entry + bias:#x}, "
+                            f"{(phdr or 0) + bias:#x})")
+        wanted = image.build_id()
+        header = image.first_load_address()
+        found = memory_build_id(self.dumped, header + bias) if header is not None else None
+        if wanted and found and wanted != found:
+            raise CoreError(f"{self.path} is a core of a program with build id {found}, "
+                            f"not of {path} (build id {wanted})")
+        if not (wanted and found) and self.command and \
+                os.path.basename(path)[:15] != self.command[:15]:
+            raise CoreError(f"{self.path} is a core of {self.command}, not of {path}")
+        return bias
+
+    @staticmethod
+    def _phdr_address(image):
+        """Where the program headers are in the file's addresses: PT_PHDR,
+        else in the segment that maps e_phoff."""
+        for segment in image.segments():
+            if segment.type == PT_PHDR:
+                return segment.vaddr
+        phoff = image.header.phoff
+        for segment in image.segments():
+            if segment.type == PT_LOAD and segment.offset <= phoff < segment.offset + \
+                    segment.filesz:
+                return segment.vaddr + phoff - segment.offset
+        return None
+
+    def _load_mappings(self, image, bias, path):
+        """A Mapping of each PT_LOAD segment of ``image`` placed at ``bias``."""
+        page = self.auxv.get(AT_PAGESZ) or 0x1000
+        mappings = []
+        for segment in sorted((s for s in image.segments() if s.type == PT_LOAD),
+                              key=lambda s: s.vaddr):
+            start = (bias + segment.vaddr) & ~(page - 1) & _MASK64
+            end = min((bias + segment.vaddr + segment.memsz + page - 1) & ~(page - 1),
+                      _MASK64)
+            mappings.append(Mapping(start, end, True, bool(segment.flags & PF_W),
+                                    segment.offset & ~(page - 1), path))
+        return mappings
+
+    def _library_mappings(self, dynamic, size):
+        """The mappings of the libraries the link map lists (see
+        sfbt.live.linkmap), through the executable's dynamic section at
+        ``dynamic``; what ends the list early is said as left out."""
+        endian = self._endian
+        r_debug = r_debug_address(self.read_dumped, dynamic, size, endian)
+        if r_debug is None:
+            return []
+        # (a name may be in a file's bytes: ld.so's is the program's .interp)
+        found = read_link_map(self.read_memory, r_debug, endian)
+        if found.problem:
+            left_out(f"{self.path}: libraries after the first {len(found.entries)} left "
+                     f"out: {found.problem}")
+        mappings = []
+        named = set()
+        for entry in found.entries:
+            if not entry.name.startswith("/") or entry.name in named:
+                # the vDSO ("linux-vdso.so.1"): from AT_SYSINFO_EHDR; a name
+                # listed again (the dynamic linker loads a name once)
+                continue
+            named.add(entry.name)
+            placed = self._library(entry)
+            if placed is not None:
+                mappings += placed
+        return mappings
+
+    def _library(self, entry):
+        """The mappings of the library ``entry`` names, from the first file
+        of the core's machine among sysroot + name and name; None where
+        there is none, or where the first that exists is one the core's
+        writer could not read (``refused`` says so)."""
+        candidates = [entry.name]
+        if self.sysroot:
+            candidates.insert(0, os.path.join(self.sysroot, entry.name.lstrip("/")))
+        for path in candidates:
+            try:
+                with self.open_named(path) as stream:
+                    image = ElfImage.from_file(stream, path)
+                    if (image.header.machine, image.header.big_endian) == \
+                            (self.arch.elf_machine, self.arch.big_endian):
+                        return self._load_mappings(image, entry.load_bias, path)
+            except OSError as error:
+                if error.errno == errno.EACCES:
+                    return None  # not another file in its place
+            except (ElfError, struct.error):
+                pass
+        return None
 
     # -- memory ----------------------------------------------------------------
     def read_dumped(self, address, size):

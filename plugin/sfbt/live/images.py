@@ -190,7 +190,9 @@ class ProcessImages:
 class CoreImages:
     """The files behind a core's mappings (NT_FILE): a file the core's
     writer could not read (Core.open_named), or whose build id differs
-    from the one the core holds for it, is not read."""
+    from the one the core holds for it, is not read.  With the core's
+    ``sysroot``, a library NT_FILE names is looked for there first (as
+    GDB's `set sysroot`), then at its own path."""
 
     def __init__(self, core):
         self._core = core
@@ -205,18 +207,24 @@ class CoreImages:
     def _locate(self, mapping):
         header = next((m for m in self._core.mappings
                        if m.path == mapping.path and m.offset == 0), None)
+        path = mapping.path
+        sysroot = self._core.sysroot if self._core.has_file_list else None
+        if sysroot and path.startswith("/") and path != self._core.executable:
+            in_sysroot = os.path.join(sysroot, path.lstrip("/"))
+            if os.path.lexists(in_sysroot):
+                path = in_sysroot
         try:
-            stream = self._core.open_named(mapping.path)
+            stream = self._core.open_named(path)
         except OSError as error:
             return Located("", "not found" if error.errno == errno.ENOENT
                            else error.strerror or str(error))
         in_core = memory_build_id(self._core.dumped, header.start) if header else None
         if in_core is None:
             stream.close()
-            return Located(mapping.path)
+            return Located(path)
         with stream:
-            on_disk = read_elf_stream(stream, mapping.path, ElfImage.build_id)
+            on_disk = read_elf_stream(stream, path, ElfImage.build_id)
         if on_disk != in_core:
             return Located("", f"build id {on_disk or 'none'} on disk, not the "
                            f"core's {in_core}")
-        return Located(mapping.path)
+        return Located(path)

@@ -52,6 +52,9 @@ class ThreadTarget(Target):
     """The unwinder's Target for one captured thread: its registers, its
     stack copy, and ``read`` for every other address."""
 
+    #: what AArch64 return addresses keep (None: 48 bits; unwind.walk)
+    virtual_address_bits: "int | None" = None
+
     def __init__(self, arch, state, read, modules):
         self.arch = arch
         self.state = state

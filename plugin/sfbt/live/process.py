@@ -7,6 +7,7 @@ import os
 import time
 from bisect import bisect_left, bisect_right
 
+from ..arch import with_register_sets
 from ..elf import ElfError, open_elf
 from ..errors import SfbtError
 from . import ptrace
@@ -97,7 +98,7 @@ class Process:
         if self.arch is None or not self.arch.regset:
             name = self.arch.name if self.arch else "this architecture"
             raise ProcessError(f"process {pid}: {name} is not supported "
-                               "(sfbt stack reads x86-64 and AArch64)")
+                               f"(sfbt stack reads {with_register_sets()})")
         self.images = ProcessImages(self.reader, lambda address, size: ptrace.read_pages(
             self.reader, address, size))
         try:

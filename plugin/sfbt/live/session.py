@@ -42,8 +42,11 @@ class SnapshotSession(Session):
                  numbered: Iterable[Tuple[int, ThreadState]] = (),
                  executable: Optional[str] = None, sources: Optional[SFrameSources] = None,
                  mappings: Optional[List[Mapping]] = None,
-                 debug_files: Optional[DebugFiles] = None):
+                 debug_files: Optional[DebugFiles] = None,
+                 virtual_address_bits: Optional[int] = None):
         self._arch = arch
+        #: what strips AArch64 return addresses (a core's NT_ARM_PAC_MASK)
+        self.virtual_address_bits = virtual_address_bits
         self.modules = modules
         self.read = read
         self.settings = Settings("gdb")
@@ -71,7 +74,9 @@ class SnapshotSession(Session):
         return self.threads()[0]
 
     def target(self, thread: Thread) -> ThreadTarget:
-        return ThreadTarget(self._arch, thread.handle, self.read, self.modules)
+        target = ThreadTarget(self._arch, thread.handle, self.read, self.modules)
+        target.virtual_address_bits = self.virtual_address_bits
+        return target
 
     def module_map(self) -> ModuleMap:
         return self._module_map
@@ -161,15 +166,16 @@ def process_session(pid: int, only: Optional[int] = None,
 
 
 def core_session(path: str, executable: Optional[str] = None, only: Optional[int] = None,
-                 trust_files: bool = False
+                 trust_files: bool = False, sysroot: Optional[str] = None
                  ) -> Tuple[SnapshotSession, Callable[[], None], Dict[str, str]]:
     """(SnapshotSession, check, refused) of the core file at ``path`` (only
     its thread ``only`` if given); ``check()`` after the walks raises where
     the core changed while it was read; ``refused`` (filled as the walks
     go) holds the files the core names that its writer could not read, and
-    why (see sfbt.live.corefile; ``trust_files`` reads them anyway)."""
+    why (see sfbt.live.corefile; ``trust_files`` reads them anyway);
+    ``sysroot``: where the core's libraries are looked for first."""
     from .corefile import Core, CoreError
-    core = Core(path, executable, trust_files)
+    core = Core(path, executable, trust_files, sysroot)
     states = core.thread_states()
     for state in states:
         if state.tid == core.pid and core.command:
@@ -180,5 +186,6 @@ def core_session(path: str, executable: Optional[str] = None, only: Optional[int
         if not numbered:
             raise CoreError(f"{path} has no thread {only}")
     return (SnapshotSession(core.arch, core.modules(), core.read_memory, numbered,
-                            core.executable),
+                            core.executable,
+                            virtual_address_bits=core.virtual_address_bits),
             core.check_unchanged, core.refused)

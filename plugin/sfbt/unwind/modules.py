@@ -161,6 +161,15 @@ class SFrameSources:
                             made_from=source.made_from,
                             cfi=lambda: self.synthesized(module, target))
 
+    def gaps_filled(self, module: Module) -> Optional[SFrameSource]:
+        """The rows synthesized from the CFI of a module, where a walk
+        has needed them (a PC its own .sframe has no row for:
+        SFrameSource.find_row), for `info sframe`; None where none has."""
+        if not self.synthesize:
+            return None
+        found = self._synthesized.get(_cache_key(module))
+        return found if found is not None and found.section is not None else None
+
     def own(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
         """The module's SFrame data: from its file on disk, else (the file is
         gone, as for a core whose files moved) from the target's memory."""

@@ -1,6 +1,7 @@
 """The command line's `sfbt crash-handler` (what the kernel runs) and
 `sfbt crashes install|uninstall|list|show` (docs/crashes.md)."""
 
+import os
 import sys
 
 from ..errors import SfbtError
@@ -23,13 +24,14 @@ def _run_install(args, error_type):
     from ..files import replace_file
     from .pattern import (CORE_PATTERN, CORE_PIPE_LIMIT, LAUNCHER, PIPE_LIMIT, PatternError,
                           handler_pattern, launcher_text, read_setting, write_setting)
-    store = _store(args, error_type, create=True)
-    launcher = store.file(LAUNCHER)
+    from .store import store_path
+    launcher = os.path.join(os.path.abspath(store_path(args.store)), LAUNCHER)
     try:
         pattern = handler_pattern(launcher)
         current, pipe_limit = read_setting(CORE_PATTERN), read_setting(CORE_PIPE_LIMIT)
     except (PatternError, OSError) as error:
         raise error_type(str(error)) from None
+    store = _store(args, error_type, create=True)
     saved = store.saved_settings()
     if current == pattern and saved:  # installed already: the first settings stay
         current, pipe_limit = saved["core_pattern"], saved["core_pipe_limit"]

@@ -58,8 +58,9 @@ def launcher_text(store_path):
 def handler_pattern(launcher):
     pattern = f"|{launcher} crash-handler {SPECIFIERS}"
     if len(pattern) + 1 > MAX_PATTERN:
-        raise PatternError(f"core_pattern {pattern!r} is longer than the kernel's "
-                           f"{MAX_PATTERN - 1} bytes: use a store with a shorter path")
+        raise PatternError(f"core_pattern {pattern!r} would be {len(pattern) + 1} bytes "
+                           f"with its newline, over the kernel's {MAX_PATTERN}: use a "
+                           "store with a shorter path")
     if " " in launcher or "%" in launcher:
         raise PatternError(f"{launcher!r}: a store path with a space or % cannot be "
                            "in core_pattern")

@@ -38,6 +38,10 @@ MAX_INDEX_BYTES = 16 << 20
 MAX_INDEX_LINES = 50_000
 #: frames of the crashing thread its bucket is made of
 BUCKET_FRAMES = 5
+#: what the index keeps of a crash counted in its bucket (the rest is the
+#: bucket's first crash's: "of" is its id)
+REPEAT_FIELDS = ("id", "time", "pid", "tid", "uid", "gid", "signal", "code", "address",
+                 "bucket", "handler_ms")
 
 
 def store_path(given=None):
@@ -86,8 +90,8 @@ class CrashStore:
         return os.path.join(self.path, name)
 
     # -- the index -------------------------------------------------------------------
-    def entries(self):
-        """The index's crashes, oldest first (a damaged line left out)."""
+    def _index(self):
+        """The index's lines, oldest first (a damaged line left out)."""
         try:
             with open_regular(self.file(INDEX)) as stream:
                 return _parse_index(stream)
@@ -109,11 +113,14 @@ class CrashStore:
             entry = dict(entry)
             entry["id"] = entries[-1]["id"] + 1 if entries else 1
             seen = sum(1 for e in entries if e.get("bucket") == entry["bucket"])
-            entry["file"] = None
             if seen < KEEP_PER_BUCKET:
                 name = f"crash-{entry['id']}.sfbt"
                 replace_file(self.file(name), lambda out: out.write(archive_bytes), 0o600)
                 entry["file"] = name
+            else:  # counted: what differs from the bucket's first crash
+                first = next(e for e in entries if e.get("bucket") == entry["bucket"])
+                entry = {key: entry[key] for key in REPEAT_FIELDS if key in entry}
+                entry["of"] = first["id"]
             if keep_core is not None:
                 core_name = keep_core(entry["bucket"], seen == 0)
                 if core_name:
@@ -154,6 +161,19 @@ class CrashStore:
                             other[key] = None
         while used > self.max_use and len(entries) > 1:
             used -= len(index_line(entries.pop(0)))
+        return entries
+
+    def entries(self):
+        """The index's crashes, oldest first, a counted one with the
+        fields of its bucket's first crash it leaves out."""
+        entries = self._index()
+        by_id = {entry["id"]: entry for entry in entries}
+        for entry in entries:
+            first = by_id.get(entry.get("of"))
+            if first is not None:
+                for key, value in first.items():
+                    if key not in REPEAT_FIELDS and key not in ("file", "core"):
+                        entry.setdefault(key, value)
         return entries
 
     def find(self, which):

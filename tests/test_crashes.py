@@ -1,0 +1,339 @@
+"""sfbt as the kernel's core handler (docs/crashes.md): real crashes
+through core_pattern, each shown as GDB shows the same crash's core.
+
+core_pattern is the machine's: a test sets it only holding the file lock
+every such test takes (machine_lock), and puts it back in a finally and
+at exit, whatever happens.  sfbt's handler is installed with --chain, so
+that cores of other processes crashing meanwhile still go where they
+went."""
+
+import atexit
+import fcntl
+import json
+import lzma
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import PLUGIN, ROOT, require, run_sfbt
+from gdb_support import strip_eh_frame
+from live_harness import gdb_threads
+
+PROGRAMS = ROOT / "tests" / "programs"
+CORE_PATTERN = "/proc/sys/kernel/core_pattern"
+CORE_PIPE_LIMIT = "/proc/sys/kernel/core_pipe_limit"
+#: the lock every test that changes the machine's core settings holds
+LOCK = os.path.join(tempfile.gettempdir(), "sfbt-tests-core-pattern.lock")
+
+
+def _read(path):
+    with open(path) as stream:
+        return stream.read().rstrip("\n")
+
+
+def _write(path, value):
+    with open(path, "w") as stream:
+        stream.write(value + "\n")
+
+
+def _writable():
+    try:
+        _write(CORE_PATTERN, _read(CORE_PATTERN))
+        return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def machine_lock():
+    """Hold the lock on the machine's core settings; they are put back as
+    they were when it was taken, in a finally and at exit."""
+    descriptor = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    saved = _read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)
+
+    def restore():
+        if (_read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)) != saved:
+            _write(CORE_PATTERN, saved[0])
+            _write(CORE_PIPE_LIMIT, saved[1])
+    atexit.register(restore)
+    try:
+        yield saved
+    finally:
+        try:
+            restore()
+        finally:
+            atexit.unregister(restore)
+            os.close(descriptor)
+
+
+@pytest.fixture
+def installed(tmp_path):
+    """A store, sfbt's handler installed (--chain --keep-core) for it."""
+    require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
+    store = tmp_path / "store"
+    with machine_lock() as saved:
+        done = run_sfbt("crashes", "install", "--chain", "--keep-core", "--store", store)
+        assert done.returncode == 0, done.stderr
+        try:
+            yield store
+        finally:
+            gone = run_sfbt("crashes", "uninstall", "--store", store)
+            assert gone.returncode == 0, gone.stderr
+            assert (_read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)) == saved
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """crasher (with its library), and the same crasher SFrame-only (its
+    .eh_frame removed) at a path of the same length: without ASLR both
+    crash at the same addresses, and GDB, which has no SFrame, shows the
+    crash of the one with .eh_frame."""
+    directory = tmp_path_factory.mktemp("crashers")
+    flags = ["-g", "-O1", "-Wa,--gsframe"]
+    library = directory / "libcrasher.so"
+    subprocess.run(["gcc", *flags, "-shared", "-fPIC", "-o", library,
+                    PROGRAMS / "crasher_lib.c"], check=True, capture_output=True)
+    built = {"crasher": directory / "eh" / "crasher",
+             "sframe-only": directory / "sf" / "crasher"}
+    built["crasher"].parent.mkdir()
+    built["sframe-only"].parent.mkdir()
+    subprocess.run(["gcc", *flags, "-o", built["crasher"], PROGRAMS / "crasher.c", library,
+                    f"-Wl,-rpath,{directory}", "-lpthread"], check=True, capture_output=True)
+    shutil.copy(built["crasher"], built["sframe-only"])
+    strip_eh_frame(built["sframe-only"])
+    return built
+
+
+def _no_aslr():
+    import ctypes
+    ADDR_NO_RANDOMIZE = 0x0040000
+    ctypes.CDLL(None).personality(ADDR_NO_RANDOMIZE)
+
+
+def crash(program, mode, cwd, aslr=True):
+    """Run ``program mode`` until it crashes; its PID."""
+    process = subprocess.Popen([str(program), mode], cwd=cwd, stdout=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True,
+                               preexec_fn=None if aslr else _no_aslr)
+    assert process.stdout.readline().strip() == "ready"
+    process.wait(timeout=120)
+    process.stdout.close()
+    assert process.returncode < 0, process.returncode
+    return process.pid
+
+
+def entries(store, pid=None):
+    text = (store / "index").read_text() if (store / "index").exists() else ""
+    found = [json.loads(line) for line in text.splitlines()]
+    return [e for e in found if pid is None or e["pid"] == pid]
+
+
+def wait_entry(store, pid, timeout=60):
+    """The index's entry of crash ``pid`` (the kernel holds the process
+    until its handler exits, so it is there once the process is reaped)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = entries(store, pid)
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no crash of process {pid} in {store}")
+
+
+_THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)\):( crashed)?$")
+
+
+def shown_stacks(text):
+    """{tid: (thread number, [pc, ...], crashed)} of `sfbt crashes show`."""
+    stacks, current = {}, None
+    for line in text.splitlines():
+        match = _THREAD.match(line)
+        if match:
+            current = stacks[int(match[2])] = (int(match[1]), [], bool(match[3]))
+        elif line.startswith("#") and current is not None and " 0x" in line:
+            current[1].append(int(line.split()[1], 16))
+    return stacks
+
+
+def kept_core(store, entry, directory):
+    core = directory / f"core.{entry['pid']}"
+    core.write_bytes(lzma.decompress((store / entry["core"]).read_bytes()))
+    return core
+
+
+SIGNALS = {"segv": signal.SIGSEGV, "abort": signal.SIGABRT, "bus": signal.SIGBUS,
+           "fpe": signal.SIGFPE, "handler": signal.SIGSEGV, "threads": signal.SIGSEGV,
+           "lib": signal.SIGSEGV}
+
+
+@pytest.mark.parametrize("mode", [*SIGNALS, "sframe-only"])
+def test_crash_shown_as_gdb_shows_its_core(gdb, installed, programs, mode, tmp_path):
+    sframe_only = mode == "sframe-only"
+    program = programs[mode if sframe_only else "crasher"]
+    if sframe_only:  # GDB has no SFrame: it shows the same crash of the program with .eh_frame
+        twin = wait_entry(installed, crash(programs["crasher"], "segv", tmp_path, aslr=False))
+    pid = crash(program, "segv" if sframe_only else mode, tmp_path, aslr=not sframe_only)
+    entry = wait_entry(installed, pid)
+    expected = SIGNALS.get(mode, signal.SIGSEGV)
+    assert entry["signal"] == expected and entry["executable"] == str(program)
+    assert entry["file"] and (sframe_only or entry["core"]), entry
+    shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"Crash {entry['id']} of {program} (PID {pid}, "
+                                   f"UID {os.getuid()}): {expected.name}")
+    ours = shown_stacks(shown.stdout)
+    if sframe_only:
+        assert twin["bucket"] == entry["bucket"]  # the same code at the same place
+        program, entry, ours = programs["crasher"], twin, {twin["crashed_tid"]: ours[pid]}
+    core = kept_core(installed, entry, tmp_path)
+    theirs = gdb_threads(gdb.command, [program, core], tmp_path)
+    assert {tid: (number, pcs) for tid, (number, pcs, _) in ours.items()} == theirs
+    crashed = [tid for tid, (_, _, marked) in ours.items() if marked]
+    assert crashed == [entry["crashed_tid"]]
+    assert len(ours) == (11 if mode == "threads" else 1)
+    if mode in ("segv", "threads", "lib", "sframe-only"):
+        assert entry["address"] == 0 and entry["code"] == 1  # SEGV_MAPERR at NULL
+    names = " ".join(re.findall(r" in (\S+)", shown.stdout))
+    wanted = {"lib": "crasher_lib_apply", "handler": "on_usr1", "abort": "aborting",
+              "bus": "bus", "fpe": "fpe"}.get(mode, "segv")
+    assert wanted in names and "main" in names
+
+
+def test_formats_and_buckets(installed, programs, tmp_path):
+    first = wait_entry(installed, crash(programs["crasher"], "threads", tmp_path))
+    again = wait_entry(installed, crash(programs["crasher"], "threads", tmp_path))
+    other = wait_entry(installed, crash(programs["crasher"], "fpe", tmp_path))
+    # the same crash in another process (ASLR: other addresses): the same bucket
+    assert first["bucket"] == again["bucket"] != other["bucket"]
+    document = run_sfbt("crashes", "show", first["bucket"], "--store", installed,
+                        "--format", "json")
+    assert document.returncode == 0, document.stderr
+    shown = json.loads(document.stdout)
+    assert shown["count"] == 2 and len(shown["threads"]) == 11
+    (crashed,) = [t for t in shown["threads"] if t["crashed"]]
+    assert crashed["frames"][0]["functions"] == ["segv"] and crashed["reason"] == "SIGSEGV"
+    profile = tmp_path / "crash.pb.gz"
+    written = run_sfbt("crashes", "show", other["id"], "--store", installed,
+                       "--format", "pprof", "-o", profile)
+    assert written.returncode == 0, written.stderr
+    import gzip
+    assert b"fpe" in gzip.decompress(profile.read_bytes())
+    listed = run_sfbt("crashes", "list", "--store", installed)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+    ours = {int(row[0]): row for row in rows}
+    assert ours[first["id"]][5:9] == ["SIGSEGV", first["bucket"], "2", "yes"]
+    assert ours[other["id"]][5] == "SIGFPE" and ours[other["id"]][-1] == str(
+        programs["crasher"])
+    missing = run_sfbt("crashes", "show", "99999", "--store", installed)
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+
+
+def test_install_and_uninstall_put_back_what_was_there(tmp_path):
+    require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
+    store = tmp_path / "store"
+    with machine_lock():
+        _write(CORE_PATTERN, "|/bin/false %p sfbt-test")
+        _write(CORE_PIPE_LIMIT, "3")
+        first = run_sfbt("crashes", "install", "--store", store)
+        assert first.returncode == 0, first.stderr
+        pattern = _read(CORE_PATTERN)
+        assert pattern == f"|{store}/sfbt crash-handler %P %i %s %t %u %g %e"
+        assert len(pattern) < 128 and int(_read(CORE_PIPE_LIMIT)) >= 1
+        assert oct(store.stat().st_mode & 0o777) == "0o700"
+        again = run_sfbt("crashes", "install", "--store", store)  # twice: the first kept
+        assert again.returncode == 0, again.stderr
+        gone = run_sfbt("crashes", "uninstall", "--store", store)
+        assert gone.returncode == 0, gone.stderr
+        assert (_read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)) == ("|/bin/false %p sfbt-test",
+                                                                 "3")
+        twice = run_sfbt("crashes", "uninstall", "--store", store)
+        assert twice.returncode == 1 and "not installed" in twice.stderr
+        long_store = tmp_path / ("x" * 120)
+        too_long = run_sfbt("crashes", "install", "--store", long_store)
+        assert too_long.returncode == 1 and "128" in too_long.stderr
+        assert _read(CORE_PATTERN) == "|/bin/false %p sfbt-test"
+
+
+def test_chain_hands_the_whole_core_on(tmp_path, programs):
+    """--chain to a file pattern: the core written as the kernel writes it
+    (in the process's directory, as its user, within its RLIMIT_CORE)."""
+    require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
+    store = tmp_path / "store"
+    cwd = Path(tempfile.mkdtemp(prefix="sfbt-chain-"))  # where nobody may go
+    atexit.register(shutil.rmtree, cwd, True)
+    os.chmod(cwd, 0o777)
+    program = cwd / "crasher"
+    shutil.copy(programs["crasher"].parent.parent / "libcrasher.so", cwd)
+    subprocess.run(["gcc", "-O1", "-o", program, PROGRAMS / "crasher.c", cwd / "libcrasher.so",
+                    "-Wl,-rpath,$ORIGIN", "-lpthread"], check=True, capture_output=True)
+    with machine_lock():
+        _write(CORE_PATTERN, "sfbt-test-core.%p")
+        done = run_sfbt("crashes", "install", "--chain", "--keep-core", "--store", store)
+        assert done.returncode == 0, done.stderr
+        try:
+            import resource
+
+            def as_nobody():
+                resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)
+                os.setgid(65534)
+                os.setuid(65534)
+            process = subprocess.Popen([str(program), "segv"], cwd=cwd,
+                                       stdout=subprocess.DEVNULL, preexec_fn=as_nobody)
+            process.wait(timeout=60)
+            entry = wait_entry(store, process.pid)
+        finally:
+            gone = run_sfbt("crashes", "uninstall", "--store", store)
+        assert gone.returncode == 0, gone.stderr
+    written = cwd / f"sfbt-test-core.{process.pid}"
+    status = written.stat()
+    assert (status.st_uid, oct(status.st_mode & 0o777)) == (65534, "0o600")
+    assert written.read_bytes() == lzma.decompress((store / entry["core"]).read_bytes())
+    assert entry["uid"] == 65534
+
+
+def test_storm(installed, programs, tmp_path):
+    """200 crashes of 4 kinds at once: none lost or damaged, each bucket
+    counted, its first few kept whole, a repeat a line of at most 200
+    bytes, the store within its cap."""
+    run_sfbt("crashes", "install", "--chain", "--max-use", "96K", "--store", installed)
+    modes = ("segv", "abort", "fpe", "bus") * 50
+    running = []
+    for mode in modes:
+        running.append(subprocess.Popen([str(programs["crasher"]), mode], cwd=tmp_path,
+                                        stdout=subprocess.DEVNULL))
+        if len(running) >= 8:
+            running.pop(0).wait(timeout=120)
+    for process in running:
+        process.wait(timeout=120)
+    found = entries(installed)
+    by_id = {entry["id"]: entry for entry in found}
+    ours = [e for e in found if by_id.get(e.get("of"), e).get("executable")
+            == str(programs["crasher"])]
+    by_bucket = {}
+    for entry in ours:
+        by_bucket.setdefault(entry["bucket"], []).append(entry)
+    assert sorted(len(group) for group in by_bucket.values()) == [50] * 4, \
+        {b: len(g) for b, g in by_bucket.items()}
+    for group in by_bucket.values():
+        kept = [e for e in group if e.get("file")]
+        assert 1 <= len(kept) <= 3
+        repeats = [e for e in group if "of" in e]
+        assert len(repeats) == 47
+        assert max(len(json.dumps(e, separators=(",", ":"))) + 1 for e in repeats) <= 200
+    used = sum(f.stat().st_size for f in installed.iterdir() if f.is_file()
+               and f.name != "sfbt" and f.name != "settings")
+    assert used <= 96 << 10
+    for entry in ours:
+        if entry.get("file"):
+            decoded = run_sfbt("cbf", "decode", installed / entry["file"])
+            assert decoded.returncode == 0, decoded.stderr

@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -337,3 +338,37 @@ def test_storm(installed, programs, tmp_path):
         if entry.get("file"):
             decoded = run_sfbt("cbf", "decode", installed / entry["file"])
             assert decoded.returncode == 0, decoded.stderr
+
+
+def test_hostile_names_and_a_deleted_executable(installed, programs, tmp_path):
+    """A program whose name is not UTF-8, deleted before it crashes: its
+    modules are read through map_files, so the walk is whole; every name
+    is escaped where it is printed."""
+    directory = tmp_path / os.fsdecode(b"d\xff\x1b[31m")
+    directory.mkdir()
+    program = directory / os.fsdecode(b"cr\xfe\nash")
+    shutil.copy(programs["crasher"], program)
+    process = subprocess.Popen([str(program), "later"], cwd=tmp_path, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE)
+    assert process.stdout.readline().strip() == b"ready"
+    program.unlink()
+    process.stdin.write(b"go\n")
+    process.stdin.close()
+    process.wait(timeout=60)
+    entry = wait_entry(installed, process.pid)
+    assert entry["executable"].startswith(str(program))
+    with open(installed / entry["file"], "rb") as stream:
+        assert stream.read(8) == b"SFBTARC\x01"
+    listed = subprocess.run([sys.executable, "-m", "sfbt", "crashes", "list", "--store",
+                             installed], capture_output=True, env=dict(
+                                 os.environ, PYTHONPATH=str(PLUGIN)), timeout=120)
+    shown = subprocess.run([sys.executable, "-m", "sfbt", "crashes", "show",
+                            str(entry["id"]), "--store", installed], capture_output=True,
+                           env=dict(os.environ, PYTHONPATH=str(PLUGIN)), timeout=120)
+    for result in (listed, shown):
+        assert result.returncode == 0, result.stderr
+        text = result.stdout.decode("utf-8")  # escaped: UTF-8, no control character
+        assert "\x1b" not in text and "\\377\\033" in text
+    # the walk read the deleted program through map_files: every frame is there
+    frames = [line for line in shown.stdout.decode().splitlines() if line.startswith("#")]
+    assert len(frames) == 5 and all(" 0x" in line for line in frames)

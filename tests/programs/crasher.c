@@ -1,7 +1,8 @@
 /* Crashes as asked (argv[1]): segv, abort, bus, fpe, handler (a SIGSEGV
    inside a SIGUSR1 handler), threads (one of 10 threads crashes while the
    others wait), lib (in a library's function: crasher_lib.c), big
-   (10 threads and 2 GB of touched memory, then segv).  Each crash is a
+   (10 threads and 2 GB of touched memory, then segv), later (segv once
+   a line is read from stdin).  Each crash is a
    few calls deep.  Prints "ready" first. */
 #include <pthread.h>
 #include <signal.h>
@@ -107,6 +108,10 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "handler")) {
         signal(SIGUSR1, on_usr1);
         raise(SIGUSR1);
+    } else if (!strcmp(mode, "later")) {
+        char line[16];
+        if (fgets(line, sizeof line, stdin))
+            segv(3);
     } else if (!strcmp(mode, "lib"))
         crasher_lib_apply(segv, 2);
     else if (!strcmp(mode, "threads") || !strcmp(mode, "big")) {

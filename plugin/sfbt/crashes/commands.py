@@ -139,9 +139,12 @@ def add_commands(commands, error_type, names=COMMANDS):
 
 
 def _add_handler(commands, error_type):
+    from ..usage import with_example
     handler = commands.add_parser(
         "crash-handler", help="what the kernel runs for each core (core_pattern, set by "
-        "sfbt crashes install): the core on standard input")
+        "sfbt crashes install): the core on standard input",
+        **with_example("cat core | sfbt crash-handler 4242 4242 11 1795900000 1000 1000 "
+                       "crasher", "keep a core's backtraces as the kernel would have"))
     handler.add_argument("arguments", nargs="*", metavar="%P %i %s %t %u %g %e")
     handler.set_defaults(run=lambda args: _run_handler(args, error_type))
 
@@ -177,7 +180,9 @@ def _add_crashes(commands, error_type):
 
     install = with_store(crash_commands.add_parser(
         "install", help="set core_pattern to sfbt's handler (the settings there kept "
-        "to be put back by uninstall)"))
+        "to be put back by uninstall)",
+        **with_example("sfbt crashes install --chain --max-use 256M",
+                       "sfbt's handler, and the one that was there handed each core")))
     install.add_argument("--chain", action="store_true",
                          help="hand each whole core on to the handler that was there "
                          "(a |program, or a file as the kernel writes it)")
@@ -188,14 +193,18 @@ def _add_crashes(commands, error_type):
                          help="the store's size cap (default 64M; oldest crashes out first)")
     install.set_defaults(run=lambda args: _run_install(args, error_type))
     uninstall = with_store(crash_commands.add_parser(
-        "uninstall", help="put back the core_pattern and core_pipe_limit install replaced"))
+        "uninstall", help="put back the core_pattern and core_pipe_limit install replaced",
+        **with_example("sfbt crashes uninstall", "core_pattern as it was before install")))
     uninstall.set_defaults(run=lambda args: _run_uninstall(args, error_type))
     listed = with_store(crash_commands.add_parser(
-        "list", help="the crashes kept: time, PID, UID, signal, bucket, count, executable"))
+        "list", help="the crashes kept: time, PID, UID, signal, bucket, count, executable",
+        **with_example("sfbt crashes list", "every crash the store holds, oldest first")))
     listed.set_defaults(run=lambda args: _run_list(args, error_type))
     show = with_store(crash_commands.add_parser(
         "show", help="a crash's threads, symbolized now (debug files, debuginfod, "
-        "inline frames)"))
+        "inline frames)",
+        **with_example("sfbt crashes show 3 --format json -o crash.json",
+                       "crash 3's threads as JSON")))
     show.add_argument("crash", metavar="ID|BUCKET")
     show.add_argument("--format", choices=("text", "json", "pprof"), default="text")
     show.add_argument("-o", "--output", metavar="FILE")

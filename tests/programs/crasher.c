@@ -82,11 +82,14 @@ static void *worker(void *argument)
     return NULL;
 }
 
+static char *volatile touched; /* keeps the memory (and its memset) */
+
 static void *toucher(void *argument)
 {
     size_t size = (size_t)argument;
     char *memory = malloc(size);
     memset(memory, 1, size);
+    touched = memory;
     pthread_barrier_wait(&ready);
     waiting();
     return NULL;

@@ -114,7 +114,7 @@ def _run_show(args, error_type):
     try:
         threads = crash_threads(store.file(entry["file"]))
         if args.format == "pprof":
-            data = show_pprof(threads)
+            data = show_pprof(threads, symbolizer)
         elif args.format == "json":
             data = show_json(entry, count, threads, symbolizer).encode()
         else:

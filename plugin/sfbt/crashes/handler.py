@@ -10,6 +10,7 @@ handed on as it is read.  Nothing is written outside the store (sfbt's
 cache is the store's own) but by the chained handler."""
 
 import os
+import resource
 import signal as signals
 import sys
 import time
@@ -103,12 +104,14 @@ def handle(arguments, stdin=0):
             entry.update({"error": str(error), "bucket": f"unread-{signal}",
                           "executable": "", "threads": 0})
             archive_bytes = b""
-        if core is not None:
-            core.drain()  # the whole core: a chained handler, a kept core
-        entry["handler_ms"] = round((time.monotonic() - started) * 1000, 1)
+        if copies and core is not None:
+            core.drain()  # the whole core first: a chained handler, a kept core
+        entry["handler_ms"] = _since_exec_ms(started)
+        entry["handler_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         stored = store.add(entry, archive_bytes, kept.keep if kept else None)
     finally:
         if core is not None:
+            core.drain()  # the kernel writes the rest: read and let go
             core.close()
         else:
             _drain(stdin)
@@ -117,6 +120,20 @@ def handle(arguments, stdin=0):
         if chained is not None:
             chained.close()
     return stored
+
+
+def _since_exec_ms(started):
+    """Milliseconds since the kernel started this process (its start time
+    in /proc/self/stat, in clock ticks: to 10 ms); since ``started`` (a
+    time.monotonic()) where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as stream:
+            fields = stream.read().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        began = int(fields[19]) / ticks
+        return round((time.clock_gettime(time.CLOCK_BOOTTIME) - began) * 1000, 1)
+    except (OSError, ValueError, IndexError):
+        return round((time.monotonic() - started) * 1000, 1)
 
 
 def _drain(descriptor):
@@ -129,7 +146,7 @@ def _walked(core, tid, signal):
     from ..archive import cbf
     from ..archive.store import MAGIC, Archive
     from ..commands.save import capture, image_map
-    from ..live.session import SnapshotSession
+    from .session import CrashSession
     from .store import bucket_of
     states = core.threads
     for state in states:
@@ -137,8 +154,8 @@ def _walked(core, tid, signal):
             state.name = core.command
     crashed = next((s for s in states if s.tid == tid), states[0])
     numbered = list(enumerate(states, 1))
-    session = SnapshotSession(core.arch, core.modules(), core.read_memory, numbered,
-                              core.executable())
+    session = CrashSession(core.arch, core.modules(), core.read_memory, numbered,
+                           core.executable())
     images = image_map(session)
     word_size = 8 * core.arch.pointer_size
     archive = Archive()

@@ -40,7 +40,7 @@ def launcher_text(store_path):
     """The sfbt command line the kernel runs: this Python, this sfbt, its
     store fixed (the kernel gives a handler no environment to name it)."""
     plugin = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return (f"#!{sys.executable} -I\n"
+    return (f"#!{sys.executable} -IS\n"
             "import os, sys\n"
             "for fd in (1, 2):  # the kernel gives a handler no stdout, stderr\n"
             "    try:\n"
@@ -51,6 +51,9 @@ def launcher_text(store_path):
             "sys.stderr = sys.stderr or open(2, 'w', closefd=False)\n"
             f"sys.path.insert(0, {plugin!r})\n"
             f"os.environ['SFBT_CRASH_STORE'] = {store_path!r}\n"
+            "if sys.argv[1:2] == ['crash-handler']:  # the kernel: no argparse\n"
+            "    from sfbt.crashes.handler import main\n"
+            "    sys.exit(main(sys.argv[2:]))\n"
             "from sfbt.cli import main\n"
             "sys.exit(main())\n")
 

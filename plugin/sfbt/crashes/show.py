@@ -62,6 +62,20 @@ def crash_threads(path):
     return threads
 
 
+def through_main(decoded, describe):
+    """(frames, callers) of a thread to show: the handler walked past main
+    (crashes.session); GDB's bt ends at main's frame."""
+    from ..archive import cbf
+    for index, frame in enumerate(decoded.frames):
+        if isinstance(frame, cbf.Omitted):
+            continue
+        named = describe(frame.lookup_address)
+        outer = named[-1][0] if isinstance(named, list) else named[0]
+        if outer == "main":
+            return decoded.frames[:index + 1], ()
+    return decoded.frames, decoded.callers
+
+
 def thread_heading(event):
     match = _LABEL.match(event.thread)
     number, tid = (match[1], match[2]) if match else ("?", printable(event.thread))
@@ -78,7 +92,8 @@ def show_text(entry, count, threads, symbolizer):
         if key not in texts:
             texts[key] = FrameTexts(symbolizer.describer(images))
         lines.append(thread_heading(event) + "\n")
-        text = texts[key].text(decoded.frames, decoded.truncated, decoded.callers)
+        frames, callers = through_main(decoded, texts[key].describe)
+        text = texts[key].text(frames, decoded.truncated, callers)
         lines.append(text + "\n" if text else "")
         lines.append("\n")
     return "".join(lines)
@@ -90,7 +105,7 @@ def show_json(entry, count, threads, symbolizer):
     for event, decoded, images in threads:
         describe = symbolizer.describer(images)
         frames = []
-        for frame in decoded.frames:
+        for frame in through_main(decoded, describe)[0]:
             if isinstance(frame, cbf.Omitted):
                 continue
             named = describe(frame.lookup_address)
@@ -106,11 +121,12 @@ def show_json(entry, count, threads, symbolizer):
     return json.dumps(document, indent=1) + "\n"
 
 
-def show_pprof(threads):
+def show_pprof(threads, symbolizer):
     """A pprof profile of the crash: one sample per thread."""
     from ..archive.saved import SavedTrace
     from ..live.pprof import PprofProfile
     profile = PprofProfile()
     for event, decoded, images in threads:
-        profile.add(SavedTrace(None, decoded.frames, decoded.truncated, images, 1))
+        frames = through_main(decoded, symbolizer.describer(images))[0]
+        profile.add(SavedTrace(None, frames, decoded.truncated, images, 1))
     return profile.encode()

@@ -7,7 +7,9 @@ each PT_LOAD segment's memory in address order.  What is kept: the
 notes the walk needs, each thread's stack from a little below its stack
 pointer up (at most ``stack_limit`` bytes a thread, and all threads
 together at most ``total_limit``), the vDSO, and the first page of each
-mapped file (its build id).  The rest goes by unread (spliced to
+mapped file (its build id): read from the process's memory while the
+kernel holds it (core_pipe_limit > 0: the same bytes, its threads
+stopped), else from the stream.  The rest goes by unread (spliced to
 /dev/null) when ``drain`` is called: the kernel waits until the pipe is
 read to its end.
 
@@ -284,8 +286,14 @@ class StreamedCore:
         return _merged(ranges)
 
     def _read_memory(self, stack_limit, total_limit):
+        """Keep the wanted memory the core holds: from the process's memory
+        while the kernel holds the process (its threads are stopped: the
+        same bytes the core is being written from), for the kernel writes
+        memory in address order and a thread's stack may come after
+        gigabytes of heap; else (or where a read fails) from the stream."""
         wanted = self._wanted(stack_limit, total_limit)
         starts = [start for start, _ in wanted]
+        pieces = []  # (offset in the core, address, size)
         for segment in self._segments:
             if segment.type != PT_LOAD:
                 continue
@@ -294,15 +302,42 @@ class StreamedCore:
             while i < len(wanted) and wanted[i][0] < end:
                 low, high = max(start, wanted[i][0]), min(end, wanted[i][1])
                 if low < high:
-                    self._pipe.skip_to(segment.offset + low - start)
-                    self._pieces.append((low, self._pipe.read(high - low)))
+                    pieces.append((segment.offset + low - start, low, high - low))
                 i += 1
+        if self._module_files and not self._pipe.copies:
+            pieces = self._read_process(pieces)
+        for offset, address, size in sorted(pieces):
+            self._pipe.skip_to(offset)
+            self._pieces.append((address, self._pipe.read(size)))
         self._pieces.sort(key=lambda piece: piece[0])
         self._starts = [start for start, _ in self._pieces]
         for state in self.threads:
             found = self._piece_at(state.registers.get(self.arch.sp, 0))
             if found is not None:
                 state.stack_start, state.stack = found
+
+    def _read_process(self, pieces):
+        """Keep ``pieces`` read from /proc/PID/mem; those that could not be
+        read are returned."""
+        try:
+            memory = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return pieces
+        left = []
+        try:
+            for piece in pieces:
+                _, address, size = piece
+                try:
+                    data = os.pread(memory, size, address)
+                except OSError:
+                    data = b""
+                if len(data) == size:
+                    self._pieces.append((address, data))
+                else:
+                    left.append(piece)
+        finally:
+            os.close(memory)
+        return left
 
     def drain(self):
         """Read the rest of the core (the kernel waits for it)."""

@@ -4,7 +4,8 @@ tests/programs/crasher.c:
 
 - per crash, the record sfbt keeps (its archive and its index line)
   against the same crash's core compressed with zstd -3 (systemd-coredump's
-  default) and xz -6: goal <= 1/100;
+  default) and xz -6: goal <= 1/100 (and /usr/bin/python3 crashing, a
+  program of a more usual size);
 - a crash of a bucket seen before: its index line, goal <= 200 bytes;
 - for 10 threads and 2 GB of memory (crasher big): the handler's time
   from the kernel starting it to its record being written (it then drains
@@ -36,7 +37,7 @@ PROGRAMS = ROOT / "tests" / "programs"
 PLUGIN = ROOT / "plugin"
 CORE_PATTERN = "/proc/sys/kernel/core_pattern"
 CORE_PIPE_LIMIT = "/proc/sys/kernel/core_pipe_limit"
-MODES = ("segv", "abort", "fpe", "threads", "lib")
+MODES = ("segv", "abort", "fpe", "threads", "lib", "python3")
 
 
 def sfbt(*arguments):
@@ -56,13 +57,19 @@ def build(directory):
     return program
 
 
+#: a crash of a program of a more usual size: the system's Python
+PYTHON_CRASH = ["/usr/bin/python3", "-c", "import os, signal; os.kill(os.getpid(), "
+                "signal.SIGSEGV)"]
+
+
 def crash(program, mode, cwd):
     """Run ``program mode`` until the kernel is done with its core; its PID."""
     import resource
 
     def unlimited():
         resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)
-    process = subprocess.Popen([str(program), mode], cwd=cwd, stdout=subprocess.DEVNULL,
+    command = PYTHON_CRASH if mode == "python3" else [str(program), mode]
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
                                preexec_fn=unlimited)
     process.wait()
     return process.pid

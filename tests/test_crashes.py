@@ -375,3 +375,23 @@ def test_hostile_names_and_a_deleted_executable(installed, programs, tmp_path):
     frames = [line for line in shown.stdout.decode().splitlines() if line.startswith("#")]
     assert all(" 0x" in line for line in frames) and " in ?? from " in frames[0]
     assert " in __libc_start" in "".join(frames[5:])
+
+
+def test_cbf_load_opens_a_crash(gdb, lldb, installed, programs, tmp_path):
+    """A crash's archive is an sfbt archive: cbf-load prints its threads in
+    GDB and in LLDB, the crashing thread's labelled, its frames the ones
+    `sfbt crashes show` prints (show ends at main; the archive goes on)."""
+    from gdb_support import run_gdb, sframe_frames
+    from lldb_support import run_lldb, stack_frames
+    entry = wait_entry(installed, crash(programs["crasher"], "lib", tmp_path))
+    archive = installed / entry["file"]
+    shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
+    assert shown.returncode == 0, shown.stderr
+    (ours,) = [pcs for _, pcs, _ in shown_stacks(shown.stdout).values()]
+    in_gdb = run_gdb(gdb, [], [f"cbf-load {archive}"])
+    in_lldb = run_lldb(lldb, None, [f"cbf-load {archive}"])
+    for out, frames in ((in_gdb, sframe_frames), (in_lldb, stack_frames)):
+        assert "label 'crashed'" in out, out[-2000:]
+        loaded = frames(out)
+        assert [pc for _, pc, _ in loaded][:len(ours)] == ours
+        assert [name for _, _, name in loaded][:2] == ["crasher_lib_apply"] * 2

@@ -41,7 +41,7 @@ BUCKET_FRAMES = 5
 #: what the index keeps of a crash counted in its bucket (the rest is the
 #: bucket's first crash's: "of" is its id)
 REPEAT_FIELDS = ("id", "time", "pid", "tid", "uid", "gid", "signal", "code", "address",
-                 "bucket", "handler_ms")
+                 "bucket", "handler_ms", "handler_kb")
 
 
 def store_path(given=None):

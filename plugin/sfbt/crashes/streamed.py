@@ -48,6 +48,7 @@ PRSTATUS_PID = 32
 PRSTATUS_REGISTERS = 112
 PRSTATUS_TAIL = 8
 ELF_HEADER = 64
+PN_XNUM = 0xFFFF
 #: program headers read at most (65535 of 56 bytes)
 MAX_HEADER_BYTES = 4 << 20
 #: the largest note kept (NT_FILE of a process with many mappings); any
@@ -189,6 +190,8 @@ class StreamedCore:
         endian = "<" if header[5] == 1 else ">"
         phoff, = struct.unpack_from(endian + "Q", header, 32)
         phentsize, phnum = struct.unpack_from(endian + "HH", header, 54)
+        if phnum == PN_XNUM:  # the count is in a section header, at the core's end
+            raise StreamError("a core of more than 65534 mappings (PN_XNUM)")
         end = phoff + phentsize * phnum
         if phoff < ELF_HEADER or end > MAX_HEADER_BYTES:
             raise StreamError(f"program headers at {phoff} ({phnum} of {phentsize} "

@@ -395,3 +395,29 @@ def test_cbf_load_opens_a_crash(gdb, lldb, installed, programs, tmp_path):
         loaded = frames(out)
         assert [pc for _, pc, _ in loaded][:len(ours)] == ours
         assert [name for _, _, name in loaded][:2] == ["crasher_lib_apply"] * 2
+
+
+def test_memory_from_the_held_process_is_the_streams(installed, programs, tmp_path):
+    """Without a chained handler or a kept core, the stacks are read from
+    the process the kernel holds instead of the stream: the same crash
+    (no ASLR: the same addresses) walks to the same frames either way (the
+    crashing thread's; the others wait in the barrier or in pause, as it
+    happened), every thread to its outermost frame."""
+    def numbered(entry):
+        shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
+        assert shown.returncode == 0, shown.stderr
+        return sorted((number, pcs, crashed)
+                      for number, pcs, crashed in shown_stacks(shown.stdout).values())
+    from_stream = wait_entry(installed, crash(programs["crasher"], "threads", tmp_path,
+                                              aslr=False))
+    done = run_sfbt("crashes", "install", "--store", installed)  # no --chain, --keep-core
+    assert done.returncode == 0, done.stderr
+    from_process = wait_entry(installed, crash(programs["crasher"], "threads", tmp_path,
+                                               aslr=False))
+    assert "core" in from_stream and "core" not in from_process
+    stream_threads, process_threads = numbered(from_stream), numbered(from_process)
+    assert len(stream_threads) == len(process_threads) == 11
+    assert [t for t in stream_threads if t[2]] == [t for t in process_threads if t[2]]
+    # main's (main's frame) and the other threads' (clone3's)
+    outermost = {pcs[-1] for _, pcs, _ in stream_threads}
+    assert len(outermost) == 2 and {pcs[-1] for _, pcs, _ in process_threads} == outermost

@@ -54,8 +54,9 @@ MAX_HEADER_BYTES = 4 << 20
 #: the largest note kept (NT_FILE of a process with many mappings); any
 #: other note is passed over whatever its size
 MAX_NOTE_BYTES = 16 << 20
-#: the most threads whose registers are kept
-MAX_THREADS = 100_000
+#: the most threads whose registers are kept and walked (the crashing
+#: thread's notes come first); the rest are counted
+MAX_THREADS = 4096
 #: the most of a thread's stack kept, from its stack pointer up
 STACK_LIMIT = 512 << 10
 #: the most of all threads' stacks kept together: with many threads each

@@ -27,7 +27,7 @@ from bisect import bisect_right
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage
 from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
-from ..live.images import Located, memory_build_id
+from ..live.images import Located
 from ..live.mappings import file_modules, parse_nt_file, vdso_module
 from ..live.memory import COPY_ALIGN, RED_ZONE, ThreadState
 
@@ -347,10 +347,6 @@ class StreamedCore:
         """Read the rest of the core (the kernel waits for it)."""
         self._pipe.drain()
 
-    @property
-    def bytes_read(self):
-        return self._pipe.at
-
     # -- memory ----------------------------------------------------------------
     def _piece_at(self, address):
         i = bisect_right(self._starts, address) - 1
@@ -425,9 +421,6 @@ class StreamedCore:
             if entry is not None and mapping.start <= entry < mapping.end:
                 return mapping.path
         return self.mappings[0].path if self.mappings else ""
-
-    def build_id_at(self, address):
-        return memory_build_id(self, address)
 
     def close(self):
         for stream in self._read_links.values():

@@ -421,3 +421,42 @@ def test_memory_from_the_held_process_is_the_streams(installed, programs, tmp_pa
     # main's (main's frame) and the other threads' (clone3's)
     outermost = {pcs[-1] for _, pcs, _ in stream_threads}
     assert len(outermost) == 2 and {pcs[-1] for _, pcs, _ in process_threads} == outermost
+
+
+def _handler(store, arguments, data):
+    return subprocess.run([sys.executable, "-m", "sfbt", "crash-handler", *map(str, arguments)],
+                          input=data, capture_output=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(PLUGIN),
+                                   SFBT_CRASH_STORE=str(store)))
+
+
+def test_what_is_not_a_core(tmp_path):
+    """Bad input on the handler's standard input: counted with the reason,
+    exit 0, no traceback; a damaged index line is passed over."""
+    store = tmp_path / "store"
+    store.mkdir(mode=0o700)
+    arguments = [999999999, 999999999, 11, 1795900000, 1000, 1000, "bad"]
+    elf_head = b"\x7fELF\x02\x01\x01" + bytes(57)
+    for data in (b"garbage" * 1000, elf_head[:20], elf_head):
+        result = _handler(store, arguments, data)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
+    with open(store / "index", "ab") as index:
+        index.write(b'{"id": 4, "bucket": "torn')  # a line torn by a crash of its writer
+    result = _handler(store, arguments, b"\x7fELF")
+    assert result.returncode == 0, result.stderr
+    found = entries_of(store)
+    assert [e["id"] for e in found] == [1, 2, 3, 4]
+    assert all(e["bucket"] == "unread-11" and e["error"] for e in found)
+    assert "not a 64-bit ELF core" in found[0]["error"]
+    assert "ends at byte 20" in found[1]["error"]
+    assert [e.get("file") for e in found[:3]] == [None, None, None]
+    few = _handler(store, [1, 2], b"")
+    assert few.returncode == 0 and b"usage: sfbt crash-handler" in few.stderr
+    assert len(entries_of(store)) == 4
+
+
+def entries_of(store):
+    """The store's crashes, as `sfbt crashes` reads them (damage passed over)."""
+    sys.path.insert(0, str(PLUGIN))
+    from sfbt.crashes.store import CrashStore
+    return CrashStore(str(store)).entries()

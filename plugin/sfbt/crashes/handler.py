@@ -197,11 +197,14 @@ def main(arguments):
 
 
 def _log(line):
+    """One line on standard error (the kernel gives the handler none) and
+    in the kernel's log."""
+    sys.stderr.write(line + "\n")
     try:
         with open("/dev/kmsg", "w") as stream:
             stream.write(line[:900] + "\n")
     except OSError:
-        sys.stderr.write(line + "\n")
+        pass
 
 
 def signal_name(number):

@@ -113,7 +113,9 @@ class CrashStore:
             entry = dict(entry)
             entry["id"] = entries[-1]["id"] + 1 if entries else 1
             seen = sum(1 for e in entries if e.get("bucket") == entry["bucket"])
-            if seen < KEEP_PER_BUCKET:
+            if not archive_bytes:  # a core that could not be read: counted
+                pass
+            elif seen < KEEP_PER_BUCKET:
                 name = f"crash-{entry['id']}.sfbt"
                 replace_file(self.file(name), lambda out: out.write(archive_bytes), 0o600)
                 entry["file"] = name

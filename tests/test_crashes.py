@@ -460,3 +460,28 @@ def entries_of(store):
     sys.path.insert(0, str(PLUGIN))
     from sfbt.crashes.store import CrashStore
     return CrashStore(str(store)).entries()
+
+
+def test_chain_to_a_program(tmp_path, programs):
+    """--chain to a "|program args" pattern: the program run with its %
+    specifiers expanded, the whole core on its standard input."""
+    require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
+    store = tmp_path / "store"
+    short = Path(tempfile.mkdtemp(prefix="sfbt-"))  # a pattern within 128 bytes
+    atexit.register(shutil.rmtree, short, True)
+    saver = short / "save-core"
+    saver.write_text('#!/bin/sh\ncat > "$1/chained.$2.$3"\n')
+    saver.chmod(0o755)
+    with machine_lock():
+        _write(CORE_PATTERN, f"|{saver} {short} %p %s")
+        done = run_sfbt("crashes", "install", "--chain", "--keep-core", "--store", store)
+        assert done.returncode == 0, done.stderr
+        try:
+            pid = crash(programs["crasher"], "abort", tmp_path)
+            entry = wait_entry(store, pid)
+        finally:
+            gone = run_sfbt("crashes", "uninstall", "--store", store)
+        assert gone.returncode == 0, gone.stderr
+        assert _read(CORE_PATTERN) == f"|{saver} {short} %p %s"
+    chained = short / f"chained.{pid}.{int(signal.SIGABRT)}"
+    assert chained.read_bytes() == lzma.decompress((store / entry["core"]).read_bytes())

@@ -485,3 +485,40 @@ def test_chain_to_a_program(tmp_path, programs):
         assert _read(CORE_PATTERN) == f"|{saver} {short} %p %s"
     chained = short / f"chained.{pid}.{int(signal.SIGABRT)}"
     assert chained.read_bytes() == lzma.decompress((store / entry["core"]).read_bytes())
+
+
+def test_crash_in_a_mount_and_pid_namespace(installed, programs, tmp_path):
+    """A container's crash: its program's path names another file on the
+    host (planted there).  The handler reads the program through
+    map_files, never by its path, so the walk is whole; PIDs are the
+    host's."""
+    require(shutil.which("unshare") is not None, "unshare (util-linux)")
+    inside = Path(tempfile.mkdtemp(prefix="sfbt-ns-"))
+    atexit.register(shutil.rmtree, inside, True)
+    shutil.copy("/bin/true", inside / "crasher")  # the host's file at the path
+    script = (f"mount -t tmpfs none {inside} && cp {programs['crasher']} {inside}/crasher "
+              f"&& exec {inside}/crasher segv")
+    process = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "sh", "-c", script],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process.wait(timeout=120)
+    found = [e for e in entries(installed) if e.get("executable") == f"{inside}/crasher"]
+    assert len(found) == 1, entries(installed)
+    (entry,) = found
+    assert entry["pid"] != 1 and entry["signal"] == signal.SIGSEGV
+    decoded = run_sfbt("cbf", "decode", installed / entry["file"])
+    assert decoded.returncode == 0, decoded.stderr
+    crashed = decoded.stdout.split("label 'crashed'")[1].split("Backtrace ")[0]
+    addresses = re.findall(r"^#\d+\s+(0x[0-9a-f]+)", crashed, re.M)
+    # segv four times, main, and on into the C library: the program's own
+    # rows read from the mapped file (the planted one has none of them)
+    assert len(addresses) >= 7, decoded.stdout
+    # the image map names the program by its path in the container, with
+    # the build id of the file it mapped, not of the host's file there
+    sys.path.insert(0, str(PLUGIN))
+    from sfbt.archive.store import read_archive
+    from sfbt.elf import read_build_id
+    archive, error = read_archive(str(installed / entry["file"]))
+    assert error is None
+    (image,) = [i for i in archive.image_map(0).images if i.path == f"{inside}/crasher"]
+    assert image.build_id.hex() == read_build_id(str(programs["crasher"]))
+    assert read_build_id(str(inside / "crasher")) != image.build_id.hex()

@@ -235,6 +235,16 @@ def test_formats_and_buckets(installed, programs, tmp_path):
     assert ours[first["id"]][5:9] == ["SIGSEGV", first["bucket"], "2", "yes"]
     assert ours[other["id"]][5] == "SIGFPE" and ours[other["id"]][-1] == str(
         programs["crasher"])
+    third = wait_entry(installed, crash(programs["crasher"], "fpe", tmp_path))
+    fourth = wait_entry(installed, crash(programs["crasher"], "fpe", tmp_path))
+    counted = wait_entry(installed, crash(programs["crasher"], "fpe", tmp_path))
+    assert third.get("file") and fourth.get("file") and "file" not in counted
+    assert counted["of"] == other["id"]
+    assert len(json.dumps(counted, separators=(",", ":"))) + 1 <= 200  # its index line
+    by_repeat = run_sfbt("crashes", "show", counted["id"], "--store", installed)
+    assert by_repeat.returncode == 0, by_repeat.stderr
+    assert by_repeat.stdout.startswith(f"Crash {other['id']} of ")
+    assert f": 4 crashes\n" in by_repeat.stdout
     missing = run_sfbt("crashes", "show", "99999", "--store", installed)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
 

@@ -102,11 +102,14 @@ def _run_show(args, error_type):
     if len(buckets) > 1:
         raise error_type(f"{printable(args.crash)} names {len(buckets)} buckets: "
                          "give more of the bucket")
-    count = sum(1 for e in store.entries() if e.get("bucket") in buckets)
-    kept = [entry for entry in found if entry.get("file")]
+    every = store.entries()
+    count = sum(1 for e in every if e.get("bucket") in buckets)
+    # a crash counted in its bucket is shown by the bucket's kept one
+    kept = [e for e in found if e.get("file")] or [
+        e for e in every if e.get("bucket") in buckets and e.get("file")]
     if not kept:
-        raise error_type(f"crash {printable(args.crash)}: its backtraces were not kept "
-                         "(a repeat of its bucket, or removed for the size cap)")
+        raise error_type(f"crash {printable(args.crash)}: no backtraces of its bucket "
+                         "are kept (removed for the size cap)")
     entry = kept[0]
     if args.format == "pprof" and not args.output:
         raise error_type("--format pprof needs -o FILE")

@@ -532,3 +532,26 @@ def test_crash_in_a_mount_and_pid_namespace(installed, programs, tmp_path):
     (image,) = [i for i in archive.image_map(0).images if i.path == f"{inside}/crasher"]
     assert image.build_id.hex() == read_build_id(str(programs["crasher"]))
     assert read_build_id(str(inside / "crasher")) != image.build_id.hex()
+
+
+def test_five_thousand_threads(installed, programs, tmp_path):
+    """A crash of 5,001 threads: the first 4,096 kept and walked (the
+    crashing thread's first), the rest counted, the handler's memory
+    bounded."""
+    entry = wait_entry(installed, _crash_many(programs["crasher"], 5000, tmp_path))
+    assert entry["threads"] == 4096 and entry["threads_left_out"] == 5001 - 4096
+    assert entry["handler_kb"] < 100 << 10
+    shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
+    assert shown.returncode == 0, shown.stderr
+    stacks = shown_stacks(shown.stdout)
+    assert len(stacks) == 4096
+    ((number, pcs, _),) = [s for s in stacks.values() if s[2]]
+    assert number == 1 and len(pcs) == 5  # segv four times, main
+
+
+def _crash_many(program, count, cwd):
+    process = subprocess.Popen([str(program), "many", str(count)], cwd=cwd,
+                               stdout=subprocess.DEVNULL)
+    process.wait(timeout=300)
+    assert process.returncode < 0
+    return process.pid

@@ -2,7 +2,7 @@
    inside a SIGUSR1 handler), threads (one of 10 threads crashes while the
    others wait), lib (in a library's function: crasher_lib.c), big
    (10 threads and 2 GB of touched memory, then segv), later (segv once
-   a line is read from stdin).  Each crash is a
+   a line is read from stdin), many N (N threads waiting, then segv).  Each crash is a
    few calls deep.  Prints "ready" first. */
 #include <pthread.h>
 #include <signal.h>
@@ -115,6 +115,18 @@ int main(int argc, char **argv)
         char line[16];
         if (fgets(line, sizeof line, stdin))
             segv(3);
+    } else if (!strcmp(mode, "many") && argc > 2) {
+        long count = atol(argv[2]);
+        pthread_attr_t small;
+        pthread_attr_init(&small);
+        pthread_attr_setstacksize(&small, 64 << 10);
+        pthread_barrier_init(&ready, NULL, count + 1);
+        for (long i = 0; i < count; i++) {
+            pthread_t thread;
+            pthread_create(&thread, &small, worker, NULL);
+        }
+        pthread_barrier_wait(&ready);
+        segv(3);
     } else if (!strcmp(mode, "lib"))
         crasher_lib_apply(segv, 2);
     else if (!strcmp(mode, "threads") || !strcmp(mode, "big")) {

@@ -61,7 +61,7 @@ MAX_THREADS = 4096
 STACK_LIMIT = 512 << 10
 #: the most of all threads' stacks kept together: with many threads each
 #: keeps less
-TOTAL_STACK_LIMIT = 32 << 20
+TOTAL_STACK_LIMIT = 16 << 20
 #: the least kept of a thread's stack, however many threads
 MIN_STACK = 4096
 MAX_VDSO_BYTES = 1 << 20

@@ -44,9 +44,7 @@ __attribute__((noinline)) static void bus(int depth)
         sink++;
         return;
     }
-    char path[] = "/tmp/crasher-bus-XXXXXX";
-    int fd = mkstemp(path);
-    unlink(path);
+    int fd = fileno(tmpfile()); /* empty */
     volatile char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     page[0] = 1; /* past the end of an empty file: SIGBUS */
 }

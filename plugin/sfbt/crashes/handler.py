@@ -70,8 +70,8 @@ def _pipe_limit():
 
 
 def handle(arguments, stdin=0):
-    """Handle one core; returns the entry stored (None where the core was
-    not one sfbt can read: then only what the kernel said is stored)."""
+    """Handle one core; returns the entry stored (of a core sfbt cannot
+    read: what the kernel said, and why)."""
     pid, tid, signal, seconds, uid, gid = (int(a) for a in arguments[:6])
     command = arguments[6] if len(arguments) > 6 else ""
     started = time.monotonic()
@@ -113,8 +113,8 @@ def handle(arguments, stdin=0):
         if core is not None:
             core.drain()  # the kernel writes the rest: read and let go
             core.close()
-        else:
-            _drain(stdin)
+        else:  # the rest of a core not read: still handed on
+            _drain(stdin, copies)
         if kept is not None:
             kept.discard()
         if chained is not None:
@@ -136,9 +136,13 @@ def _since_exec_ms(started):
         return round((time.monotonic() - started) * 1000, 1)
 
 
-def _drain(descriptor):
-    while os.read(descriptor, 1 << 20):
-        pass
+def _drain(descriptor, copies=()):
+    while True:
+        data = os.read(descriptor, 1 << 20)
+        if not data:
+            return
+        for copy in copies:
+            copy(data)
 
 
 def _walked(core, tid, signal):

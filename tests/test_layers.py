@@ -21,6 +21,7 @@ LAYERS = (
     {"unwind"},
     {"commands"},
     {"live"},
+    {"crashes"},
     {"cli", "__main__"},
 )
 

@@ -9,6 +9,8 @@ import sys
 
 from . import __version__
 from .errors import CommandError, SfbtError, left_out_warning
+from .crashes.commands import COMMANDS as CRASH_COMMANDS
+from .crashes.commands import add_commands as add_crash_commands
 from .live.commands import COMMANDS as LIVE_COMMANDS
 from .live.commands import add_commands as add_live_commands
 from .printable import printable
@@ -461,10 +463,13 @@ def build_parser(command=None):
         _COMMANDS[command](commands)
     elif command in LIVE_COMMANDS:
         add_live_commands(commands, CommandError, [command])
+    elif command in CRASH_COMMANDS:
+        add_crash_commands(commands, CommandError, [command])
     else:
         for add in _COMMANDS.values():
             add(commands)
         add_live_commands(commands, CommandError, LIVE_COMMANDS)
+        add_crash_commands(commands, CommandError, CRASH_COMMANDS)
     return parser
 
 

@@ -1,0 +1,186 @@
+"""sfbt as the kernel's core handler (docs/crashes.md) against keeping
+the core (systemd-coredump's way), on real crashes of
+tests/programs/crasher.c:
+
+- per crash, the record sfbt keeps (its archive and its index line)
+  against the same crash's core compressed with zstd -3 (systemd-coredump's
+  default) and xz -6: goal <= 1/100 (and /usr/bin/python3 crashing, a
+  program of a more usual size);
+- a crash of a bucket seen before: its index line, goal <= 200 bytes;
+- for 10 threads and 2 GB of memory (crasher big): the handler's time
+  from the kernel starting it to its record being written (it then drains
+  the rest of the core), and its peak memory, goal <= 200 ms and <= 60 MB;
+  beside `eu-stack --core` on the same crash's core, saved by the kernel
+  to a file, in paired, interleaved rounds (median of the paired ratios).
+
+It sets the machine's core_pattern (root only) while it runs, under the
+lock the tests take, and puts it back however it ends.
+
+Run (as root): python3 bench/crashes.py [--rounds N] [--skip-big]
+"""
+
+import argparse
+import atexit
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+PROGRAMS = ROOT / "tests" / "programs"
+PLUGIN = ROOT / "plugin"
+CORE_PATTERN = "/proc/sys/kernel/core_pattern"
+CORE_PIPE_LIMIT = "/proc/sys/kernel/core_pipe_limit"
+
+
+
+def sfbt(*arguments):
+    return subprocess.run([sys.executable, "-m", "sfbt", *map(str, arguments)],
+                          capture_output=True, text=True, check=True,
+                          env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+
+
+def build(directory):
+    flags = ["-g", "-O1", "-Wa,--gsframe"]
+    library = directory / "libcrasher.so"
+    program = directory / "crasher"
+    subprocess.run(["gcc", *flags, "-shared", "-fPIC", "-o", library,
+                    PROGRAMS / "crasher_lib.c"], check=True)
+    subprocess.run(["gcc", *flags, "-o", program, PROGRAMS / "crasher.c", library,
+                    f"-Wl,-rpath,{directory}", "-lpthread"], check=True)
+    return program
+
+
+#: a crash of a program of a more usual size: the system's Python
+PYTHON_CRASH = ["/usr/bin/python3", "-c", "import os, signal; os.kill(os.getpid(), "
+                "signal.SIGSEGV)"]
+
+
+MODES = ("segv", "abort", "fpe", "threads", "lib") + (
+    ("python3",) if os.path.exists(PYTHON_CRASH[0]) else ())
+
+
+def crash(program, mode, cwd):
+    """Run ``program mode`` until the kernel is done with its core; its PID."""
+    import resource
+
+    def unlimited():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)
+    command = PYTHON_CRASH if mode == "python3" else [str(program), mode]
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
+                               preexec_fn=unlimited)
+    process.wait()
+    return process.pid
+
+
+def index(store):
+    path = store / "index"
+    return [json.loads(line) for line in path.read_text().splitlines()] \
+        if path.exists() else []
+
+
+def entry_of(store, pid):
+    for _ in range(600):
+        for entry in index(store):
+            if entry["pid"] == pid:
+                return entry
+        time.sleep(0.05)
+    raise RuntimeError(f"no crash of {pid} in {store}")
+
+
+def compressed_sizes(core):
+    sizes = {}
+    for name, command in (("zstd -3", ["zstd", "-3", "-c", "-q"]), ("xz -6", ["xz", "-6", "-c"])):
+        if shutil.which(command[0]):
+            with open(core, "rb") as stream:
+                out = subprocess.run(command, stdin=stream, capture_output=True, check=True)
+            sizes[name] = len(out.stdout)
+    return sizes
+
+
+def eu_stack(program, core):
+    """(seconds, peak KiB) of eu-stack --core on the core, its peak memory
+    as time(1) measures it (a child forked from this Python would count
+    the interpreter's pages it had before exec)."""
+    before = time.perf_counter()
+    result = subprocess.run(["/usr/bin/time", "-f", "%M", "eu-stack", "--core", str(core),
+                             "-e", str(program)], capture_output=True, text=True)
+    seconds = time.perf_counter() - before
+    return seconds, int(result.stderr.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-big", action="store_true")
+    args = parser.parse_args()
+    from test_crashes import machine_lock
+    work = Path(tempfile.mkdtemp(prefix="sfbt-bench-crashes-"))
+    atexit.register(shutil.rmtree, work, True)
+    program = build(work)
+    store, cores = work / "store", work / "cores"
+    cores.mkdir()
+    with machine_lock():
+        sfbt("crashes", "install", "--store", store)
+        try:
+            handled = {mode: entry_of(store, crash(program, mode, work)) for mode in MODES}
+            repeats = [entry_of(store, crash(program, "segv", work)) for _ in range(4)]
+        finally:
+            sfbt("crashes", "uninstall", "--store", store)
+        with open(CORE_PATTERN, "w") as stream:
+            stream.write(f"{cores}/core.%p\n")
+        kept = {mode: cores / f"core.{crash(program, mode, work)}" for mode in MODES}
+
+        print("Per crash: sfbt's record against the compressed core (goal <= 1/100)")
+        print(f"{'crash':8} {'record':>7} {'core':>10} {'zstd -3':>9} {'xz -6':>9} "
+              f"{'ratio (zstd)':>13}")
+        for mode in MODES:
+            entry = handled[mode]
+            record = (store / entry["file"]).stat().st_size + len(
+                json.dumps(entry, separators=(",", ":"))) + 1
+            sizes = compressed_sizes(kept[mode])
+            zstd = sizes.get("zstd -3") or sizes["xz -6"]
+            print(f"{mode:8} {record:>7} {kept[mode].stat().st_size:>10} "
+                  f"{sizes.get('zstd -3', 0):>9} {sizes.get('xz -6', 0):>9} "
+                  f"{'1/%d' % round(zstd / record):>13}")
+        lines = [len(json.dumps(e, separators=(",", ":"))) + 1 for e in repeats if "of" in e]
+        print(f"\nA crash of a bucket seen before: {max(lines)} bytes at most "
+              f"(of {len(lines)}; goal <= 200)")
+
+        if args.skip_big:
+            return
+        print("\n10 threads, 2 GB of memory (crasher big): the handler, from the kernel "
+              "starting it to its record written, and eu-stack --core on the saved core")
+        times, memory, theirs, their_memory, ratios = [], [], [], [], []
+        for _ in range(args.rounds):
+            sfbt("crashes", "install", "--store", store)
+            try:
+                entry = entry_of(store, crash(program, "big", work))
+            finally:
+                sfbt("crashes", "uninstall", "--store", store)
+            with open(CORE_PATTERN, "w") as stream:
+                stream.write(f"{cores}/core.%p\n")
+            core = cores / f"core.{crash(program, 'big', work)}"
+            seconds, kilobytes = eu_stack(program, core)
+            core.unlink()
+            times.append(entry["handler_ms"])
+            memory.append(entry["handler_kb"] / 1024)
+            theirs.append(seconds * 1000)
+            their_memory.append(kilobytes / 1024)
+            ratios.append(entry["handler_ms"] / (seconds * 1000))
+        print(f"  sfbt crash-handler: {statistics.median(times):.0f} ms, "
+              f"{statistics.median(memory):.1f} MB peak (goals <= 200 ms, <= 60 MB)")
+        print(f"  eu-stack --core:    {statistics.median(theirs):.0f} ms, "
+              f"{statistics.median(their_memory):.1f} MB peak")
+        print(f"  handler / eu-stack: {statistics.median(ratios):.2f} "
+              f"(median of {len(ratios)} paired rounds)")
+
+
+if __name__ == "__main__":
+    main()

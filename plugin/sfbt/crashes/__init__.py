@@ -1,0 +1,2 @@
+"""A machine's crashes kept as backtraces: sfbt as the kernel's core
+handler (docs/crashes.md)."""

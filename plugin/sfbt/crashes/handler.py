@@ -1,0 +1,218 @@
+"""`sfbt crash-handler %P %i %s %t %u %g %e`: what the kernel runs for
+each core (core_pattern "|..."), the core on standard input.
+
+The core is read as it streams (crashes.streamed), every thread walked
+by the unwinder `sfbt stack --core` uses (a SnapshotSession over the
+kept stacks, the modules read through /proc/PID/map_files), and one
+crash added to the store (crashes.store); then the rest of the core is
+drained.  With a chained handler (install --chain), the whole core is
+handed on as it is read.  Nothing is written outside the store (sfbt's
+cache is the store's own) but by the chained handler."""
+
+import os
+import resource
+import signal as signals
+import sys
+import time
+
+from .store import CrashStore
+
+#: bytes of the core a kept core is compressed from at most
+MAX_KEPT_CORE = 4 << 30
+
+
+class _KeptCore:
+    """The whole core xz-compressed into a temporary file of the store, kept
+    (renamed core-BUCKET.xz) for a bucket's first crash."""
+
+    def __init__(self, store):
+        import lzma
+        import tempfile
+        self._store = store
+        self._file = tempfile.NamedTemporaryFile(dir=store.path, prefix=".core-",
+                                                 delete=False)
+        self._compressor = lzma.LZMACompressor(preset=1)
+        self._left = MAX_KEPT_CORE
+        self.name = None
+
+    def write(self, data):
+        if self._left > 0:
+            data = data[:self._left]
+            self._left -= len(data)
+            self._file.write(self._compressor.compress(data))
+
+    def keep(self, bucket, first):
+        """Called under the store's lock (CrashStore.add)."""
+        self._file.write(self._compressor.flush())
+        self._file.close()
+        if first:
+            self.name = f"core-{bucket}.xz"
+            os.replace(self._file.name, self._store.file(self.name))
+            return self.name
+        os.unlink(self._file.name)
+        return None
+
+    def discard(self):
+        if self.name is None:
+            self._file.close()
+            try:
+                os.unlink(self._file.name)
+            except FileNotFoundError:
+                pass
+
+
+def _pipe_limit():
+    from .pattern import CORE_PIPE_LIMIT, read_setting
+    try:
+        return int(read_setting(CORE_PIPE_LIMIT))
+    except (OSError, ValueError):
+        return 0
+
+
+def handle(arguments, stdin=0):
+    """Handle one core; returns the entry stored (of a core sfbt cannot
+    read: what the kernel said, and why)."""
+    pid, tid, signal, seconds, uid, gid = (int(a) for a in arguments[:6])
+    command = arguments[6] if len(arguments) > 6 else ""
+    started = time.monotonic()
+    store = CrashStore()
+    os.environ["XDG_CACHE_HOME"] = store.file("cache")  # sfbt's cache: the store's
+    settings = store.saved_settings() or {}
+    if isinstance(settings.get("max_use"), int):
+        store.max_use = settings["max_use"]
+    chained = kept = None
+    copies = []
+    if settings.get("chain") and settings.get("core_pattern"):
+        from .pattern import Chained, specifier_values
+        chained = Chained(settings["core_pattern"],
+                          specifier_values(pid, tid, signal, seconds, uid, gid, command),
+                          pid, uid, gid)
+        copies.append(chained.write)
+    if settings.get("keep_core"):
+        kept = _KeptCore(store)
+        copies.append(kept.write)
+    from .streamed import StreamError, StreamedCore
+    entry = {"time": seconds, "pid": pid, "tid": tid, "uid": uid, "gid": gid,
+             "signal": signal, "command": command}
+    core = None
+    try:
+        try:
+            core = StreamedCore(stdin, pid, module_files=_pipe_limit() > 0, copies=copies)
+            archive_bytes, details = _walked(core, tid, signal)
+            entry.update(details)
+        except StreamError as error:
+            entry.update({"error": str(error), "bucket": f"unread-{signal}",
+                          "executable": "", "threads": 0})
+            archive_bytes = b""
+        if copies and core is not None:
+            core.drain()  # the whole core first: a chained handler, a kept core
+        entry["handler_ms"] = _since_exec_ms(started)
+        entry["handler_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        stored = store.add(entry, archive_bytes, kept.keep if kept else None)
+    finally:
+        if core is not None:
+            core.drain()  # the kernel writes the rest: read and let go
+            core.close()
+        else:  # the rest of a core not read: still handed on
+            _drain(stdin, copies)
+        if kept is not None:
+            kept.discard()
+        if chained is not None:
+            chained.close()
+    return stored
+
+
+def _since_exec_ms(started):
+    """Milliseconds since the kernel started this process (its start time
+    in /proc/self/stat, in clock ticks: to 10 ms); since ``started`` (a
+    time.monotonic()) where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as stream:
+            fields = stream.read().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        began = int(fields[19]) / ticks
+        return round((time.clock_gettime(time.CLOCK_BOOTTIME) - began) * 1000, 1)
+    except (OSError, ValueError, IndexError):
+        return round((time.monotonic() - started) * 1000, 1)
+
+
+def _drain(descriptor, copies=()):
+    while True:
+        data = os.read(descriptor, 1 << 20)
+        if not data:
+            return
+        for copy in copies:
+            copy(data)
+
+
+def _walked(core, tid, signal):
+    """(the crash's archive bytes, the index's fields of the walk)."""
+    from ..archive import cbf
+    from ..archive.store import MAGIC, Archive
+    from ..commands.save import capture, image_map
+    from .session import CrashSession
+    from .store import bucket_of
+    states = core.threads
+    for state in states:
+        if state.tid == core.pid and core.command:
+            state.name = core.command
+    crashed = next((s for s in states if s.tid == tid), states[0])
+    numbered = list(enumerate(states, 1))
+    session = CrashSession(core.arch, core.modules(), core.read_memory, numbered,
+                           core.executable())
+    images = image_map(session)
+    word_size = 8 * core.arch.pointer_size
+    archive = Archive()
+    now = time.time_ns()
+    crashed_frames = []
+    for thread in session.threads():
+        one = capture(session, thread)
+        if thread.handle is crashed:
+            crashed_frames = one.frames
+        archive.capture(cbf.encode(one.frames, word_size, one.truncated), images,
+                        time_ns=now, architecture=core.arch.name, thread=thread.label,
+                        reason=session.stop_reason(thread),
+                        label="crashed" if thread.handle is crashed else "")
+    siginfo = core.siginfo or (signal, 0, 0, 0)
+    details = {"executable": core.executable(), "threads": len(states),
+               "threads_left_out": core.threads_left_out, "code": siginfo[2],
+               "address": siginfo[3], "crashed_tid": crashed.tid,
+               "bucket": bucket_of(signal, crashed_frames, session.modules)}
+    if not details["threads_left_out"]:
+        del details["threads_left_out"]
+    return MAGIC + archive.pending_bytes(), details
+
+
+def main(arguments):
+    """The crash-handler command: never a traceback, always exit 0 (the
+    kernel ignores the status; a failure is written to the kernel's log)."""
+    try:
+        if len(arguments) < 6:
+            raise ValueError("usage: sfbt crash-handler %P %i %s %t %u %g %e")
+        handle(arguments)
+    except Exception as error:  # one line in the kernel's log, never a traceback
+        from ..printable import printable
+        _log(f"sfbt crash-handler: {printable(str(error))}")
+        try:
+            _drain(0)
+        except OSError:
+            pass
+    return 0
+
+
+def _log(line):
+    """One line on standard error (the kernel gives the handler none) and
+    in the kernel's log."""
+    sys.stderr.write(line + "\n")
+    try:
+        with open("/dev/kmsg", "w") as stream:
+            stream.write(line[:900] + "\n")
+    except OSError:
+        pass
+
+
+def signal_name(number):
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -1,0 +1,429 @@
+"""A core read as the kernel streams it into a pipe (core_pattern "|..."):
+once, in file order, never held.
+
+The kernel writes the ELF header, the program headers, the notes (each
+thread's NT_PRSTATUS, NT_SIGINFO, NT_AUXV, NT_FILE, NT_PRPSINFO), then
+each PT_LOAD segment's memory in address order.  What is kept: the
+notes the walk needs, each thread's stack from a little below its stack
+pointer up (at most ``stack_limit`` bytes a thread, and all threads
+together at most ``total_limit``), the vDSO, and the first page of each
+mapped file (its build id): read from the process's memory while the
+kernel holds it (core_pipe_limit > 0: the same bytes, its threads
+stopped), else from the stream.  The rest goes by unread (spliced to
+/dev/null) when ``drain`` is called: the kernel waits until the pipe is
+read to its end.
+
+Modules are read through /proc/PID/map_files/START-END, the very files the
+process mapped (root may open those links, and the kernel keeps /proc/PID
+while the handler runs when core_pipe_limit > 0), never through the paths
+NT_FILE names: in a container those are the container's, and a path
+there may lead anywhere on the host."""
+
+import errno
+import os
+import struct
+from bisect import bisect_right
+
+from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage
+from ..errors import SfbtError, TargetMemoryError
+from ..files import open_regular
+from ..live.images import Located
+from ..live.mappings import file_modules, parse_nt_file, vdso_module
+from ..live.memory import COPY_ALIGN, RED_ZONE, ThreadState
+
+ET_CORE = 4
+NT_PRSTATUS = 1
+NT_PRPSINFO = 3
+NT_AUXV = 6
+NT_SIGINFO = 0x53494749
+NT_FILE = 0x46494C45
+AT_ENTRY = 9
+AT_SYSINFO_EHDR = 33
+PF_W = 2
+PRPSINFO_UID = 16
+PRPSINFO_PID = 24
+PRPSINFO_FNAME = 40
+PRSTATUS_SIGNAL = 12
+PRSTATUS_PID = 32
+PRSTATUS_REGISTERS = 112
+PRSTATUS_TAIL = 8
+ELF_HEADER = 64
+PN_XNUM = 0xFFFF
+#: program headers read at most (65535 of 56 bytes)
+MAX_HEADER_BYTES = 4 << 20
+#: the largest note kept (NT_FILE of a process with many mappings); any
+#: other note is passed over whatever its size
+MAX_NOTE_BYTES = 16 << 20
+#: the most threads whose registers are kept and walked (the crashing
+#: thread's notes come first); the rest are counted
+MAX_THREADS = 4096
+#: the most of a thread's stack kept, from its stack pointer up
+STACK_LIMIT = 512 << 10
+#: the most of all threads' stacks kept together: with many threads each
+#: keeps less
+TOTAL_STACK_LIMIT = 16 << 20
+#: the least kept of a thread's stack, however many threads
+MIN_STACK = 4096
+MAX_VDSO_BYTES = 1 << 20
+PAGE = 4096
+#: bytes read from the pipe at a time
+CHUNK = 1 << 20
+
+
+class StreamError(SfbtError):
+    """A core on standard input that is not one sfbt can read."""
+
+
+class _Pipe:
+    """Exact reads and skips of a stream read once (a pipe)."""
+
+    def __init__(self, descriptor, copies=()):
+        self.descriptor = descriptor
+        self.at = 0
+        self.ended = False
+        #: each called with every chunk of the stream (a chained handler,
+        #: a kept core): then the stream is read whole, never spliced
+        self.copies = list(copies)
+
+    def read(self, size):
+        """``size`` bytes, or StreamError where the core ends before."""
+        parts, left = [], size
+        while left:
+            data = os.read(self.descriptor, min(left, CHUNK))
+            if not data:
+                self.ended = True
+                raise StreamError(f"the core ends at byte {self.at + size - left}, "
+                                  f"inside {size} bytes wanted")
+            parts.append(data)
+            for copy in self.copies:
+                copy(data)
+            left -= len(data)
+        self.at += size
+        return b"".join(parts)
+
+    def skip_to(self, offset):
+        if offset < self.at:
+            raise StreamError(f"data at byte {offset} comes before byte {self.at}, "
+                              "already read (not a core the kernel streamed)")
+        self._discard(offset - self.at)
+
+    def drain(self):
+        """Read the rest of the stream (until its writer closes it)."""
+        if not self.ended:
+            self._discard(None)
+
+    def _discard(self, size):
+        """Discard ``size`` bytes (None: all that comes), spliced to
+        /dev/null where the system can (no copy through this process)."""
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            left = size
+            while left is None or left > 0:
+                want = CHUNK if left is None else min(left, CHUNK << 4)
+                moved = None
+                if not self.copies:
+                    try:
+                        moved = os.splice(self.descriptor, null, want)
+                    except OSError as error:  # not a pipe: read it
+                        if error.errno not in (errno.EINVAL, errno.ESPIPE):
+                            raise
+                if moved is None:
+                    data = os.read(self.descriptor, min(want, CHUNK))
+                    for copy in self.copies:
+                        copy(data)
+                    moved = len(data)
+                if not moved:
+                    self.ended = True
+                    if left is not None:
+                        raise StreamError(f"the core ends at byte {self.at}, before "
+                                          f"byte {self.at + left}")
+                    return
+                self.at += moved
+                if left is not None:
+                    left -= moved
+        finally:
+            os.close(null)
+
+
+def _merged(ranges):
+    out = []
+    for start, end in sorted(r for r in ranges if r[0] < r[1]):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
+
+
+class StreamedCore:
+    """The core read from ``descriptor`` (a pipe) of process ``pid``
+    (its PID in /proc, the kernel's %P); ``module_files``: read modules
+    through /proc/PID/map_files (only while the kernel holds the process:
+    core_pipe_limit > 0); ``copies``: called with each chunk of the whole
+    core as it is read (_Pipe)."""
+
+    def __init__(self, descriptor, pid, module_files=True, stack_limit=STACK_LIMIT,
+                 total_limit=TOTAL_STACK_LIMIT, copies=()):
+        self.pid = pid
+        self._module_files = module_files
+        self._pipe = _Pipe(descriptor, copies)
+        self.threads = []  # ThreadState, NT_PRSTATUS order (the crashing thread first)
+        self.threads_left_out = 0
+        self.siginfo = None  # (signal, errno, code, fault address) of NT_SIGINFO
+        self.auxv = {}
+        self.mappings = []
+        self.command = ""
+        self.writer = None  # NT_PRPSINFO's (uid, gid)
+        self._pieces = []  # (start, bytes) kept, sorted
+        self._starts = []
+        self._readonly = []  # (start, end) of PT_LOADs not writable
+        self._read_links = {}  # map_files link -> open stream or None
+        self._modules = None
+        self._read_headers()
+        self._read_notes()
+        self._read_memory(stack_limit, total_limit)
+
+    # -- the stream ------------------------------------------------------------
+    def _read_headers(self):
+        header = self._pipe.read(ELF_HEADER)
+        if header[:4] != b"\x7fELF" or header[4] != 2:
+            raise StreamError("not a 64-bit ELF core on standard input")
+        endian = "<" if header[5] == 1 else ">"
+        phoff, = struct.unpack_from(endian + "Q", header, 32)
+        phentsize, phnum = struct.unpack_from(endian + "HH", header, 54)
+        if phnum == PN_XNUM:  # the count is in a section header, at the core's end
+            raise StreamError("a core of more than 65534 mappings (PN_XNUM)")
+        end = phoff + phentsize * phnum
+        if phoff < ELF_HEADER or end > MAX_HEADER_BYTES:
+            raise StreamError(f"program headers at {phoff} ({phnum} of {phentsize} "
+                              "bytes): not where the kernel writes them")
+        self._pipe.skip_to(phoff)
+        data = header + bytes(phoff - ELF_HEADER) + self._pipe.read(end - phoff)
+
+        def read(offset, size):
+            if offset + size > len(data):
+                raise ElfError(f"{size} bytes past the headers", offset)
+            return data[offset:offset + size]
+        try:
+            image = ElfImage(read, 0, "<core>")
+            if image.header.type != ET_CORE:
+                raise StreamError(f"not a core (ELF type {image.header.type})")
+            self.arch = image.arch
+            segments = list(image.segments())
+        except (ElfError, struct.error) as error:
+            raise StreamError(f"not a readable core: {error}") from None
+        if self.arch is None or not self.arch.regset:
+            raise StreamError("a core of a machine sfbt does not read")
+        self._endian = endian
+        self._segments = sorted((s for s in segments if s.filesz and s.type in
+                                 (PT_NOTE, PT_LOAD)), key=lambda s: s.offset)
+        self._readonly = sorted((s.vaddr, s.vaddr + s.memsz) for s in segments
+                                if s.type == PT_LOAD and not s.flags & PF_W)
+
+    def _read_notes(self):
+        for segment in self._segments:
+            if segment.type != PT_NOTE:
+                continue
+            self._pipe.skip_to(segment.offset)
+            left = segment.filesz
+            while left >= 12:
+                namesz, descsz, kind = struct.unpack(self._endian + "III",
+                                                     self._pipe.read(12))
+                name_size, desc_size = (namesz + 3) & ~3, (descsz + 3) & ~3
+                if 12 + name_size + desc_size > left:
+                    raise StreamError(f"a note of {descsz} bytes runs past its segment")
+                name = self._pipe.read(name_size)[:namesz].rstrip(b"\0")
+                wanted = name == b"CORE" and kind in (NT_PRSTATUS, NT_SIGINFO, NT_AUXV,
+                                                      NT_FILE, NT_PRPSINFO)
+                if wanted and descsz <= MAX_NOTE_BYTES:
+                    self._note(kind, self._pipe.read(desc_size)[:descsz])
+                else:
+                    self._pipe.skip_to(self._pipe.at + desc_size)
+                left -= 12 + name_size + desc_size
+        if not self.threads:
+            raise StreamError("a core without threads (no NT_PRSTATUS)")
+
+    def _note(self, kind, desc):
+        endian = self._endian
+        if kind == NT_PRSTATUS:
+            wanted = PRSTATUS_REGISTERS + self.arch.regset_size + PRSTATUS_TAIL
+            if len(desc) != wanted:
+                raise StreamError(f"an NT_PRSTATUS note of {len(desc)} bytes, not "
+                                  f"{wanted}")
+            if len(self.threads) >= MAX_THREADS:
+                self.threads_left_out += 1
+                return
+            (signal,) = struct.unpack_from(endian + "H", desc, PRSTATUS_SIGNAL)
+            (tid,) = struct.unpack_from(endian + "i", desc, PRSTATUS_PID)
+            registers = self.arch.decode_regset(desc[PRSTATUS_REGISTERS:])
+            self.threads.append(ThreadState(tid, "", registers, signal=signal))
+        elif kind == NT_SIGINFO and self.siginfo is None and len(desc) >= 24:
+            signal, code_errno, code = struct.unpack_from(endian + "iii", desc, 0)
+            (address,) = struct.unpack_from(endian + "Q", desc, 16)
+            self.siginfo = (signal, code_errno, code, address)
+        elif kind == NT_AUXV:
+            pairs = struct.unpack_from(f"{endian}{len(desc) // 8}Q", desc)
+            self.auxv = dict(zip(pairs[::2], pairs[1::2]))
+        elif kind == NT_FILE and len(desc) >= 16:
+            count = struct.unpack_from(endian + "Q", desc)[0]
+            if 16 + 24 * count <= len(desc):
+                self.mappings = parse_nt_file(desc, endian)
+        elif kind == NT_PRPSINFO and len(desc) >= PRPSINFO_FNAME + 16:
+            self.writer = struct.unpack_from(endian + "II", desc, PRPSINFO_UID)
+            fname = desc[PRPSINFO_FNAME:PRPSINFO_FNAME + 16]
+            self.command = fname.split(b"\0")[0].decode("utf-8", "surrogateescape")
+
+    def _wanted(self, stack_limit, total_limit):
+        """[(start, end)] of memory to keep, merged."""
+        per_thread = max(MIN_STACK, min(stack_limit,
+                                        total_limit // max(1, len(self.threads))))
+        ranges = []
+        for state in self.threads:
+            sp = state.registers.get(self.arch.sp)
+            if sp is not None:
+                start = (sp - RED_ZONE) & -COPY_ALIGN
+                ranges.append((start, sp + per_thread))
+        vdso = self.auxv.get(AT_SYSINFO_EHDR)
+        if vdso:
+            ranges.append((vdso, vdso + MAX_VDSO_BYTES))
+        ranges += [(m.start, m.start + PAGE) for m in self.mappings if m.offset == 0]
+        return _merged(ranges)
+
+    def _read_memory(self, stack_limit, total_limit):
+        """Keep the wanted memory the core holds: from the process's memory
+        while the kernel holds the process (its threads are stopped: the
+        same bytes the core is being written from), for the kernel writes
+        memory in address order and a thread's stack may come after
+        gigabytes of heap; else (or where a read fails) from the stream."""
+        wanted = self._wanted(stack_limit, total_limit)
+        starts = [start for start, _ in wanted]
+        pieces = []  # (offset in the core, address, size)
+        for segment in self._segments:
+            if segment.type != PT_LOAD:
+                continue
+            start, end = segment.vaddr, segment.vaddr + segment.filesz
+            i = max(0, bisect_right(starts, start) - 1)
+            while i < len(wanted) and wanted[i][0] < end:
+                low, high = max(start, wanted[i][0]), min(end, wanted[i][1])
+                if low < high:
+                    pieces.append((segment.offset + low - start, low, high - low))
+                i += 1
+        if self._module_files and not self._pipe.copies:
+            pieces = self._read_process(pieces)
+        for offset, address, size in sorted(pieces):
+            self._pipe.skip_to(offset)
+            self._pieces.append((address, self._pipe.read(size)))
+        self._pieces.sort(key=lambda piece: piece[0])
+        self._starts = [start for start, _ in self._pieces]
+        for state in self.threads:
+            found = self._piece_at(state.registers.get(self.arch.sp, 0))
+            if found is not None:
+                state.stack_start, state.stack = found
+
+    def _read_process(self, pieces):
+        """Keep ``pieces`` read from /proc/PID/mem; those that could not be
+        read are returned."""
+        try:
+            memory = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return pieces
+        left = []
+        try:
+            for piece in pieces:
+                _, address, size = piece
+                try:
+                    data = os.pread(memory, size, address)
+                except OSError:
+                    data = b""
+                if len(data) == size:
+                    self._pieces.append((address, data))
+                else:
+                    left.append(piece)
+        finally:
+            os.close(memory)
+        return left
+
+    def drain(self):
+        """Read the rest of the core (the kernel waits for it)."""
+        self._pipe.drain()
+
+    # -- memory ----------------------------------------------------------------
+    def _piece_at(self, address):
+        i = bisect_right(self._starts, address) - 1
+        if i >= 0 and address < self._pieces[i][0] + len(self._pieces[i][1]):
+            return self._pieces[i]
+        return None
+
+    def read_memory(self, address, size):
+        """Bytes kept of the core; else, in a read-only segment, from the
+        mapped file through map_files."""
+        found = self._piece_at(address)
+        if found is not None:
+            start, data = found
+            if address + size <= start + len(data):
+                return data[address - start:address - start + size]
+        i = bisect_right(self._readonly, (address, float("inf"))) - 1
+        if i >= 0 and address + size <= self._readonly[i][1]:
+            for mapping in self.mappings:
+                if mapping.start <= address and address + size <= mapping.end:
+                    data = self._read_mapped(mapping, mapping.offset + address - mapping.start,
+                                             size)
+                    if data is not None and len(data) == size:
+                        return data
+                    break
+        raise TargetMemoryError(address, size)
+
+    def _read_mapped(self, mapping, offset, size):
+        link = self._link(mapping)
+        if link is None:
+            return None
+        if link not in self._read_links:
+            try:
+                self._read_links[link] = open_regular(link)
+            except OSError:
+                self._read_links[link] = None
+        stream = self._read_links[link]
+        return os.pread(stream.fileno(), size, offset) if stream else None
+
+    def _link(self, mapping):
+        """The map_files link of ``mapping`` (None without module files)."""
+        if not self._module_files:
+            return None
+        return f"/proc/{self.pid}/map_files/{mapping.start:x}-{mapping.end:x}"
+
+    # -- what a SnapshotSession needs --------------------------------------------
+    def _locate(self, mapping):
+        link = self._link(mapping)
+        if link is None:
+            return Located("", "the process was not kept (core_pipe_limit 0)")
+        try:
+            open_regular(link).close()
+        except OSError as error:
+            return Located("", error.strerror or str(error))
+        return Located(link)
+
+    def modules(self):
+        if self._modules is None:
+            modules = file_modules(self.mappings, self._locate, self)
+            vdso = self.auxv.get(AT_SYSINFO_EHDR)
+            found = self._piece_at(vdso) if vdso else None
+            if found is not None and found[0] == vdso:
+                module = vdso_module(found[1][:MAX_VDSO_BYTES], vdso)
+                if module is not None:
+                    modules.append(module)
+            self._modules = modules
+        return self._modules
+
+    def executable(self):
+        """The path NT_FILE gives the program's file (as the process named it)."""
+        entry = self.auxv.get(AT_ENTRY)
+        for mapping in self.mappings:
+            if entry is not None and mapping.start <= entry < mapping.end:
+                return mapping.path
+        return self.mappings[0].path if self.mappings else ""
+
+    def close(self):
+        for stream in self._read_links.values():
+            if stream:
+                stream.close()
+        self._read_links.clear()

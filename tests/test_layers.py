@@ -20,7 +20,7 @@ LAYERS = (
     {"archive"},
     {"unwind"},
     {"commands"},
-    {"live"},
+    {"live", "outputs"},
     {"cli", "__main__"},
 )
 

@@ -186,11 +186,30 @@ def _utc_time(seconds):
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
 
 
-def trace_heading(number, event, count):
-    """The heading of a stored trace: how often (count), and its first
-    capture (event)."""
+#: threads a heading names at most (the others counted)
+HEADING_THREADS = 3
+
+
+def trace_heading(number, event, groups):
+    """The heading of a stored trace: how often it was captured (its
+    store.SampleGroups), by which threads (each named, up to
+    HEADING_THREADS: a stack threads share is not headed with one
+    thread's name), how many captures were cut, and its first capture's
+    reason, time and label (event)."""
+    count = sum(group.count for group in groups)
     when = _utc_time(int(event.time_ns / 1e9))
-    details = [f"thread {printable(event.thread)}", printable(event.reason), f"{when} UTC"]
+    threads = list(dict.fromkeys(group.thread.label for group in groups
+                                 if group.thread is not None))
+    if len(threads) <= 1:
+        details = [f"thread {printable(threads[0] if threads else event.thread)}"]
+    else:
+        named = ", ".join(printable(label) for label in threads[:HEADING_THREADS])
+        more = len(threads) - HEADING_THREADS
+        details = [f"{len(threads)} threads: {named}{f' and {more} more' if more > 0 else ''}"]
+    details += [printable(event.reason), f"{when} UTC"]
+    cut = sum(group.count for group in groups if group.cut)
+    if cut:
+        details.append(f"{cut} cut")
     if event.label:
         details.append(f"label '{printable(event.label)}'")
     times = "once" if count == 1 else f"{count} times"

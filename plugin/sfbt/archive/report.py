@@ -203,9 +203,10 @@ def trace_heading(number, event, groups):
     if len(threads) <= 1:
         details = [f"thread {printable(threads[0] if threads else event.thread)}"]
     else:
-        named = ", ".join(printable(label) for label in threads[:HEADING_THREADS])
-        more = len(threads) - HEADING_THREADS
-        details = [f"{len(threads)} threads: {named}{f' and {more} more' if more > 0 else ''}"]
+        named = [printable(label) for label in threads[:HEADING_THREADS]]
+        more = len(threads) - len(named)
+        last = f"{more} more" if more else named.pop()
+        details = [f"threads {', '.join(named)} and {last}"]
     details += [printable(event.reason), f"{when} UTC"]
     cut = sum(group.count for group in groups if group.cut)
     if cut:

@@ -11,10 +11,11 @@ which take forty lines to write, where the package would be a dependency
 
 Each distinct saved trace is one Sample per thread that captured it: its
 location ids leaf first, as its one value how often that thread captured
-it (sample type samples/count), and string labels ``thread`` (the thread
-id), ``thread_name`` and ``pid`` where the archive knows them (what
-`go tool pprof -tagfocus`/``-tags`` and Pyroscope read: Pyroscope takes
-only string labels, so the ids are decimal strings, not ``num`` labels).
+it (sample type samples/count), and labels where the archive knows them:
+``thread`` and ``pid`` numbers (``num``: `go tool pprof -tagfocus
+thread=4243` takes a number as a numeric range, and matches no string
+label with it), ``thread_name`` a string (Pyroscope takes string labels
+only; where the thread id is not known, its thread string).
 A stack cut short by the end of its copy has a root Location of its own,
 a function named ``[cut]``, as `sfbt fold` puts it under ``[cut]``.
 A Location is one address in one image: the address looked up (a return
@@ -51,7 +52,7 @@ PROFILE_FUNCTION, PROFILE_STRING_TABLE, PROFILE_TIME_NANOS = 5, 6, 9
 PROFILE_DURATION_NANOS, PROFILE_PERIOD_TYPE, PROFILE_PERIOD, PROFILE_COMMENT = 10, 11, 12, 13
 VALUE_TYPE_TYPE, VALUE_TYPE_UNIT = 1, 2
 SAMPLE_LOCATION_ID, SAMPLE_VALUE, SAMPLE_LABEL = 1, 2, 3
-LABEL_KEY, LABEL_STR = 1, 2
+LABEL_KEY, LABEL_STR, LABEL_NUM = 1, 2, 3
 MAPPING_ID, MAPPING_MEMORY_START, MAPPING_MEMORY_LIMIT, MAPPING_FILENAME = 1, 2, 3, 5
 MAPPING_BUILD_ID, MAPPING_HAS_FUNCTIONS, MAPPING_HAS_FILENAMES = 6, 7, 8
 MAPPING_HAS_LINE_NUMBERS = 9
@@ -125,20 +126,23 @@ class PprofProfile:
 
     def _labels(self, thread):
         """The Label fields of a thread's samples (none where it is not
-        known), made once per thread."""
+        known), made once per thread: its ids numbers, its name a string."""
         found = self._thread_labels.get(thread)
         if found is None:
             labels = []
             if thread is not None:
-                labels += [("thread", str(thread.tid) if thread.tid else thread.label)]
-                if thread.name:
-                    labels.append(("thread_name", thread.name))
+                if thread.tid:
+                    labels.append(_number(LABEL_KEY, self._string("thread"))
+                                  + _number(LABEL_NUM, thread.tid))
+                if thread.name or not thread.tid:
+                    labels.append(_number(LABEL_KEY, self._string("thread_name"))
+                                  + _number(LABEL_STR, self._string(thread.name
+                                                                    or thread.label)))
                 if thread.pid:
-                    labels.append(("pid", str(thread.pid)))
+                    labels.append(_number(LABEL_KEY, self._string("pid"))
+                                  + _number(LABEL_NUM, thread.pid))
             found = self._thread_labels[thread] = b"".join(
-                _bytes(SAMPLE_LABEL, _number(LABEL_KEY, self._string(key))
-                       + _number(LABEL_STR, self._string(value)))
-                for key, value in labels)
+                _bytes(SAMPLE_LABEL, label) for label in labels)
         return found
 
     def _cut_location(self):

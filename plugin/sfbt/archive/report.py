@@ -196,7 +196,7 @@ def trace_heading(number, event, groups):
     HEADING_THREADS: a stack threads share is not headed with one
     thread's name), how many captures were cut, and its first capture's
     reason, time and label (event)."""
-    count = sum(group.count for group in groups)
+    count = sum(group.weight for group in groups)
     when = _utc_time(int(event.time_ns / 1e9))
     threads = list(dict.fromkeys(group.thread.label for group in groups
                                  if group.thread is not None))
@@ -208,7 +208,7 @@ def trace_heading(number, event, groups):
         last = f"{more} more" if more else named.pop()
         details = [f"threads {', '.join(named)} and {last}"]
     details += [printable(event.reason), f"{when} UTC"]
-    cut = sum(group.count for group in groups if group.cut)
+    cut = sum(group.weight for group in groups if group.cut)
     if cut:
         details.append(f"{cut} cut")
     if event.label:

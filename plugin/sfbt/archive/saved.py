@@ -6,7 +6,7 @@ import io
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ..errors import SfbtError
@@ -31,12 +31,12 @@ class SavedTrace:
     images: list
     weight: int
     callers: tuple = ()  # cbf.Backtrace.callers
-    #: who captured it, how often (store.SampleGroup: thread, cut, count);
+    #: who captured it, how often (store.SampleGroup: thread, cut, weight);
     #: one group of no thread for the forms that hold no events
-    groups: Optional[List[SampleGroup]] = None
+    groups: List[SampleGroup] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.groups is None:
+        if not self.groups:
             self.groups = [SampleGroup(None, False, self.weight)]
 
 
@@ -134,7 +134,7 @@ class SavedFile:
                 images = reader.image_map(event.image_map_index).images
                 yield SavedTrace(trace_heading(number, event, groups),
                                  decoded.frames, decoded.truncated, images,
-                                 sum(group.count for group in groups), decoded.callers,
+                                 sum(group.weight for group in groups), decoded.callers,
                                  groups)
         finally:
             self.error = reader.error or self._copy_error

@@ -393,7 +393,7 @@ class SampleGroup(NamedTuple):
 
     thread: Optional[SampledThread]
     cut: bool
-    count: int
+    weight: int
 
 
 class ArchiveReader:
@@ -428,7 +428,7 @@ class ArchiveReader:
         #: ``_threads`` by what their events say of them
         self._groups: List[Dict[Tuple[int, bool], int]] = []
         self._thread_numbers: Dict[Tuple[str, int, int, str], int] = {}
-        self._threads: List[SampledThread] = []
+        self._threads: List[Optional[SampledThread]] = []
         self.recording = Recording()
         start = stream.read(len(MAGIC))
         self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)

@@ -4,9 +4,12 @@ from its thread string (``"N (TID name)"``, as `sfbt record`, `sfbt stack`
 and the debuggers' cbf-save write it)."""
 
 import re
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from ..printable import printable
+
+if TYPE_CHECKING:
+    from .store import Event
 
 #: ``N (TID)`` or ``N (TID name)``: the debugger's number, the system's id
 _THREAD_STRING = re.compile(r"(\d+) \((\d+)(?: (.*))?\)", re.S)
@@ -30,7 +33,7 @@ class SampledThread(NamedTuple):
         return f"{printable(self.name) or '?'} ({self.tid})"
 
 
-def sampled_thread(event) -> Optional[SampledThread]:
+def sampled_thread(event: "Event") -> Optional[SampledThread]:
     """The SampledThread of an event, or None where it names none."""
     pid, tid, name = event.pid, event.tid, event.thread_name
     if not tid:

@@ -10,11 +10,13 @@ new format is one module and one line of FORMATS.  Names are escaped
 (``Options.frame_names``), a thread's name, the file's label."""
 
 import importlib
-from typing import Callable, Iterator, List, NamedTuple, Optional
+from types import ModuleType
+from typing import Callable, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..archive.imagemap import PerImageMap
+from ..archive.recording import Recording
 from ..archive.report import FrameNames
-from ..archive.saved import SavedTrace
+from ..archive.saved import SavedFile, SavedTrace
 from ..archive.threads import SampledThread
 
 #: format name -> its module here
@@ -33,7 +35,7 @@ class Sample(NamedTuple):
     trace: SavedTrace
     thread: Optional[SampledThread]
     cut: bool
-    count: int
+    weight: int
 
 
 class Samples:
@@ -43,7 +45,7 @@ class Samples:
     ``recording`` is the archive's summary once they are read (None for
     the forms without events)."""
 
-    def __init__(self, saved, per_thread: bool):
+    def __init__(self, saved: SavedFile, per_thread: bool):
         self.saved = saved
         self.per_thread = per_thread
         self.stacks = 0
@@ -51,24 +53,24 @@ class Samples:
         self.distinct = 0
 
     @property
-    def recording(self):
+    def recording(self) -> Optional[Recording]:
         return self.saved.recording
 
     def __iter__(self) -> Iterator[Sample]:
         for trace in self.saved.traces():
             self.distinct += 1
             for sample in self._split(trace):
-                self.stacks += sample.count
-                self.cut += sample.count if sample.cut else 0
+                self.stacks += sample.weight
+                self.cut += sample.weight if sample.cut else 0
                 yield sample
 
     def _split(self, trace: SavedTrace) -> List[Sample]:
         if self.per_thread:
-            return [Sample(trace, group.thread, group.cut, group.count)
+            return [Sample(trace, group.thread, group.cut, group.weight)
                     for group in trace.groups]
         counts = {False: 0, True: 0}
         for group in trace.groups:
-            counts[group.cut] += group.count
+            counts[group.cut] += group.weight
         return [Sample(trace, None, cut, count) for cut, count in counts.items() if count]
 
 
@@ -110,12 +112,12 @@ def stack_names(sample: Sample, options: Options) -> List[str]:
     return roots(sample, options.per_thread) + names[::-1]
 
 
-def output_module(name: str):
+def output_module(name: str) -> ModuleType:
     """The module that writes format ``name`` (of FORMATS)."""
     return importlib.import_module(f"{__name__}.{FORMATS[name]}")
 
 
-def write(name: str, saved, options: Options) -> "tuple[Iterator[bytes], Samples]":
+def write(name: str, saved: SavedFile, options: Options) -> Tuple[Iterator[bytes], Samples]:
     """(the bytes of format ``name``, as they are made; the Samples they
     are made of, counted once the bytes are all read)."""
     module = output_module(name)

@@ -170,7 +170,7 @@ def _size(root):
 
 
 def write(samples, options):
-    stacks = [(stack_names(sample, options), sample.count) for sample in samples]
+    stacks = [(stack_names(sample, options), sample.weight) for sample in samples]
     recording = samples.recording
     total = samples.stacks
     details = recording.describe() if recording else \

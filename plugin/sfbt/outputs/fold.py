@@ -12,7 +12,7 @@ BY_THREAD = False
 def write(samples, options):
     for sample in samples:
         trace = sample.trace
-        line = options.frame_names(trace.images).folded(trace.frames, sample.count,
+        line = options.frame_names(trace.images).folded(trace.frames, sample.weight,
                                                         trace.callers)
         heading = ";".join(roots(sample, options.per_thread))
         if heading:  # a stack of no names is " COUNT"

@@ -120,9 +120,9 @@ class PprofProfile:
         if sample.cut:
             ids.append(self._cut_location())
         self._samples.append(_packed(SAMPLE_LOCATION_ID, ids)
-                             + _packed(SAMPLE_VALUE, [sample.count])
+                             + _packed(SAMPLE_VALUE, [sample.weight])
                              + self._labels(sample.thread))
-        self.stacks += sample.count
+        self.stacks += sample.weight
 
     def _labels(self, thread):
         """The Label fields of a thread's samples (none where it is not

@@ -30,7 +30,7 @@ def write(samples, options):
             stack.append(index[frame])
         stacks, weights = profiles.setdefault(profile, ([], []))
         stacks.append(stack)
-        weights.append(sample.count)
+        weights.append(sample.weight)
     profiles = profiles or {name: ([], [])}
     document = {
         "$schema": "https://www.speedscope.app/file-format-schema.json",

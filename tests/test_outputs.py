@@ -360,3 +360,23 @@ def test_cut_stacks_are_marked(recorded, tmp_path):
     samples = pprof_samples(run_sfbt_output(cut, tmp_path, "pprof"))
     assert sum(c for c, labels, s in samples if s[0] == "[cut]") == ticks
     assert all(labels["thread"] == busy for _, labels, s in samples if s[0] == "[cut]")
+
+
+def test_threads_past_the_limit_are_counted_together(recorded, monkeypatch):
+    """An archive of more distinct threads than the reader keeps apart
+    counts the rest as one, said in one note; every sample is kept."""
+    from sfbt import errors
+    from sfbt.archive import store
+    from sfbt.archive.saved import SavedFile
+    from sfbt.outputs import Samples
+    archive, pid, names, ticks = recorded
+    monkeypatch.setattr(store, "MAX_THREADS", 4)
+    errors.left_out_warning()
+    with SavedFile(str(archive)) as saved:
+        samples = Samples(saved, per_thread=True)
+        weights = Counter()
+        for sample in samples:
+            weights[sample.thread.heading()] += sample.weight
+    assert sum(weights.values()) == 9 * ticks
+    assert len(weights) == 5 and weights["[more threads]"] == 5 * ticks
+    assert "past the first 4 counted as [more threads]" in errors.left_out_warning()

@@ -18,12 +18,12 @@ from array import array
 from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from ..errors import LocatedError
+from ..errors import LocatedError, left_out
 from ..files import locked_for_update, open_regular, replace_file, replace_locked
 from . import cbf
 from .imagemap import (DecodeBudget, ImageMap, ImageMapError, decode_image_map,
                        encode_image_map)
-from .recording import Recording
+from .recording import MAX_THREADS, Recording
 from .threads import SampledThread, sampled_thread
 
 MAGIC = b"SFBTARC\x01"
@@ -387,6 +387,10 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
         raise ArchiveError(f"unknown record kind {kind}", at)
 
 
+#: the thread of the samples of threads past MAX_THREADS in one archive
+MORE_THREADS = SampledThread(0, 0, "", "[more threads]")
+
+
 class SampleGroup(NamedTuple):
     """The captures of one trace by one thread (None: the events name
     none), cut or not, and how many."""
@@ -471,11 +475,25 @@ class ArchiveReader:
             raise ArchiveError(f"unknown record kind {kind}", at)
 
     def _thread_number(self, event: Event) -> int:
+        """The number of the event's thread in ``_threads``; past
+        MAX_THREADS of them, the number of MORE_THREADS (said once)."""
         key = (event.thread, event.pid, event.tid, event.thread_name)
         number = self._thread_numbers.get(key)
         if number is None:
+            if len(self._threads) >= MAX_THREADS:
+                return self._more_threads()
             number = self._thread_numbers[key] = len(self._threads)
             self._threads.append(sampled_thread(event))
+        return number
+
+    def _more_threads(self) -> int:
+        key = ("", 0, 0, "")  # no event's: those have a thread string or a tid
+        number = self._thread_numbers.get(key)
+        if number is None:
+            left_out(f"{self.path}: the samples of threads past the first {MAX_THREADS:,} "
+                     f"counted as {MORE_THREADS.label}")
+            number = self._thread_numbers[key] = len(self._threads)
+            self._threads.append(MORE_THREADS)
         return number
 
     def _read(self, offset: int, length: int) -> bytes:

@@ -196,19 +196,26 @@ def trace_heading(number, event, groups):
     HEADING_THREADS: a stack threads share is not headed with one
     thread's name), how many captures were cut, and its first capture's
     reason, time and label (event)."""
-    count = sum(group.weight for group in groups)
-    when = _utc_time(int(event.time_ns / 1e9))
+    if len(groups) == 1:  # the usual: one thread's, none cut or all
+        (_, cut, count), = groups
+        return _heading(number, count, f"thread {printable(event.thread)}", event,
+                        count if cut else 0)
     threads = list(dict.fromkeys(group.thread.label for group in groups
                                  if group.thread is not None))
     if len(threads) <= 1:
-        details = [f"thread {printable(threads[0] if threads else event.thread)}"]
+        who = f"thread {printable(threads[0] if threads else event.thread)}"
     else:
         named = [printable(label) for label in threads[:HEADING_THREADS]]
         more = len(threads) - len(named)
         last = f"{more} more" if more else named.pop()
-        details = [f"threads {', '.join(named)} and {last}"]
-    details += [printable(event.reason), f"{when} UTC"]
-    cut = sum(group.weight for group in groups if group.cut)
+        who = f"threads {', '.join(named)} and {last}"
+    return _heading(number, sum(group.weight for group in groups), who, event,
+                    sum(group.weight for group in groups if group.cut))
+
+
+def _heading(number, count, who, event, cut):
+    """trace_heading of ``count`` captures by ``who``, ``cut`` of them cut."""
+    details = [who, printable(event.reason), f"{_utc_time(int(event.time_ns / 1e9))} UTC"]
     if cut:
         details.append(f"{cut} cut")
     if event.label:

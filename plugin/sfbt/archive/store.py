@@ -428,9 +428,13 @@ class ArchiveReader:
         self._trace_lengths = array("L")
         # each trace's first event record (payload), or None
         self._first_events: List[Optional[bytes]] = []
-        #: each trace's {(thread number, cut): count}; threads numbered in
-        #: ``_threads`` by what their events say of them
-        self._groups: List[Dict[Tuple[int, bool], int]] = []
+        #: each trace's captures per group, a group being thread number * 2
+        #: + cut (threads numbered in ``_threads`` by what their events say
+        #: of them): its first group and that group's count in arrays (most
+        #: traces have one), the other groups' counts by trace index
+        self._first_groups = array("q")
+        self._first_counts = array("L")
+        self._other_groups: Dict[int, Dict[int, int]] = {}
         self._thread_numbers: Dict[Tuple[str, int, int, str], int] = {}
         self._threads: List[Optional[SampledThread]] = []
         self.recording = Recording()
@@ -460,15 +464,22 @@ class ArchiveReader:
             self._trace_offsets.append(offset + _TRACE_HEAD.size)
             self._trace_lengths.append(len(payload) - _TRACE_HEAD.size)
             self._first_events.append(None)
-            self._groups.append({})
+            self._first_groups.append(-1)
+            self._first_counts.append(0)
         elif kind == KIND_EVENT:
             event = _check_event(payload, offset, len(self._trace_offsets),
                                  len(self._maps))
             self.recording.add(event)
             index = event.trace_id - 1
-            group = (self._thread_number(event), event.cut)
-            groups = self._groups[index]
-            groups[group] = groups.get(group, 0) + 1
+            group = self._thread_number(event) * 2 + event.cut
+            if self._first_groups[index] == group:
+                self._first_counts[index] += 1
+            elif self._first_groups[index] < 0:
+                self._first_groups[index] = group
+                self._first_counts[index] = 1
+            else:
+                others = self._other_groups.setdefault(index, {})
+                others[group] = others.get(group, 0) + 1
             if self._first_events[index] is None:  # kept as bytes: a third of the memory
                 self._first_events[index] = payload
         else:
@@ -525,8 +536,13 @@ class ArchiveReader:
                         "of the file); the rest is not read", offset, self.path)
                 return
             budget -= len(decoded.frames)
-            groups = [SampleGroup(self._threads[thread], cut, count)
-                      for (thread, cut), count in self._groups[number - 1].items()]
+            first = self._first_groups[number - 1]
+            groups = [SampleGroup(self._threads[first >> 1], bool(first & 1),
+                                  self._first_counts[number - 1])]
+            others = self._other_groups.get(number - 1)
+            if others:
+                groups += [SampleGroup(self._threads[group >> 1], bool(group & 1), count)
+                           for group, count in others.items()]
             yield number, event, groups, decoded
 
 

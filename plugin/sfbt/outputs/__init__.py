@@ -65,6 +65,9 @@ class Samples:
                 yield sample
 
     def _split(self, trace: SavedTrace) -> List[Sample]:
+        if len(trace.groups) == 1:  # the usual: one thread's
+            (thread, cut, weight), = trace.groups
+            return [Sample(trace, thread if self.per_thread else None, cut, weight)]
         if self.per_thread:
             return [Sample(trace, group.thread, group.cut, group.weight)
                     for group in trace.groups]

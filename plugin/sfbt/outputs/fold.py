@@ -9,12 +9,26 @@ from . import roots
 BY_THREAD = False
 
 
+#: lines handed on at a time
+BATCH = 1024
+
+
 def write(samples, options):
+    lines = []
     for sample in samples:
         trace = sample.trace
         line = options.frame_names(trace.images).folded(trace.frames, sample.weight,
                                                         trace.callers)
-        heading = ";".join(roots(sample, options.per_thread))
-        if heading:  # a stack of no names is " COUNT"
-            line = heading + (line if line.startswith(" ") else ";" + line)
-        yield (line + "\n").encode("utf-8", "surrogateescape")
+        if sample.cut or options.per_thread:
+            heading = ";".join(roots(sample, options.per_thread))
+            line = heading + (line if line.startswith(" ") else ";" + line)  # " COUNT": no names
+        lines.append(line)
+        if len(lines) >= BATCH:
+            yield _encoded(lines)
+            lines = []
+    if lines:
+        yield _encoded(lines)
+
+
+def _encoded(lines):
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")

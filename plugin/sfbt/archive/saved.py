@@ -134,6 +134,7 @@ class SavedFile:
                 images = reader.image_map(event.image_map_index).images
                 yield SavedTrace(trace_heading(number, event, groups),
                                  decoded.frames, decoded.truncated, images,
+                                 groups[0].weight if len(groups) == 1 else
                                  sum(group.weight for group in groups), decoded.callers,
                                  groups)
         finally:

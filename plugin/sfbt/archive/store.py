@@ -471,7 +471,11 @@ class ArchiveReader:
                                  len(self._maps))
             self.recording.add(event)
             index = event.trace_id - 1
-            group = self._thread_number(event) * 2 + event.cut
+            thread = self._thread_numbers.get(
+                (event.thread, event.pid, event.tid, event.thread_name))
+            if thread is None:
+                thread = self._thread_number(event)
+            group = thread * 2 + event.cut
             if self._first_groups[index] == group:
                 self._first_counts[index] += 1
             elif self._first_groups[index] < 0:
@@ -498,7 +502,7 @@ class ArchiveReader:
         return number
 
     def _more_threads(self) -> int:
-        key = ("", 0, 0, "")  # no event's: those have a thread string or a tid
+        key = ("", -1, -1, "")  # no event's: their ids are unsigned
         number = self._thread_numbers.get(key)
         if number is None:
             left_out(f"{self.path}: the samples of threads past the first {MAX_THREADS:,} "

@@ -49,7 +49,7 @@ def _frame(state, name, first=None):
 
 
 def test_search_zoom_and_width(tmp_path):
-    from sfbt.live.flame import flame_svg
+    from sfbt.outputs.flame import flame_svg
     svg = flame_svg(STACKS, "a <title>", "sfbt record of process 1 (x) at 99 Hz: 11 stacks")
     names = [g.getAttribute("data-name")
              for g in xml.dom.minidom.parseString(svg).getElementsByTagName("g")]

@@ -20,7 +20,7 @@ LAYERS = (
     {"archive"},
     {"unwind"},
     {"commands"},
-    {"live"},
+    {"live", "outputs"},
     {"crashes"},
     {"cli", "__main__"},
 )

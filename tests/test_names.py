@@ -85,9 +85,12 @@ def test_stack_record_decode_fold_and_flame(hostile, tmp_path):
     assert decoded.returncode == 0, decoded.stderr
     _all_lines_are_frames(decoded.stdout)
     assert f" in {SHOWN_SYMBOL}" in decoded.stdout
-    # threads as "N (TID name)"
-    assert re.search(rf"thread \d+ \(\d+ {re.escape(SHOWN_THREADS[0])}\)", decoded.stdout) \
-        or re.search(rf"thread \d+ \(\d+ {re.escape(SHOWN_THREADS[1])}\)", decoded.stdout)
+    # threads as "N (TID name)", in the headings of the stacks they captured
+    headings = "\n".join(re.findall(r"^Backtrace .*$", decoded.stdout, re.M))
+    assert re.search(rf"threads? (.*, |.* and )?\d+ \(\d+ {re.escape(SHOWN_THREADS[0])}\)",
+                     headings) \
+        or re.search(rf"threads? (.*, |.* and )?\d+ \(\d+ {re.escape(SHOWN_THREADS[1])}\)",
+                     headings)
 
     folded = run_sfbt("fold", archive)
     assert folded.returncode == 0, folded.stderr

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from sfbt.archive.cbf import Frame, Omitted
 from sfbt.archive.layout import SIGNAL_TRAMPOLINE, GdbLayout, LldbLayout, frames_of
 from sfbt.archive.report import FrameNames, FrameTexts, folded_line, trace_heading
-from sfbt.archive.store import Event
+from sfbt.archive.store import Event, SampleGroup
+from sfbt.archive.threads import sampled_thread
 
 
 def describe(address):
@@ -163,5 +164,6 @@ def test_headings_tell_the_time_as_gmtime_does():
                     (1 << 63) - 1, (1 << 64) - 1):
         event = Event(1, 0, time_ns, "x86_64", "1 (4242)", "SIGPROF")
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time_ns / 1e9))
-        assert trace_heading(3, event, 2) == (f"Backtrace 3, captured 2 times (thread 1 (4242), "
+        groups = [SampleGroup(sampled_thread(event), False, 2)]
+        assert trace_heading(3, event, groups) == (f"Backtrace 3, captured 2 times (thread 1 (4242), "
                                               f"SIGPROF, {when} UTC):")

@@ -12,7 +12,7 @@ from conftest import ROOT
 from crafted import (TEXT, alias_elf, long_names_elf, many_stacks_archive, many_symbols_elf,
                      plt_bomb_elf)
 from sfbt.archive import cbf
-from sfbt.live.flame import MAX_FRAMES
+from sfbt.outputs.flame import MAX_FRAMES
 from sfbt.symbols.table import MAX_NAME, MAX_SYMBOLS
 from test_bounds import run_bounded
 

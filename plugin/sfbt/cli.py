@@ -193,13 +193,13 @@ def _run_cbf_encode(args):
     sys.stdout.buffer.write(data)
 
 
-def _each_saved_trace(path, write_trace, symbolizer, bare_cbf=None):
-    """Read the saved file at path a backtrace at a time, calling
-    ``write_trace(trace)`` for each; a bare CBF file goes to ``bare_cbf(data)``
-    instead when given.  ``symbolizer`` reads the image files the file
-    names as its owner could (one line on stderr for each it refused).
-    Errors become one line naming the file, after the traces read before
-    an archive's damage."""
+def _each_saved_file(path, read, symbolizer, bare_cbf=None):
+    """Open the saved file at path and hand it to ``read(saved)`` (a
+    SavedFile, read a backtrace at a time); a bare CBF file goes to
+    ``bare_cbf(data)`` instead when given.  ``symbolizer`` reads the image
+    files the file names as its owner could (one line on stderr for each
+    it refused).  Errors become one line naming the file, after the
+    traces read before an archive's damage."""
     from .archive.saved import SavedFile, input_name
     from .files import FileProblem
     try:
@@ -208,8 +208,7 @@ def _each_saved_trace(path, write_trace, symbolizer, bare_cbf=None):
             if bare_cbf is not None and saved.form == "cbf":
                 bare_cbf(saved.data)
                 return
-            for trace in saved.traces():
-                write_trace(trace)
+            read(saved)
             error = saved.error
     except FileProblem as problem:
         raise CommandError(str(problem)) from None
@@ -252,21 +251,34 @@ def _run_cbf_decode(args):
     def bare_cbf(data):
         sys.stdout.write(cbf.format_frames(cbf.decode(data, strict=True)))
 
+    def read(saved):
+        for trace in saved.traces():
+            write_trace(trace)
+
     plain = not args.exe and not args.debug_dir
-    _each_saved_trace(args.file, write_trace, symbolizer, bare_cbf if plain else None)
+    _each_saved_file(args.file, read, symbolizer, bare_cbf if plain else None)
 
 
 def _run_fold(args):
     from .archive.report import FrameNames
+    from .outputs import Options, write
     symbolizer = _symbolizer(args)
     frame_names = _per_image_map(symbolizer,
                                  lambda describe: FrameNames(_function_name(describe)))
+    options = Options(args.per_thread, frame_names=frame_names)
+    counted = []
 
-    def write_trace(trace):
-        folded = frame_names(trace.images).folded(trace.frames, trace.weight, trace.callers)
-        sys.stdout.write(folded + "\n")
+    def write_samples(saved):
+        chunks, samples = write("fold", saved, options)
+        counted.append(samples)
+        for chunk in chunks:
+            sys.stdout.buffer.write(chunk)
 
-    _each_saved_trace(args.file, write_trace, symbolizer)
+    _each_saved_file(args.file, write_samples, symbolizer)
+    if counted and counted[0].cut:
+        samples = counted[0]
+        sys.stderr.write(f"sfbt fold: {samples.stacks} stacks, {samples.stacks - samples.cut} "
+                         f"complete, {samples.cut} cut (under [cut])\n")
 
 
 def _run_lws_filter(args):
@@ -398,6 +410,9 @@ def _add_fold(commands):
                        "a recording drawn by flamegraph.pl"))
     fold.add_argument("file", metavar="FILE",
                       help="an archive, a .cbf or JSON file, or a log with ~m# lines")
+    fold.add_argument("--per-thread", action="store_true",
+                      help="each thread's stacks under a root frame of its own, "
+                      "NAME (TID)")
     _add_symbol_arguments(fold)
     fold.set_defaults(run=_run_fold)
 

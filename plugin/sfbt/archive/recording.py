@@ -1,7 +1,8 @@
 """What an archive's events say about how its stacks were sampled: how
 many, of how many threads, over how long and at what rate, under which
-label.  Read as the events go by, in constant memory (threads counted up
-to MAX_THREADS, by a hash of their names)."""
+label, how many of its stacks were cut (store.Event.cut).  Read as the
+events go by, in constant memory (threads counted up to MAX_THREADS, by a
+hash of their names and ids)."""
 
 MAX_THREADS = 100_000
 #: the most of a label that describe() shows
@@ -13,6 +14,7 @@ class Recording:
 
     def __init__(self):
         self.stacks = 0
+        self.cut = 0  # stacks whose copy ended before the walk did
         self.samples = 0  # distinct capture times: `sfbt record` gives a tick's stacks one time
         self.first_ns = None
         self.last_ns = None
@@ -22,6 +24,7 @@ class Recording:
 
     def add(self, event):
         self.stacks += 1
+        self.cut += event.cut
         if event.time_ns != self._time:
             self.samples += 1
             self._time = event.time_ns
@@ -29,7 +32,7 @@ class Recording:
             self.first_ns = min(self.first_ns or event.time_ns, event.time_ns)
             self.last_ns = max(self.last_ns or 0, event.time_ns)
         if len(self._threads) < MAX_THREADS:
-            self._threads.add(hash(event.thread))
+            self._threads.add(hash((event.thread, event.pid, event.tid)))
         if len(self.labels) < 2:
             self.labels.add(event.label)
 
@@ -56,9 +59,12 @@ class Recording:
         return next(iter(self.labels)) if len(self.labels) == 1 else ""
 
     def describe(self):
-        """One line: ``LABEL: N samples over S s (R Hz), M stacks of T threads``."""
-        stacks = f"{self.stacks} stack{'s' if self.stacks != 1 else ''} of " \
-                 f"{self.threads} thread{'s' if self.threads != 1 else ''}"
+        """One line: ``LABEL: N samples over S s (R Hz), M stacks of T
+        threads``, ``M stacks (K complete, C cut)`` where some were cut."""
+        stacks = f"{self.stacks} stack{'s' if self.stacks != 1 else ''}"
+        if self.cut:
+            stacks += f" ({self.stacks - self.cut} complete, {self.cut} cut)"
+        stacks += f" of {self.threads} thread{'s' if self.threads != 1 else ''}"
         if self.rate:
             stacks = (f"{self.samples} samples over {self.duration_ns / 1e9:.1f} s "
                       f"({self.rate:.1f} Hz), {stacks}")

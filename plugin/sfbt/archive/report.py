@@ -186,11 +186,38 @@ def _utc_time(seconds):
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
 
 
-def trace_heading(number, event, count):
-    """The heading of a stored trace: how often (count), and its first
-    capture (event)."""
-    when = _utc_time(int(event.time_ns / 1e9))
-    details = [f"thread {printable(event.thread)}", printable(event.reason), f"{when} UTC"]
+#: threads a heading names at most (the others counted)
+HEADING_THREADS = 3
+
+
+def trace_heading(number, event, groups):
+    """The heading of a stored trace: how often it was captured (its
+    store.SampleGroups), by which threads (each named, up to
+    HEADING_THREADS: a stack threads share is not headed with one
+    thread's name), how many captures were cut, and its first capture's
+    reason, time and label (event)."""
+    if len(groups) == 1:  # the usual: one thread's, none cut or all
+        (_, cut, count), = groups
+        return _heading(number, count, f"thread {printable(event.thread)}", event,
+                        count if cut else 0)
+    threads = list(dict.fromkeys(group.thread.label for group in groups
+                                 if group.thread is not None))
+    if len(threads) <= 1:
+        who = f"thread {printable(threads[0] if threads else event.thread)}"
+    else:
+        named = [printable(label) for label in threads[:HEADING_THREADS]]
+        more = len(threads) - len(named)
+        last = f"{more} more" if more else named.pop()
+        who = f"threads {', '.join(named)} and {last}"
+    return _heading(number, sum(group.weight for group in groups), who, event,
+                    sum(group.weight for group in groups if group.cut))
+
+
+def _heading(number, count, who, event, cut):
+    """trace_heading of ``count`` captures by ``who``, ``cut`` of them cut."""
+    details = [who, printable(event.reason), f"{_utc_time(int(event.time_ns / 1e9))} UTC"]
+    if cut:
+        details.append(f"{cut} cut")
     if event.label:
         details.append(f"label '{printable(event.label)}'")
     times = "once" if count == 1 else f"{count} times"

@@ -6,8 +6,8 @@ import io
 import json
 import os
 import tempfile
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import List, Optional
 
 from ..errors import SfbtError
 from ..files import ReadAs, open_regular
@@ -15,8 +15,8 @@ from ..lines import bounded_lines
 from . import cbf, lws
 from .imagemap import decode_image_map
 from .report import frame_lines, trace_heading
-from .store import (MAGIC, ArchiveError, ArchiveReader, is_archive, iter_records,
-                    record_bytes)
+from .store import (MAGIC, ArchiveError, ArchiveReader, SampleGroup, is_archive,
+                    iter_records, record_bytes)
 
 
 class SavedFormError(SfbtError):
@@ -31,6 +31,13 @@ class SavedTrace:
     images: list
     weight: int
     callers: tuple = ()  # cbf.Backtrace.callers
+    #: who captured it, how often (store.SampleGroup: thread, cut, weight);
+    #: one group of no thread for the forms that hold no events
+    groups: List[SampleGroup] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            self.groups = [SampleGroup(None, False, self.weight)]
 
 
 #: The most bytes read whole: a bare CBF trace (a million frames fit) or
@@ -123,11 +130,13 @@ class SavedFile:
     def _archive_traces(self):
         reader = ArchiveReader(self.stream, self.path, self.size)
         try:
-            for number, event, count, decoded in reader.traces():
+            for number, event, groups, decoded in reader.traces():
                 images = reader.image_map(event.image_map_index).images
-                yield SavedTrace(trace_heading(number, event, count),
-                                 decoded.frames, decoded.truncated, images, count,
-                                 decoded.callers)
+                yield SavedTrace(trace_heading(number, event, groups),
+                                 decoded.frames, decoded.truncated, images,
+                                 groups[0].weight if len(groups) == 1 else
+                                 sum(group.weight for group in groups), decoded.callers,
+                                 groups)
         finally:
             self.error = reader.error or self._copy_error
             self.recording = reader.recording

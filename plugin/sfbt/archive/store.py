@@ -4,8 +4,10 @@ Layout (docs/archive.md): an 8-byte magic, then records, each
 ``kind u8 | length u32 | payload | crc32 u32`` (little-endian; the CRC
 covers kind, length and payload).  Image maps (Compact Image Map Format),
 traces (CBF bytes, stored once per distinct trace, StackDepot-style) and
-events (one per capture: thread, time, stop reason, label) are records of
-their own, so appending only adds records and never rewrites old ones.
+events (one per capture: thread, time, stop reason, label; for a sample,
+its process, thread id and name and whether its stack was cut) are
+records of their own, so appending only adds records and never rewrites
+old ones.
 """
 
 import hashlib
@@ -14,14 +16,15 @@ import struct
 import zlib
 from array import array
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from ..errors import LocatedError
+from ..errors import LocatedError, left_out
 from ..files import locked_for_update, open_regular, replace_file, replace_locked
 from . import cbf
 from .imagemap import (DecodeBudget, ImageMap, ImageMapError, decode_image_map,
                        encode_image_map)
-from .recording import Recording
+from .recording import MAX_THREADS, Recording
+from .threads import SampledThread, sampled_thread
 
 MAGIC = b"SFBTARC\x01"
 KIND_IMAGE_MAP = 1
@@ -31,6 +34,14 @@ _RECORD_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _TRACE_HEAD = struct.Struct("<IQ")
 _EVENT_HEAD = struct.Struct("<IIQ")
+#: after an event's four strings, where the capture knows them: process
+#: id, thread id, flags (EVENT_CUT), then the thread's name as a string.
+#: Readers that predate it stop after the four strings: an archive with
+#: it reads the same there, and one without it reads here with pid 0,
+#: the thread id and name taken from the thread string (sampled_thread).
+_EVENT_TAIL = struct.Struct("<IIB")
+#: flag of an event's tail: the stack copy ended before the walk did
+EVENT_CUT = 1
 
 # Limits on what sfbt reads, so that a damaged or hostile file costs
 # bounded memory and time: a record (a trace of a million distinct
@@ -55,7 +66,10 @@ def trace_hash(data: bytes) -> int:
 
 @dataclass
 class Event:
-    """One capture of a trace."""
+    """One capture of a trace: ``thread`` as the debugger numbers it
+    (``"1 (4242 name)"``); ``pid``, ``tid`` and ``thread_name`` where the
+    capture knew them (0 and "" where not); ``cut`` where the stack copy
+    ended before the walk did (the trace lacks its outer frames)."""
 
     trace_id: int
     image_map_index: int
@@ -64,6 +78,15 @@ class Event:
     thread: str = ""
     reason: str = ""
     label: str = ""
+    pid: int = 0
+    tid: int = 0
+    thread_name: str = ""
+    cut: bool = False
+
+    @property
+    def tail(self) -> Tuple[int, int, str, bool]:
+        """(pid, tid, thread name, cut): what the event record's tail holds."""
+        return self.pid, self.tid, self.thread_name, self.cut
 
 
 @dataclass
@@ -80,7 +103,7 @@ class Trace:
         return cbf.decode(self.data, strict=False)
 
 
-#: the most distinct event strings Archive keeps packed (one four a thread
+#: the most distinct event strings Archive keeps packed (one set a thread
 #: of a recording, and a process may make thousands of threads a second)
 PACKED_STRINGS_KEPT = 1024
 
@@ -95,9 +118,9 @@ class Archive:
         self._buckets: Dict[int, List[int]] = {}  # hash -> trace ids
         self._image_map_index: Dict[bytes, int] = {}
         self._pending: List[Tuple[int, bytes]] = []  # records not yet written
-        #: an event's strings, packed once per distinct four (a recording
-        #: repeats the same few)
-        self._packed_strings: Dict[Tuple[str, ...], bytes] = {}
+        #: an event's strings and tail, packed once per distinct set (a
+        #: recording repeats the same few)
+        self._packed_strings: Dict[Tuple[Any, ...], bytes] = {}
 
     def _add_record(self, kind: int, payload: bytes) -> None:
         self._pending.append((kind, payload))
@@ -127,20 +150,23 @@ class Archive:
         self.events.append(event)
         self.traces[event.trace_id].events.append(event)
         self.stream_event(event.trace_id, event.image_map_index, event.time_ns,
-                          (event.architecture, event.thread, event.reason, event.label))
+                          (event.architecture, event.thread, event.reason, event.label),
+                          event.tail)
 
     def stream_event(self, trace_id: int, image_map_index: int, time_ns: int,
-                     strings: Tuple[str, str, str, str]) -> None:
+                     strings: Tuple[str, str, str, str],
+                     tail: Tuple[int, int, str, bool] = (0, 0, "", False)) -> None:
         """Add the record of an event, (architecture, thread, reason,
-        label) its ``strings``, and keep no Event: an archive written as it
-        grows (archive.stream) holds its distinct traces, not every sample
-        of a long recording."""
-        packed = self._packed_strings.get(strings)
+        label) its ``strings``, (pid, tid, thread name, cut) its ``tail``
+        (Event.tail), and keep no Event: an archive written as it grows
+        (archive.stream) holds its distinct traces, not every sample of a
+        long recording."""
+        key = (*strings, *tail)
+        packed = self._packed_strings.get(key)
         if packed is None:
             if len(self._packed_strings) >= PACKED_STRINGS_KEPT:
                 self._packed_strings.clear()  # threads come and go: kept bounded
-            packed = self._packed_strings[strings] = b"".join(
-                _pack_string(s) for s in strings)
+            packed = self._packed_strings[key] = _packed_event_strings(strings, tail)
         self._add_record(KIND_EVENT, _EVENT_HEAD.pack(trace_id, image_map_index, time_ns)
                          + packed)
 
@@ -165,6 +191,19 @@ class Archive:
         self._pending = []
 
 
+def _packed_event_strings(strings: Tuple[str, ...],
+                          tail: Tuple[int, int, str, bool]) -> bytes:
+    """An event record's bytes after its head: the four strings, then the
+    tail (_EVENT_TAIL and the thread's name) unless it says nothing (a
+    debugger's capture: its record stays as older sfbt wrote it)."""
+    packed = b"".join(_pack_string(s) for s in strings)
+    pid, tid, name, cut = tail
+    if pid or tid or name or cut:
+        packed += _EVENT_TAIL.pack(pid & 0xFFFFFFFF, tid & 0xFFFFFFFF,
+                                   EVENT_CUT if cut else 0) + _pack_string(name)
+    return packed
+
+
 def _pack_string(text: str) -> bytes:
     # surrogate escapes: the bytes of a thread name that is not UTF-8
     data = text.encode("utf-8", "surrogateescape")
@@ -173,7 +212,9 @@ def _pack_string(text: str) -> bytes:
     return struct.pack("<H", len(data)) + data
 
 
-def _unpack_strings(payload: bytes, at: int, count: int, offset: int) -> List[str]:
+def _unpack_strings(payload: bytes, at: int, count: int,
+                    offset: int) -> Tuple[List[str], int]:
+    """(``count`` strings from ``at`` on, where they end)."""
     strings: List[str] = []
     end = len(payload)
     for _ in range(count):
@@ -185,7 +226,7 @@ def _unpack_strings(payload: bytes, at: int, count: int, offset: int) -> List[st
             raise ArchiveError("event record ends inside a string", offset + at)
         strings.append(payload[at:at + size].decode("utf-8", "surrogateescape"))
         at += size
-    return strings
+    return strings, at
 
 
 def is_archive(data: bytes) -> bool:
@@ -279,24 +320,34 @@ def _check_event(payload: bytes, offset: int, trace_count: int,
 
 
 #: An archive's events repeat a few blocks of strings (architecture,
-#: thread, stop reason, label): up to MAX_KEPT_STRINGS of them, of at
-#: most MAX_KEPT_STRINGS_BYTES each, are decoded once.
+#: thread, stop reason, label) and tails: up to MAX_KEPT_STRINGS of them,
+#: of at most MAX_KEPT_STRINGS_BYTES each, are decoded once.
 MAX_KEPT_STRINGS = 4096
 MAX_KEPT_STRINGS_BYTES = 256
-_kept_strings: Dict[bytes, Tuple[str, ...]] = {}
+_kept_strings: Dict[bytes, Tuple[Any, ...]] = {}
 
 
-def _event_strings(payload: bytes, offset: int) -> Tuple[str, ...]:
-    """The four strings of an event record (at ``offset``)."""
+def _event_strings(payload: bytes, offset: int) -> Tuple[Any, ...]:
+    """The four strings of an event record (at ``offset``), then its
+    tail's pid, tid, thread name and cut (0, 0, "", False without one;
+    bytes after the tail, of a later sfbt, are passed over)."""
     block = payload[_EVENT_HEAD.size:]
-    strings = _kept_strings.get(block)
-    if strings is None:
-        strings = tuple(_unpack_strings(payload, _EVENT_HEAD.size, 4, offset))
+    fields = _kept_strings.get(block)
+    if fields is None:
+        strings, at = _unpack_strings(payload, _EVENT_HEAD.size, 4, offset)
+        tail: Tuple[Any, ...] = (0, 0, "", False)
+        if at < len(payload):
+            if at + _EVENT_TAIL.size > len(payload):
+                raise ArchiveError("event record ends inside its thread ids", offset + at)
+            pid, tid, flags = _EVENT_TAIL.unpack_from(payload, at)
+            (name,), _ = _unpack_strings(payload, at + _EVENT_TAIL.size, 1, offset)
+            tail = (pid, tid, name, bool(flags & EVENT_CUT))
+        fields = (*strings, *tail)
         if len(block) <= MAX_KEPT_STRINGS_BYTES:
             if len(_kept_strings) >= MAX_KEPT_STRINGS:
                 _kept_strings.clear()
-            _kept_strings[block] = strings
-    return strings
+            _kept_strings[block] = fields
+    return fields
 
 
 def parse_archive(data: bytes,
@@ -336,6 +387,19 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
         raise ArchiveError(f"unknown record kind {kind}", at)
 
 
+#: the thread of the samples of threads past MAX_THREADS in one archive
+MORE_THREADS = SampledThread(0, 0, "", "[more threads]")
+
+
+class SampleGroup(NamedTuple):
+    """The captures of one trace by one thread (None: the events name
+    none), cut or not, and how many."""
+
+    thread: Optional[SampledThread]
+    cut: bool
+    weight: int
+
+
 class ArchiveReader:
     """An archive read from a file a record at a time: a first pass notes
     where each image map and trace is, how often each trace was captured
@@ -349,7 +413,9 @@ class ArchiveReader:
     FRAMES_PER_BYTE frames per byte of the file (at least a whole trace's
     worth, cbf.DEFAULT_LIMIT).  Each distinct image map is decoded once,
     in the first pass, and kept: all of them together within
-    MAX_ARCHIVE_DECODED_BYTES.  ``recording`` sums up every event read."""
+    MAX_ARCHIVE_DECODED_BYTES.  ``recording`` sums up every event read;
+    each trace's events are counted per thread and cut (``traces()``
+    gives them), so that a stack several threads share is told apart."""
 
     def __init__(self, stream: IO[bytes], path: str, size: int):
         self.stream = stream
@@ -360,9 +426,17 @@ class ArchiveReader:
         self._budget = archive_budget()
         self._trace_offsets = array("Q")  # where each trace's CBF bytes are
         self._trace_lengths = array("L")
-        self._counts = array("L")
         # each trace's first event record (payload), or None
         self._first_events: List[Optional[bytes]] = []
+        #: each trace's captures per group, a group being thread number * 2
+        #: + cut (threads numbered in ``_threads`` by what their events say
+        #: of them): its first group and that group's count in arrays (most
+        #: traces have one), the other groups' counts by trace index
+        self._first_groups = array("q")
+        self._first_counts = array("L")
+        self._other_groups: Dict[int, Dict[int, int]] = {}
+        self._thread_numbers: Dict[Tuple[str, int, int, str], int] = {}
+        self._threads: List[Optional[SampledThread]] = []
         self.recording = Recording()
         start = stream.read(len(MAGIC))
         self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)
@@ -389,18 +463,53 @@ class ArchiveReader:
             _check_trace(payload, offset, len(self._trace_offsets) + 1)
             self._trace_offsets.append(offset + _TRACE_HEAD.size)
             self._trace_lengths.append(len(payload) - _TRACE_HEAD.size)
-            self._counts.append(0)
             self._first_events.append(None)
+            self._first_groups.append(-1)
+            self._first_counts.append(0)
         elif kind == KIND_EVENT:
             event = _check_event(payload, offset, len(self._trace_offsets),
                                  len(self._maps))
             self.recording.add(event)
             index = event.trace_id - 1
-            self._counts[index] += 1
+            thread = self._thread_numbers.get(
+                (event.thread, event.pid, event.tid, event.thread_name))
+            if thread is None:
+                thread = self._thread_number(event)
+            group = thread * 2 + event.cut
+            if self._first_groups[index] == group:
+                self._first_counts[index] += 1
+            elif self._first_groups[index] < 0:
+                self._first_groups[index] = group
+                self._first_counts[index] = 1
+            else:
+                others = self._other_groups.setdefault(index, {})
+                others[group] = others.get(group, 0) + 1
             if self._first_events[index] is None:  # kept as bytes: a third of the memory
                 self._first_events[index] = payload
         else:
             raise ArchiveError(f"unknown record kind {kind}", at)
+
+    def _thread_number(self, event: Event) -> int:
+        """The number of the event's thread in ``_threads``; past
+        MAX_THREADS of them, the number of MORE_THREADS (said once)."""
+        key = (event.thread, event.pid, event.tid, event.thread_name)
+        number = self._thread_numbers.get(key)
+        if number is None:
+            if len(self._threads) >= MAX_THREADS:
+                return self._more_threads()
+            number = self._thread_numbers[key] = len(self._threads)
+            self._threads.append(sampled_thread(event))
+        return number
+
+    def _more_threads(self) -> int:
+        key = ("", -1, -1, "")  # no event's: their ids are unsigned
+        number = self._thread_numbers.get(key)
+        if number is None:
+            left_out(f"{self.path}: the samples of threads past the first {MAX_THREADS:,} "
+                     f"counted as {MORE_THREADS.label}")
+            number = self._thread_numbers[key] = len(self._threads)
+            self._threads.append(MORE_THREADS)
+        return number
 
     def _read(self, offset: int, length: int) -> bytes:
         self.stream.seek(offset)
@@ -409,9 +518,9 @@ class ArchiveReader:
     def image_map(self, index: int) -> ImageMap:
         return self._maps[index]
 
-    def traces(self) -> Iterator[Tuple[int, Event, int, cbf.Backtrace]]:
-        """(number, first Event, count, decoded Backtrace) for each
-        captured trace, in id order."""
+    def traces(self) -> Iterator[Tuple[int, Event, List[SampleGroup], cbf.Backtrace]]:
+        """(number, first Event, its SampleGroups, decoded Backtrace) for
+        each captured trace, in id order."""
         budget = self.frame_budget
         decoder = cbf.TraceDecoder()
         for number, (offset, length) in enumerate(
@@ -431,7 +540,14 @@ class ArchiveReader:
                         "of the file); the rest is not read", offset, self.path)
                 return
             budget -= len(decoded.frames)
-            yield number, event, self._counts[number - 1], decoded
+            first = self._first_groups[number - 1]
+            groups = [SampleGroup(self._threads[first >> 1], bool(first & 1),
+                                  self._first_counts[number - 1])]
+            others = self._other_groups.get(number - 1)
+            if others:
+                groups += [SampleGroup(self._threads[group >> 1], bool(group & 1), count)
+                           for group, count in others.items()]
+            yield number, event, groups, decoded
 
 
 def read_archive(path: str) -> Tuple[Archive, Optional[ArchiveError]]:
@@ -516,8 +632,8 @@ class _StoredRecords:
                 self.new_traces[trace_id] = data
                 bucket.append((trace_id, 0, len(data)))
                 out.append(record_bytes(KIND_TRACE, _TRACE_HEAD.pack(trace_id, hashed) + data))
-            strings = b"".join(_pack_string(s) for s in (
-                event.architecture, event.thread, event.reason, event.label))
+            strings = _packed_event_strings((event.architecture, event.thread,
+                                             event.reason, event.label), event.tail)
             out.append(record_bytes(KIND_EVENT, _EVENT_HEAD.pack(
                 trace_id, index, event.time_ns) + strings))
         return b"".join(out)

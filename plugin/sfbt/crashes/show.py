@@ -124,9 +124,12 @@ def show_json(entry, count, threads, symbolizer):
 def show_pprof(threads, symbolizer):
     """A pprof profile of the crash: one sample per thread."""
     from ..archive.saved import SavedTrace
-    from ..live.pprof import PprofProfile
+    from ..archive.threads import sampled_thread
+    from ..outputs import Sample
+    from ..outputs.pprof import PprofProfile
     profile = PprofProfile()
     for event, decoded, images in threads:
         frames = through_main(decoded, symbolizer.describer(images))[0]
-        profile.add(SavedTrace(None, frames, decoded.truncated, images, 1))
+        profile.add(Sample(SavedTrace(None, frames, decoded.truncated, images, 1),
+                           sampled_thread(event), decoded.truncated, 1))
     return profile.encode()

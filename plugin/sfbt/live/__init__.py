@@ -15,6 +15,6 @@ command line's front end, as gdb/ and lldb/ are the debuggers'.
 - ``symbols``: names and lines of the walked frames;
 - ``stack``: `sfbt stack`, sframe-bt of each thread (or cbf-save);
 - ``record``: `sfbt record`, sampling stacks into an archive;
-- ``commands``: `sfbt stack`, `record` and `flame` on the command line;
-- ``flame``: flame graphs (SVG) and speedscope's JSON.
+- ``commands``: `sfbt stack`, `record` and `flame` on the command line
+  (the formats `flame` writes: sfbt.outputs).
 """

@@ -149,38 +149,27 @@ def _run_record(args, error_type):
 def _run_flame(args, error_type):
     from ..archive.saved import SavedFile, input_name
     from ..files import FileProblem, write_atomically
+    from ..outputs import Options, write
     try:
         with SavedFile(args.file) as saved:
-            if args.format == "pprof":
-                from .pprof import PprofProfile
-                profile = PprofProfile()
-                for trace in saved.traces():
-                    profile.add(trace)
-                data = profile.encode(saved.recording)
-                total, distinct = profile.stacks, profile.distinct
-            else:
-                from .flame import flame_svg, folded_stacks, speedscope
-                stacks = folded_stacks(saved.traces())
-                total, distinct = sum(weight for _, weight in stacks), len(stacks)
-                title = args.title or f"sfbt: {args.file}"
-                details = saved.recording.describe() if saved.recording else \
-                    f"{total} stack{'s' if total != 1 else ''}"
-                text = speedscope(stacks, title) if args.format == "speedscope" \
-                    else flame_svg(stacks, title, details)
-                data = text.encode()
+            options = Options(args.per_thread, args.title or f"sfbt: {args.file}")
+            chunks, samples = write(args.format, saved, options)
+            data = b"".join(chunks)
             damage = saved.error
     except FileProblem as problem:
         raise error_type(str(problem)) from None
     except (SfbtError, OSError) as error:
         raise error_type(f"{input_name(args.file)}: "
                          f"{getattr(error, 'strerror', None) or error}") from None
-    if damage is not None and not distinct:
+    if damage is not None and not samples.distinct:
         raise error_type(str(damage))
     try:
         write_atomically(args.output, data)
     except OSError as error:
         raise error_type(f"{args.output}: {error.strerror or error}") from None
-    print(f"{printable(args.output)}: {args.format} of {total} stacks ({distinct} distinct)")
+    cut = f", {samples.stacks - samples.cut} complete, {samples.cut} cut" if samples.cut else ""
+    print(f"{printable(args.output)}: {args.format} of {samples.stacks} stacks "
+          f"({samples.distinct} distinct{cut})")
     if damage is not None:
         raise error_type(f"{damage} (the stacks before it were drawn)")
 
@@ -254,6 +243,9 @@ def _add_flame(commands, error_type):
                        help="svg (default), speedscope (JSON) or pprof (gzipped "
                        "profile.proto, for go tool pprof, Pyroscope, Parca, Grafana)")
     flame.add_argument("--title", help="the graph's title (default: the file name)")
+    flame.add_argument("--per-thread", action="store_true",
+                       help="each thread's stacks apart: under a root frame per thread "
+                       "(NAME (TID)), one speedscope profile per thread")
     flame.set_defaults(run=lambda args: _run_flame(args, error_type))
 
 

@@ -267,7 +267,7 @@ class Recorder:
         self._numbers = {}
         self._numbered = 0
         #: tid -> (name, its events' strings: architecture, thread as
-        #: they name it, reason, label)
+        #: they name it, reason, label; their tail: pid, tid, name, cut)
         self._labels = {}
         # the walk names frames (to stop at main): from files on this
         # machine only, never a download between two samples
@@ -479,9 +479,7 @@ class Recorder:
 
     def _record(self, trace_id, sample):
         kept = self._labels.get(sample.tid)
-        if kept is not None and kept[0] == sample.name:
-            strings = kept[1]
-        else:
+        if kept is None or kept[0] != sample.name:
             number = self._numbers.get(sample.tid)
             if number is None:
                 self._numbered += 1
@@ -489,8 +487,11 @@ class Recorder:
             thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
                       else f"{number} ({sample.tid})")
             strings = (self.process.arch.name, thread, "sample", self.label)
-            self._labels[sample.tid] = (sample.name, strings)
-        self.archive.stream_event(trace_id, sample.image_map, sample.time, strings)
+            # the event's tail: process, thread id and name (never cut:
+            # a walk reads past its copy from the process's memory)
+            kept = self._labels[sample.tid] = (
+                sample.name, strings, (self.process.pid, sample.tid, sample.name, False))
+        self.archive.stream_event(trace_id, sample.image_map, sample.time, kept[1], kept[2])
         self.stats.samples += 1
 
     def run(self, duration, signals, flush, on_first_sample=None):

@@ -9,13 +9,20 @@ which take forty lines to write, where the package would be a dependency
 (with its license and its native parts) for one export.  Go's own reader
 (`go tool pprof`) checks the result in the tests.
 
-Each distinct saved trace is one Sample: its location ids leaf first, and
-as its one value how often it was captured (sample type samples/count).
+Each distinct saved trace is one Sample per thread that captured it: its
+location ids leaf first, as its one value how often that thread captured
+it (sample type samples/count), and labels where the archive knows them:
+``thread`` and ``pid`` numbers (``num``: `go tool pprof -tagfocus
+thread=4243` takes a number as a numeric range, and matches no string
+label with it), ``thread_name`` a string (Pyroscope takes string labels
+only; where the thread id is not known, its thread string).
+A stack cut short by the end of its copy has a root Location of its own,
+a function named ``[cut]``, as `sfbt fold` puts it under ``[cut]``.
 A Location is one address in one image: the address looked up (a return
 address less one, as sfbt names frames), its Mapping (the image's path,
 text range and build id) and its Lines (function, source line): one per
 call inlined at the address, innermost first, then the function's own.  Names and
-lines are those of `sfbt flame`'s SVG (sfbt.live.flame.ImageNamer); an
+lines are those of `sfbt flame`'s SVG (sfbt.outputs.names.ImageNamer); an
 address outside every image, or in one whose file is not found, gets a
 function named as the flame graph names it.  The kernel's signal
 trampoline (sfbt.archive.cbf.signal_trampolines) is its own Location, at
@@ -33,14 +40,19 @@ from ..archive import cbf
 from ..archive.imagemap import PerImageMap
 from ..archive.layout import SIGNAL_TRAMPOLINE
 from ..printable import printable
-from .flame import ImageNamer
+from . import CUT_ROOT
+from .names import ImageNamer
+
+#: every sample by its thread: its labels
+BY_THREAD = True
 
 # Field numbers of proto/profile.proto
 PROFILE_SAMPLE_TYPE, PROFILE_SAMPLE, PROFILE_MAPPING, PROFILE_LOCATION = 1, 2, 3, 4
 PROFILE_FUNCTION, PROFILE_STRING_TABLE, PROFILE_TIME_NANOS = 5, 6, 9
 PROFILE_DURATION_NANOS, PROFILE_PERIOD_TYPE, PROFILE_PERIOD, PROFILE_COMMENT = 10, 11, 12, 13
 VALUE_TYPE_TYPE, VALUE_TYPE_UNIT = 1, 2
-SAMPLE_LOCATION_ID, SAMPLE_VALUE = 1, 2
+SAMPLE_LOCATION_ID, SAMPLE_VALUE, SAMPLE_LABEL = 1, 2, 3
+LABEL_KEY, LABEL_STR, LABEL_NUM = 1, 2, 3
 MAPPING_ID, MAPPING_MEMORY_START, MAPPING_MEMORY_LIMIT, MAPPING_FILENAME = 1, 2, 3, 5
 MAPPING_BUILD_ID, MAPPING_HAS_FUNCTIONS, MAPPING_HAS_FILENAMES = 6, 7, 8
 MAPPING_HAS_LINE_NUMBERS = 9
@@ -90,6 +102,7 @@ class PprofProfile:
         self._mappings = {}  # image key -> (id, Mapping bytes, place in its image map)
         self._locations = {}  # (address, image key, trampoline) -> (id, Location bytes)
         self._functions = {}  # (name, file, system name) -> (id, Function bytes)
+        self._thread_labels = {}  # SampledThread or None -> its Label fields
 
     def _string(self, text):
         """The index of ``text`` in the string table, escaped as sfbt
@@ -97,15 +110,51 @@ class PprofProfile:
         label come from the archive, and pprof prints them as they are."""
         return self._strings.setdefault(printable(text), len(self._strings))
 
-    def add(self, trace):
-        """One SavedTrace (sfbt.archive.saved) as one Sample."""
+    def add(self, sample):
+        """One sfbt.outputs.Sample as one Sample, labelled with its thread."""
+        trace = sample.trace
         ids = [self._location(frame.lookup_address, trace.images,
                               frame.__class__ is cbf.SignalTrampoline)
                for frame in cbf.signal_trampolines(trace.frames)
                if not isinstance(frame, cbf.Omitted)]
+        if sample.cut:
+            ids.append(self._cut_location())
         self._samples.append(_packed(SAMPLE_LOCATION_ID, ids)
-                             + _packed(SAMPLE_VALUE, [trace.weight]))
-        self.stacks += trace.weight
+                             + _packed(SAMPLE_VALUE, [sample.weight])
+                             + self._labels(sample.thread))
+        self.stacks += sample.weight
+
+    def _labels(self, thread):
+        """The Label fields of a thread's samples (none where it is not
+        known), made once per thread: its ids numbers, its name a string."""
+        found = self._thread_labels.get(thread)
+        if found is None:
+            labels = []
+            if thread is not None:
+                if thread.tid:
+                    labels.append(_number(LABEL_KEY, self._string("thread"))
+                                  + _number(LABEL_NUM, thread.tid))
+                if thread.name or not thread.tid:
+                    labels.append(_number(LABEL_KEY, self._string("thread_name"))
+                                  + _number(LABEL_STR, self._string(thread.name
+                                                                    or thread.label)))
+                if thread.pid:
+                    labels.append(_number(LABEL_KEY, self._string("pid"))
+                                  + _number(LABEL_NUM, thread.pid))
+            found = self._thread_labels[thread] = b"".join(
+                _bytes(SAMPLE_LABEL, label) for label in labels)
+        return found
+
+    def _cut_location(self):
+        """The Location of CUT_ROOT: no mapping, no address."""
+        key = (CUT_ROOT, 0, False)
+        found = self._locations.get(key)
+        if found is None:
+            number = len(self._locations) + 1
+            line = _bytes(LOCATION_LINE, _number(LINE_FUNCTION_ID,
+                                                 self._function(CUT_ROOT, "", CUT_ROOT)))
+            found = self._locations[key] = (number, _number(LOCATION_ID, number) + line)
+        return found[0]
 
     def _mapping(self, image, images):
         key = (image.path, image.base, image.end_of_text, image.build_id)
@@ -196,6 +245,10 @@ class PprofProfile:
                   for text in self._strings]
         return gzip.compress(b"".join(parts), mtime=0)
 
-    @property
-    def distinct(self):
-        return len(self._samples)
+
+
+def write(samples, options):
+    profile = PprofProfile()
+    for sample in samples:
+        profile.add(sample)
+    yield profile.encode(samples.recording)

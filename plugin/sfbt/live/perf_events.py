@@ -104,19 +104,33 @@ def why_refused(code):
     return f"perf events refused ({os.strerror(code)})"
 
 
-def open_event(pid, cpu, hz, stack_size, inherit, tracking, group_fd=-1):
-    """The descriptor of a cpu-clock event of ``pid`` on ``cpu`` (-1:
-    every process, every CPU) at ``hz``, copying the user registers and
-    ``stack_size`` bytes of user stack; ``tracking`` adds the MMAP2, COMM
-    and FORK/EXIT records.  Disabled until ``enable``.  PerfUnavailable
-    where the kernel refuses it (errno in ``.errno``)."""
+def open_event(pid, cpu, hz, stack_size, inherit, tracking):
+    """The descriptor of a cpu-clock event of ``pid`` (-1: every process)
+    on ``cpu`` at ``hz``, copying the user registers and ``stack_size``
+    bytes of user stack; ``tracking`` adds the MMAP2, COMM and FORK/EXIT
+    records.  It counts the time in the kernel too (a sample there copies
+    the registers and stack the thread entered the kernel with), or where
+    perf_event_paranoid forbids that, only the time in user space.
+    Disabled until ``enable``.  PerfUnavailable where the kernel refuses
+    it (errno in ``.errno``)."""
+    try:
+        return _open_event(pid, cpu, hz, stack_size, inherit, tracking, False)
+    except PerfUnavailable as error:
+        if error.errno not in (errno.EACCES, errno.EPERM):
+            raise
+    return _open_event(pid, cpu, hz, stack_size, inherit, tracking, True)
+
+
+def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only):
     syscall = SYSCALLS.get(MACHINE)
     if syscall is None or not REGS_MASK or os.environ.get("SFBT_NO_PERF_EVENTS"):
         error = PerfUnavailable(why_refused(errno.ENOSYS) if syscall is None or not REGS_MASK
                                 else "perf events refused (SFBT_NO_PERF_EVENTS is set)")
         error.errno = errno.ENOSYS
         raise error
-    flags = 1 << _DISABLED | 1 << _EXCLUDE_KERNEL | 1 << _EXCLUDE_HV | 1 << _FREQ
+    flags = 1 << _DISABLED | 1 << _EXCLUDE_HV | 1 << _FREQ
+    if user_only:
+        flags |= 1 << _EXCLUDE_KERNEL
     flags |= 1 << _SAMPLE_ID_ALL | 1 << _USE_CLOCKID
     if inherit:
         flags |= 1 << _INHERIT
@@ -129,7 +143,7 @@ def open_event(pid, cpu, hz, stack_size, inherit, tracking, group_fd=-1):
                       0, 0, 0, 0)
     buffer = ctypes.create_string_buffer(attr, len(attr))
     fd = _libc.syscall(syscall, buffer, ctypes.c_int(pid), ctypes.c_int(cpu),
-                       ctypes.c_int(group_fd), ctypes.c_ulong(0x8))  # FD_CLOEXEC
+                       ctypes.c_int(-1), ctypes.c_ulong(0x8))  # PERF_FLAG_FD_CLOEXEC
     if fd < 0:
         code = ctypes.get_errno()
         error = PerfUnavailable(why_refused(code))
@@ -158,7 +172,9 @@ class Sample:
     pid: int
     tid: int
     time: int  # CLOCK_MONOTONIC nanoseconds
-    registers: dict  # DWARF register number -> value
+    #: DWARF register number -> value; empty for a kernel thread or the
+    #: idle task (no user registers)
+    registers: dict
     stack: bytes  # the user stack from the stack pointer up
     #: whether the copy took all the bytes asked for (the stack may go on
     #: above it) rather than ending where the stack's mapping ends
@@ -177,6 +193,7 @@ class Comm:
     pid: int
     tid: int
     name: str
+    exec: bool  # named by an exec (a new program), not by the thread
 
 
 @dataclass
@@ -265,15 +282,15 @@ def records(data):
                 dynamic = _U64.unpack_from(data, place + copied)[0]
                 stack = data[place:place + min(dynamic, copied)]
                 full = dynamic >= copied
-            if registers:
-                yield Sample(pid, tid, when, registers, stack, full)
+            yield Sample(pid, tid, when, registers, stack, full)
         elif kind == RECORD_MMAP2:
             fields = _MMAP2_RECORD.unpack_from(data, body)
             yield Mmap2(fields[0], fields[1], bool(fields[9] & mmap.PROT_EXEC))
         elif kind == RECORD_COMM:
             pid, tid = struct.unpack_from("<II", data, body)
             name = data[body + 8:at].split(b"\0", 1)[0]
-            yield Comm(pid, tid, name.decode("utf-8", "surrogateescape"))
+            yield Comm(pid, tid, name.decode("utf-8", "surrogateescape"),
+                       bool(misc & MISC_COMM_EXEC))
         elif kind == RECORD_EXIT:
             pid, _, tid, _, _ = _TASK_RECORD.unpack_from(data, body)
             yield Exit(pid, tid)

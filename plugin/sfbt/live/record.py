@@ -226,6 +226,9 @@ class Shortfall:
 
 
 class Recorder:
+    #: how it samples, as `sfbt record` says it
+    how = "on the wall clock (ptrace)"
+
     def __init__(self, pid, hz=99.0, label="", say=lambda line: None):
         self.process = SeizedProcess(pid)
         self.hz = hz
@@ -518,38 +521,46 @@ class Recorder:
         self.process.close()
 
     def record(self, path, duration=None, started=lambda: None):
-        """Record into the archive file at path (replaced when the
-        recording ends, see files.record_into); ``started()`` is called
-        once a sample was taken.  Returns the OSError that stopped the
-        writing early (the samples before it are in the file), or None.
-        Where no sample was taken, no file is written: the ProcessError that
-        ended the recording is raised (as sfbt stack words it)."""
-        def write(stream):
-            out = ArchiveStream(self.archive, stream.fileno())
-            self.run(duration, signals, out.flush, started)
-            if not self.stats.samples:
-                raise self.stats.error or ProcessError(
-                    f"process {self.process.pid}: no stack recorded "
-                    f"({self.stats.ended or 'no sample'})")
-            out.flush()
-            self.stats.kept = out.events
-            failure[0] = out.failure
-        failure = [None]
-        # held until the file is in place: a signal while it is written
-        # out does not lose it
-        with EndingSignals() as signals:
-            record_into(path, write)
-        return failure[0]
+        return record_archive(self, path, duration, started)
+
+    def summary(self, path):
+        """What the recording took, said once it ended."""
+        stats = self.stats
+        distinct = len(self.archive.traces)
+        ended = f" ({stats.ended})" if stats.ended else ""
+        saved = (f"saved to {path}" if stats.kept == stats.samples
+                 else f"the first {stats.kept} saved to {path}")
+        return (f"Recorded {stats.samples} stacks in {stats.ticks} samples over "
+                f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {self.hz:g}){ended}: "
+                f"{distinct} distinct, {saved}.\n"
+                f"Each thread was stopped for {stats.stops.median() * 1e3:.3f} ms per sample "
+                f"(median; at most {stats.stops.longest * 1e3:.3f} ms).")
+
+    def no_stack(self):
+        """The error of a recording that took no sample."""
+        return self.stats.error or ProcessError(
+            f"process {self.process.pid}: no stack recorded "
+            f"({self.stats.ended or 'no sample'})")
 
 
-def summary(recorder, path):
-    stats = recorder.stats
-    distinct = len(recorder.archive.traces)
-    ended = f" ({stats.ended})" if stats.ended else ""
-    saved = (f"saved to {path}" if stats.kept == stats.samples
-             else f"the first {stats.kept} saved to {path}")
-    return (f"Recorded {stats.samples} stacks in {stats.ticks} samples over "
-            f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {recorder.hz:g}){ended}: "
-            f"{distinct} distinct, {saved}.\n"
-            f"Each thread was stopped for {stats.stops.median() * 1e3:.3f} ms per sample "
-            f"(median; at most {stats.stops.longest * 1e3:.3f} ms).")
+def record_archive(recorder, path, duration=None, started=lambda: None):
+    """Record with ``recorder`` (a stack source: Recorder, or
+    perf_source.PerfRecorder) into the archive file at path (replaced when
+    the recording ends, see files.record_into); ``started()`` is called
+    once it samples.  Returns the OSError that stopped the writing early
+    (the samples before it are in the file), or None.  Where no sample was
+    taken, no file is written: ``recorder.no_stack()`` is raised."""
+    def write(stream):
+        out = ArchiveStream(recorder.archive, stream.fileno())
+        recorder.run(duration, signals, out.flush, started)
+        if not recorder.stats.samples:
+            raise recorder.no_stack()
+        out.flush()
+        recorder.stats.kept = out.events
+        failure[0] = out.failure
+    failure = [None]
+    # held until the file is in place: a signal while it is written
+    # out does not lose it
+    with EndingSignals() as signals:
+        record_into(path, write)
+    return failure[0]

@@ -51,6 +51,7 @@ TEST_APT_PACKAGES=(
   python3-mypy  # checks the typed seams: tests/test_types.py
   qemu-user gdb-multiarch gdbserver libc6-arm64-cross libc6-s390x-cross
   elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
+  linux-perf  # perf: the reference of sfbt record on perf events (tests, bench)
   golang-go  # go tool pprof reads sfbt flame --format pprof: tests/test_flame.py
   nodejs  # runs the flame graph's script: tests/test_flame.py
   debuginfod  # a real debuginfod server: tests/test_debuginfo.py

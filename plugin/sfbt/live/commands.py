@@ -113,28 +113,34 @@ def _check_record_args(args, error_type):
                          f"{MAX_STACK_SIZE}")
 
 
+#: what a command started for `sfbt record --` runs first: it waits at its
+#: gate (a descriptor, read until the other end is closed), then execs
+_GATE = ("import os, sys\n"
+         "os.read(int(sys.argv[1]), 1)\n"
+         "os.close(int(sys.argv[1]))\n"
+         "try:\n"
+         "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+         "except OSError as error:\n"
+         "    sys.stderr.write(f'sfbt: {sys.argv[2]!r}: {error.strerror}\\n')\n"
+         "    os._exit(127)\n")
+
+
 def _start_command(command, error_type):
     """(subprocess.Popen of ``command``, the descriptor whose closing lets
     it run): it waits before its exec, so that its events are opened
     first."""
     import os
+    import shutil
     import subprocess
+    if shutil.which(command[0]) is None:
+        raise error_type(f"{printable(command[0])}: no such command")
     gate, opener = os.pipe()
-
-    def wait_at_gate():
-        try:
-            os.close(opener)
-        except OSError:
-            pass
-        os.read(gate, 1)
-        os.close(gate)
-
     try:
-        child = subprocess.Popen(command, preexec_fn=wait_at_gate, pass_fds=(gate,))
-    except (OSError, subprocess.SubprocessError) as error:
+        child = subprocess.Popen([sys.executable, "-S", "-c", _GATE, str(gate), *command],
+                                 pass_fds=(gate,))
+    except OSError as error:
         os.close(opener)
-        raise error_type(f"{printable(command[0])}: "
-                         f"{getattr(error, 'strerror', None) or error}") from None
+        raise error_type(f"{printable(command[0])}: {error.strerror or error}") from None
     finally:
         os.close(gate)
     return child, opener

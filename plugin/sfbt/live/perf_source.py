@@ -333,6 +333,10 @@ class PerfRecorder:
     def _cpu_seconds(self):
         if self.every_process:
             return _machine_busy_seconds()
+        if self.command is not None and self.command.returncode is not None:
+            import resource  # the command waited for: its time and its children's
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return usage.ru_utime + usage.ru_stime - self._children_before
         return _cpu_seconds(self.pid)
 
     def _ended(self):
@@ -356,7 +360,12 @@ class PerfRecorder:
             self._gate = None
         if on_first_sample is not None:
             on_first_sample()
-        cpu_before = self._cpu_seconds()
+        if self.command is not None:
+            import resource
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            self._children_before = usage.ru_utime + usage.ru_stime
+        # a command's time is counted from its start
+        cpu_before = 0.0 if self.command is not None else self._cpu_seconds()
         start = flushed = time.monotonic()
         while signals.caught is None:
             now = time.monotonic()
@@ -393,8 +402,9 @@ class PerfRecorder:
 
     def no_stack(self):
         what = "no process" if self.every_process else f"process {self.pid}"
-        return ProcessError(f"{what}: no stack recorded ({self.stats.ended or 'it did not run'}"
-                            " on a processor; --idle samples sleeping threads too)")
+        reason = self.stats.ended or "it did not run on a processor"
+        return ProcessError(f"{what}: no stack recorded ({reason}; --idle samples sleeping "
+                            "threads too)")
 
     def summary(self, path):
         stats = self.stats

@@ -37,7 +37,7 @@ from .session import SnapshotSession
 #: how often the rings are read (and the longest sleep)
 POLL_INTERVAL = 0.05
 #: data pages of each CPU's ring (a power of two; fewer where refused)
-RING_PAGES = 512
+RING_PAGES = 1024
 #: the user stack copied per sample by default
 STACK_SIZE = perf_events.MAX_STACK_COPY
 #: rounds of listing a process's threads while events are opened for them
@@ -103,7 +103,7 @@ class SampledProcess:
         self.session = SnapshotSession(process.arch, process.modules(), self._read,
                                        executable=process.executable, sources=sources,
                                        mappings=process.mappings,
-                                       debug_files=self.debug_files)
+                                       debug_files=self.debug_files, past_main=True)
         self.image_map = self.archive.add_image_map(encode_image_map(image_map(self.session)))
 
     def refresh(self):

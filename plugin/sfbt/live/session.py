@@ -42,8 +42,11 @@ class SnapshotSession(Session):
                  numbered: Iterable[Tuple[int, ThreadState]] = (),
                  executable: Optional[str] = None, sources: Optional[SFrameSources] = None,
                  mappings: Optional[List[Mapping]] = None,
-                 debug_files: Optional[DebugFiles] = None):
+                 debug_files: Optional[DebugFiles] = None, past_main: bool = False):
         self._arch = arch
+        #: walks go on past main, to the outermost frame (no frame is
+        #: named while walking: perf events' recordings, of any process)
+        self._past_main = past_main
         self.modules = modules
         self.read = read
         self.settings = Settings("gdb")
@@ -85,6 +88,9 @@ class SnapshotSession(Session):
     def inline_source(self, module: Module) -> Optional[FileSymbolizer]:
         """The module's symbols, their inline chains kept in sfbt's cache."""
         return self.describer.symbols(module)
+
+    def past_main(self) -> bool:
+        return self._past_main
 
     def in_main(self, lookup_pc: int) -> bool:
         found = self._in_main.get(lookup_pc)

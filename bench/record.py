@@ -38,10 +38,11 @@ Without --idle, `sfbt record` on perf events (its default) beside `perf
 record -e cpu-clock -F 99 --call-graph dwarf`, on tests/programs/busy.c
 (-O2, no frame pointers: recursion of changing depth through qsort and
 snprintf; its work counted in busy_work, read from its memory): in each
-round a window alone, one with perf recording and one with sfbt, their
-order turning; the target's slowdown under each (median of the paired
-rounds), each recorder's processor time, its file's bytes per sample and
-the share of sfbt's stacks walked whole.  Then with 4 busy threads on the
+round a window alone, one with perf recording and one with sfbt, the one
+that goes first turning; the target's slowdown under each against the
+round's window alone (median of the rounds), each recorder's processor
+time, its file's bytes per sample and the share of sfbt's stacks walked
+whole.  Then with 4 busy threads on the
 machine's processors, the rate sfbt keeps per second of each thread's
 processor time, and `sfbt record -a`'s own processor time.
 
@@ -366,12 +367,16 @@ def perf_bench(args):
 
         with_sfbt()  # compiles the bytecode, fills the caches
         ours.clear()
-        sfbt_paired = paired_ratios(args.rounds, with_sfbt, alone)
-        perf_paired = paired_ratios(args.rounds, with_perf, alone)
+        sfbt_slow, perf_slow = [], []
+        sides = [alone, with_perf, with_sfbt]
+        for index in range(args.rounds):  # each round the three in turn, the first moving
+            times = {}
+            for side in sides[index % 3:] + sides[:index % 3]:
+                times[side] = side()
+            sfbt_slow.append(1 - times[alone] / times[with_sfbt])
+            perf_slow.append(1 - times[alone] / times[with_perf])
         print(f"target: busy.c, 2 busy threads, {cpus} CPUs; windows of {args.seconds:g} s; "
               f"load average {os.getloadavg()[0]:.1f}")
-        sfbt_slow = [1 - 1 / ratio for ratio in sfbt_paired.ratios]
-        perf_slow = [1 - 1 / ratio for ratio in perf_paired.ratios]
         print(f"slowdown under perf record --call-graph dwarf at {HZ} Hz: "
               f"{percent_range(perf_slow)}")
         goal = statistics.median(perf_slow) + 0.03

@@ -177,6 +177,7 @@ def test_a_command_is_started_recorded_and_ended_with(programs, tmp_path):
     events, text = _events(archive)
     assert {name for _, name, _, _ in events} >= {"busy-0", "busy-1"}
     assert " in compute " in text
+    assert f"label 'sfbt record of {workers} 2 1 at 99 Hz on CPU'" in text
 
 
 def test_where_perf_events_are_refused_ptrace_samples_and_says_why(programs, tmp_path):

@@ -176,8 +176,11 @@ def _recorder(args, say, error_type):
             from .perf_events import PerfUnavailable
             from .perf_source import PerfRecorder
             try:
+                label = (f"sfbt record of {' '.join(args.command)} at {args.hz:g} Hz on CPU"
+                         if child is not None else "")
                 return PerfRecorder(None if args.all else pid, args.hz, args.stack_size,
-                                    say=say, command=child, command_gate=opener), child
+                                    label=label, say=say, command=child,
+                                    command_gate=opener), child
             except PerfUnavailable as refused:
                 if args.all:
                     raise error_type(f"{refused}: -a needs them") from None

@@ -255,8 +255,8 @@ def open_ring(fd, pages):
 
 def records(data):
     """The records of ring bytes ``data``: Sample, Mmap2, Comm, Exit or
-    Lost (the others passed over).  A record that runs past the bytes
-    ends them."""
+    Lost (the others passed over, and one shorter than its fields).  A
+    record that runs past the bytes ends them."""
     n_regs = len(REGS_DWARF)
     regs_struct = struct.Struct(f"<{n_regs}Q")
     at, end = 0, len(data)
@@ -267,32 +267,38 @@ def records(data):
         body = at + 8
         at += size
         if kind == RECORD_SAMPLE:
+            if size < 8 + 16 + 8 + 8:
+                continue
             pid, tid, when = _TID_TIME.unpack_from(data, body)
             place = body + 16
             abi = _U64.unpack_from(data, place)[0]
             place += 8
             registers = {}
             if abi:
+                if place + regs_struct.size + 8 > at:
+                    continue
                 registers = dict(zip(REGS_DWARF, regs_struct.unpack_from(data, place)))
                 place += regs_struct.size
             copied = _U64.unpack_from(data, place)[0]
             place += 8
             stack, full = b"", False
             if copied:
+                if place + copied + 8 > at:
+                    continue
                 dynamic = _U64.unpack_from(data, place + copied)[0]
                 stack = data[place:place + min(dynamic, copied)]
                 full = dynamic >= copied
             yield Sample(pid, tid, when, registers, stack, full)
-        elif kind == RECORD_MMAP2:
+        elif kind == RECORD_MMAP2 and size >= 8 + _MMAP2_RECORD.size:
             fields = _MMAP2_RECORD.unpack_from(data, body)
             yield Mmap2(fields[0], fields[1], bool(fields[9] & mmap.PROT_EXEC))
-        elif kind == RECORD_COMM:
+        elif kind == RECORD_COMM and size >= 16:
             pid, tid = struct.unpack_from("<II", data, body)
             name = data[body + 8:at].split(b"\0", 1)[0]
             yield Comm(pid, tid, name.decode("utf-8", "surrogateescape"),
                        bool(misc & MISC_COMM_EXEC))
-        elif kind == RECORD_EXIT:
+        elif kind == RECORD_EXIT and size >= 8 + _TASK_RECORD.size:
             pid, _, tid, _, _ = _TASK_RECORD.unpack_from(data, body)
             yield Exit(pid, tid)
-        elif kind == RECORD_LOST:
+        elif kind == RECORD_LOST and size >= 24:
             yield Lost(struct.unpack_from("<QQ", data, body)[1])

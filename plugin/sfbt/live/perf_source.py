@@ -294,8 +294,8 @@ class PerfRecorder:
         if not self.every_process and self.command is None and sample.pid != self.pid:
             return  # a child it made (events follow children too)
         if not sample.registers:
-            if self.every_process:
-                self.stats.taken += 1  # a kernel thread, or the idle task
+            if self.every_process and sample.pid:
+                self.stats.taken += 1  # a kernel thread (the idle task is not busy time)
             return
         self.stats.taken += 1
         sampled = self._sampled(sample.pid)

@@ -26,6 +26,7 @@ from ..archive.store import Archive
 from ..commands.save import image_map
 from ..debuginfo import DebugFiles
 from ..errors import TargetMemoryError
+from ..unwind.modules import SFrameSources
 from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
 from .perf_events import Comm, Exit, Lost, Mmap2, PerfUnavailable, Sample
@@ -83,11 +84,12 @@ class SampledProcess:
     samples are walked in, the image map its events point at, and its
     threads' names."""
 
-    def __init__(self, pid, archive, debug_files):
+    def __init__(self, pid, archive, debug_files, sources):
         self.process = Process(pid)
         self.pid = pid
         self.archive = archive
         self.debug_files = debug_files
+        self.sources = sources
         self.names = {}
         self.stale = False  # it mapped code since its mappings were read
         #: the end of the stack copy being walked, and whether the walk
@@ -99,9 +101,8 @@ class SampledProcess:
 
     def _new_session(self):
         process = self.process
-        sources = self.session.sources if self.session is not None else None
         self.session = SnapshotSession(process.arch, process.modules(), self._read,
-                                       executable=process.executable, sources=sources,
+                                       executable=process.executable, sources=self.sources,
                                        mappings=process.mappings,
                                        debug_files=self.debug_files, past_main=True)
         self.image_map = self.archive.add_image_map(encode_image_map(image_map(self.session)))
@@ -178,6 +179,9 @@ class PerfRecorder:
         self.rings = []
         self._processes = {}  # pid -> SampledProcess, or None where it cannot be read
         self._debug_files = DebugFiles(download=False)
+        #: the SFrame data of every process's files, kept per file read: a
+        #: library that many processes map is read once
+        self._sources = SFrameSources()
         self.archive = Archive()
         self.stats = PerfStats()
         if pid is not None:
@@ -248,7 +252,7 @@ class PerfRecorder:
         if pid in self._processes:
             return self._processes[pid]
         try:
-            sampled = SampledProcess(pid, self.archive, self._debug_files)
+            sampled = SampledProcess(pid, self.archive, self._debug_files, self._sources)
         except ProcessError:
             sampled = None
         self._processes[pid] = sampled

@@ -6,8 +6,10 @@ import collections
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -20,10 +22,22 @@ from test_stack import Running
 _THREAD = re.compile(r"\d+ \((\d+)(?: (.*))?\)(?: of process (\d+))?")
 
 
+def _perf_events_refused():
+    """Why the kernel refuses sfbt's perf events here, or None."""
+    from sfbt.live import perf_events
+    try:
+        os.close(perf_events.open_event(os.getpid(), 0, 99, 512, True, True))
+    except perf_events.PerfUnavailable as refused:
+        return str(refused)
+    return None
+
+
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     """(busy, workers): busy recurses to changing depths through qsort and
     snprintf (no frame pointers: -O2); workers has named threads."""
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
     directory = tmp_path_factory.mktemp("perf")
     return (compile_program(directory, "busy", "O2", True, ["busy.c"]),
             compile_program(directory, "workers", "O2", True, ["workers.c"]))
@@ -224,3 +238,26 @@ def test_idle_samples_every_thread_with_ptrace(programs, tmp_path):
     assert "on the wall clock (ptrace)" in idle.stderr
     events, _ = _events(archive)
     assert len({tid for tid, _, _, _ in events}) == 9
+
+
+@pytest.mark.parametrize("ending, said", [(signal.SIGTERM, "ended by SIGTERM"),
+                                          (signal.SIGINT, "interrupted")])
+def test_a_signal_ends_the_recording_on_perf_events_and_keeps_it(programs, tmp_path, ending,
+                                                                  said):
+    busy, _ = programs
+    archive = tmp_path / "ended.sfbt"
+    with Running(busy, 1) as running:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sfbt", "record", "-p", str(running.pid), "-o",
+             str(archive)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+        assert process.stderr.readline().startswith(f"Recording process {running.pid} ")
+        time.sleep(1.0)
+        process.send_signal(ending)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    match = re.search(rf"Recorded (\d+) stacks .*\({said}\): \d+ distinct, "
+                      rf"saved to {re.escape(str(archive))}\.", out)
+    assert match, out
+    events, _ = _events(archive)
+    assert len(events) == int(match[1]) > 0

@@ -332,8 +332,10 @@ def _add_stack(commands, error_type):
 def _add_record(commands, error_type):
     from ..usage import with_example
     record = commands.add_parser(
-        "record", help="sample every thread's stack of a running process at a "
-        "fixed rate into one archive (each distinct stack once, with a count)",
+        "record", help="sample the stacks of the threads on a processor (the "
+        "kernel's perf events) of a process, a command or every process, or of "
+        "every thread with --idle, into one archive (each distinct stack once, "
+        "with a count)",
         **with_example("sfbt record -p 4242 --duration 10 -o profile.sfbt",
                        "sample process 4242 at 99 Hz for 10 seconds"))
     record.add_argument("-p", "--pid", type=_pid, metavar="PID",

@@ -184,10 +184,9 @@ class PerfRecorder:
         self._sources = SFrameSources()
         self.archive = Archive()
         self.stats = PerfStats()
-        if pid is not None:
-            first = self._sampled(pid)
-            if first is None:
-                raise ProcessExited(f"no process {pid}")
+        if pid is not None:  # what cannot be read of it said now, in one line
+            first = self._processes[pid] = SampledProcess(pid, self.archive,
+                                                          self._debug_files, self._sources)
             arch = first.process.arch
             name = first.thread_name(pid)
         else:

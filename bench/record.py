@@ -50,10 +50,11 @@ Goals: slowdown <= perf's + 3 points; >= 95 Hz with 4 busy threads;
 >= 99% of stacks complete; the archive <= 1/20 of perf.data per sample;
 -a <= 2% of the machine.
 
-Run: python3 bench/record.py [--rounds N] [--seconds S]
+Run: python3 bench/record.py [--rounds N] [--seconds S] [--perf-stack BYTES]
 """
 
 import argparse
+import collections
 import os
 import re
 import shutil
@@ -332,6 +333,52 @@ def perf_samples(data):
     return len(script.stdout.splitlines())
 
 
+def function_name(name):
+    """A function's name as both sides can be matched by: perf's and
+    GDB's spellings of the same C library function differ in a prefix or a
+    suffix (__GI___qsort_r, msort_with_tmp.part.0, "(inlined)")."""
+    name = name.replace(" (inlined)", "")
+    name = re.sub(r"\.(part|constprop|isra|cold)(\.\d+)?", "", name)
+    return re.sub(r"^(__GI_)?_*", "", name)
+
+
+def perf_shares(data):
+    """({function: self samples}, {function: samples it is in}, samples) of
+    a perf.data file, from perf report (kernel functions left out of the
+    tables, their samples counted)."""
+    tables = []
+    for mode in ("--no-children", "--children"):
+        report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", mode, "-q",
+                                 "--sort", "sym", "-n", "-g", "none"],
+                                capture_output=True, text=True, timeout=600).stdout
+        counts = collections.Counter()
+        for line in report.splitlines():
+            # children: "total% self% samples [.] name"; no children: "self% samples ..."
+            match = re.match(r"\s*([\d.]+)%\s+(?:[\d.]+%\s+)?(\d+)\s+\[\.\]\s+(.+)$", line)
+            if match:
+                counts[function_name(match[3].strip())] = max(
+                    counts[function_name(match[3].strip())],
+                    int(match[2]) if mode == "--no-children" else float(match[1]))
+        tables.append(counts)
+    return tables[0], tables[1], perf_samples(data)
+
+
+def sfbt_shares(archive, env):
+    """({function: self samples}, {function: samples it is in}, samples)
+    of an sfbt archive, from sfbt fold."""
+    folded = subprocess.run([sys.executable, "-m", "sfbt", "fold", str(archive)],
+                            capture_output=True, text=True, env=env, timeout=600).stdout
+    own, total, samples = collections.Counter(), collections.Counter(), 0
+    for line in folded.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        functions = [function_name(name) for name in stack.split(";")]
+        own[functions[-1]] += int(count)
+        for name in set(functions):
+            total[name] += int(count)
+        samples += int(count)
+    return own, total, samples
+
+
 def perf_bench(args):
     work = Path(tempfile.mkdtemp(prefix="sfbt-bench-perf-"))
     cpus = os.cpu_count()
@@ -346,8 +393,19 @@ def perf_bench(args):
         sfbt = [sys.executable, "-m", "sfbt", "record", "--hz", str(HZ), "-p",
                 str(target.pid), "-o", str(archive)]
         perf = ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(HZ), "--call-graph",
-                "dwarf", "-p", str(target.pid), "-o", str(data)]
+                f"dwarf,{args.perf_stack}", "-p", str(target.pid), "-o", str(data)]
         ours, theirs = [], []
+        # [self samples, total share x samples, samples] summed over the windows
+        sfbt_profile = [collections.Counter(), collections.Counter(), 0]
+        perf_profile = [collections.Counter(), collections.Counter(), 0]
+
+        def add_shares(profile, shares):
+            own, total, samples = shares
+            profile[0].update(own)
+            # perf's totals are percentages: weighed by the window's samples
+            profile[1].update({name: (value * samples / 100 if profile is perf_profile
+                                      else value) for name, value in total.items()})
+            profile[2] += samples
 
         def with_sfbt():
             window, out, err = recording(sfbt, target, args.seconds)
@@ -355,11 +413,13 @@ def perf_bench(args):
             if summary is None:
                 raise SystemExit(f"unexpected sfbt record output: {out!r} {err!r}")
             ours.append((window, summary, archive.stat().st_size))
+            add_shares(sfbt_profile, sfbt_shares(archive, env))
             return 1.0 / window.rate
 
         def with_perf():
             window, _, _ = recording(perf, target, args.seconds)
             theirs.append((window, data.stat().st_size, perf_samples(data)))
+            add_shares(perf_profile, perf_shares(data))
             return 1.0 / window.rate
 
         def alone():
@@ -367,6 +427,7 @@ def perf_bench(args):
 
         with_sfbt()  # compiles the bytecode, fills the caches
         ours.clear()
+        sfbt_profile[:] = [collections.Counter(), collections.Counter(), 0]
         sfbt_slow, perf_slow = [], []
         sides = [alone, with_perf, with_sfbt]
         for index in range(args.rounds):  # each round the three in turn, the first moving
@@ -376,7 +437,8 @@ def perf_bench(args):
             sfbt_slow.append(1 - times[alone] / times[with_sfbt])
             perf_slow.append(1 - times[alone] / times[with_perf])
         print(f"target: busy.c, 2 busy threads, {cpus} CPUs; windows of {args.seconds:g} s; "
-              f"load average {os.getloadavg()[0]:.1f}")
+              f"perf copies {args.perf_stack} bytes of stack; load average "
+              f"{os.getloadavg()[0]:.1f}")
         print(f"slowdown under perf record --call-graph dwarf at {HZ} Hz: "
               f"{percent_range(perf_slow)}")
         goal = statistics.median(perf_slow) + 0.03
@@ -398,6 +460,18 @@ def perf_bench(args):
         print(f"file bytes per sample: sfbt {ours_per:.0f}, perf {theirs_per:.0f}: 1/"
               f"{theirs_per / ours_per:.0f}  goal <= 1/20: "
               f"{'met' if ours_per * 20 <= theirs_per else 'NOT met'}")
+        hottest = [name for name, _ in perf_profile[0].most_common(10)]
+        worst = 0.0
+        print("the 10 hottest functions (perf's), self and total shares: perf / sfbt")
+        for name in hottest:
+            shares = [(profile[0][name] / profile[2], profile[1][name] / profile[2])
+                      for profile in (perf_profile, sfbt_profile)]
+            worst = max(worst, abs(shares[0][0] - shares[1][0]),
+                        abs(shares[0][1] - shares[1][1]))
+            print(f"  {name}: self {shares[0][0] * 100:.1f}% / {shares[1][0] * 100:.1f}%, "
+                  f"total {shares[0][1] * 100:.1f}% / {shares[1][1] * 100:.1f}%")
+        print(f"largest difference {worst * 100:.1f} points ({perf_profile[2]} and "
+              f"{sfbt_profile[2]} samples)  goal <= 3: {'met' if worst <= 0.03 else 'NOT met'}")
         target.close()
         targets.clear()
 
@@ -440,6 +514,9 @@ def main():
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--busy", type=int, default=4,
                         help="with --idle: computing workers (of 8; default 4)")
+    parser.add_argument("--perf-stack", type=int, default=8192,
+                        help="the stack perf copies per sample (default 8192, perf's; "
+                        "65528 as sfbt's: perf's totals of deep stacks are then whole)")
     args = parser.parse_args()
     if args.idle:
         idle_bench(args)

@@ -179,8 +179,7 @@ def _recorder(args, say, error_type):
                 label = (f"sfbt record of {' '.join(args.command)} at {args.hz:g} Hz on CPU"
                          if child is not None else "")
                 return PerfRecorder(None if args.all else pid, args.hz, args.stack_size,
-                                    label=label, say=say, command=child,
-                                    command_gate=opener), child
+                                    label=label, command=child, command_gate=opener), child
             except PerfUnavailable as refused:
                 if args.all:
                     raise error_type(f"{refused}: -a needs them") from None

@@ -60,7 +60,12 @@ _TASK_RECORD = struct.Struct("<IIIIQ")
 
 
 class PerfUnavailable(SfbtError):
-    """The kernel refuses perf events here: one line saying why."""
+    """The kernel refuses perf events here: one line saying why, and the
+    errno it gave."""
+
+    def __init__(self, message, code=0):
+        super().__init__(message)
+        self.errno = code
 
 
 def _perf_regs(machine):
@@ -124,10 +129,9 @@ def open_event(pid, cpu, hz, stack_size, inherit, tracking):
 def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only):
     syscall = SYSCALLS.get(MACHINE)
     if syscall is None or not REGS_MASK or os.environ.get("SFBT_NO_PERF_EVENTS"):
-        error = PerfUnavailable(why_refused(errno.ENOSYS) if syscall is None or not REGS_MASK
-                                else "perf events refused (SFBT_NO_PERF_EVENTS is set)")
-        error.errno = errno.ENOSYS
-        raise error
+        raise PerfUnavailable(why_refused(errno.ENOSYS) if syscall is None or not REGS_MASK
+                              else "perf events refused (SFBT_NO_PERF_EVENTS is set)",
+                              errno.ENOSYS)
     flags = 1 << _DISABLED | 1 << _EXCLUDE_HV | 1 << _FREQ
     if user_only:
         flags |= 1 << _EXCLUDE_KERNEL
@@ -146,9 +150,7 @@ def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only):
                        ctypes.c_int(-1), ctypes.c_ulong(0x8))  # PERF_FLAG_FD_CLOEXEC
     if fd < 0:
         code = ctypes.get_errno()
-        error = PerfUnavailable(why_refused(code))
-        error.errno = code
-        raise error
+        raise PerfUnavailable(why_refused(code), code)
     return fd
 
 
@@ -248,8 +250,8 @@ def open_ring(fd, pages):
             return Ring(fd, pages)
         except OSError as error:
             if error.errno not in (errno.EPERM, errno.ENOMEM) or pages <= 8:
-                raise PerfUnavailable(f"perf events' ring refused ({error.strerror})") \
-                    from None
+                raise PerfUnavailable(f"perf events' ring refused ({error.strerror})",
+                                      error.errno) from None
             pages //= 2
 
 

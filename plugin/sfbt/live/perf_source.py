@@ -168,13 +168,12 @@ class PerfRecorder:
     how = "on CPU (perf events)"
 
     def __init__(self, pid=None, hz=99.0, stack_size=STACK_SIZE, label="",
-                 say=lambda line: None, command=None, command_gate=None):
+                 command=None, command_gate=None):
         self.pid = pid
         self.hz = hz
         self.command = command
         self._gate = command_gate
         self.every_process = pid is None
-        self._say = say
         self._fds = []
         self.rings = []
         self._processes = {}  # pid -> SampledProcess, or None where it cannot be read
@@ -198,7 +197,6 @@ class PerfRecorder:
             label = f"sfbt record of {what} at {hz:g} Hz on CPU"
         self.label = label
         self.writer = SampleWriter(self.archive, arch, label)
-        self._arch = arch
         self._wall = time.time_ns() - time.monotonic_ns()
         try:
             self._open(stack_size)
@@ -230,7 +228,7 @@ class PerfRecorder:
                     try:
                         fd = perf_events.open_event(tid, cpu, self.hz, stack_size, True, True)
                     except PerfUnavailable as error:
-                        if getattr(error, "errno", None) == errno.ESRCH:  # it exited
+                        if error.errno == errno.ESRCH:  # it exited
                             break
                         raise
                     self._add(fd, cpu)

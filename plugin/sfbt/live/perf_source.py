@@ -93,7 +93,7 @@ class SampledProcess:
         self.names = {}
         self.stale = False  # it mapped code since its mappings were read
         #: the end of the stack copy being walked, and whether the walk
-        #: asked for the stack above it
+        #: asked for memory above it that is refused (the stack)
         self.copy_end = 0
         self.past_copy = False
         self.session = None
@@ -121,10 +121,10 @@ class SampledProcess:
     def _read(self, address, size):
         """Memory outside a sample's stack copy: only of the read-only
         mappings (what a thread running on cannot have changed)."""
-        if address >= self.copy_end:
-            self.past_copy = True
         mapping = self.process._mapping_at(address)
         if mapping is None or mapping.writable or address + size > mapping.end:
+            if address >= self.copy_end:
+                self.past_copy = True
             raise TargetMemoryError(address, size)
         return self.process.read(address, size)
 

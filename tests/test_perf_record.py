@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -261,3 +262,45 @@ def test_a_signal_ends_the_recording_on_perf_events_and_keeps_it(programs, tmp_p
     assert match, out
     events, _ = _events(archive)
     assert len(events) == int(match[1]) > 0
+
+
+def _record(kind, body, misc=0):
+    body += bytes(-len(body) % 8)
+    return struct.pack("<IHH", kind, misc, 8 + len(body)) + body
+
+
+def test_ring_records_are_read_within_their_sizes():
+    """The ring's records as linux/perf_event.h lays them out; a record
+    whose fields run past its size is passed over, one past the bytes
+    read ends them, never an exception."""
+    from sfbt.live import perf_events as pe
+    registers = list(range(100, 100 + len(pe.REGS_DWARF)))
+    stack = bytes(range(64))
+    sample = struct.pack("<IIQQ", 7, 8, 123, 2) + struct.pack(
+        f"<{len(registers)}Q", *registers) + struct.pack("<Q", 64) + stack + \
+        struct.pack("<Q", 40)
+    kernel = struct.pack("<IIQQQ", 9, 9, 5, 0, 0)  # no user registers, no stack
+    lying = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
+        f"<{len(registers)}Q", *registers) + struct.pack("<Q", 1 << 20)  # a copy not there
+    mmap2 = struct.pack("<IIQQQIIQQII", 7, 8, 0x1000, 0x2000, 0, 8, 1, 42, 0, 5, 2) + \
+        b"/lib/x.so\0"
+    data = b"".join([_record(pe.RECORD_SAMPLE, sample), _record(pe.RECORD_SAMPLE, kernel),
+                     _record(pe.RECORD_SAMPLE, lying),
+                     _record(pe.RECORD_MMAP2, mmap2),
+                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 8) + b"name\xff\0"),
+                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 7) + b"prog\0",
+                             pe.MISC_COMM_EXEC),
+                     _record(pe.RECORD_EXIT, struct.pack("<IIIIQ", 7, 1, 8, 1, 9)),
+                     _record(pe.RECORD_LOST, struct.pack("<QQ", 1, 17)),
+                     _record(pe.RECORD_SAMPLE, sample)[:40]])  # cut by the read
+    records = list(pe.records(data))
+    assert records == [
+        pe.Sample(7, 8, 123, dict(zip(pe.REGS_DWARF, registers)), stack[:40], False),
+        pe.Sample(9, 9, 5, {}, b"", False),
+        pe.Mmap2(7, 8, True),
+        pe.Comm(7, 8, "name\udcff", False), pe.Comm(7, 7, "prog", True),
+        pe.Exit(7, 8), pe.Lost(17)]
+    full = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
+        f"<{len(registers)}Q", *registers) + struct.pack("<Q", 64) + stack + \
+        struct.pack("<Q", 64)
+    assert list(pe.records(_record(pe.RECORD_SAMPLE, full)))[0].full

@@ -53,6 +53,7 @@ TEST_APT_PACKAGES=(
   elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
   zstd  # systemd-coredump's compression, the anchor of bench/crashes.py's record sizes
   time  # /usr/bin/time: eu-stack's peak memory in bench/crashes.py
+  linux-perf  # perf: the reference of sfbt record on perf events (tests, bench)
   golang-go  # go tool pprof reads sfbt flame --format pprof: tests/test_flame.py
   nodejs  # runs the flame graph's script: tests/test_flame.py
   debuginfod  # a real debuginfod server: tests/test_debuginfo.py

@@ -109,7 +109,7 @@ class Appends(Witnesses):
         if rng.random() < 0.75:
             duration = rng.uniform(0.3, 1.0)
             recording = threading.Thread(target=run, args=(
-                "record", RECORDED, ["record", "-p", str(self.sleeper.pid), "--hz", "20",
+                "record", RECORDED, ["record", "--idle", "-p", str(self.sleeper.pid), "--hz", "20",
                                      "--duration", f"{duration:.2f}", "-o", path]))
             recording.start()
             threads.append(recording)

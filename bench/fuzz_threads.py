@@ -105,7 +105,7 @@ def _case(rng, game, program, directory):
             tids = os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []
             argv = ["stack", pid, "--thread", rng.choice(tids or [pid])]
         else:
-            argv = ["record", "-p", pid, "--hz", str(rng.choice((10, 99, 499, 2000))),
+            argv = ["record", "--idle", "-p", pid, "--hz", str(rng.choice((10, 99, 499, 2000))),
                     "--duration", str(rng.choice((0.5, 1, 3, 4))),
                     "-o", os.path.join(directory, "recorded.sfbt")]
         with Descriptors(target.pid) as descriptors:

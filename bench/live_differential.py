@@ -117,7 +117,7 @@ def one_program(name, argv, starts, args, work, gdb_is_13):
             time.sleep(0.05)
         core_comparison(args.gdb, running, Path(argv[0]), work, walks, cores)
         archive = work / "bench.sfbt"
-        recorded = harness.sfbt_command("record", "-p", running.pid, "--hz", "99",
+        recorded = harness.sfbt_command("record", "--idle", "-p", running.pid, "--hz", "99",
                                         "--duration", str(args.record), "-o", archive)
         if recorded.returncode == 0:
             stacks = harness.recorded_stacks(archive)

@@ -32,10 +32,29 @@ what it costs a target on a quiet machine.
 Goals: the rate kept >= 95 Hz; slowdown <= 5%; each thread stopped
 <= 0.5 ms per sample (median).
 
-Run: python3 bench/record.py [--rounds N] [--seconds S] [--busy N]
+Run: python3 bench/record.py --idle [--rounds N] [--seconds S] [--busy N]
+
+Without --idle, `sfbt record` on perf events (its default) beside `perf
+record -e cpu-clock -F 99 --call-graph dwarf`, on tests/programs/busy.c
+(-O2, no frame pointers: recursion of changing depth through qsort and
+snprintf; its work counted in busy_work, read from its memory): in each
+round a window alone, one with perf recording and one with sfbt, the one
+that goes first turning; the target's slowdown under each against the
+round's window alone (median of the rounds), each recorder's processor
+time, its file's bytes per sample and the share of sfbt's stacks walked
+whole.  Then with 4 busy threads on the
+machine's processors, the rate sfbt keeps per second of each thread's
+processor time, and `sfbt record -a`'s own processor time.
+
+Goals: slowdown <= perf's + 3 points; >= 95 Hz with 4 busy threads;
+>= 99% of stacks complete; the archive <= 1/20 of perf.data per sample;
+-a <= 2% of the machine.
+
+Run: python3 bench/record.py [--rounds N] [--seconds S] [--perf-stack BYTES]
 """
 
 import argparse
+import collections
 import os
 import re
 import shutil
@@ -167,19 +186,14 @@ def percent_range(values):
             f"range {min(values) * 100:.1f}% to {max(values) * 100:.1f}%)")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--busy", type=int, default=4,
-                        help="computing workers (of 8; default 4)")
-    args = parser.parse_args()
+def idle_bench(args):
+    """The ptrace sampler (--idle) on the workers program."""
     work = Path(tempfile.mkdtemp(prefix="sfbt-bench-record-"))
     target = None
     try:
         program = compile_program(work, "workers", "O2", True, ["workers.c"])
         env = environment(str(work / "pycache"))
-        command = [sys.executable, "-m", "sfbt", "record", "--hz", str(HZ),
+        command = [sys.executable, "-m", "sfbt", "record", "--idle", "--hz", str(HZ),
                    "-o", str(work / "profile.sfbt")]
         target = Target(program, args.busy)
         recordings = []  # (Window, summary, shortfall lines)
@@ -235,6 +249,279 @@ def main():
         if target is not None:
             target.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+class BusyTarget:
+    """tests/programs/busy.c with ``threads`` busy threads (main and
+    workers), its work read from its busy_work counter."""
+
+    def __init__(self, program, threads):
+        self.process = subprocess.Popen([str(program), str(threads - 1)],
+                                        stdout=subprocess.PIPE, text=True,
+                                        start_new_session=True)
+        if self.process.stdout.readline().strip() != "ready":
+            raise SystemExit("busy did not start")
+        self.pid = self.process.pid
+        symbols = subprocess.run(["nm", str(program)], capture_output=True, text=True,
+                                 check=True).stdout
+        offset = next(int(line.split()[0], 16) for line in symbols.splitlines()
+                      if line.endswith(" busy_work"))
+        base = next(int(line.split("-")[0], 16)
+                    for line in Path(f"/proc/{self.pid}/maps").read_text().splitlines()
+                    if line.split()[2] == "00000000" and line.endswith(str(program)))
+        self.counter = base + offset
+        self.memory = open(f"/proc/{self.pid}/mem", "rb", buffering=0)
+
+    def work(self):
+        self.memory.seek(self.counter)
+        return int.from_bytes(self.memory.read(8), "little"), time.monotonic()
+
+    def close(self):
+        self.memory.close()
+        self.process.kill()
+        self.process.wait()
+
+
+class BusyWindow:
+    """Work per second of a BusyTarget over ``seconds``, the processor
+    seconds per second of ``recorder`` (a pid) and of the target."""
+
+    def __init__(self, target, seconds, recorder=None):
+        cpu = run_time(recorder) if recorder else 0.0
+        target_cpu = run_time(target.pid)
+        work, start = target.work()
+        time.sleep(seconds)
+        done, end = target.work()
+        elapsed = end - start
+        self.rate = (done - work) / elapsed
+        self.cpu = (run_time(recorder) - cpu) / elapsed if recorder else 0.0
+        self.target_cpu = run_time(target.pid) - target_cpu
+
+
+def recording(command, target, seconds, ready=lambda line: True):
+    """(BusyWindow, stdout, stderr) of a window with ``command`` recording;
+    it is stopped with SIGINT after the window."""
+    recorder = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    try:
+        if recorder.stderr is not None and command[0] == sys.executable:
+            started = recorder.stderr.readline()
+            if not started.startswith("Recording"):
+                raise SystemExit(f"sfbt record failed: {started.strip()}")
+        time.sleep(SETTLE)
+        window = BusyWindow(target, seconds, recorder.pid)
+        recorder.send_signal(signal.SIGINT)
+        out, err = recorder.communicate(timeout=300)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+            recorder.wait()
+    if recorder.returncode not in (0, -signal.SIGINT, 130):
+        raise SystemExit(f"{command[0]} failed: {err.strip()}")
+    return window, out, err
+
+
+PERF_SUMMARY = re.compile(r"Recorded (\d+) stacks in (\d+) samples over ([\d.]+) s "
+                          r"\(([\d.]+) Hz of [\d.]+ per CPU second of (?:the process|the "
+                          r"machine), on perf events\)[^\n]*(?:\n(\d+) longer than)?")
+
+
+def perf_samples(data):
+    """The samples in a perf.data file."""
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "tid"],
+                            capture_output=True, text=True, timeout=600)
+    return len(script.stdout.splitlines())
+
+
+def function_name(name):
+    """A function's name as both sides can be matched by: perf's and
+    GDB's spellings of the same C library function differ in a prefix or a
+    suffix (__GI___qsort_r, msort_with_tmp.part.0, "(inlined)")."""
+    name = name.replace(" (inlined)", "")
+    name = re.sub(r"\.(part|constprop|isra|cold)(\.\d+)?", "", name)
+    return re.sub(r"^(__GI_)?_*", "", name)
+
+
+def perf_shares(data):
+    """({function: self samples}, {function: samples it is in}, samples) of
+    a perf.data file, from perf report (kernel functions left out of the
+    tables, their samples counted)."""
+    tables = []
+    for mode in ("--no-children", "--children"):
+        report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", mode, "-q",
+                                 "--sort", "sym", "-n", "-g", "none"],
+                                capture_output=True, text=True, timeout=600).stdout
+        counts = collections.Counter()
+        for line in report.splitlines():
+            # children: "total% self% samples [.] name"; no children: "self% samples ..."
+            match = re.match(r"\s*([\d.]+)%\s+(?:[\d.]+%\s+)?(\d+)\s+\[\.\]\s+(.+)$", line)
+            if match:
+                counts[function_name(match[3].strip())] = max(
+                    counts[function_name(match[3].strip())],
+                    int(match[2]) if mode == "--no-children" else float(match[1]))
+        tables.append(counts)
+    return tables[0], tables[1], perf_samples(data)
+
+
+def sfbt_shares(archive, env):
+    """({function: self samples}, {function: samples it is in}, samples)
+    of an sfbt archive, from sfbt fold."""
+    folded = subprocess.run([sys.executable, "-m", "sfbt", "fold", str(archive)],
+                            capture_output=True, text=True, env=env, timeout=600).stdout
+    own, total, samples = collections.Counter(), collections.Counter(), 0
+    for line in folded.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        functions = [function_name(name) for name in stack.split(";")]
+        own[functions[-1]] += int(count)
+        for name in set(functions):
+            total[name] += int(count)
+        samples += int(count)
+    return own, total, samples
+
+
+def perf_bench(args):
+    work = Path(tempfile.mkdtemp(prefix="sfbt-bench-perf-"))
+    cpus = os.cpu_count()
+    targets = []
+    try:
+        program = compile_program(work, "busy", "O2", True, ["busy.c"])
+        env = environment(str(work / "pycache"))
+        os.environ.update(env)
+        archive, data = work / "profile.sfbt", work / "perf.data"
+        target = BusyTarget(program, 2)
+        targets.append(target)
+        sfbt = [sys.executable, "-m", "sfbt", "record", "--hz", str(HZ), "-p",
+                str(target.pid), "-o", str(archive)]
+        perf = ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(HZ), "--call-graph",
+                f"dwarf,{args.perf_stack}", "-p", str(target.pid), "-o", str(data)]
+        ours, theirs = [], []
+        # [self samples, total share x samples, samples] summed over the windows
+        sfbt_profile = [collections.Counter(), collections.Counter(), 0]
+        perf_profile = [collections.Counter(), collections.Counter(), 0]
+
+        def add_shares(profile, shares):
+            own, total, samples = shares
+            profile[0].update(own)
+            # perf's totals are percentages: weighed by the window's samples
+            profile[1].update({name: (value * samples / 100 if profile is perf_profile
+                                      else value) for name, value in total.items()})
+            profile[2] += samples
+
+        def with_sfbt():
+            window, out, err = recording(sfbt, target, args.seconds)
+            summary = PERF_SUMMARY.search(out)
+            if summary is None:
+                raise SystemExit(f"unexpected sfbt record output: {out!r} {err!r}")
+            ours.append((window, summary, archive.stat().st_size))
+            add_shares(sfbt_profile, sfbt_shares(archive, env))
+            return 1.0 / window.rate
+
+        def with_perf():
+            window, _, _ = recording(perf, target, args.seconds)
+            theirs.append((window, data.stat().st_size, perf_samples(data)))
+            add_shares(perf_profile, perf_shares(data))
+            return 1.0 / window.rate
+
+        def alone():
+            return 1.0 / BusyWindow(target, args.seconds).rate
+
+        with_sfbt()  # compiles the bytecode, fills the caches
+        ours.clear()
+        sfbt_profile[:] = [collections.Counter(), collections.Counter(), 0]
+        sfbt_slow, perf_slow = [], []
+        sides = [alone, with_perf, with_sfbt]
+        for index in range(args.rounds):  # each round the three in turn, the first moving
+            times = {}
+            for side in sides[index % 3:] + sides[:index % 3]:
+                times[side] = side()
+            sfbt_slow.append(1 - times[alone] / times[with_sfbt])
+            perf_slow.append(1 - times[alone] / times[with_perf])
+        print(f"target: busy.c, 2 busy threads, {cpus} CPUs; windows of {args.seconds:g} s; "
+              f"perf copies {args.perf_stack} bytes of stack; load average "
+              f"{os.getloadavg()[0]:.1f}")
+        print(f"slowdown under perf record --call-graph dwarf at {HZ} Hz: "
+              f"{percent_range(perf_slow)}")
+        goal = statistics.median(perf_slow) + 0.03
+        print(f"slowdown under sfbt record at {HZ} Hz: {percent_range(sfbt_slow)}  goal <= "
+              f"perf's + 3 points ({goal * 100:.1f}%): "
+              f"{'met' if statistics.median(sfbt_slow) <= goal else 'NOT met'}")
+        for name, windows in (("perf", [w for w, _, _ in theirs]),
+                              ("sfbt", [w for w, _, _ in ours])):
+            used = [window.cpu for window in windows]
+            print(f"{name}'s own processor time: {statistics.median(used):.3f} CPU s per s "
+                  f"(median; range {min(used):.3f}-{max(used):.3f})")
+        stacks = sum(int(summary[1]) for _, summary, _ in ours)
+        cut = sum(int(summary[5] or 0) for _, summary, _ in ours)
+        complete = 1 - cut / stacks if stacks else 0.0
+        print(f"sfbt's stacks walked whole: {complete * 100:.2f}% of {stacks}  goal >= 99%: "
+              f"{'met' if complete >= 0.99 else 'NOT met'}")
+        ours_per = statistics.median(size / int(summary[1]) for _, summary, size in ours)
+        theirs_per = statistics.median(size / count for _, size, count in theirs if count)
+        print(f"file bytes per sample: sfbt {ours_per:.0f}, perf {theirs_per:.0f}: 1/"
+              f"{theirs_per / ours_per:.0f}  goal <= 1/20: "
+              f"{'met' if ours_per * 20 <= theirs_per else 'NOT met'}")
+        hottest = [name for name, _ in perf_profile[0].most_common(10)]
+        worst = 0.0
+        print("the 10 hottest functions (perf's), self and total shares: perf / sfbt")
+        for name in hottest:
+            shares = [(profile[0][name] / profile[2], profile[1][name] / profile[2])
+                      for profile in (perf_profile, sfbt_profile)]
+            worst = max(worst, abs(shares[0][0] - shares[1][0]),
+                        abs(shares[0][1] - shares[1][1]))
+            print(f"  {name}: self {shares[0][0] * 100:.1f}% / {shares[1][0] * 100:.1f}%, "
+                  f"total {shares[0][1] * 100:.1f}% / {shares[1][1] * 100:.1f}%")
+        print(f"largest difference {worst * 100:.1f} points ({perf_profile[2]} and "
+              f"{sfbt_profile[2]} samples)  goal <= 3: {'met' if worst <= 0.03 else 'NOT met'}")
+        target.close()
+        targets.clear()
+
+        four = BusyTarget(program, 4)
+        targets.append(four)
+        rates = []
+        for _ in range(max(3, args.rounds // 3)):
+            window, out, _ = recording(
+                [sys.executable, "-m", "sfbt", "record", "--hz", str(HZ), "-p", str(four.pid),
+                 "-o", str(archive)], four, args.seconds)
+            summary = PERF_SUMMARY.search(out)
+            # the samples of the window alone are not told apart: the whole
+            # recording's stacks over the target's processor time meanwhile
+            rates.append(float(summary[4]))
+        rate = statistics.median(rates)
+        print(f"rate with 4 busy threads on {cpus} CPUs: {rate:.1f} Hz of {HZ} per second "
+              f"of each thread's processor time (median; range {min(rates):.1f}-"
+              f"{max(rates):.1f})  goal >= 95: {'met' if rate >= 95 else 'NOT met'}")
+        used = []
+        for _ in range(max(3, args.rounds // 3)):
+            window, out, _ = recording(
+                [sys.executable, "-m", "sfbt", "record", "-a", "--hz", str(HZ),
+                 "-o", str(archive)], four, args.seconds)
+            used.append(window.cpu / cpus)
+        share = statistics.median(used)
+        print(f"sfbt record -a's own processor time: {share * 100:.1f}% of the machine "
+              f"(median; range {min(used) * 100:.1f}-{max(used) * 100:.1f}%)  goal <= 2%: "
+              f"{'met' if share <= 0.02 else 'NOT met'}")
+    finally:
+        for target in targets:
+            target.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--idle", action="store_true",
+                        help="the ptrace sampler (sfbt record --idle) instead")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--busy", type=int, default=4,
+                        help="with --idle: computing workers (of 8; default 4)")
+    parser.add_argument("--perf-stack", type=int, default=8192,
+                        help="the stack perf copies per sample (default 8192, perf's; "
+                        "65528 as sfbt's: perf's totals of deep stacks are then whole)")
+    args = parser.parse_args()
+    if args.idle:
+        idle_bench(args)
+    else:
+        perf_bench(args)
 
 
 if __name__ == "__main__":

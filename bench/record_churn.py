@@ -53,7 +53,7 @@ def record_churn(directory, seconds, every, hz, say=print):
     try:
         assert target.stdout.readline().strip() == b"ready"
         recorder = subprocess.Popen(
-            [sys.executable, "-m", "sfbt", "record", "-p", str(target.pid),
+            [sys.executable, "-m", "sfbt", "record", "--idle", "-p", str(target.pid),
              "--hz", str(hz), "-o", archive], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "plugin")))
         recorder.stderr.readline()  # Recording process ...: it sampled

@@ -432,7 +432,7 @@ def test_record_never_downloads_and_the_other_commands_do(stripped, server, monk
     archive = tmp_path / "profile.sfbt"
     monkeypatch.setenv("DEBUGINFOD_URLS", server.url)
     with Running(program) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--hz", "20", "--duration", "0.3",
+        recorded = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "20", "--duration", "0.3",
                             "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     assert kept(build_id) == (None, None)

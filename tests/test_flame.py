@@ -142,7 +142,7 @@ def test_pprof_read_by_go_tool_pprof(go, workers, tmp_path):  # noqa: F811
     archive, profile = tmp_path / "profile.sfbt", tmp_path / "profile.pb.gz"
     with Running(workers, 1) as running:
         run_sfbt("stack", running.pid)  # the caches filled: record's first sample is quick
-        recorded = run_sfbt("record", "-p", running.pid, "--hz", "50", "--duration", "1",
+        recorded = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "50", "--duration", "1",
                             "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     written = run_sfbt("flame", "--format", "pprof", archive, "-o", profile)

@@ -259,7 +259,7 @@ def test_a_save_while_sfbt_record_writes_the_file(gdb, tmp_path):
     try:
         with open(log, "w") as stdout:
             record = subprocess.Popen(
-                [sys.executable, "-m", "sfbt", "record", "-p", str(other.pid), "-o",
+                [sys.executable, "-m", "sfbt", "record", "--idle", "-p", str(other.pid), "-o",
                  str(archive)], stdout=stdout, stderr=subprocess.PIPE, text=True,
                 env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
         assert record.stderr.readline().startswith("Recording process ")

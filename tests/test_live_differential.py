@@ -78,7 +78,7 @@ def test_stopped_stacks_equal_gdbs(gdb, busy, tmp_path):
 def test_recorded_stacks_are_complete(busy, tmp_path):
     archive = tmp_path / "busy.sfbt"
     with _started(busy) as running:
-        recorded = harness.sfbt_command("record", "-p", running.pid, "--hz", "40",
+        recorded = harness.sfbt_command("record", "--idle", "-p", running.pid, "--hz", "40",
                                         "--duration", "1.5", "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     stacks = harness.recorded_stacks(archive)
@@ -102,7 +102,7 @@ def test_record_says_why_nothing_was_recorded(busy, tmp_path):
         libc = ctypes.CDLL(None, use_errno=True)
         assert libc.ptrace(0x4206, running.pid, None, None) == 0  # PTRACE_SEIZE
         try:
-            recorded = harness.sfbt_command("record", "-p", running.pid, "--duration", "1",
+            recorded = harness.sfbt_command("record", "--idle", "-p", running.pid, "--duration", "1",
                                             "-o", archive)
             stacked = harness.sfbt_command("stack", running.pid)
         finally:
@@ -126,7 +126,7 @@ def test_record_of_a_process_that_exited(tmp_path):
             if harness.thread_state(exited.pid) == "Z":
                 break
             time.sleep(0.05)
-        recorded = harness.sfbt_command("record", "-p", exited.pid, "-o", archive)
+        recorded = harness.sfbt_command("record", "--idle", "-p", exited.pid, "-o", archive)
         stacked = harness.sfbt_command("stack", exited.pid)
     finally:
         exited.wait()

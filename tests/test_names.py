@@ -73,7 +73,7 @@ def test_stack_record_decode_fold_and_flame(hostile, tmp_path):
     archive = tmp_path / "names.sfbt"
     with Running(hostile) as running:
         stack = run_sfbt("stack", running.pid)
-        recorded = run_sfbt("record", "-p", running.pid, "--duration", "0.3", "-o", archive)
+        recorded = run_sfbt("record", "--idle", "-p", running.pid, "--duration", "0.3", "-o", archive)
     assert stack.returncode == 0, stack.stderr
     _all_lines_are_frames(stack.stdout)
     names = re.findall(r'^Thread \d+ \(LWP \d+ "(.*)"\):$', stack.stdout, re.M)

@@ -25,7 +25,7 @@ def test_record_fold_and_flame(workers, tmp_path):  # noqa: F811
     archive = tmp_path / "profile.sfbt"
     with Running(workers, 1) as running:
         stacks = sfbt_stacks(run_sfbt("stack", running.pid).stdout)
-        recorded = run_sfbt("record", "-p", running.pid, "--hz", "50", "--duration", "1",
+        recorded = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "50", "--duration", "1",
                             "-o", archive)
         after = run_sfbt("stack", running.pid)
     assert recorded.returncode == 0, recorded.stderr
@@ -99,12 +99,12 @@ def test_record_fold_and_flame(workers, tmp_path):  # noqa: F811
 
 def test_record_errors(workers, tmp_path):  # noqa: F811
     with Running(workers) as running:
-        _one_line_error(run_sfbt("record", "-p", running.pid, "--hz", "0", "-o",
+        _one_line_error(run_sfbt("record", "--idle", "-p", running.pid, "--hz", "0", "-o",
                                  tmp_path / "x"), r"sfbt: --hz 0: .*")
-        _one_line_error(run_sfbt("record", "-p", running.pid, "--duration", "0.5", "-o",
+        _one_line_error(run_sfbt("record", "--idle", "-p", running.pid, "--duration", "0.5", "-o",
                                  tmp_path / "no" / "such" / "dir"),
                         rf"sfbt: {tmp_path}/no/such/dir: No such file or directory")
-    _one_line_error(run_sfbt("record", "-p", running.pid, "-o", tmp_path / "x"),
+    _one_line_error(run_sfbt("record", "--idle", "-p", running.pid, "-o", tmp_path / "x"),
                     rf"sfbt: no process {running.pid}")
     _one_line_error(run_sfbt("flame", tmp_path / "missing", "-o", tmp_path / "y.svg"),
                     rf"sfbt: {tmp_path}/missing: No such file or directory")
@@ -117,7 +117,7 @@ def test_record_errors(workers, tmp_path):  # noqa: F811
 def test_record_until_the_process_exits(workers, tmp_path):  # noqa: F811
     archive = tmp_path / "short.sfbt"
     with Running(workers, 0, 1) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "-o", archive)
+        recorded = run_sfbt("record", "--idle", "-p", running.pid, "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     assert "(the process exited)" in recorded.stdout
     assert run_sfbt("cbf", "decode", archive).returncode == 0
@@ -127,11 +127,11 @@ def test_record_until_the_process_exits(workers, tmp_path):  # noqa: F811
 def test_rates_and_durations_that_are_not_finite_positive_numbers(workers, tmp_path,  # noqa: F811
                                                                   value):
     with Running(workers) as running:
-        _one_line_error(run_sfbt("record", "-p", running.pid, "--hz", value, "-o",
+        _one_line_error(run_sfbt("record", "--idle", "-p", running.pid, "--hz", value, "-o",
                                  tmp_path / "x"),
                         r"sfbt: --hz \S+: a rate from 1e-06 to 10000 samples a second")
         if value not in ("1e-320", "20000"):
-            _one_line_error(run_sfbt("record", "-p", running.pid, "--duration", value, "-o",
+            _one_line_error(run_sfbt("record", "--idle", "-p", running.pid, "--duration", value, "-o",
                                      tmp_path / "x"),
                             r"sfbt: --duration \S+: a finite number of seconds above 0")
     assert not (tmp_path / "x").exists()
@@ -158,7 +158,7 @@ def test_a_signal_ends_the_recording_and_keeps_it(workers, tmp_path, ending,  # 
     Ctrl-C SIGINT: each ends the recording, which is saved whole."""
     archive = tmp_path / "ended.sfbt"
     with Running(workers) as running:
-        process = _sfbt_process("record", "-p", running.pid, "-o", archive)
+        process = _sfbt_process("record", "--idle", "-p", running.pid, "-o", archive)
         assert process.stderr.readline().startswith("Recording process ")
         time.sleep(1.0)
         process.send_signal(ending)
@@ -201,7 +201,7 @@ def test_a_full_disk_keeps_the_samples_written_before(workers, tmp_path):  # noq
     prefix = _small_tmpfs(full)
     with Running(workers) as running:
         if prefix is not None:
-            script = ('mount -t tmpfs -o size=32k tmpfs "$1" && "$2" -m sfbt record -p "$3" '
+            script = ('mount -t tmpfs -o size=32k tmpfs "$1" && "$2" -m sfbt record --idle -p "$3" '
                       '--hz 200 --duration 30 -o "$1/out.sfbt"; code=$?; '
                       'cp "$1/out.sfbt" "$4"; exit $code')
             process = subprocess.Popen(
@@ -213,7 +213,7 @@ def test_a_full_disk_keeps_the_samples_written_before(workers, tmp_path):  # noq
         else:
             def limit():
                 resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
-            process = _sfbt_process("record", "-p", running.pid, "--hz", "200",
+            process = _sfbt_process("record", "--idle", "-p", running.pid, "--hz", "200",
                                     "--duration", "30", "-o", kept, preexec_fn=limit)
             problem = "File too large"
         code, out, err, stacks = _record_until(process, kept)
@@ -253,7 +253,7 @@ def test_signals_reach_a_process_while_its_threads_stay_seized(tmp_path):
     try:
         assert target.stdout.readline() == "ready\n"
         archive = tmp_path / "signalled.sfbt"
-        process = _sfbt_process("record", "-p", target.pid, "--duration", "6", "-o", archive)
+        process = _sfbt_process("record", "--idle", "-p", target.pid, "--duration", "6", "-o", archive)
         assert process.stderr.readline().startswith("Recording process ")
         os.kill(target.pid, signal.SIGUSR1)
         began = time.monotonic()
@@ -283,7 +283,7 @@ def test_a_rate_it_cannot_keep_is_said_while_it_runs(workers, tmp_path):  # noqa
     stderr says the rate kept and why, while the recording goes on."""
     archive = tmp_path / "fast.sfbt"
     with Running(workers) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--hz", "10000", "--duration", "2.5",
+        recorded = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "10000", "--duration", "2.5",
                             "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     said = [line for line in recorded.stderr.splitlines() if line.startswith("sfbt record:")]
@@ -407,7 +407,7 @@ def test_an_append_while_recording_is_refused_and_lands_after(workers, tmp_path)
         return save_captures(SaveOptions(str(archive), fmt, appending, label=label),
                              [capture], images, "x86_64", 64, "SIGTRAP", 1)
     with Running(workers) as running:
-        process = _sfbt_process("record", "-p", running.pid, "-o", archive)
+        process = _sfbt_process("record", "--idle", "-p", running.pid, "-o", archive)
         assert process.stderr.readline().startswith("Recording process ")
         # appends, and replaces (which the recording's rename would undo)
         for fmt, appending in (("archive", True), ("lws", True), ("archive", False),

@@ -277,7 +277,7 @@ def test_command_outputs_do_not_follow_a_link_planted_in_tmp(victim_program, sti
     archive = os.path.join(directory, "a.sfbt")
     with Started([program], real) as running:
         refused(stack(running.pid, "-o", out), out, "out.txt")
-        refused(run_sfbt("record", "-p", running.pid, "--duration", "0.2", "-o", out),
+        refused(run_sfbt("record", "--idle", "-p", running.pid, "--duration", "0.2", "-o", out),
                 out, "out.txt")
         assert stack(running.pid, "--format", "archive", "-o", archive).returncode == 0
     refused(run_sfbt("flame", archive, "-o", out), out, "out.txt")
@@ -447,7 +447,7 @@ def test_outputs_do_not_write_over_a_file_another_user_made_in_tmp(victim_progra
             result.stderr
     archive = os.path.join(directory, "a.sfbt")
     with Started([program], real) as running:
-        refused_here(run_sfbt("record", "-p", running.pid, "--duration", "0.2", "-o", out))
+        refused_here(run_sfbt("record", "--idle", "-p", running.pid, "--duration", "0.2", "-o", out))
         refused_here(stack(running.pid, "-o", out))
         assert stack(running.pid, "--format", "archive", "-o", archive).returncode == 0
     refused_here(run_sfbt("flame", archive, "-o", out))

@@ -279,7 +279,7 @@ def test_another_users_process(workers):
         owner = os.stat(f"/proc/{running.pid}").st_uid
         result = run("stack", str(running.pid))
         # sfbt record gives the same line, and writes nothing
-        recorded = run("record", "-p", str(running.pid), "--duration", "1", "-o",
+        recorded = run("record", "--idle", "-p", str(running.pid), "--duration", "1", "-o",
                        "/tmp/sfbt-nobody-never-written.sfbt")
     if os.geteuid() == 0:
         for each in (result, recorded):

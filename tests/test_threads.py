@@ -102,7 +102,7 @@ def test_record_of_a_thread_in_vfork_ends_on_a_signal_and_keeps_its_samples(
     archive = tmp_path / "vfork.sfbt"
     with Started(vforking, 60) as waiting:
         recorder = subprocess.Popen(
-            [sys.executable, "-m", "sfbt", "record", "-p", str(waiting.pid), "-o", archive],
+            [sys.executable, "-m", "sfbt", "record", "--idle", "-p", str(waiting.pid), "-o", archive],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
         try:

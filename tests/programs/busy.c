@@ -6,7 +6,8 @@
  * a "loader" thread dlopens it, recurses through it and dlcloses it, over
  * and over.  With NAP, each recursion sleeps NAP microseconds at its
  * bottom (a busy process that leaves the CPU to others).  Prints "ready"
- * once every thread runs.
+ * once every thread runs.  busy_work counts the recursions that reached
+ * their bottom (bench/record.py reads it from the process's memory).
  * Usage: busy [WORKERS [LIBRARY|- [NAP]]] */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 
 static volatile unsigned long sink;
+unsigned long busy_work;
 static __thread unsigned int seed;
 /* the depth a qsort comparison goes on with (taken by its first call) */
 static __thread int pending_depth;
@@ -75,6 +77,7 @@ __attribute__((noinline)) void descend(int depth)
 {
     if (depth <= 0) {
         spin(2000 + next_random() % 30000);
+        __atomic_fetch_add(&busy_work, 1, __ATOMIC_RELAXED);
         if (nap > 0) {
             struct timespec time = {0, nap * 1000};
             nanosleep(&time, NULL);

@@ -14,7 +14,11 @@ command line's front end, as gdb/ and lldb/ are the debuggers'.
 - ``session``: the debugger-free Session over those snapshots;
 - ``symbols``: names and lines of the walked frames;
 - ``stack``: `sfbt stack`, sframe-bt of each thread (or cbf-save);
-- ``record``: `sfbt record`, sampling stacks into an archive;
+- ``samples``: what every stack source of `sfbt record` shares: a sample
+  walked and written into the archive;
+- ``record``: `sfbt record --idle`, sampling stacks with ptrace;
+- ``perf_events``, ``perf_source``: `sfbt record` on the kernel's perf
+  events (its default);
 - ``commands``: `sfbt stack`, `record` and `flame` on the command line
   (the formats `flame` writes: sfbt.outputs).
 """

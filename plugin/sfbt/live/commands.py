@@ -90,15 +90,118 @@ def _pid_or_error(text, error_type):
                          "sfbt stack --core CORE [EXE])") from None
 
 
-def _run_record(args, error_type):
+#: the bounds of --stack-size (perf_events.MAX_STACK_COPY, the kernel's most)
+MIN_STACK_SIZE, MAX_STACK_SIZE = 512, 65528
+
+
+def _check_record_args(args, error_type):
     import math
-    from .record import MAX_HZ, MIN_HZ, Recorder, summary
+    from .record import MAX_HZ, MIN_HZ
+    targets = (args.pid is not None) + args.all + bool(args.command)
+    if targets != 1:
+        raise error_type("which process? (-p PID, -a for every process, or -- COMMAND "
+                         "ARGS..., one of them)")
+    if args.all and args.idle:
+        raise error_type("--idle samples one process (-p PID or -- COMMAND), not -a")
     # comparisons that NaN fails
     if not MIN_HZ <= args.hz <= MAX_HZ:
         raise error_type(f"--hz {args.hz:g}: a rate from {MIN_HZ:g} to {MAX_HZ:g} "
                          "samples a second")
     if args.duration is not None and not 0 < args.duration < math.inf:
         raise error_type(f"--duration {args.duration:g}: a finite number of seconds above 0")
+    if not MIN_STACK_SIZE <= args.stack_size <= MAX_STACK_SIZE:
+        raise error_type(f"--stack-size {args.stack_size}: bytes from {MIN_STACK_SIZE} to "
+                         f"{MAX_STACK_SIZE}")
+
+
+#: what a command started for `sfbt record --` runs first: it waits at its
+#: gate (a descriptor, read until the other end is closed), then execs
+_GATE = ("import os, sys\n"
+         "os.read(int(sys.argv[1]), 1)\n"
+         "os.close(int(sys.argv[1]))\n"
+         "try:\n"
+         "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+         "except OSError as error:\n"
+         "    sys.stderr.write(f'sfbt: {sys.argv[2]!r}: {error.strerror}\\n')\n"
+         "    os._exit(127)\n")
+
+
+def _start_command(command, error_type):
+    """(subprocess.Popen of ``command``, the descriptor whose closing lets
+    it run): it waits before its exec, so that its events are opened
+    first."""
+    import os
+    import shutil
+    import subprocess
+    if shutil.which(command[0]) is None:
+        raise error_type(f"{printable(command[0])}: no such command")
+    gate, opener = os.pipe()
+    try:
+        child = subprocess.Popen([sys.executable, "-S", "-c", _GATE, str(gate), *command],
+                                 pass_fds=(gate,))
+    except OSError as error:
+        os.close(opener)
+        raise error_type(f"{printable(command[0])}: {error.strerror or error}") from None
+    finally:
+        os.close(gate)
+    return child, opener
+
+
+def _open_gate(child, opener):
+    """Let ``child`` exec, and wait (a second at most) until it did: its
+    program, not sfbt's, is what a recorder then reads."""
+    import os
+    import time
+    before = os.readlink(f"/proc/{child.pid}/exe")
+    os.close(opener)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            if os.readlink(f"/proc/{child.pid}/exe") != before:
+                return
+        except OSError:
+            return
+        time.sleep(0.001)
+
+
+def _recorder(args, say, error_type):
+    """The stack source of the arguments: perf events, or where --idle or
+    the kernel refuses them, ptrace (said in one line)."""
+    from .record import Recorder
+    child = opener = None
+    if args.command:
+        child, opener = _start_command(args.command, error_type)
+    pid = child.pid if child is not None else args.pid
+    try:
+        if not args.idle:
+            from .perf_events import PerfUnavailable
+            from .perf_source import PerfRecorder
+            try:
+                label = (f"sfbt record of {' '.join(args.command)} at {args.hz:g} Hz on CPU"
+                         if child is not None else "")
+                return PerfRecorder(None if args.all else pid, args.hz, args.stack_size,
+                                    label=label, command=child, command_gate=opener), child
+            except PerfUnavailable as refused:
+                if args.all:
+                    raise error_type(f"{refused}: -a needs them") from None
+                say(f"sfbt record: {refused}: sampling with ptrace instead (every "
+                    "thread on the wall clock, as --idle does)")
+        if child is not None:
+            _open_gate(child, opener)
+            opener = None
+        return Recorder(pid, args.hz, say=say), child
+    except BaseException:
+        if child is not None:
+            if opener is not None:
+                import os
+                os.close(opener)
+            child.kill()
+            child.wait()
+        raise
+
+
+def _run_record(args, error_type):
+    _check_record_args(args, error_type)
     import errno
     import os
     from ..files import FileProblem, WritePlace
@@ -112,22 +215,31 @@ def _run_record(args, error_type):
 
     from .. import progress
     line = progress.ProgressLine()  # until the first sample is walked
+    child = None
+
+    def say(said):
+        print(printable(said), file=sys.stderr, flush=True)
 
     def started():
         line.stop()
-        print(f"Recording process {args.pid} at {args.hz:g} Hz "
-              f"({'for %g s' % args.duration if args.duration else 'until it exits'}"
-              "; Ctrl-C stops).", file=sys.stderr, flush=True)
+        what = ("every process" if args.all else
+                f"{printable(args.command[0])} (process {child.pid})" if child is not None
+                else f"process {args.pid}")
+        until = ("for %g s" % args.duration if args.duration else
+                 "until Ctrl-C" if args.all else "until it exits")
+        print(f"Recording {what} at {args.hz:g} Hz {recorder.how} ({until}; Ctrl-C stops).",
+              file=sys.stderr, flush=True)
 
     try:
         line.start()
         try:
-            recorder = Recorder(args.pid, args.hz, say=lambda said: print(
-                printable(said), file=sys.stderr, flush=True))
+            recorder, child = _recorder(args, say, error_type)
             try:
                 failure = recorder.record(args.output, args.duration, started)
             finally:
                 recorder.close()
+                if child is not None:
+                    child.wait()
         finally:
             line.stop()
     except SfbtError as error:
@@ -137,7 +249,7 @@ def _run_record(args, error_type):
     except KeyboardInterrupt:  # before the recording began
         raise error_type("interrupted") from None
     try:
-        print(summary(recorder, output), flush=True)
+        print(recorder.summary(output), flush=True)
     except OSError:  # standard output gone (SIGHUP: the terminal closed)
         pass
     if failure is not None:
@@ -213,11 +325,23 @@ def _add_stack(commands, error_type):
 def _add_record(commands, error_type):
     from ..usage import with_example
     record = commands.add_parser(
-        "record", help="sample every thread's stack of a running process at a "
-        "fixed rate into one archive (each distinct stack once, with a count)",
+        "record", help="sample the stacks of the threads on a processor (the "
+        "kernel's perf events) of a process, a command or every process, or of "
+        "every thread with --idle, into one archive (each distinct stack once, "
+        "with a count)",
         **with_example("sfbt record -p 4242 --duration 10 -o profile.sfbt",
                        "sample process 4242 at 99 Hz for 10 seconds"))
-    record.add_argument("-p", "--pid", type=_pid, required=True, metavar="PID")
+    record.add_argument("-p", "--pid", type=_pid, metavar="PID",
+                        help="the process to sample")
+    record.add_argument("-a", "--all", action="store_true",
+                        help="every process of the machine (perf events only)")
+    record.add_argument("--idle", action="store_true",
+                        help="every thread on the wall clock, sleeping ones too (ptrace: "
+                        "each sample stops each thread briefly); default: the threads "
+                        "on a processor, sampled by the kernel's perf events")
+    record.add_argument("--stack-size", type=int, default=MAX_STACK_SIZE, metavar="BYTES",
+                        help="the user stack the kernel copies per sample (default "
+                        "and most 65528); a deeper stack is kept as truncated")
     record.add_argument("--hz", type=float, default=99.0,
                         help="samples a second (default 99)")
     record.add_argument("--duration", type=float, metavar="S",
@@ -226,6 +350,8 @@ def _add_record(commands, error_type):
     record.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the archive to write (read it with sfbt fold, "
                         "sfbt flame, sfbt cbf decode)")
+    record.add_argument("command", nargs="*", metavar="-- COMMAND ARGS",
+                        help="start COMMAND and sample it until it exits")
     record.set_defaults(run=lambda args: _run_record(args, error_type))
 
 

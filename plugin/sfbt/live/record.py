@@ -26,19 +26,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..archive import cbf
 from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive
 from ..archive.stream import ArchiveStream
 from ..debuginfo import DebugFiles
 from ..files import record_into
-from ..commands.backtrace import walk
-from ..commands.save import cbf_frames, image_map
-from ..commands.session import Thread
-from ..unwind.reuse import ReusingUnwinder
-from ..unwind.walk import STOP_LIMIT
+from ..commands.save import image_map
 from . import ptrace
 from .process import ProcessError, ProcessExited, SeizedProcess
+from .samples import SampleWriter
 from .session import SnapshotSession
 
 #: how often the mappings are read again (new libraries, new thread stacks)
@@ -230,6 +226,9 @@ class Shortfall:
 
 
 class Recorder:
+    #: how it samples, as `sfbt record` says it
+    how = "on the wall clock (ptrace)"
+
     def __init__(self, pid, hz=99.0, label="", say=lambda line: None):
         self.process = SeizedProcess(pid)
         self.hz = hz
@@ -244,10 +243,7 @@ class Recorder:
         self._pending = deque()
         self._pending_bytes = 0
         self._walked = {}  # tid -> ((registers, stack), trace id) of its latest walk
-        #: tid -> (session, PreviousWalk) of its latest walk
-        self._previous = {}
-        #: (truncated, (interrupted, pc) of each frame...) -> its trace id
-        self._trace_ids = {}
+        self.writer = SampleWriter(self.archive, self.process.arch, label)
         self._marks = {}  # tid -> its idle mark (SeizedProcess.idle_mark) after its last stop
         self._awaited = {}  # tid -> its Pending sample while it is yet to stop
         #: the threads that did not stop in ptrace.STOP_TIMEOUT (in vfork):
@@ -262,13 +258,6 @@ class Recorder:
         #: woken by a thread that stops
         self._signals = None
         self._copied = []  # ThreadStates copied since the idle marks were read
-        #: tid -> its number, as GDB numbers threads: in the order first
-        #: seen (the main thread 1), never used again (``_numbered`` given)
-        self._numbers = {}
-        self._numbered = 0
-        #: tid -> (name, its events' strings: architecture, thread as
-        #: they name it, reason, label; their tail: pid, tid, name, cut)
-        self._labels = {}
         # the walk names frames (to stop at main): from files on this
         # machine only, never a download between two samples
         self._debug_files = DebugFiles(download=False)
@@ -296,32 +285,12 @@ class Recorder:
         """The walk of a copied thread; where it ends outside every known
         library, again with the mappings read anew (one loaded since)."""
         session = pending.session
-        frames, stop = self._walk_in(session, pending)
+        frames, stop = self.writer.walk(session, pending.state)
         if stop is not None and frames and \
                 session.module_map().module_for(frames[-1].lookup_pc) is None:
             self._refresh_mappings(keep_gone=True)
             pending.image_map = self._image_map
-            frames, stop = self._walk_in(self.session, pending)
-        return frames, stop
-
-    def _walk_in(self, session, pending):
-        """The walk of a copied thread in ``session``, going on from the
-        thread's previous walk in it where that cannot differ
-        (unwind.reuse)."""
-        tid, state = pending.tid, pending.state
-        kept = self._previous.get(tid)
-        previous = kept[1] if kept is not None and kept[0] is session else None
-        made = []
-
-        def unwinder(target, module_map, fallback):
-            made.append(ReusingUnwinder(target, module_map, fallback,
-                                        stack=(state.stack_start, state.stack),
-                                        previous=previous))
-            return made[0]
-
-        frames, stop = walk(session, Thread("", state), unwinder=unwinder)
-        if made and made[0].latest is not None:
-            self._previous[tid] = (session, made[0].latest)
+            frames, stop = self.writer.walk(self.session, pending.state)
         return frames, stop
 
     def sample(self):
@@ -430,7 +399,6 @@ class Recorder:
     def walk_pending(self, until=None):
         """Walk the pending samples, in order, until ``until``
         (time.monotonic) or all are walked."""
-        word_size = 8 * self.process.arch.pointer_size
         pending = self._pending
         while pending and (until is None or time.monotonic() < until):
             if self._signals.child_stopped:  # a thread that stopped waits no longer
@@ -440,9 +408,7 @@ class Recorder:
             sample = pending.popleft()
             if isinstance(sample, Forget):
                 self._walked.pop(sample.tid, None)
-                self._previous.pop(sample.tid, None)
-                self._labels.pop(sample.tid, None)
-                self._numbers.pop(sample.tid, None)
+                self.writer.forget(sample.tid)
                 continue
             if sample.dropped or (sample.state is None and sample.tid not in self._walked):
                 continue  # it exited before it was copied
@@ -455,21 +421,10 @@ class Recorder:
                 if previous is not None and previous[0] == key:
                     trace_id = previous[1]
                 else:
-                    trace_id = self._trace_id(*self._walk(sample), word_size)
+                    trace_id = self.writer.trace_id(*self._walk(sample))
                     self.stats.walks += 1
                 self._walked[sample.tid] = (key, trace_id)
             self._record(trace_id, sample)
-
-    def _trace_id(self, frames, stop, word_size):
-        """The archive's id of a walk's trace, encoded once per distinct
-        one."""
-        truncated = stop == STOP_LIMIT
-        key = (truncated, *((frame.interrupted, frame.pc) for frame in frames))
-        trace_id = self._trace_ids.get(key)
-        if trace_id is None:
-            trace_id = self._trace_ids[key] = self.archive.add_trace(
-                cbf.encode(cbf_frames(frames), word_size, truncated))
-        return trace_id
 
     def _behind(self):
         """Whether the pending samples are more than MAX_BACKLOG seconds'
@@ -478,20 +433,9 @@ class Recorder:
                 or self._pending_bytes > MAX_BACKLOG_BYTES)
 
     def _record(self, trace_id, sample):
-        kept = self._labels.get(sample.tid)
-        if kept is None or kept[0] != sample.name:
-            number = self._numbers.get(sample.tid)
-            if number is None:
-                self._numbered += 1
-                number = self._numbers[sample.tid] = self._numbered
-            thread = (f"{number} ({sample.tid} {sample.name})" if sample.name
-                      else f"{number} ({sample.tid})")
-            strings = (self.process.arch.name, thread, "sample", self.label)
-            # the event's tail: process, thread id and name (never cut:
-            # a walk reads past its copy from the process's memory)
-            kept = self._labels[sample.tid] = (
-                sample.name, strings, (self.process.pid, sample.tid, sample.name, False))
-        self.archive.stream_event(trace_id, sample.image_map, sample.time, kept[1], kept[2])
+        # never cut: a walk reads past its copy from the process's memory
+        self.writer.record(trace_id, sample.image_map, sample.time, self.process.pid,
+                           sample.tid, sample.name)
         self.stats.samples += 1
 
     def run(self, duration, signals, flush, on_first_sample=None):
@@ -579,38 +523,46 @@ class Recorder:
         self.process.close()
 
     def record(self, path, duration=None, started=lambda: None):
-        """Record into the archive file at path (replaced when the
-        recording ends, see files.record_into); ``started()`` is called
-        once a sample was taken.  Returns the OSError that stopped the
-        writing early (the samples before it are in the file), or None.
-        Where no sample was taken, no file is written: the ProcessError that
-        ended the recording is raised (as sfbt stack words it)."""
-        def write(stream):
-            out = ArchiveStream(self.archive, stream.fileno())
-            self.run(duration, signals, out.flush, started)
-            if not self.stats.samples:
-                raise self.stats.error or ProcessError(
-                    f"process {self.process.pid}: no stack recorded "
-                    f"({self.stats.ended or 'no sample'})")
-            out.flush()
-            self.stats.kept = out.events
-            failure[0] = out.failure
-        failure = [None]
-        # held until the file is in place: a signal while it is written
-        # out does not lose it
-        with EndingSignals() as signals:
-            record_into(path, write)
-        return failure[0]
+        return record_archive(self, path, duration, started)
+
+    def summary(self, path):
+        """What the recording took, said once it ended."""
+        stats = self.stats
+        distinct = len(self.archive.traces)
+        ended = f" ({stats.ended})" if stats.ended else ""
+        saved = (f"saved to {path}" if stats.kept == stats.samples
+                 else f"the first {stats.kept} saved to {path}")
+        return (f"Recorded {stats.samples} stacks in {stats.ticks} samples over "
+                f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {self.hz:g}){ended}: "
+                f"{distinct} distinct, {saved}.\n"
+                f"Each thread was stopped for {stats.stops.median() * 1e3:.3f} ms per sample "
+                f"(median; at most {stats.stops.longest * 1e3:.3f} ms).")
+
+    def no_stack(self):
+        """The error of a recording that took no sample."""
+        return self.stats.error or ProcessError(
+            f"process {self.process.pid}: no stack recorded "
+            f"({self.stats.ended or 'no sample'})")
 
 
-def summary(recorder, path):
-    stats = recorder.stats
-    distinct = len(recorder.archive.traces)
-    ended = f" ({stats.ended})" if stats.ended else ""
-    saved = (f"saved to {path}" if stats.kept == stats.samples
-             else f"the first {stats.kept} saved to {path}")
-    return (f"Recorded {stats.samples} stacks in {stats.ticks} samples over "
-            f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {recorder.hz:g}){ended}: "
-            f"{distinct} distinct, {saved}.\n"
-            f"Each thread was stopped for {stats.stops.median() * 1e3:.3f} ms per sample "
-            f"(median; at most {stats.stops.longest * 1e3:.3f} ms).")
+def record_archive(recorder, path, duration=None, started=lambda: None):
+    """Record with ``recorder`` (a stack source: Recorder, or
+    perf_source.PerfRecorder) into the archive file at path (replaced when
+    the recording ends, see files.record_into); ``started()`` is called
+    once it samples.  Returns the OSError that stopped the writing early
+    (the samples before it are in the file), or None.  Where no sample was
+    taken, no file is written: ``recorder.no_stack()`` is raised."""
+    def write(stream):
+        out = ArchiveStream(recorder.archive, stream.fileno())
+        recorder.run(duration, signals, out.flush, started)
+        if not recorder.stats.samples:
+            raise recorder.no_stack()
+        out.flush()
+        recorder.stats.kept = out.events
+        failure[0] = out.failure
+    failure = [None]
+    # held until the file is in place: a signal while it is written
+    # out does not lose it
+    with EndingSignals() as signals:
+        record_into(path, write)
+    return failure[0]

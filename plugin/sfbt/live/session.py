@@ -43,10 +43,13 @@ class SnapshotSession(Session):
                  executable: Optional[str] = None, sources: Optional[SFrameSources] = None,
                  mappings: Optional[List[Mapping]] = None,
                  debug_files: Optional[DebugFiles] = None,
-                 virtual_address_bits: Optional[int] = None):
+                 virtual_address_bits: Optional[int] = None, past_main: bool = False):
         self._arch = arch
         #: what strips AArch64 return addresses (a core's NT_ARM_PAC_MASK)
         self.virtual_address_bits = virtual_address_bits
+        #: walks go on past main, to the outermost frame (no frame is
+        #: named while walking: perf events' recordings, of any process)
+        self._past_main = past_main
         self.modules = modules
         self.read = read
         self.settings = Settings("gdb")
@@ -90,6 +93,9 @@ class SnapshotSession(Session):
     def inline_source(self, module: Module) -> Optional[FileSymbolizer]:
         """The module's symbols, their inline chains kept in sfbt's cache."""
         return self.describer.symbols(module)
+
+    def past_main(self) -> bool:
+        return self._past_main
 
     def in_main(self, lookup_pc: int) -> bool:
         found = self._in_main.get(lookup_pc)

@@ -1,0 +1,306 @@
+"""Linux perf events through ctypes: perf_event_open(2), the events'
+ring buffers read from mmap, and the records in them (linux/perf_event.h).
+
+A ``cpu-clock`` software event at a frequency samples a thread on the
+processor, copying its user registers and the top of its user stack into
+the ring while it runs on (what `perf record --call-graph dwarf` takes);
+the ring's MMAP2, COMM, FORK and EXIT records say what each process maps
+and what each thread is called.  Nothing here walks a stack: that is
+perf_source's, through the one frame step."""
+
+import ctypes
+import errno
+import mmap
+import os
+import platform
+import struct
+from dataclasses import dataclass
+
+from ..errors import SfbtError
+
+#: perf_event_open's system call number per machine
+SYSCALLS = {"x86_64": 298, "aarch64": 241}
+
+PERF_TYPE_SOFTWARE = 1
+PERF_COUNT_SW_CPU_CLOCK = 0
+
+SAMPLE_TID = 1 << 1
+SAMPLE_TIME = 1 << 2
+SAMPLE_REGS_USER = 1 << 12
+SAMPLE_STACK_USER = 1 << 13
+
+# perf_event_attr's flag bits
+_DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV = 0, 1, 5, 6
+_COMM, _FREQ, _TASK, _SAMPLE_ID_ALL, _MMAP2 = 9, 10, 13, 18, 23
+_COMM_EXEC, _USE_CLOCKID = 24, 25
+
+RECORD_LOST, RECORD_COMM, RECORD_EXIT, RECORD_FORK = 2, 3, 4, 7
+RECORD_SAMPLE, RECORD_MMAP2 = 9, 10
+#: a COMM record's misc bit: the name changed by an exec
+MISC_COMM_EXEC = 1 << 13
+
+PERF_EVENT_IOC_ENABLE = 0x2400
+PERF_EVENT_IOC_DISABLE = 0x2401
+PERF_EVENT_IOC_SET_OUTPUT = 0x2405
+
+#: the largest user stack copy the kernel takes (a multiple of 8 below 64 KiB)
+MAX_STACK_COPY = 65528
+CLOCK_MONOTONIC = 1
+
+#: perf_event_attr as written (PERF_ATTR_SIZE_VER5: up to sample_max_stack)
+_ATTR = struct.Struct("<IIQQQQQIIQQQQIiQIHH")
+
+#: the metadata page: data_head, data_tail, data_offset, data_size
+_HEAD_AT = 1024
+_U64 = struct.Struct("<Q")
+_HEADER = struct.Struct("<IHH")
+_TID_TIME = struct.Struct("<IIQ")
+_MMAP2_RECORD = struct.Struct("<IIQQQIIQQII")
+_TASK_RECORD = struct.Struct("<IIIIQ")
+
+
+class PerfUnavailable(SfbtError):
+    """The kernel refuses perf events here: one line saying why, and the
+    errno it gave."""
+
+    def __init__(self, message, code=0):
+        super().__init__(message)
+        self.errno = code
+
+
+def _perf_regs(machine):
+    """(sample_regs_user mask, [DWARF register number of each bit set, in
+    bit order]) of the general registers on ``machine``."""
+    if machine == "x86_64":
+        # perf_regs.h: AX BX CX DX SI DI BP SP IP, then R8-R15 at 16-23
+        dwarf = {0: 0, 1: 3, 2: 2, 3: 1, 4: 4, 5: 5, 6: 6, 7: 7, 8: 16}
+        dwarf.update({16 + n: 8 + n for n in range(8)})
+    elif machine == "aarch64":
+        dwarf = {n: n for n in range(33)}  # X0-X30, SP, PC: DWARF's numbers
+    else:
+        return 0, []
+    mask = sum(1 << bit for bit in dwarf)
+    return mask, [dwarf[bit] for bit in sorted(dwarf)]
+
+
+MACHINE = platform.machine()
+REGS_MASK, REGS_DWARF = _perf_regs(MACHINE)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong)
+
+
+def why_refused(code):
+    """perf_event_open's errno ``code`` as the one line sfbt says."""
+    paranoid = ""
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as stream:
+            paranoid = stream.read().strip()
+    except OSError:
+        pass
+    if code in (errno.EACCES, errno.EPERM):
+        return (f"perf events refused ({os.strerror(code)}; "
+                f"kernel.perf_event_paranoid is {paranoid or 'unknown'})")
+    if code == errno.ENOSYS:
+        return "perf events refused (no perf_event_open in this kernel)"
+    if code == errno.ENOENT:
+        return "perf events refused (no cpu-clock event in this kernel)"
+    return f"perf events refused ({os.strerror(code)})"
+
+
+def open_event(pid, cpu, hz, stack_size, inherit, tracking):
+    """The descriptor of a cpu-clock event of ``pid`` (-1: every process)
+    on ``cpu`` at ``hz``, copying the user registers and ``stack_size``
+    bytes of user stack; ``tracking`` adds the MMAP2, COMM and FORK/EXIT
+    records.  It counts the time in the kernel too (a sample there copies
+    the registers and stack the thread entered the kernel with), or where
+    perf_event_paranoid forbids that, only the time in user space.
+    Disabled until ``enable``.  PerfUnavailable where the kernel refuses
+    it (errno in ``.errno``)."""
+    try:
+        return _open_event(pid, cpu, hz, stack_size, inherit, tracking, False)
+    except PerfUnavailable as error:
+        if error.errno not in (errno.EACCES, errno.EPERM):
+            raise
+    return _open_event(pid, cpu, hz, stack_size, inherit, tracking, True)
+
+
+def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only):
+    syscall = SYSCALLS.get(MACHINE)
+    if syscall is None or not REGS_MASK or os.environ.get("SFBT_NO_PERF_EVENTS"):
+        raise PerfUnavailable(why_refused(errno.ENOSYS) if syscall is None or not REGS_MASK
+                              else "perf events refused (SFBT_NO_PERF_EVENTS is set)",
+                              errno.ENOSYS)
+    flags = 1 << _DISABLED | 1 << _EXCLUDE_HV | 1 << _FREQ
+    if user_only:
+        flags |= 1 << _EXCLUDE_KERNEL
+    flags |= 1 << _SAMPLE_ID_ALL | 1 << _USE_CLOCKID
+    if inherit:
+        flags |= 1 << _INHERIT
+    if tracking:
+        flags |= 1 << _COMM | 1 << _COMM_EXEC | 1 << _TASK | 1 << _MMAP2
+    attr = _ATTR.pack(PERF_TYPE_SOFTWARE, _ATTR.size, PERF_COUNT_SW_CPU_CLOCK,
+                      max(1, int(round(hz))),
+                      SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER | SAMPLE_STACK_USER,
+                      0, flags, 0, 0, 0, 0, 0, REGS_MASK, stack_size, CLOCK_MONOTONIC,
+                      0, 0, 0, 0)
+    buffer = ctypes.create_string_buffer(attr, len(attr))
+    fd = _libc.syscall(syscall, buffer, ctypes.c_int(pid), ctypes.c_int(cpu),
+                       ctypes.c_int(-1), ctypes.c_ulong(0x8))  # PERF_FLAG_FD_CLOEXEC
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise PerfUnavailable(why_refused(code), code)
+    return fd
+
+
+def _ioctl(fd, request, argument=0):
+    if _libc.ioctl(fd, request, argument) < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def enable(fd):
+    _ioctl(fd, PERF_EVENT_IOC_ENABLE)
+
+
+def redirect(fd, into):
+    """Send event ``fd``'s records into the ring of event ``into`` (same CPU)."""
+    _ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, into)
+
+
+@dataclass
+class Sample:
+    pid: int
+    tid: int
+    time: int  # CLOCK_MONOTONIC nanoseconds
+    #: DWARF register number -> value; empty for a kernel thread or the
+    #: idle task (no user registers)
+    registers: dict
+    stack: bytes  # the user stack from the stack pointer up
+    #: whether the copy took all the bytes asked for (the stack may go on
+    #: above it) rather than ending where the stack's mapping ends
+    full: bool
+
+
+@dataclass
+class Mmap2:
+    pid: int
+    tid: int
+    executable: bool
+
+
+@dataclass
+class Comm:
+    pid: int
+    tid: int
+    name: str
+    exec: bool  # named by an exec (a new program), not by the thread
+
+
+@dataclass
+class Exit:
+    pid: int
+    tid: int
+
+
+@dataclass
+class Lost:
+    count: int
+
+
+class Ring:
+    """The mmap'ed ring buffer of one event: ``read()`` gives the records
+    written since the last read, and frees their room."""
+
+    def __init__(self, fd, pages):
+        self.fd = fd
+        page = mmap.PAGESIZE
+        self.size = pages * page
+        self.map = mmap.mmap(fd, page + self.size, mmap.MAP_SHARED,
+                             mmap.PROT_READ | mmap.PROT_WRITE)
+        self.data_at = page
+        self.stack_size = 0
+
+    def close(self):
+        self.map.close()
+
+    def read(self):
+        """The records between the tail and the head, as bytes (the ring's
+        wrap joined)."""
+        head = _U64.unpack_from(self.map, _HEAD_AT)[0]
+        tail = _U64.unpack_from(self.map, _HEAD_AT + 8)[0]
+        if head == tail:
+            return b""
+        start, end = tail % self.size, head % self.size
+        at = self.data_at
+        if head - tail >= self.size or end <= start:
+            data = self.map[at + start:at + self.size] + self.map[at:at + end]
+        else:
+            data = self.map[at + start:at + end]
+        _U64.pack_into(self.map, _HEAD_AT + 8, head)
+        return data
+
+
+def open_ring(fd, pages):
+    """A Ring of ``pages`` (a power of two) data pages on event ``fd``,
+    fewer where the kernel's locked-memory limit refuses as many."""
+    while True:
+        try:
+            return Ring(fd, pages)
+        except OSError as error:
+            if error.errno not in (errno.EPERM, errno.ENOMEM) or pages <= 8:
+                raise PerfUnavailable(f"perf events' ring refused ({error.strerror})",
+                                      error.errno) from None
+            pages //= 2
+
+
+def records(data):
+    """The records of ring bytes ``data``: Sample, Mmap2, Comm, Exit or
+    Lost (the others passed over, and one shorter than its fields).  A
+    record that runs past the bytes ends them."""
+    n_regs = len(REGS_DWARF)
+    regs_struct = struct.Struct(f"<{n_regs}Q")
+    at, end = 0, len(data)
+    while at + 8 <= end:
+        kind, misc, size = _HEADER.unpack_from(data, at)
+        if size < 8 or at + size > end:
+            return
+        body = at + 8
+        at += size
+        if kind == RECORD_SAMPLE:
+            if size < 8 + 16 + 8 + 8:
+                continue
+            pid, tid, when = _TID_TIME.unpack_from(data, body)
+            place = body + 16
+            abi = _U64.unpack_from(data, place)[0]
+            place += 8
+            registers = {}
+            if abi:
+                if place + regs_struct.size + 8 > at:
+                    continue
+                registers = dict(zip(REGS_DWARF, regs_struct.unpack_from(data, place)))
+                place += regs_struct.size
+            copied = _U64.unpack_from(data, place)[0]
+            place += 8
+            stack, full = b"", False
+            if copied:
+                if place + copied + 8 > at:
+                    continue
+                dynamic = _U64.unpack_from(data, place + copied)[0]
+                stack = data[place:place + min(dynamic, copied)]
+                full = dynamic >= copied
+            yield Sample(pid, tid, when, registers, stack, full)
+        elif kind == RECORD_MMAP2 and size >= 8 + _MMAP2_RECORD.size:
+            fields = _MMAP2_RECORD.unpack_from(data, body)
+            yield Mmap2(fields[0], fields[1], bool(fields[9] & mmap.PROT_EXEC))
+        elif kind == RECORD_COMM and size >= 16:
+            pid, tid = struct.unpack_from("<II", data, body)
+            name = data[body + 8:at].split(b"\0", 1)[0]
+            yield Comm(pid, tid, name.decode("utf-8", "surrogateescape"),
+                       bool(misc & MISC_COMM_EXEC))
+        elif kind == RECORD_EXIT and size >= 8 + _TASK_RECORD.size:
+            pid, _, tid, _, _ = _TASK_RECORD.unpack_from(data, body)
+            yield Exit(pid, tid)
+        elif kind == RECORD_LOST and size >= 24:
+            yield Lost(struct.unpack_from("<QQ", data, body)[1])

@@ -1,0 +1,438 @@
+"""`sfbt record` on perf events: the kernel samples the threads on the
+processor (a cpu-clock timer of CPU time, so only running threads) and
+copies their user registers and the top of their stack into a ring while
+they run on; sfbt walks each copy with the one frame step (samples.py) as
+it reads the rings.  No thread is ever stopped.
+
+One event per CPU: of each thread of a process (``-p``; ``inherit`` follows
+the threads and children it makes later, their records sent into one ring
+per CPU), of a command started for it (``--``), or of every process
+(``-a``).  The rings' MMAP2 records say when a process mapped code (its
+mappings are then read again from /proc/PID/maps), COMM records what its
+threads are called.
+
+Memory that is not in a sample's stack copy is read only where it cannot
+have changed since: from the process's read-only mappings (its files,
+the vDSO).  A walk that needed the stack above the copy (``--stack-size``
+was too small for it) is stored as truncated, not as a complete stack."""
+
+import errno
+import os
+import signal
+import time
+
+from ..archive.imagemap import encode_image_map
+from ..archive.store import Archive
+from ..commands.save import image_map
+from ..debuginfo import DebugFiles
+from ..errors import TargetMemoryError
+from ..unwind.modules import SFrameSources
+from . import perf_events
+from .memory import COPY_ALIGN, ThreadState
+from .perf_events import Comm, Exit, Lost, Mmap2, PerfUnavailable, Sample
+from .process import Process, ProcessError, ProcessExited, _read_text
+from .record import FLUSH_INTERVAL, record_archive
+from .samples import SampleWriter
+from .session import SnapshotSession
+
+#: how often the rings are read (and the longest sleep)
+POLL_INTERVAL = 0.05
+#: data pages of each CPU's ring (a power of two; fewer where refused)
+RING_PAGES = 1024
+#: the user stack copied per sample by default
+STACK_SIZE = perf_events.MAX_STACK_COPY
+#: rounds of listing a process's threads while events are opened for them
+#: (a thread made meanwhile by one not yet followed)
+LIST_ROUNDS = 10
+
+
+def online_cpus():
+    """The numbers of the processors online."""
+    text = _read_text("/sys/devices/system/cpu/online").strip()
+    cpus = []
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus or list(range(os.cpu_count() or 1))
+
+
+def _cpu_seconds(pid):
+    """Seconds on a processor of process ``pid`` so far (its threads gone
+    too), or None."""
+    stat = _read_text(f"/proc/{pid}/stat")
+    fields = stat[stat.rfind(")") + 2:].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (IndexError, ValueError):
+        return None
+
+
+def _machine_busy_seconds():
+    """Seconds every processor spent not idle so far (/proc/stat)."""
+    fields = _read_text("/proc/stat").split("\n", 1)[0].split()[1:]
+    try:
+        values = [int(v) for v in fields]
+    except ValueError:
+        return None
+    idle = sum(values[3:5])  # idle, iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class SampledProcess:
+    """A process whose samples are walked: its mappings and modules (from
+    /proc/PID/maps, read again once it mapped code), the session its
+    samples are walked in, the image map its events point at, and its
+    threads' names."""
+
+    def __init__(self, pid, archive, debug_files, sources):
+        self.process = Process(pid)
+        self.pid = pid
+        self.archive = archive
+        self.debug_files = debug_files
+        self.sources = sources
+        self.names = {}
+        self.stale = False  # it mapped code since its mappings were read
+        #: the end of the stack copy being walked, and whether the walk
+        #: asked for memory above it that is refused (the stack)
+        self.copy_end = 0
+        self.past_copy = False
+        self.session = None
+        self._new_session()
+
+    def _new_session(self):
+        process = self.process
+        self.session = SnapshotSession(process.arch, process.modules(), self._read,
+                                       executable=process.executable, sources=self.sources,
+                                       mappings=process.mappings,
+                                       debug_files=self.debug_files, past_main=True)
+        self.image_map = self.archive.add_image_map(encode_image_map(image_map(self.session)))
+
+    def refresh(self):
+        """Read the mappings again; whether they changed."""
+        self.stale = False
+        try:
+            changed = self.process.reread_mappings(keep_gone=True)
+        except ProcessError:
+            return False
+        if changed:
+            self._new_session()
+        return changed
+
+    def _read(self, address, size):
+        """Memory outside a sample's stack copy: only of the read-only
+        mappings (what a thread running on cannot have changed)."""
+        mapping = self.process._mapping_at(address)
+        if mapping is None or mapping.writable or address + size > mapping.end:
+            if address >= self.copy_end:
+                self.past_copy = True
+            raise TargetMemoryError(address, size)
+        return self.process.read(address, size)
+
+    def thread_name(self, tid):
+        name = self.names.get(tid)
+        if name is None:
+            name = self.names[tid] = _read_text(f"/proc/{self.pid}/task/{tid}/comm").strip()
+        return name
+
+    def close(self):
+        self.process.close()
+
+
+class PerfStats:
+    def __init__(self):
+        self.samples = 0  # walked and recorded
+        self.taken = 0  # the kernel's samples read, of the processes recorded
+        self.cut = 0  # stacks longer than the copy
+        self.lost = 0  # samples the kernel dropped (a full ring)
+        self.unreadable = 0  # of processes that could not be read (gone, kernel threads)
+        self.elapsed = 0.0
+        self.cpu_seconds = None  # of what was sampled, while recorded
+        self.ended = ""
+        self.kept = 0
+        self.error = None
+
+    @property
+    def rate(self):
+        """Samples per second of processor time of what was sampled."""
+        return self.taken / self.cpu_seconds if self.cpu_seconds else 0.0
+
+
+class PerfRecorder:
+    """Samples process ``pid`` (None: every process; with ``command``, the
+    process of that subprocess.Popen, started stopped at a gate:
+    ``command_gate`` is the descriptor whose closing lets it run) on perf
+    events at ``hz`` per second of each thread's processor time.
+    PerfUnavailable where the kernel refuses the events."""
+
+    #: how it samples, as `sfbt record` says it
+    how = "on CPU (perf events)"
+
+    def __init__(self, pid=None, hz=99.0, stack_size=STACK_SIZE, label="",
+                 command=None, command_gate=None):
+        self.pid = pid
+        self.hz = hz
+        self.command = command
+        self._gate = command_gate
+        self.every_process = pid is None
+        self._fds = []
+        self.rings = []
+        self._processes = {}  # pid -> SampledProcess, or None where it cannot be read
+        self._debug_files = DebugFiles(download=False)
+        #: the SFrame data of every process's files, kept per file read: a
+        #: library that many processes map is read once
+        self._sources = SFrameSources()
+        self.archive = Archive()
+        self.stats = PerfStats()
+        if pid is not None:  # what cannot be read of it said now, in one line
+            first = self._processes[pid] = SampledProcess(pid, self.archive,
+                                                          self._debug_files, self._sources)
+            arch = first.process.arch
+            name = first.thread_name(pid)
+        else:
+            from ..arch import AARCH64, X86_64
+            arch, name = (AARCH64 if perf_events.MACHINE == "aarch64" else X86_64), ""
+        if not label:
+            what = ("every process" if pid is None else
+                    f"process {pid}{f' ({name})' if name else ''}")
+            label = f"sfbt record of {what} at {hz:g} Hz on CPU"
+        self.label = label
+        self.writer = SampleWriter(self.archive, arch, label)
+        self._wall = time.time_ns() - time.monotonic_ns()
+        try:
+            self._open(stack_size)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, stack_size):
+        cpus = online_cpus()
+        if self.every_process:
+            for cpu in cpus:
+                self._add(perf_events.open_event(-1, cpu, self.hz, stack_size, False, True),
+                          cpu)
+            return
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:  # one descriptor per thread and CPU
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        followed = set()
+        for _ in range(LIST_ROUNDS):
+            try:
+                tids = {int(t) for t in os.listdir(f"/proc/{self.pid}/task")} - followed
+            except OSError:
+                raise ProcessExited(f"process {self.pid} exited") from None
+            if not tids:
+                break
+            for tid in sorted(tids):
+                for cpu in cpus:
+                    try:
+                        fd = perf_events.open_event(tid, cpu, self.hz, stack_size, True, True)
+                    except PerfUnavailable as error:
+                        if error.errno == errno.ESRCH:  # it exited
+                            break
+                        raise
+                    self._add(fd, cpu)
+                followed.add(tid)
+
+    def _add(self, fd, cpu):
+        """Keep event ``fd`` of ``cpu``: its records go into the CPU's ring."""
+        self._fds.append(fd)
+        for ring_cpu, ring in self.rings:
+            if ring_cpu == cpu:
+                perf_events.redirect(fd, ring.fd)
+                return
+        ring = perf_events.open_ring(fd, RING_PAGES)
+        self.rings.append((cpu, ring))
+
+    def _sampled(self, pid):
+        """The SampledProcess of ``pid``, or None where it cannot be read."""
+        if pid in self._processes:
+            return self._processes[pid]
+        try:
+            sampled = SampledProcess(pid, self.archive, self._debug_files, self._sources)
+        except ProcessError:
+            sampled = None
+        self._processes[pid] = sampled
+        return sampled
+
+    def _drain(self):
+        """Read every ring, walking its samples."""
+        for _, ring in self.rings:
+            for record in perf_events.records(ring.read()):
+                if isinstance(record, Sample):
+                    self._take(record)
+                elif isinstance(record, Mmap2):
+                    if record.executable and record.pid in self._processes:
+                        sampled = self._processes[record.pid]
+                        if sampled is not None:
+                            sampled.stale = True
+                elif isinstance(record, Comm):
+                    sampled = self._processes.get(record.pid)
+                    if record.exec:  # a new program: read anew at its next sample
+                        if sampled is not None:
+                            sampled.close()
+                        self._processes.pop(record.pid, None)
+                    elif sampled is not None:
+                        sampled.names[record.tid] = record.name
+                elif isinstance(record, Exit):
+                    self._exited(record)
+                elif isinstance(record, Lost):
+                    self.stats.lost += record.count
+
+    def _exited(self, record):
+        sampled = self._processes.get(record.pid)
+        self.writer.forget(record.tid)
+        if sampled is not None:
+            sampled.names.pop(record.tid, None)
+        if record.tid == record.pid:
+            if sampled is not None:
+                sampled.close()
+            self._processes.pop(record.pid, None)
+
+    def _take(self, sample):
+        if sample.pid == os.getpid():
+            return  # sfbt itself, under -a
+        if not self.every_process and self.command is None and sample.pid != self.pid:
+            return  # a child it made (events follow children too)
+        if not sample.registers:
+            if self.every_process and sample.pid:
+                self.stats.taken += 1  # a kernel thread (the idle task is not busy time)
+            return
+        self.stats.taken += 1
+        sampled = self._sampled(sample.pid)
+        if sampled is None:
+            self.stats.unreadable += 1
+            return
+        if sampled.stale:
+            sampled.refresh()
+        arch = sampled.process.arch
+        sp = sample.registers.get(arch.sp, 0)
+        start = sp & -COPY_ALIGN  # the walk reads whole pages: the one of SP from the copy
+        state = ThreadState(sample.tid, "", sample.registers, start,
+                            bytes(sp - start) + sample.stack)
+        frames, stop, cut = self._walk(sampled, state)
+        if stop is not None and frames and \
+                sampled.session.module_map().module_for(frames[-1].lookup_pc) is None \
+                and sampled.refresh():  # a library loaded since
+            frames, stop, cut = self._walk(sampled, state)
+        cut = cut and sample.full
+        self.stats.cut += cut
+        trace_id = self.writer.trace_id(frames, stop, cut)
+        self.writer.record(trace_id, sampled.image_map, sample.time + self._wall, sample.pid,
+                           sample.tid, sampled.thread_name(sample.tid), cut,
+                           name_process=self.every_process or self.command is not None)
+        self.stats.samples += 1
+
+    def _walk(self, sampled, state):
+        """(frames, stop, whether the walk asked for the stack above the copy)."""
+        sampled.copy_end = state.stack_start + len(state.stack)
+        sampled.past_copy = False
+        frames, stop = self.writer.walk(sampled.session, state)
+        return frames, stop, stop is not None and sampled.past_copy
+
+    def _cpu_seconds(self):
+        if self.every_process:
+            return _machine_busy_seconds()
+        if self.command is not None and self.command.returncode is not None:
+            import resource  # the command waited for: its time and its children's
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return usage.ru_utime + usage.ru_stime - self._children_before
+        return _cpu_seconds(self.pid)
+
+    def _ended(self):
+        """Why the recording ends by itself now ("": it goes on)."""
+        if self.command is not None:
+            return "the command exited" if self.command.poll() is not None else ""
+        if self.pid is not None:
+            stat = _read_text(f"/proc/{self.pid}/stat")
+            if stat[stat.rfind(")") + 2:stat.rfind(")") + 3] in ("", "Z", "X"):
+                return "the process exited"
+        return ""
+
+    def run(self, duration, signals, flush, on_first_sample=None):
+        """Sample until ``duration`` seconds (None: no limit) passed, the
+        process (the command) exited, ``signals`` caught one, or
+        ``flush()`` says the samples can no longer be written."""
+        for fd in self._fds:
+            perf_events.enable(fd)
+        if self._gate is not None:
+            os.close(self._gate)  # the command runs (execs) now
+            self._gate = None
+        if on_first_sample is not None:
+            on_first_sample()
+        if self.command is not None:
+            import resource
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            self._children_before = usage.ru_utime + usage.ru_stime
+        # a command's time is counted from its start
+        cpu_before = 0.0 if self.command is not None else self._cpu_seconds()
+        start = flushed = time.monotonic()
+        while signals.caught is None:
+            now = time.monotonic()
+            if duration is not None and now - start >= duration:
+                break
+            if now - flushed >= FLUSH_INTERVAL:
+                flushed = now
+                if not flush():
+                    break
+            self.stats.ended = self._ended()
+            if self.stats.ended:
+                break
+            signals.sleep(POLL_INTERVAL if duration is None
+                          else min(POLL_INTERVAL, max(0.0, start + duration - now)))
+            self._drain()
+        self.stats.elapsed = time.monotonic() - start
+        cpu_after = self._cpu_seconds()
+        if None not in (cpu_before, cpu_after):
+            self.stats.cpu_seconds = cpu_after - cpu_before
+        for fd in self._fds:
+            try:
+                perf_events._ioctl(fd, perf_events.PERF_EVENT_IOC_DISABLE)
+            except OSError:
+                pass
+        self._drain()
+        if signals.caught is not None:
+            self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
+                                else f"ended by {signals.caught}")
+        if self.command is not None and self.command.poll() is None:
+            self.command.send_signal(signal.SIGTERM)  # its recording ended first
+
+    def record(self, path, duration=None, started=lambda: None):
+        return record_archive(self, path, duration, started)
+
+    def no_stack(self):
+        what = "no process" if self.every_process else f"process {self.pid}"
+        reason = self.stats.ended or "it did not run on a processor"
+        return ProcessError(f"{what}: no stack recorded ({reason}; --idle samples sleeping "
+                            "threads too)")
+
+    def summary(self, path):
+        stats = self.stats
+        ended = f" ({stats.ended})" if stats.ended else ""
+        saved = (f"saved to {path}" if stats.kept == stats.samples
+                 else f"the first {stats.kept} saved to {path}")
+        per = "CPU second of the machine" if self.every_process else "CPU second of the process"
+        notes = []
+        if stats.cut:
+            notes.append(f"{stats.cut} longer than the stack copied (--stack-size), "
+                         "kept as truncated")
+        if stats.lost:
+            notes.append(f"{stats.lost} lost by the kernel (sfbt fell behind)")
+        if stats.unreadable:
+            notes.append(f"{stats.unreadable} of processes sfbt could not read")
+        return (f"Recorded {stats.samples} stacks in {stats.taken} samples over "
+                f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {self.hz:g} per {per}, "
+                f"on perf events){ended}: {len(self.archive.traces)} distinct, {saved}."
+                + "".join(f"\n{note[0].upper()}{note[1:]}." for note in notes))
+
+    def close(self):
+        for _, ring in self.rings:
+            ring.close()
+        self.rings = []
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+        for sampled in self._processes.values():
+            if sampled is not None:
+                sampled.close()
+        self._processes.clear()

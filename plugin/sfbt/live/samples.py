@@ -1,0 +1,97 @@
+"""What every stack source of `sfbt record` shares: a sample (a thread's
+registers and stack copy, in the session of its process's mappings) is
+walked with the one frame step, going on from the thread's previous walk
+where it cannot differ (unwind.reuse), and written to the archive as one
+event: its trace stored once per distinct walk, the thread as GDB numbers
+it.  The sources (``record``: ptrace; ``perf_source``: perf events) only
+say what a sample is."""
+
+from ..archive import cbf
+from ..commands.backtrace import walk
+from ..commands.save import cbf_frames
+from ..commands.session import Thread
+from ..unwind.reuse import ReusingUnwinder
+from ..unwind.walk import STOP_LIMIT
+
+
+class SampleWriter:
+    """Walks samples and writes them into ``archive`` (an Archive written
+    as it grows), each event labelled ``label``."""
+
+    def __init__(self, archive, arch, label):
+        self.archive = archive
+        self.arch = arch
+        self.label = label
+        self.word_size = 8 * arch.pointer_size
+        #: tid -> (session, PreviousWalk) of its latest walk
+        self._previous = {}
+        #: (truncated, (interrupted, pc) of each frame...) -> its trace id
+        self._trace_ids = {}
+        #: tid -> its number, as GDB numbers threads: in the order first
+        #: seen (the main thread 1), never used again (``_numbered`` given)
+        self._numbers = {}
+        self._numbered = 0
+        #: tid -> (name, process, its events' strings: architecture,
+        #: thread as they name it, reason, label)
+        self._labels = {}
+        self.samples = 0
+
+    def walk(self, session, state):
+        """(frames, stop) of thread state ``state`` walked in ``session``,
+        going on from the thread's previous walk in it where that cannot
+        differ (unwind.reuse)."""
+        kept = self._previous.get(state.tid)
+        previous = kept[1] if kept is not None and kept[0] is session else None
+        made = []
+
+        def unwinder(target, module_map, fallback):
+            made.append(ReusingUnwinder(target, module_map, fallback,
+                                        stack=(state.stack_start, state.stack),
+                                        previous=previous))
+            return made[0]
+
+        frames, stop = walk(session, Thread("", state), unwinder=unwinder)
+        if made and made[0].latest is not None:
+            self._previous[state.tid] = (session, made[0].latest)
+        return frames, stop
+
+    def trace_id(self, frames, stop, cut=False):
+        """The archive's id of a walk's trace, encoded once per distinct
+        one; marked truncated where the walk reached the frame limit or
+        ``cut`` (it ran past the stack copy)."""
+        truncated = cut or stop == STOP_LIMIT
+        key = (truncated, *((frame.interrupted, frame.pc) for frame in frames))
+        trace_id = self._trace_ids.get(key)
+        if trace_id is None:
+            trace_id = self._trace_ids[key] = self.archive.add_trace(
+                cbf.encode(cbf_frames(frames), self.word_size, truncated))
+        return trace_id
+
+    def record(self, trace_id, image_map, time_ns, pid, tid, name, cut=False,
+               name_process=False):
+        """One event: thread ``tid`` (named ``name``) of process ``pid`` had
+        stack ``trace_id`` at ``time_ns``, ``cut`` where the walk ran past
+        its stack copy.  ``name_process``: the thread's string names its
+        process too (a recording of several processes); the event's tail
+        (pid, tid, name, cut) holds them all in any case."""
+        kept = self._labels.get(tid)
+        if kept is not None and kept[0] == name and kept[1] == pid:
+            strings = kept[2]
+        else:
+            number = self._numbers.get(tid)
+            if number is None:
+                self._numbered += 1
+                number = self._numbers[tid] = self._numbered
+            thread = f"{number} ({tid} {name})" if name else f"{number} ({tid})"
+            if name_process:
+                thread += f" of process {pid}"
+            strings = (self.arch.name, thread, "sample", self.label)
+            self._labels[tid] = (name, pid, strings)
+        self.archive.stream_event(trace_id, image_map, time_ns, strings, (pid, tid, name, cut))
+        self.samples += 1
+
+    def forget(self, tid):
+        """Drop what was kept of thread ``tid`` (gone)."""
+        self._previous.pop(tid, None)
+        self._labels.pop(tid, None)
+        self._numbers.pop(tid, None)

@@ -1,0 +1,306 @@
+"""sfbt record on perf events: the kernel samples the threads on a
+processor and copies their stacks, sfbt walks the copies.  Real processes,
+compared with perf where perf says the same thing."""
+
+import collections
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PLUGIN, require, run_sfbt
+from gdb_support import compile_program
+from test_stack import Running
+
+#: an event's thread: "NUMBER (TID NAME)", with " of process PID" where a
+#: recording holds several processes
+_THREAD = re.compile(r"\d+ \((\d+)(?: (.*))?\)(?: of process (\d+))?")
+
+
+def _perf_events_refused():
+    """Why the kernel refuses sfbt's perf events here, or None."""
+    from sfbt.live import perf_events
+    try:
+        os.close(perf_events.open_event(os.getpid(), 0, 99, 512, True, True))
+    except perf_events.PerfUnavailable as refused:
+        return str(refused)
+    return None
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    """(busy, workers): busy recurses to changing depths through qsort and
+    snprintf (no frame pointers: -O2); workers has named threads."""
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    directory = tmp_path_factory.mktemp("perf")
+    return (compile_program(directory, "busy", "O2", True, ["busy.c"]),
+            compile_program(directory, "workers", "O2", True, ["workers.c"]))
+
+
+def _events(archive):
+    """[(tid, thread name, pid or None, truncated)] of the archive's events,
+    and `sfbt cbf decode`'s text of it."""
+    from sfbt.archive import cbf
+    from sfbt.archive.store import read_archive
+    decoded = run_sfbt("cbf", "decode", archive)
+    assert decoded.returncode == 0, decoded.stderr
+    stored, error = read_archive(str(archive))
+    assert error is None
+    events = []
+    for event in stored.events:
+        match = _THREAD.fullmatch(event.thread)
+        assert match, event.thread
+        truncated = cbf.decode(stored.traces[event.trace_id].data).truncated
+        events.append((int(match[1]), match[2] or "", int(match[3]) if match[3] else None,
+                       truncated))
+    return events, decoded.stdout
+
+
+def _leaves(archive):
+    """Counter of the innermost function of each folded stack."""
+    folded = run_sfbt("fold", archive)
+    assert folded.returncode == 0, folded.stderr
+    leaves = collections.Counter()
+    for line in folded.stdout.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        leaves[stack.rsplit(";", 1)[-1]] += int(count)
+    return leaves
+
+
+def _perf_self(pid, tmp_path, seconds=2):
+    """{symbol: self share} perf gives process ``pid`` sampled for ``seconds``."""
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-p", str(pid),
+                    "-o", str(data), "--", "sleep", str(seconds)],
+                   check=True, capture_output=True, timeout=60)
+    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
+                             "--sort", "sym", "-q"], check=True, capture_output=True,
+                            text=True, timeout=60).stdout
+    shares = {}
+    for line in report.splitlines():
+        match = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
+        if match:
+            shares[match[2]] = float(match[1]) / 100
+    return shares
+
+
+def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
+    busy, _ = programs
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    archive = tmp_path / "busy.sfbt"
+    with Running(busy, 2) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", "2", "-o", archive)
+        perf = _perf_self(running.pid, tmp_path)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "on CPU (perf events)" in recorded.stderr
+    assert "ptrace" not in recorded.stderr
+    match = re.search(r"Recorded (\d+) stacks in (\d+) samples .* on perf events\)",
+                      recorded.stdout)
+    assert match, recorded.stdout
+    stacks = int(match[1])
+    assert stacks >= 20
+    leaves = _leaves(archive)
+    assert sum(leaves.values()) == stacks
+    hottest, count = leaves.most_common(1)[0]
+    assert hottest == max(perf, key=perf.get), (leaves.most_common(5), perf)
+    # the same share of the samples, within what two short samplings of a
+    # loaded machine differ by
+    assert abs(count / stacks - perf[hottest]) < 0.15, (count / stacks, perf[hottest])
+    events, text = _events(archive)
+    # each sample is one thread's, named; the stacks walked to main or the
+    # thread's start, through the C library (qsort, snprintf) without
+    # frame pointers, cut only where deeper than the 64 KiB copied
+    assert len(events) == stacks
+    assert {name for _, name, _, _ in events} <= {"busy", "busy-0", "busy-1"}
+    assert {pid for _, _, pid, _ in events} == {None}
+    assert sum(truncated for *_, truncated in events) <= 0.02 * stacks
+    walked = [part for part in text.split("Backtrace ")[1:]
+              if "Backtrace stopped: truncated" not in part]
+    assert all(re.search(r" in (main|start_thread|clone3?) ", part) for part in walked)
+    assert "msort_with_tmp" in text and "printf_positional" in text
+
+
+def test_only_threads_on_a_processor_are_sampled_each_with_its_name(programs, tmp_path):
+    _, workers = programs
+    archive = tmp_path / "workers.sfbt"
+    with Running(workers, 2) as running:  # busy-0, busy-1 compute; six wait
+        recorded = run_sfbt("record", "-p", running.pid, "--hz", "199", "--duration", "1.5",
+                            "-o", archive)
+        names = {int(tid): open(f"/proc/{running.pid}/task/{tid}/comm").read().strip()
+                 for tid in os.listdir(f"/proc/{running.pid}/task")}
+    assert recorded.returncode == 0, recorded.stderr
+    events, text = _events(archive)
+    seen = {tid: name for tid, name, _, _ in events}
+    busy = {tid for tid, name in names.items() if name.startswith("busy-")}
+    assert len(busy) == 2 and set(seen) == busy, (seen, names)
+    assert all(seen[tid] == names[tid] for tid in seen)
+    assert "compute" in text
+
+
+def test_a_shallow_copy_keeps_the_deeper_stacks_as_truncated(programs, tmp_path):
+    busy, _ = programs
+    archive = tmp_path / "cut.sfbt"
+    with Running(busy, 2) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "--stack-size", "1024",
+                            "--duration", "1.5", "-o", archive)
+    assert recorded.returncode == 0, recorded.stderr
+    match = re.search(r"Recorded (\d+) stacks.*\n(\d+) longer than the stack copied "
+                      r"\(--stack-size\), kept as truncated\.", recorded.stdout)
+    assert match, recorded.stdout
+    events, _ = _events(archive)
+    assert sum(truncated for *_, truncated in events) == int(match[2]) > 0
+    assert "--stack-size 100:" in run_sfbt("record", "-p", "1", "--stack-size", "100",
+                                           "-o", tmp_path / "x").stderr
+
+
+def test_every_process_with_a(programs, tmp_path):
+    busy, _ = programs
+    archive = tmp_path / "all.sfbt"
+    with Running(busy, 1) as running:
+        recorded = run_sfbt("record", "-a", "--duration", "1.5", "-o", archive)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stderr.startswith("Recording every process at 99 Hz")
+    events, text = _events(archive)
+    pids = {pid for _, _, pid, _ in events}
+    assert running.pid in pids and None not in pids
+    ours = text.split(f" of process {running.pid}, sample")
+    assert len(ours) > 1 and any(" in descend at " in part for part in ours[1:])
+    assert run_sfbt("record", "-a", "--idle", "-o", archive).stderr == \
+        "sfbt: --idle samples one process (-p PID or -- COMMAND), not -a\n"
+
+
+def test_a_command_is_started_recorded_and_ended_with(programs, tmp_path):
+    _, workers = programs
+    archive = tmp_path / "command.sfbt"
+    # two computing threads for a second, then it exits
+    recorded = subprocess.run(
+        [sys.executable, "-m", "sfbt", "record", "-o", str(archive), "--",
+         str(workers), "2", "1"], input="\n", capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+    assert recorded.returncode == 0, recorded.stderr
+    assert "(the command exited)" in recorded.stdout
+    assert re.match(rf"Recording {re.escape(str(workers))} \(process (\d+)\) at 99 Hz on CPU",
+                    recorded.stderr), recorded.stderr
+    assert "ready" in recorded.stdout  # the command's own output
+    events, text = _events(archive)
+    assert {name for _, name, _, _ in events} >= {"busy-0", "busy-1"}
+    assert " in compute " in text
+    assert f"label 'sfbt record of {workers} 2 1 at 99 Hz on CPU'" in text
+
+
+def test_where_perf_events_are_refused_ptrace_samples_and_says_why(programs, tmp_path):
+    _, workers = programs
+    archive = tmp_path / "refused.sfbt"
+    with Running(workers, 1) as running:
+        recorded = subprocess.run(
+            [sys.executable, "-m", "sfbt", "record", "-p", str(running.pid), "--hz", "50",
+             "--duration", "1", "-o", str(archive)], capture_output=True, text=True,
+            timeout=120, env=dict(os.environ, PYTHONPATH=str(PLUGIN), SFBT_NO_PERF_EVENTS="1"))
+        refused_all = subprocess.run(
+            [sys.executable, "-m", "sfbt", "record", "-a", "-o", str(archive)],
+            capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(PLUGIN), SFBT_NO_PERF_EVENTS="1"))
+    assert recorded.returncode == 0, recorded.stderr
+    said = recorded.stderr.splitlines()
+    assert said[0] == ("sfbt record: perf events refused (SFBT_NO_PERF_EVENTS is set): "
+                       "sampling with ptrace instead (every thread on the wall clock, as "
+                       "--idle does)")
+    assert said[1].startswith(f"Recording process {running.pid} at 50 Hz on the wall "
+                              "clock (ptrace)")
+    # ptrace's samples: every thread, the waiting ones too
+    events, _ = _events(archive)
+    assert len({tid for tid, _, _, _ in events}) == 9
+    assert refused_all.returncode == 1
+    assert refused_all.stderr == ("sfbt: perf events refused (SFBT_NO_PERF_EVENTS is set): "
+                                  "-a needs them\n")
+
+
+def test_idle_samples_every_thread_with_ptrace(programs, tmp_path):
+    _, workers = programs
+    archive = tmp_path / "idle.sfbt"
+    with Running(workers, 0) as running:  # every thread waits
+        on_cpu = run_sfbt("record", "-p", running.pid, "--duration", "0.5",
+                          "-o", tmp_path / "none.sfbt")
+        idle = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "20",
+                        "--duration", "0.5", "-o", archive)
+    assert on_cpu.returncode == 1
+    assert on_cpu.stderr.endswith(f"sfbt: process {running.pid}: no stack recorded (it did "
+                                  "not run on a processor; --idle samples sleeping threads "
+                                  "too)\n")
+    assert not (tmp_path / "none.sfbt").exists()
+    assert idle.returncode == 0, idle.stderr
+    assert "on the wall clock (ptrace)" in idle.stderr
+    events, _ = _events(archive)
+    assert len({tid for tid, _, _, _ in events}) == 9
+
+
+@pytest.mark.parametrize("ending, said", [(signal.SIGTERM, "ended by SIGTERM"),
+                                          (signal.SIGINT, "interrupted")])
+def test_a_signal_ends_the_recording_on_perf_events_and_keeps_it(programs, tmp_path, ending,
+                                                                  said):
+    busy, _ = programs
+    archive = tmp_path / "ended.sfbt"
+    with Running(busy, 1) as running:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sfbt", "record", "-p", str(running.pid), "-o",
+             str(archive)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+        assert process.stderr.readline().startswith(f"Recording process {running.pid} ")
+        time.sleep(1.0)
+        process.send_signal(ending)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    match = re.search(rf"Recorded (\d+) stacks .*\({said}\): \d+ distinct, "
+                      rf"saved to {re.escape(str(archive))}\.", out)
+    assert match, out
+    events, _ = _events(archive)
+    assert len(events) == int(match[1]) > 0
+
+
+def _record(kind, body, misc=0):
+    body += bytes(-len(body) % 8)
+    return struct.pack("<IHH", kind, misc, 8 + len(body)) + body
+
+
+def test_ring_records_are_read_within_their_sizes():
+    """The ring's records as linux/perf_event.h lays them out; a record
+    whose fields run past its size is passed over, one past the bytes
+    read ends them, never an exception."""
+    from sfbt.live import perf_events as pe
+    registers = list(range(100, 100 + len(pe.REGS_DWARF)))
+    stack = bytes(range(64))
+    sample = struct.pack("<IIQQ", 7, 8, 123, 2) + struct.pack(
+        f"<{len(registers)}Q", *registers) + struct.pack("<Q", 64) + stack + \
+        struct.pack("<Q", 40)
+    kernel = struct.pack("<IIQQQ", 9, 9, 5, 0, 0)  # no user registers, no stack
+    lying = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
+        f"<{len(registers)}Q", *registers) + struct.pack("<Q", 1 << 20)  # a copy not there
+    mmap2 = struct.pack("<IIQQQIIQQII", 7, 8, 0x1000, 0x2000, 0, 8, 1, 42, 0, 5, 2) + \
+        b"/lib/x.so\0"
+    data = b"".join([_record(pe.RECORD_SAMPLE, sample), _record(pe.RECORD_SAMPLE, kernel),
+                     _record(pe.RECORD_SAMPLE, lying),
+                     _record(pe.RECORD_MMAP2, mmap2),
+                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 8) + b"name\xff\0"),
+                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 7) + b"prog\0",
+                             pe.MISC_COMM_EXEC),
+                     _record(pe.RECORD_EXIT, struct.pack("<IIIIQ", 7, 1, 8, 1, 9)),
+                     _record(pe.RECORD_LOST, struct.pack("<QQ", 1, 17)),
+                     _record(pe.RECORD_SAMPLE, sample)[:40]])  # cut by the read
+    records = list(pe.records(data))
+    assert records == [
+        pe.Sample(7, 8, 123, dict(zip(pe.REGS_DWARF, registers)), stack[:40], False),
+        pe.Sample(9, 9, 5, {}, b"", False),
+        pe.Mmap2(7, 8, True),
+        pe.Comm(7, 8, "name\udcff", False), pe.Comm(7, 7, "prog", True),
+        pe.Exit(7, 8), pe.Lost(17)]
+    full = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
+        f"<{len(registers)}Q", *registers) + struct.pack("<Q", 64) + stack + \
+        struct.pack("<Q", 64)
+    assert list(pe.records(_record(pe.RECORD_SAMPLE, full)))[0].full

@@ -21,7 +21,7 @@ from .errors import left_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, List, Optional
+    from typing import Any, List, Optional, Tuple
 
 #: characters of a mangled name given to the demangler at most (C++'s
 #: longest real ones are some kB; the demangler's work grows with them)
@@ -100,8 +100,23 @@ _QUALIFIERS = (" const", " volatile", " &&", " &")
 def without_parameters(name: str) -> str:
     """A C++ function's name without its parameter list and qualifiers, as
     GDB's `bt` prints a DWARF function (``app::pool(int)`` as
-    ``app::pool``, ``X::operator()(int) const`` as ``X::operator()``); a
-    name without one (``operator()``, ``main``) as it is."""
+    ``app::pool``, ``X::operator()(int) const`` as ``X::operator()``),
+    its types spelt as GDB reprints them (``twice<long int>(long)`` as
+    ``twice<long>``); a name without one (``operator()``, ``main``), or
+    one GDB's C++ name parser refuses (``f<g()::<lambda()> >::h(void)``:
+    a part that starts with ``<``), as it is."""
+    head = split_parameters(name)[0]
+    return canonical_types(head) if head != name and UNPARSED not in name else name
+
+
+#: what makes a name one GDB cannot parse as C++: GCC's names of closures
+#: and unnamed types (``<lambda()>``) as a part of it
+UNPARSED = "::<"
+
+
+def split_parameters(name: str) -> Tuple[str, str]:
+    """(the name before its parameter list, the list with the qualifiers
+    after it: `` (int) const``); (name, "") for a name without one."""
     end = len(name)
     trimmed = True
     while trimmed:
@@ -111,7 +126,7 @@ def without_parameters(name: str) -> str:
                 end -= len(qualifier)
                 trimmed = True
     if end == 0 or name[end - 1] != ")":
-        return name
+        return name, ""
     depth = 0
     for at in range(end - 1, -1, -1):
         if name[at] == ")":
@@ -121,8 +136,10 @@ def without_parameters(name: str) -> str:
             if depth == 0:
                 head = name[:at]
                 # ``operator()`` itself: its parentheses are its name
-                return name if not head or head.endswith("operator") else head
-    return name
+                if not head or head.endswith("operator"):
+                    return name, ""
+                return head, name[at:]
+    return name, ""
 
 
 #: GCC's spellings of integer types in DWARF names (``P<long unsigned int>``)

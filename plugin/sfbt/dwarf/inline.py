@@ -25,7 +25,7 @@ parameters."""
 
 from bisect import bisect_right
 
-from ..names import canonical_types, demangled, without_parameters
+from ..names import UNPARSED, canonical_types, demangled, split_parameters, without_parameters
 from . import entries
 from .chains import UnitFrames
 from .entries import Unit
@@ -53,6 +53,11 @@ DW_TAG_NAMESPACE = 0x39
 CLASSES = {0x02, 0x13, 0x17}
 #: DW_AT_language's C++: C++98, C++03, C++11, C++14, C++17, C++20
 CPLUS_LANGUAGES = {0x04, 0x19, 0x1A, 0x21, 0x2A, 0x2B}
+#: a function's parameters: formal_parameter, unspecified_parameters (...)
+PARAMETERS = {0x05, 0x18}
+PARAMETERS_FORMAL = 0x05
+DW_AT_ARTIFICIAL = 0x34
+ARTIFICIAL = frozenset((DW_AT_ARTIFICIAL,))
 SIBLING = frozenset((entries.DW_AT_SIBLING,))
 #: (call, elementary interval) pairs a unit may hold: damaged ranges that
 #: overlap without end are refused (the C library's largest unit: 1439)
@@ -85,6 +90,8 @@ class _Names:
         language = unit.top.get(entries.DW_AT_LANGUAGE)
         self.cplus = language is not None and language[1] in CPLUS_LANGUAGES
         self.scopes = {}
+        #: the function entries with a parameter that is not ``this``
+        self.with_parameters = set()
         self.found = {}
         self.total = 0  # characters of the names given (MAX_NAMES_TOTAL)
         self.cut = False  # whether a name was cut (MAX_NAME)
@@ -102,10 +109,17 @@ class _Names:
         return self._first(unit, attributes, entry, LINKAGE_NAMES)[0] \
             or self._first(unit, attributes, entry, SHORT_NAMES)[0]
 
-    def qualified(self, name):
+    def qualified(self, name, inlined):
         """The name GDB's `bt` prints for a name ``name`` gave: a _Pending
         one qualified by the scope of the entry that gives its DW_AT_name,
-        else its linkage name demangled without parameters."""
+        else its linkage name demangled without parameters.  A function's
+        own (not ``inlined``) whose name GDB cannot parse (UNPARSED) is
+        printed with its parameters (GDB's print name, which it cannot
+        take them off): taken from its linkage name, ``()`` as ``(void)``;
+        without one, ``(void)`` when it has none (GCC gives none to the
+        members of a class a lambda's type is an argument of: a
+        std::thread's ``_M_run``), else none (DWARF's types are not
+        printed)."""
         if not isinstance(name, _Pending):
             return name
         scope = self.scopes.get(name.entry) if name.short is not None else None
@@ -114,6 +128,13 @@ class _Names:
                 else name.short
         else:
             text = canonical_types(f"{scope}::{name.short}" if scope else name.short)
+        if not inlined and UNPARSED in text:
+            if name.linkage:
+                parameters = split_parameters(demangled(name.linkage))[1]
+                text += "(void)" + parameters[2:] if parameters.startswith("()") \
+                    else parameters
+            elif name.entry not in self.with_parameters:
+                text += "(void)"
         return self._counted(text)
 
     def _first(self, unit, attributes, entry, keys):
@@ -238,6 +259,7 @@ def _calls(unit, left_out):
     # scope they are in
     depths = [0]
     scopes = [""]
+    owners = [None]  # (C++) the function entry whose children they are
     while depths:
         if at >= unit.end:
             raise entries.DwarfFormatError(f"unit at {unit.offset:#x}: entries run past its end")
@@ -246,6 +268,7 @@ def _calls(unit, left_out):
         if abbreviation is None:
             depths.pop()
             scopes.pop()
+            owners.pop()
             continue
         depth, tag, scope = depths[-1], abbreviation.tag, scopes[-1]
         if depth is not None and tag == DW_TAG_INLINED and depth >= MAX_INLINE_DEPTH:
@@ -271,6 +294,11 @@ def _calls(unit, left_out):
             if name is not None:
                 start = min(low for low, _ in ranges)
                 functions += [(low, high, start, name) for low, high in ranges]
+        elif tag in PARAMETERS and owners[-1] is not None:
+            attributes, at = unit.attributes(at, ARTIFICIAL, abbreviation)
+            artificial = attributes.get(DW_AT_ARTIFICIAL)
+            if tag != PARAMETERS_FORMAL or artificial is None or not artificial[1]:
+                names.with_parameters.add(owners[-1])
         elif depth is not None and tag in NESTING:
             if names.cplus and (tag == DW_TAG_NAMESPACE or tag in CLASSES):
                 attributes, at = unit.attributes(at, SCOPE_ATTRIBUTES, abbreviation)
@@ -291,10 +319,12 @@ def _calls(unit, left_out):
             depths.append(depth)
             scopes.append(_scope_of_children(unit, tag, attributes, scope)
                           if names.cplus and depth is not None else scope)
+            owners.append(entry if names.cplus and tag == DW_TAG_SUBPROGRAM
+                          and depth is not None else None)
     if names.cplus:
         for call in {id(call): call for _, _, _, call in calls}.values():
-            call[0] = names.qualified(call[0]) or "??"
-        functions = [(low, high, start, names.qualified(name))
+            call[0] = names.qualified(call[0], True) or "??"
+        functions = [(low, high, start, names.qualified(name, False))
                      for low, high, start, name in functions]
         functions = [function for function in functions if function[3] is not None]
     if deeper:

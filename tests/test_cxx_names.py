@@ -206,3 +206,33 @@ def test_without_parameters(name, bt_name):
     ("main()", True), ("app::main", False), ("mainly", False), (None, False), ("??", False)])
 def test_is_main(name, main):
     assert names.is_main(name) is main
+
+
+# -- source paths ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dwarf", [4, 5])
+@pytest.mark.parametrize("where", ["here", "prefix-mapped", "below", "absolute"])
+def test_source_paths_as_gdb(gdb, tmp_path, dwarf, where):
+    """Each frame's file as GDB's bt prints it: the line table's file
+    joined to its directory, to the compilation directory only where that
+    is relative (DWARF 5: ``./src/sleeper.c`` built with its prefix mapped to
+    ``.``, as Debian builds its C library: ``./nptl/...``)."""
+    (tmp_path / "src").mkdir()
+    source = tmp_path / "src" / "sleeper.c"
+    source.write_bytes((ROOT / "tests" / "programs" / "sleeper.c").read_bytes())
+    argument = {"here": "sleeper.c", "prefix-mapped": "sleeper.c", "below": "src/sleeper.c",
+                "absolute": str(source)}[where]
+    flags = [f"-ffile-prefix-map={tmp_path}=."] if where == "prefix-mapped" else []
+    cwd = tmp_path if where == "below" else tmp_path / "src"
+    program = tmp_path / "sleeper"
+    subprocess.run(["gcc", "-O1", "-g", f"-gdwarf-{dwarf}", *flags, "-o", str(program),
+                    argument], check=True, capture_output=True, cwd=cwd)
+    with Started([program]) as running:
+        ours = sfbt_command("stack", running.pid)
+        theirs = gdb.run(["-p", running.pid], ["bt"], plugin=False)
+    assert ours.returncode == 0, ours.stderr
+    place = re.compile(r"^#\d+ .* at (\S+:\d+)$", re.M)
+    assert place.findall(ours.stdout) == place.findall(theirs), (ours.stdout, theirs)
+    expected = {"here": "sleeper.c", "below": "src/sleeper.c", "absolute": str(source),
+                "prefix-mapped": "./src/sleeper.c" if dwarf == 5 else "sleeper.c"}[where]
+    assert f" at {expected}:" in ours.stdout

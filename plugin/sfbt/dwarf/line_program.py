@@ -8,7 +8,8 @@ buildsym's start_subfile): its entry's name joined to its directory's
 (DWARF 5's directory 0, the compilation directory, too; before 5 that
 one never), and a name that comes out as the unit's own source file's
 full path (its DW_AT_name, joined to an absolute DW_AT_comp_dir)
-printed as the unit's DW_AT_name says it.  So a program built by ``gcc a.c`` shows
+printed as the unit's DW_AT_name says it (where the unit is not known,
+as DWARF 5's file 0, the unit's own, says it).  So a program built by ``gcc a.c`` shows
 ``a.c``, ``gcc sub/a.c`` ``sub/a.c``, and Debian's C library, whose
 compilation directory is ``./nptl``, ``./nptl/futex-internal.c``."""
 
@@ -316,6 +317,10 @@ def _header(dwarf: DwarfBytes, data: bytes, at: int, primary: Optional[Primary] 
         directories = [_text(path) for path, _ in entries]
         files, at = _entries(dwarf, data, at, program, offset_size, address_size)
         names = [_joined(path, index, directories, True) for path, index in files]
+        if primary is None and files and files[0][1] == 0 and directories \
+                and directories[0].startswith("/") and not files[0][0].startswith(b"/"):
+            # the unit not known (every_unit_rows): DWARF 5's file 0 is its own
+            primary = (names[0], _text(files[0][0]))
     else:
         directories = []
         while data[at]:

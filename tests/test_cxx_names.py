@@ -53,7 +53,7 @@ def _frames(text):
     for line in text.splitlines():
         if line.startswith("#"):
             pc = re.match(r"^#\d+\s+(?:0x([0-9a-f]+) in )?", line)
-            name = line[pc.end():]
+            name = line[pc.end():].removesuffix(" [inlined]")  # LLDB's layout
             name = re.split(r" \(|\s+at \S+:\d+$|\s+from \S+$", name, maxsplit=1)[0]
             found.append((int(pc[1], 16) if pc[1] else None, name))
     return found
@@ -236,3 +236,21 @@ def test_source_paths_as_gdb(gdb, tmp_path, dwarf, where):
     expected = {"here": "sleeper.c", "below": "src/sleeper.c", "absolute": str(source),
                 "prefix-mapped": "./src/sleeper.c" if dwarf == 5 else "sleeper.c"}[where]
     assert f" at {expected}:" in ours.stdout
+
+
+def test_lldb_sframe_bt_names_and_main(lldb, program):
+    """In LLDB, sframe-bt names the frames LLDB has no frame of its own
+    for (inlined calls) by the same qualified names, LLDB's own frames by
+    LLDB's names, and the main thread's walk ends at main."""
+    commands = []
+    for number in (1, 2):
+        commands += [f"thread select {number}", "script print('@@sframe')", "sframe-bt",
+                     "script print('@@end')"]
+    with _started(program) as running:
+        out = lldb.run(["-p", running.pid], commands)
+    walks = re.findall(r"@@sframe\n(.*?)@@end", out, re.S)
+    assert len(walks) == 2, out
+    main_thread, worker = (_names(walk) for walk in walks)
+    assert main_thread[-1] == "main" and "Backtrace stopped" not in walks[0], walks[0]
+    assert "std::thread::join()" in main_thread
+    assert "app::Worker<double>::step" in worker

@@ -12,8 +12,6 @@ symbol's with it (``std::thread::join()``)."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import re
 from functools import lru_cache
 
@@ -30,32 +28,33 @@ MAX_MANGLED = 1 << 14
 MAX_DEMANGLED = 1 << 16
 #: the libraries that may hold __cxa_demangle, in the order tried
 LIBRARIES = ("libstdc++.so.6", "libc++abi.so.1", "libc++.so.1")
-_demangler: List[Any] = []  # [the function, or None where none loads], once
+#: [(__cxa_demangle, ctypes, the C library's free), or None where none
+#: loads], once: ctypes imported on the first mangled name only (`sfbt
+#: stack` of a C program never needs it)
+_demangler: List[Any] = []
 
 
 def _loaded() -> Optional[Any]:
-    """libstdc++'s __cxa_demangle with its C types, or None (said once)."""
+    """(libstdc++'s __cxa_demangle with its C types, ctypes, free), or None."""
     if _demangler:
         return _demangler[0]
-    function = None
-    for name in (*LIBRARIES, ctypes.util.find_library("stdc++")):
-        if not name:
-            continue
+    import ctypes
+    loaded = None
+    for name in LIBRARIES:
         try:
             function = ctypes.CDLL(name).__cxa_demangle
+            free = ctypes.CDLL(None).free
         except (OSError, AttributeError):
             continue
         function.restype = ctypes.c_void_p  # freed by us: not a Python bytes
         function.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
                              ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+        free.argtypes = [ctypes.c_void_p]
+        free.restype = None
+        loaded = (function, ctypes, free)
         break
-    _demangler.append(function)
-    return function
-
-
-_free = ctypes.CDLL(None).free
-_free.argtypes = [ctypes.c_void_p]
-_free.restype = None
+    _demangler.append(loaded)
+    return loaded
 
 
 def is_mangled(name: str) -> bool:
@@ -70,10 +69,11 @@ def demangled(name: str) -> str:
     demangler refuses, as it is."""
     if not is_mangled(name) or len(name) > MAX_MANGLED or "\0" in name:
         return name
-    demangle = _loaded()
-    if demangle is None:
+    loaded = _loaded()
+    if loaded is None:
         left_out("C++ names left mangled: no libstdc++ to demangle them with")
         return name
+    demangle, ctypes, free = loaded
     try:
         encoded = name.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
@@ -87,7 +87,7 @@ def demangled(name: str) -> str:
             return name
         result = ctypes.string_at(text)
     finally:
-        _free(text)
+        free(text)
     if len(result) > MAX_DEMANGLED:
         return name
     return result.decode("utf-8", "surrogateescape")

@@ -104,8 +104,7 @@ class _Names:
         when none is found.  In C++, a _Pending name (``qualified``)."""
         if self.cplus:
             short, named = self._first(unit, attributes, entry, SHORT_NAMES)
-            linkage = self._first(unit, attributes, entry, LINKAGE_NAMES)[0]
-            return _Pending(short, named, linkage) if short or linkage else None
+            return _Pending(short, named, (unit, attributes, entry))
         return self._first(unit, attributes, entry, LINKAGE_NAMES)[0] \
             or self._first(unit, attributes, entry, SHORT_NAMES)[0]
 
@@ -123,14 +122,19 @@ class _Names:
         if not isinstance(name, _Pending):
             return name
         scope = self.scopes.get(name.entry) if name.short is not None else None
+        linkage = None
         if scope is None:
-            text = without_parameters(demangled(name.linkage)) if name.linkage \
-                else name.short
+            linkage = self._first(*name.linkage_from, LINKAGE_NAMES)[0]
+            text = without_parameters(demangled(linkage)) if linkage else name.short
+            if text is None:
+                return None
         else:
             text = canonical_types(f"{scope}::{name.short}" if scope else name.short)
         if not inlined and UNPARSED in text:
-            if name.linkage:
-                parameters = split_parameters(demangled(name.linkage))[1]
+            if linkage is None:
+                linkage = self._first(*name.linkage_from, LINKAGE_NAMES)[0]
+            if linkage:
+                parameters = split_parameters(demangled(linkage))[1]
                 text += "(void)" + parameters[2:] if parameters.startswith("()") \
                     else parameters
             elif name.entry not in self.with_parameters:
@@ -188,12 +192,14 @@ class _Names:
 
 class _Pending:
     """A C++ function's name before its scope is known: its DW_AT_name
-    ``short`` given by the entry at ``entry``, and its linkage name."""
+    ``short`` given by the entry at ``entry``, and (unit, attributes,
+    offset) of the entry it was asked of, to find its linkage name from
+    where it is needed."""
 
-    __slots__ = ("short", "entry", "linkage")
+    __slots__ = ("short", "entry", "linkage_from")
 
-    def __init__(self, short, entry, linkage):
-        self.short, self.entry, self.linkage = short, entry, linkage
+    def __init__(self, short, entry, linkage_from):
+        self.short, self.entry, self.linkage_from = short, entry, linkage_from
 
 
 def _scope_of_children(unit, tag, attributes, scope):
@@ -319,8 +325,10 @@ def _calls(unit, left_out):
             depths.append(depth)
             scopes.append(_scope_of_children(unit, tag, attributes, scope)
                           if names.cplus and depth is not None else scope)
+            # (the parameters of a function whose name GDB cannot parse)
             owners.append(entry if names.cplus and tag == DW_TAG_SUBPROGRAM
-                          and depth is not None else None)
+                          and depth is not None and (UNPARSED in scope or UNPARSED in (
+                              _own_name(unit, attributes, SHORT_NAMES) or "")) else None)
     if names.cplus:
         for call in {id(call): call for _, _, _, call in calls}.values():
             call[0] = names.qualified(call[0], True) or "??"

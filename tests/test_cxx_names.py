@@ -3,8 +3,9 @@ lambdas, namespaces, an inlined template method; -O2 -g --gsframe),
 `sfbt stack -p PID` names every frame of every thread as `gdb -nx` bt
 does (qualified DWARF names without parameters, a minimal symbol of
 libstdc++ demangled with them), `sframe-bt` in each GDB names them as
-that GDB's bt and stops at main; fold, flame, speedscope and pprof carry
-the demangled names; and the demangler (sfbt.names) is bounded and
+that GDB's bt and stops at main (in LLDB too); cbf decode, fold, flame,
+speedscope and pprof carry the demangled names; files are named as GDB
+names them; and the demangler (sfbt.names) is bounded and
 leaves what it cannot read as it is."""
 
 import gzip
@@ -136,6 +137,10 @@ def test_profiles_carry_demangled_names(program, tmp_path):
     assert ";app::Worker<double>::run;app::Worker<double>::step;app::wait_here;" \
         in folded.stdout
     assert "_Z" not in folded.stdout
+    decoded = run_sfbt("cbf", "decode", archive)
+    assert decoded.returncode == 0, decoded.stderr
+    assert " in app::(anonymous namespace)::start<double> at " in decoded.stdout
+    assert " in std::thread::join() from " in decoded.stdout
     svg = tmp_path / "cxx.svg"
     assert run_sfbt("flame", archive, "-o", svg).returncode == 0
     assert 'data-name="app::Worker&lt;double&gt;::run"' in svg.read_text()

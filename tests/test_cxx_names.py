@@ -103,6 +103,25 @@ def test_sfbt_stack_names_as_gdb(gdb, program):
     assert any(name.endswith("::_M_run(void)") for name in named)
 
 
+def test_core_names_as_gdb(gdb, program, tmp_path):
+    """`sfbt stack --core` of a gcore of it names the frames as GDB's bt of
+    the same core does."""
+    core = tmp_path / "core"
+    with _started(program) as running:
+        gdb.run(["-p", running.pid], [f"gcore {core}"], plugin=False)
+    assert core.is_file()
+    ours = sfbt_command("stack", "--core", core, program)
+    theirs = gdb.run([program, core], ["thread apply all bt"], plugin=False)
+    assert ours.returncode == 0, ours.stderr
+    ours_named, theirs_named = _by_thread(ours.stdout), _by_thread(theirs)
+    assert ours_named.keys() == theirs_named.keys() and len(ours_named) == 3, theirs
+    for lwp, groups in ours_named.items():
+        assert groups == {pc: theirs_named[lwp].get(pc) for pc in groups}, lwp
+    named = {name for groups in ours_named.values() for names in groups.values()
+             for name in names}
+    assert EXPECTED <= named
+
+
 def test_sframe_bt_names_as_bt(gdb, program):
     """sframe-bt names each thread's frames as that GDB's bt does (GDB
     names them itself: its print names without parameters, as bt does)

@@ -33,12 +33,26 @@ EXPECTED = {"app::wait_here", "app::Worker<double>::step", "app::Worker<double>:
             "std::thread::join()", "app::pool", "main"}
 
 
-@pytest.fixture(scope="module")
-def program(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cxx") / "cxx_names"
-    subprocess.run(["g++", "-O2", "-g", "-Wa,--gsframe", "-pthread", "-o", str(path),
+#: the names of the build without DWARF: GDB's minimal symbols, demangled
+#: with their parameters
+EXPECTED_MINIMAL = {"app::wait_here(int)", "std::thread::join()", "app::pool()", "main"}
+
+
+def _build(directory, *flags):
+    path = directory / "cxx_names"
+    subprocess.run(["g++", "-O2", *flags, "-Wa,--gsframe", "-pthread", "-o", str(path),
                     str(PROGRAM)], check=True, capture_output=True)
     return path
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("cxx"), "-g")
+
+
+@pytest.fixture(scope="module")
+def program_without_dwarf(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("cxx_symtab"))
 
 
 def _names(text):
@@ -101,6 +115,24 @@ def test_sfbt_stack_names_as_gdb(gdb, program):
     assert EXPECTED <= named
     # a std::thread's _M_run: a name GDB cannot parse, printed with (void)
     assert any(name.endswith("::_M_run(void)") for name in named)
+
+
+def test_sfbt_stack_minimal_symbols_as_gdb(gdb, program_without_dwarf):
+    """Without DWARF, GDB names each frame by its minimal symbol,
+    demangled with its parameters (``app::pool()``); sfbt stack too."""
+    with _started(program_without_dwarf) as running:
+        ours = sfbt_command("stack", running.pid)
+        theirs = gdb.run(["-p", running.pid], ["thread apply all bt"], plugin=False)
+    assert ours.returncode == 0, ours.stderr
+    ours_named, theirs_named = _by_thread(ours.stdout), _by_thread(theirs)
+    assert ours_named.keys() == theirs_named.keys() and len(ours_named) == 3, theirs
+    for lwp, groups in ours_named.items():
+        assert groups == {pc: theirs_named[lwp].get(pc) for pc in groups}, lwp
+    named = {name for groups in ours_named.values() for names in groups.values()
+             for name in names}
+    assert EXPECTED_MINIMAL <= named
+    # GCC's clones as the demangler prints them
+    assert any(name.startswith("app::Worker<double>::run(int) [clone .") for name in named)
 
 
 def test_core_names_as_gdb(gdb, program, tmp_path):

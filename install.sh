@@ -42,6 +42,7 @@ LLDB19_PACKAGES=(lldb-19 liblldb-19 python3-lldb-19 libllvm19 libclang-cpp19)
 APT_PACKAGES=(
   gcc make binutils gdb
   python3 python3-pip python3-venv python3-pyelftools
+  libstdc++6  # its __cxa_demangle names C++ frames as GDB does: plugin/sfbt/names.py
 )
 # Only for the test suite (--test-debuggers): its Python packages for the
 # system Python, and the AArch64 / s390x programs' qemu-user, gdb-multiarch
@@ -49,6 +50,7 @@ APT_PACKAGES=(
 TEST_APT_PACKAGES=(
   python3-pytest python3-pexpect python3-hypothesis
   python3-mypy  # checks the typed seams: tests/test_types.py
+  g++  # builds the C++ test programs: tests/test_cxx_names.py, tests/test_partly_sframe.py
   qemu-user gdb-multiarch gdbserver libc6-arm64-cross libc6-s390x-cross
   elfutils  # eu-stack: the C figure bench/stack.py prints beside sfbt stack's
   zstd  # systemd-coredump's compression, the anchor of bench/crashes.py's record sizes

@@ -18,6 +18,7 @@ from sfbt.arch import arch_for_debugger
 from sfbt.commands import CommandError, Session, Settings, Thread
 from sfbt.elf import ElfError, image_in_memory, open_elf
 from sfbt.errors import TargetMemoryError
+from sfbt.names import is_main, without_parameters
 from sfbt.unwind.modules import ModuleMap, SFrameSources
 from sfbt.unwind.target import Module, Target
 
@@ -277,7 +278,10 @@ def block_functions(pc):
 
 
 def _print_name(function):
-    return decoded(lambda: function.print_name)
+    """The name GDB's `bt` prints for a function symbol: its print name,
+    without a C++ function's parameters (GDB's find_frame_funname)."""
+    name = decoded(lambda: function.print_name)
+    return without_parameters(name) if name is not None else None
 
 
 def function_name(pc):
@@ -292,14 +296,6 @@ def outer_function_name(pc):
     inlined into it, the outermost one (GDB's frame of that code)."""
     functions = block_functions(pc)
     return (_print_name(functions[-1]) if functions else None) or minimal_symbol(pc)
-
-
-def is_main(pc):
-    """Whether pc is in main's own frame.  GDB names C++'s main with its
-    parameters (``main(int, char**)``); no other function of the global
-    namespace may be called main, so the name before them says."""
-    name = outer_function_name(pc)
-    return name is not None and name.split("(", 1)[0] == "main"
 
 
 def inlined_block_names(pc):
@@ -440,7 +436,7 @@ class GdbSession(Session):
         return name, " ()"
 
     def in_main(self, lookup_pc):
-        return is_main(lookup_pc)
+        return is_main(outer_function_name(lookup_pc))
 
     def outer_name(self, lookup_pc):
         return outer_function_name(lookup_pc)
@@ -468,7 +464,7 @@ class GdbSession(Session):
 
     def _describe_frame(self, frame):
         function = frame.function()
-        name = decoded(lambda: function.print_name) if function is not None else None
+        name = _print_name(function) if function is not None else None
         sal = frame.find_sal()
         if sal.symtab is not None and sal.line:
             return (name or function_name(frame.pc()) or "??",

@@ -66,20 +66,36 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def file_names(program):
+def file_names(program, top=None):
     """The names of a pyelftools line program's files, by index (0-based:
-    DWARF 5's file numbers; earlier versions' numbers less one)."""
+    DWARF 5's file numbers; earlier versions' numbers less one), as GDB
+    names its symtabs: joined to their directory (DWARF 5's 0, the
+    compilation directory, too); the name that is the full path of the
+    unit's own file (``top``, its top DIE: DW_AT_name joined to an
+    absolute DW_AT_comp_dir) as its DW_AT_name; without ``top``, DWARF
+    5's file 0 says which is the unit's own."""
     version = program["version"]
     directories = program["include_directory"]
     names = []
     for entry_file in program["file_entry"]:
         name = _text(entry_file.name)
         directory_index = entry_file.dir_index if version >= 5 else entry_file.dir_index - 1
-        if directory_index > 0 or (version < 5 and directory_index >= 0):
-            if 0 <= directory_index < len(directories) and not name.startswith("/"):
-                name = os.path.join(_text(directories[directory_index]), name)
+        if 0 <= directory_index < len(directories) and not name.startswith("/"):
+            name = os.path.join(_text(directories[directory_index]), name)
         names.append(name)
-    return names
+    own = None
+    if top is not None and "DW_AT_name" in top.attributes:
+        shown = _text(top.attributes["DW_AT_name"].value)
+        directory = _text(top.attributes["DW_AT_comp_dir"].value) \
+            if "DW_AT_comp_dir" in top.attributes else ""
+        full = shown if shown.startswith("/") else os.path.join(directory, shown)
+        own = (full, shown) if full.startswith("/") else None
+    elif version >= 5 and program["file_entry"] and directories:
+        first = program["file_entry"][0]
+        if first.dir_index == 0 and _text(directories[0]).startswith("/") \
+                and not _text(first.name).startswith("/"):
+            own = (names[0], _text(first.name))
+    return [own[1] if own is not None and name == own[0] else name for name in names]
 
 
 def unit_calls(dwarf, offset):
@@ -88,7 +104,7 @@ def unit_calls(dwarf, offset):
     top = unit.get_top_DIE()
     base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
     program = dwarf.line_program_for_CU(unit)
-    names = file_names(program) if program is not None else []
+    names = file_names(program, top) if program is not None else []
     version = program["version"] if program is not None else 5
     calls = []
     stack = [(child, 0) for child in reversed(list(top.iter_children()))]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..arch import Arch
 from ..archive.layout import layout_of
+from ..names import is_main
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from ..unwind.walk import Frame
@@ -96,7 +97,7 @@ class Session:
     def in_main(self, lookup_pc: int) -> bool:
         """Whether ``lookup_pc`` is in main's own frame (main's code, or a
         function inlined into main): where bt stops unless past-main."""
-        return self.describe(lookup_pc)[0] == "main"
+        return is_main(self.describe(lookup_pc)[0])
 
     def stop_reason(self, thread: Thread) -> str:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""

@@ -30,6 +30,7 @@ else:
 
 DW_AT_SIBLING = 0x01
 DW_AT_NAME = 0x03
+DW_AT_LANGUAGE = 0x13
 DW_AT_LOW_PC = 0x11
 DW_AT_HIGH_PC = 0x12
 DW_AT_ABSTRACT_ORIGIN = 0x31
@@ -84,7 +85,7 @@ STRING_INDICES = {DW_FORM_STRX, 0x25, 0x26, 0x27, 0x28, DW_FORM_GNU_STR_INDEX}
 #: the attributes of a unit's top entry read with its header: what the
 #: unit's other entries need (bases) and what it covers (sfbt.dwarf.units)
 TOP_ATTRIBUTES = frozenset((DW_AT_LOW_PC, DW_AT_HIGH_PC, DW_AT_RANGES, DW_AT_STR_OFFSETS_BASE,
-                            DW_AT_ADDR_BASE, DW_AT_RNGLISTS_BASE))
+                            DW_AT_ADDR_BASE, DW_AT_RNGLISTS_BASE, DW_AT_LANGUAGE))
 
 
 class DwarfFormatError(ValueError):

@@ -9,16 +9,23 @@ sorted, non-overlapping segments, each with the chain (the function) that
 holds over it, so that a look-up is one bisection (sfbt.dwarf.chains,
 which sfbt's cache of them needs alone).
 
-A function, and the function of an inlined call, is named as GDB names
-the symbol it makes of its entry: by its linkage name
+A function, and the function of an inlined call, is named as GDB's `bt`
+names the symbol it makes of its entry: in C, by its linkage name
 (DW_AT_linkage_name, of the entry or of one it refers to:
 ``__GI___clock_nanosleep``, the C library's name of ``__clock_nanosleep``
 inside it), else by its DW_AT_name (eu-stack and llvm-symbolizer
---functions=short take the DW_AT_name); C++'s linkage names are left
-mangled."""
+--functions=short take the DW_AT_name).  In C++ (GDB's dwarf2_full_name,
+without parameters), by its DW_AT_name qualified by the namespaces and
+classes around the entry that gives it (``app::Worker<double>::run``,
+``app::(anonymous namespace)::spin``); a function's children and unnamed
+classes qualify nothing (a lambda's ``operator()``, ``Local::go`` of a
+class inside a function).  An entry given from another unit, whose
+scopes are not read, is named by its demangled linkage name without
+parameters."""
 
 from bisect import bisect_right
 
+from ..names import UNPARSED, canonical_types, demangled, split_parameters, without_parameters
 from . import entries
 from .chains import UnitFrames
 from .entries import Unit
@@ -40,6 +47,17 @@ CALL_ATTRIBUTES = frozenset(NAMES + NAME_SOURCES + (
     entries.DW_AT_LOW_PC, entries.DW_AT_HIGH_PC, entries.DW_AT_RANGES,
     entries.DW_AT_CALL_FILE, entries.DW_AT_CALL_LINE))
 NAME_ATTRIBUTES = frozenset(NAMES + NAME_SOURCES)
+SCOPE_ATTRIBUTES = frozenset(SHORT_NAMES)
+DW_TAG_NAMESPACE = 0x39
+#: tags of the classes whose names qualify their members' in C++
+CLASSES = {0x02, 0x13, 0x17}
+#: DW_AT_language's C++: C++98, C++03, C++11, C++14, C++17, C++20
+CPLUS_LANGUAGES = {0x04, 0x19, 0x1A, 0x21, 0x2A, 0x2B}
+#: a function's parameters: formal_parameter, unspecified_parameters (...)
+PARAMETERS = {0x05, 0x18}
+PARAMETERS_FORMAL = 0x05
+DW_AT_ARTIFICIAL = 0x34
+ARTIFICIAL = frozenset((DW_AT_ARTIFICIAL,))
 SIBLING = frozenset((entries.DW_AT_SIBLING,))
 #: (call, elementary interval) pairs a unit may hold: damaged ranges that
 #: overlap without end are refused (the C library's largest unit: 1439)
@@ -60,53 +78,103 @@ MAX_NAMES_TOTAL = 32 << 20
 
 class _Names:
     """Function names of one unit's entries, following abstract origins
-    and specifications (into other units too), each entry's found once."""
+    and specifications (into other units too), each entry's found once;
+    in C++, qualified by the scopes ``scopes`` (the .debug_info offset of
+    each function entry read: the namespaces and classes around it) once
+    the unit's entries are all read (``qualified``)."""
 
     def __init__(self, unit):
         self.units = {unit.offset: unit}
         self.units_first = unit.offset
         self.sections = unit.sections
+        language = unit.top.get(entries.DW_AT_LANGUAGE)
+        self.cplus = language is not None and language[1] in CPLUS_LANGUAGES
+        self.scopes = {}
+        #: the function entries with a parameter that is not ``this``
+        self.with_parameters = set()
         self.found = {}
         self.total = 0  # characters of the names given (MAX_NAMES_TOTAL)
         self.cut = False  # whether a name was cut (MAX_NAME)
         self.starts = None  # of every unit, read on the first reference out of this one
 
-    def name(self, unit, attributes):
-        """A function's name as GDB gives it: the first linkage name its
-        entry's attributes, or those of the entries they refer to, give,
-        else the first DW_AT_name; None when none is found."""
-        return self._first(unit, attributes, LINKAGE_NAMES) \
-            or self._first(unit, attributes, SHORT_NAMES)
+    def name(self, unit, attributes, entry):
+        """A function's name as GDB gives it, of the entry at ``entry``:
+        in C, the first linkage name its entry's attributes, or those of
+        the entries they refer to, give, else the first DW_AT_name; None
+        when none is found.  In C++, a _Pending name (``qualified``)."""
+        if self.cplus:
+            short, named = self._first(unit, attributes, entry, SHORT_NAMES)
+            return _Pending(short, named, (unit, attributes, entry))
+        return self._first(unit, attributes, entry, LINKAGE_NAMES)[0] \
+            or self._first(unit, attributes, entry, SHORT_NAMES)[0]
 
-    def _first(self, unit, attributes, keys):
-        """The first name of ``keys`` along the entries an entry refers
-        to, or None."""
+    def qualified(self, name, inlined):
+        """The name GDB's `bt` prints for a name ``name`` gave: a _Pending
+        one qualified by the scope of the entry that gives its DW_AT_name,
+        else its linkage name demangled without parameters.  A function's
+        own (not ``inlined``) whose name GDB cannot parse (UNPARSED) is
+        printed with its parameters (GDB's print name, which it cannot
+        take them off): taken from its linkage name, ``()`` as ``(void)``;
+        without one, ``(void)`` when it has none (GCC gives none to the
+        members of a class a lambda's type is an argument of: a
+        std::thread's ``_M_run``), else none (DWARF's types are not
+        printed)."""
+        if not isinstance(name, _Pending):
+            return name
+        scope = self.scopes.get(name.entry) if name.short is not None else None
+        linkage = None
+        if scope is None:
+            linkage = self._first(*name.linkage_from, LINKAGE_NAMES)[0]
+            text = without_parameters(demangled(linkage)) if linkage else name.short
+            if text is None:
+                return None
+        else:
+            text = canonical_types(f"{scope}::{name.short}" if scope else name.short)
+        if not inlined and UNPARSED in text:
+            if linkage is None:
+                linkage = self._first(*name.linkage_from, LINKAGE_NAMES)[0]
+            if linkage:
+                parameters = split_parameters(demangled(linkage))[1]
+                text += "(void)" + parameters[2:] if parameters.startswith("()") \
+                    else parameters
+            elif name.entry not in self.with_parameters:
+                text += "(void)"
+        return self._counted(text)
+
+    def _first(self, unit, attributes, entry, keys):
+        """(the first name of ``keys`` along the entries an entry refers
+        to, the .debug_info offset of the entry that gives it), or (None,
+        None)."""
         passed = []  # the entries followed to it
-        name = None
+        found = (None, None)
         for _ in range(NAME_DEPTH):
             own = _own_name(unit, attributes, keys)
             if own is not None:
-                name = own
+                found = (self._counted(own), entry)
                 break
             source = attributes.get(NAME_SOURCES[0]) or attributes.get(NAME_SOURCES[1])
             target = unit.reference(source) if source is not None else None
             if target is None:
                 break
             if (keys, target) in self.found:
-                name = self.found[keys, target]
+                found = self.found[keys, target]
                 break
             passed.append(target)
             unit = self._unit_of(target)
             attributes = unit.attributes(target, NAME_ATTRIBUTES)[0]
+            entry = target
         for target in passed:
-            self.found[keys, target] = name
-        if name is not None:
-            if len(name) > MAX_NAME:
-                name, self.cut = name[:MAX_NAME] + CUT, True
-            self.total += len(name)
-            if self.total > MAX_NAMES_TOTAL:
-                raise entries.DwarfFormatError(f"unit at {self.units_first:#x}: names of more "
-                                               f"than {MAX_NAMES_TOTAL} characters")
+            self.found[keys, target] = found
+        return found
+
+    def _counted(self, name):
+        """The name, cut to MAX_NAME, counted to MAX_NAMES_TOTAL."""
+        if len(name) > MAX_NAME:
+            name, self.cut = name[:MAX_NAME] + CUT, True
+        self.total += len(name)
+        if self.total > MAX_NAMES_TOTAL:
+            raise entries.DwarfFormatError(f"unit at {self.units_first:#x}: names of more "
+                                           f"than {MAX_NAMES_TOTAL} characters")
         return name
 
     def _unit_of(self, offset):
@@ -120,6 +188,36 @@ class _Names:
         if unit is None or offset >= unit.end:
             raise entries.DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")
         return unit
+
+
+class _Pending:
+    """A C++ function's name before its scope is known: its DW_AT_name
+    ``short`` given by the entry at ``entry``, and (unit, attributes,
+    offset) of the entry it was asked of, to find its linkage name from
+    where it is needed."""
+
+    __slots__ = ("short", "entry", "linkage_from")
+
+    def __init__(self, short, entry, linkage_from):
+        self.short, self.entry, self.linkage_from = short, entry, linkage_from
+
+
+def _scope_of_children(unit, tag, attributes, scope):
+    """The C++ scope (``app::Worker<double>``) the children of an entry of
+    ``tag`` are in, the entry being in ``scope``: a namespace's or a
+    named class's name joins it, a function and an unnamed class start
+    none (GDB's determine_prefix), other entries keep it."""
+    if tag == DW_TAG_NAMESPACE or tag in CLASSES:
+        own = _own_name(unit, attributes, SHORT_NAMES)
+        if own is None:
+            own = "(anonymous namespace)" if tag == DW_TAG_NAMESPACE else None
+        if own is None:
+            return ""
+        joined = f"{scope}::{own}" if scope else own
+        return joined if len(joined) <= MAX_NAME else joined[:MAX_NAME] + CUT
+    if tag in (DW_TAG_SUBPROGRAM, DW_TAG_INLINED):
+        return ""
+    return scope
 
 
 def _own_name(unit, attributes, keys):
@@ -163,22 +261,28 @@ def _calls(unit, left_out):
         return calls, functions
     at = unit.skip(abbreviation, at)
     # the inline depth of the children of each entry open around ``at``,
-    # None for an entry whose children are passed over
+    # None for an entry whose children are passed over; and (C++) the
+    # scope they are in
     depths = [0]
+    scopes = [""]
+    owners = [None]  # (C++) the function entry whose children they are
     while depths:
         if at >= unit.end:
             raise entries.DwarfFormatError(f"unit at {unit.offset:#x}: entries run past its end")
+        entry = at
         abbreviation, at = unit.entry(at)
         if abbreviation is None:
             depths.pop()
+            scopes.pop()
+            owners.pop()
             continue
-        depth, tag = depths[-1], abbreviation.tag
+        depth, tag, scope = depths[-1], abbreviation.tag, scopes[-1]
         if depth is not None and tag == DW_TAG_INLINED and depth >= MAX_INLINE_DEPTH:
             deeper = True
             depth = None  # the call and what it holds passed over, as below
         if depth is not None and tag == DW_TAG_INLINED:
             attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
-            call = [names.name(unit, attributes) or "??",
+            call = [names.name(unit, attributes, entry) or "??",
                     attributes[entries.DW_AT_CALL_FILE][1]
                     if entries.DW_AT_CALL_FILE in attributes else None,
                     attributes[entries.DW_AT_CALL_LINE][1]
@@ -187,15 +291,25 @@ def _calls(unit, left_out):
             depth += 1
         elif depth is not None and tag == DW_TAG_SUBPROGRAM:
             attributes, at = unit.attributes(at, CALL_ATTRIBUTES, abbreviation)
+            if names.cplus:
+                names.scopes[entry] = scope
             ranges = unit.extent(attributes)
             # a definition (not a declaration) with a name (GDB makes no
             # function of one without)
-            name = names.name(unit, attributes) if ranges else None
+            name = names.name(unit, attributes, entry) if ranges else None
             if name is not None:
                 start = min(low for low, _ in ranges)
                 functions += [(low, high, start, name) for low, high in ranges]
+        elif tag in PARAMETERS and owners[-1] is not None:
+            attributes, at = unit.attributes(at, ARTIFICIAL, abbreviation)
+            artificial = attributes.get(DW_AT_ARTIFICIAL)
+            if tag != PARAMETERS_FORMAL or artificial is None or not artificial[1]:
+                names.with_parameters.add(owners[-1])
         elif depth is not None and tag in NESTING:
-            at = unit.skip(abbreviation, at)
+            if names.cplus and (tag == DW_TAG_NAMESPACE or tag in CLASSES):
+                attributes, at = unit.attributes(at, SCOPE_ATTRIBUTES, abbreviation)
+            else:
+                attributes, at = None, unit.skip(abbreviation, at)
         elif abbreviation.children:
             attributes, after = unit.attributes(at, SIBLING, abbreviation)
             sibling = unit.reference(attributes[entries.DW_AT_SIBLING]) \
@@ -209,6 +323,18 @@ def _calls(unit, left_out):
             continue
         if abbreviation.children:
             depths.append(depth)
+            scopes.append(_scope_of_children(unit, tag, attributes, scope)
+                          if names.cplus and depth is not None else scope)
+            # (the parameters of a function whose name GDB cannot parse)
+            owners.append(entry if names.cplus and tag == DW_TAG_SUBPROGRAM
+                          and depth is not None and (UNPARSED in scope or UNPARSED in (
+                              _own_name(unit, attributes, SHORT_NAMES) or "")) else None)
+    if names.cplus:
+        for call in {id(call): call for _, _, _, call in calls}.values():
+            call[0] = names.qualified(call[0], True) or "??"
+        functions = [(low, high, start, names.qualified(name, False))
+                     for low, high, start, name in functions]
+        functions = [function for function in functions if function[3] is not None]
     if deeper:
         left_out(f".debug_info+{unit.offset:#x}: inlined calls nested deeper than "
                  f"{MAX_INLINE_DEPTH}")

@@ -1,7 +1,17 @@
 """DWARF line programs (versions 2 to 5) read with struct, without
 pyelftools: the unit's ``DW_AT_stmt_list`` from its first DIE, then its
 line program run into rows [(address, file name, line, is_stmt)], an
-end of sequence as (address, None, 0, True), as pyelftools gives them."""
+end of sequence as (address, None, 0, True), as pyelftools gives them.
+
+A file is named as GDB names its symtab (dwarf2_start_subfile,
+buildsym's start_subfile): its entry's name joined to its directory's
+(DWARF 5's directory 0, the compilation directory, too; before 5 that
+one never), and a name that comes out as the unit's own source file's
+full path (its DW_AT_name, joined to an absolute DW_AT_comp_dir)
+printed as the unit's DW_AT_name says it (where the unit is not known,
+as DWARF 5's file 0, the unit's own, says it).  So a program built by ``gcc a.c`` shows
+``a.c``, ``gcc sub/a.c`` ``sub/a.c``, and Debian's C library, whose
+compilation directory is ``./nptl``, ``./nptl/futex-internal.c``."""
 
 from __future__ import annotations
 
@@ -23,8 +33,12 @@ if TYPE_CHECKING:
     from .entries import Data
 
     Row = Tuple[int, Optional[str], int, bool]
+    #: a unit's own source file: (its full path, the name GDB shows for it)
+    Primary = Tuple[str, str]
 
 DW_AT_STMT_LIST = 0x10
+DW_AT_NAME = 0x03
+DW_AT_COMP_DIR = 0x1B
 DW_LNCT_PATH = 1
 DW_LNCT_DIRECTORY_INDEX = 2
 #: bytes of one line program read at most (a Python step for each), and
@@ -183,20 +197,33 @@ def _form(data: bytes, at: int, form: int, offset_size: int, address_size: int,
     return int.from_bytes(data[at:at + size], byteorder), at + size
 
 
-def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[int]:
-    """The offset in .debug_line of the line program of the unit at
-    ``unit`` in .debug_info, or None when its first entry has none."""
+def stmt_list(dwarf: DwarfBytes, unit: int) -> Optional[Tuple[int, Optional[Primary]]]:
+    """(the offset in .debug_line of the line program of the unit at
+    ``unit`` in .debug_info, its Primary file), or None when its first
+    entry has no line program."""
     top = Unit(dwarf.entry_sections(), unit, top_only=True)
-    found = top.attributes(top.first, {DW_AT_STMT_LIST})[0]
-    return found[DW_AT_STMT_LIST][1] if DW_AT_STMT_LIST in found else None
+    found = top.attributes(top.first, {DW_AT_STMT_LIST, DW_AT_NAME, DW_AT_COMP_DIR})[0]
+    if DW_AT_STMT_LIST not in found:
+        return None
+    name, directory = (top.string(found[key]) if key in found else None
+                       for key in (DW_AT_NAME, DW_AT_COMP_DIR))
+    primary = None
+    if name:
+        shown = _text(name)
+        if shown.startswith("/"):
+            primary = (shown, shown)
+        elif directory and directory.startswith(b"/"):  # (GDB compares full paths)
+            primary = (os.path.join(_text(directory), shown), shown)
+    return found[DW_AT_STMT_LIST][1], primary
 
 
 def unit_rows(dwarf: DwarfBytes, unit: int, debugger: str = "gdb") -> List[Row]:
     """preferred_rows (``debugger``'s) of the unit at ``unit`` in .debug_info."""
-    offset = stmt_list(dwarf, unit)
-    if offset is None:
+    program = stmt_list(dwarf, unit)
+    if program is None:
         return []
-    rows = program_rows(dwarf, dwarf.program(offset), 0, MAX_ROWS)[0]
+    offset, primary = program
+    rows = program_rows(dwarf, dwarf.program(offset), 0, MAX_ROWS, primary)[0]
     if len(rows) >= MAX_ROWS:
         dwarf.left_out(f".debug_line+{offset:#x}: line rows past the first {MAX_ROWS}")
     return preferred_rows(rows, debugger)
@@ -237,11 +264,12 @@ def preferred_rows(rows: List[Row], debugger: str = "gdb") -> List[Row]:
     return [chosen[address] for address in sorted(chosen)]
 
 
-def program_rows(dwarf: DwarfBytes, data: bytes, at: int, most: int
-                 ) -> Tuple[List[Row], int]:
+def program_rows(dwarf: DwarfBytes, data: bytes, at: int, most: int,
+                 primary: Optional[Primary] = None) -> Tuple[List[Row], int]:
     """(rows, the offset after it) of the line program at ``at`` in data
-    (.debug_line, or the program alone): its ``most`` first rows."""
-    state, program, end = _header(dwarf, data, at)
+    (.debug_line, or the program alone) of a unit whose own file is
+    ``primary`` (None: not known): its ``most`` first rows."""
+    state, program, end = _header(dwarf, data, at, primary)
     return state.run(data, program, end, dwarf.endian, most), end
 
 
@@ -250,16 +278,18 @@ def unit_files(dwarf: DwarfBytes, unit: int) -> Tuple[List[str], int]:
     ``unit`` in .debug_info, by index; the number of the first: 0 in
     DWARF 5, 1 before), as its header gives them; no names when the unit
     has no line program."""
-    offset = stmt_list(dwarf, unit)
-    if offset is None:
+    program = stmt_list(dwarf, unit)
+    if program is None:
         return [], 0
-    state = _header(dwarf, dwarf.program(offset), 0)[0]
+    state = _header(dwarf, dwarf.program(program[0]), 0, program[1])[0]
     return state.names, state.base
 
 
-def _header(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple["_Machine", int, int]:
+def _header(dwarf: DwarfBytes, data: bytes, at: int, primary: Optional[Primary] = None
+            ) -> Tuple["_Machine", int, int]:
     """(the state machine its header sets up, the offset of its opcodes,
-    the offset after it) of the line program at ``at`` in data."""
+    the offset after it) of the line program at ``at`` in data, of a unit
+    whose own file is ``primary``."""
     endian = dwarf.endian
     offset_size, at, end = _unit_head(data, at, endian)
     if end > len(data) and len(data) < MAX_PROGRAM:
@@ -286,7 +316,11 @@ def _header(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple["_Machine", int, i
         entries, at = _entries(dwarf, data, at, program, offset_size, address_size)
         directories = [_text(path) for path, _ in entries]
         files, at = _entries(dwarf, data, at, program, offset_size, address_size)
-        names = [_joined(path, index, directories, index > 0) for path, index in files]
+        names = [_joined(path, index, directories, True) for path, index in files]
+        if primary is None and files and files[0][1] == 0 and directories \
+                and directories[0].startswith("/") and not files[0][0].startswith(b"/"):
+            # the unit not known (every_unit_rows): DWARF 5's file 0 is its own
+            primary = (names[0], _text(files[0][0]))
     else:
         directories = []
         while data[at]:
@@ -296,6 +330,8 @@ def _header(dwarf: DwarfBytes, data: bytes, at: int) -> Tuple["_Machine", int, i
         names = []
         while data[at]:
             at = _v4_file(data, at, directories, names)
+    if primary is not None:
+        names = [primary[1] if name == primary[0] else name for name in names]
     state = _Machine(names, 0 if version >= 5 else 1, directories, minimum_length,
                      default_is_stmt, line_base, line_range, opcode_base, lengths)
     return state, program, end

@@ -11,6 +11,7 @@ from ..arch import Arch
 from ..commands.session import Session, Thread
 from ..commands.settings import Settings
 from ..debuginfo import DebugFiles
+from ..names import is_main
 from ..symbols.symbolizer import FileSymbolizer
 from ..unwind.modules import ModuleMap, SFrameSources
 from ..unwind.target import Module
@@ -100,7 +101,7 @@ class SnapshotSession(Session):
     def in_main(self, lookup_pc: int) -> bool:
         found = self._in_main.get(lookup_pc)
         if found is None:
-            found = self._in_main[lookup_pc] = self.describer.name(lookup_pc) == "main"
+            found = self._in_main[lookup_pc] = is_main(self.describer.name(lookup_pc))
         return found
 
     def stop_reason(self, thread: Thread) -> str:

@@ -7,9 +7,11 @@ Ada's last (gdb/symtab.c, symbol_find_demangled_name), and Ada's decoding
 does not refuse, is printed decoded.  So GCC's clones lose their number
 and a compiler's suffix is put in brackets (``foo.constprop.0`` is
 printed ``foo.constprop``, ``foo.part.0`` ``foo.part``, ``foo.cold``
-``foo[cold]``), and ``__`` inside a name is printed ``.``.  A name that
-starts with ``_`` (C++'s ``_Z...``, the C library's ``__GI_...``) is left
-as it is: sfbt does not demangle C++ names.
+``foo[cold]``), and ``__`` inside a name is printed ``.``.  C++'s
+demangler comes first: a mangled name (``_ZNSt6thread4joinEv``) is
+printed demangled, with its parameters (``std::thread::join()``:
+sfbt.names); another name that starts with ``_`` (the C
+library's ``__GI_...``, one the demangler refuses) is left as it is.
 
 Characters are classified as C's ctype does in the C locale (ASCII only),
 and a wide character GNAT encodes (``U61``) is decoded only when it is
@@ -18,6 +20,8 @@ ASCII (beyond, GDB decodes it when the host's charset can show it)."""
 from __future__ import annotations
 
 import string
+
+from ..names import demangled, is_mangled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,6 +46,8 @@ _WIDE = (("WW", 8), ("W", 4), ("U", 2))
 
 def printed_name(name: str) -> str:
     """The name GDB prints for a minimal symbol named ``name``."""
+    if is_mangled(name):
+        return demangled(name)
     decoded = ada_decoded(name)
     if decoded is None or decoded == name:
         return name

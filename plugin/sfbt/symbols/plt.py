@@ -13,6 +13,7 @@ from array import array
 from bisect import bisect_right
 
 from ..elf import SHT_RELA, ElfImage, Section
+from ..names import demangled
 from .table import name_bytes
 
 TYPE_CHECKING = False
@@ -92,8 +93,9 @@ def _stub_name(name: Union[int, str], strings: bytes) -> str:
         return name + "@plt"
     if name >= len(strings):
         return "??"
-    # bytes that are not UTF-8 kept, to be printed escaped (sfbt.printable)
-    return name_bytes(strings, name).decode("utf-8", "surrogateescape") + "@plt"
+    # bytes that are not UTF-8 kept, to be printed escaped (sfbt.printable);
+    # a C++ name demangled (``std::thread::join()@plt``), as GDB prints it
+    return demangled(name_bytes(strings, name).decode("utf-8", "surrogateescape")) + "@plt"
 
 
 def _slot_names(image: ElfImage, sections: List[Section], dynsym: Section,

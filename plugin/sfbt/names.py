@@ -1,0 +1,167 @@
+"""Function names as GDB prints them: the one place sfbt demangles C++
+names, and the one rule of which is main.
+
+GDB demangles with libiberty's demangler, which libstdc++ exports as
+``abi::__cxa_demangle``; sfbt calls that one through ctypes (no parser
+of its own).  A name longer than MAX_MANGLED, one the demangler refuses
+and any name where libstdc++ cannot be loaded (said once, as a note of
+what was left out) stay as they are.  ``without_parameters`` is GDB's
+cp_remove_params for the names of its frames: GDB's `bt` prints a DWARF
+function's name without its parameter list (``app::pool``), a minimal
+symbol's with it (``std::thread::join()``)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .errors import left_out
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, List, Optional, Tuple
+
+#: characters of a mangled name given to the demangler at most (C++'s
+#: longest real ones are some kB; the demangler's work grows with them)
+MAX_MANGLED = 1 << 14
+#: characters of a demangled name kept at most: a longer one is left mangled
+MAX_DEMANGLED = 1 << 16
+#: the libraries that may hold __cxa_demangle, in the order tried
+LIBRARIES = ("libstdc++.so.6", "libc++abi.so.1", "libc++.so.1")
+#: [(__cxa_demangle, ctypes, the C library's free), or None where none
+#: loads], once: ctypes imported on the first mangled name only (`sfbt
+#: stack` of a C program never needs it)
+_demangler: List[Any] = []
+
+
+def _loaded() -> Optional[Any]:
+    """(libstdc++'s __cxa_demangle with its C types, ctypes, free), or None."""
+    if _demangler:
+        return _demangler[0]
+    import ctypes
+    loaded = None
+    for name in LIBRARIES:
+        try:
+            function = ctypes.CDLL(name).__cxa_demangle
+            free = ctypes.CDLL(None).free
+        except (OSError, AttributeError):
+            continue
+        function.restype = ctypes.c_void_p  # freed by us: not a Python bytes
+        function.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
+                             ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+        free.argtypes = [ctypes.c_void_p]
+        free.restype = None
+        loaded = (function, ctypes, free)
+        break
+    _demangler.append(loaded)
+    return loaded
+
+
+def is_mangled(name: str) -> bool:
+    """Whether a name is a C++ (Itanium ABI) mangled one."""
+    return name.startswith("_Z")
+
+
+@lru_cache(maxsize=1 << 16)
+def demangled(name: str) -> str:
+    """The name as GDB prints a mangled C++ name (with its parameters:
+    ``std::thread::join()``); any other name, one too long, one the
+    demangler refuses, as it is."""
+    if not is_mangled(name) or len(name) > MAX_MANGLED or "\0" in name:
+        return name
+    loaded = _loaded()
+    if loaded is None:
+        left_out("C++ names left mangled: no libstdc++ to demangle them with")
+        return name
+    demangle, ctypes, free = loaded
+    try:
+        encoded = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return name
+    status = ctypes.c_int(-1)
+    text = demangle(encoded, None, None, ctypes.byref(status))
+    if not text:
+        return name
+    try:
+        if status.value != 0:
+            return name
+        result = ctypes.string_at(text)
+    finally:
+        free(text)
+    if len(result) > MAX_DEMANGLED:
+        return name
+    return result.decode("utf-8", "surrogateescape")
+
+
+#: what may follow a C++ function's parameter list in a printed name
+_QUALIFIERS = (" const", " volatile", " &&", " &")
+
+
+def without_parameters(name: str) -> str:
+    """A C++ function's name without its parameter list and qualifiers, as
+    GDB's `bt` prints a DWARF function (``app::pool(int)`` as
+    ``app::pool``, ``X::operator()(int) const`` as ``X::operator()``),
+    its types spelt as GDB reprints them (``twice<long int>(long)`` as
+    ``twice<long>``); a name without one (``operator()``, ``main``), or
+    one GDB's C++ name parser refuses (``f<g()::<lambda()> >::h(void)``:
+    a part that starts with ``<``), as it is."""
+    head = split_parameters(name)[0]
+    return canonical_types(head) if head != name and UNPARSED not in name else name
+
+
+#: what makes a name one GDB cannot parse as C++: GCC's names of closures
+#: and unnamed types (``<lambda()>``) as a part of it
+UNPARSED = "::<"
+
+
+def split_parameters(name: str) -> Tuple[str, str]:
+    """(the name before its parameter list, the list with the qualifiers
+    after it: `` (int) const``); (name, "") for a name without one."""
+    end = len(name)
+    trimmed = True
+    while trimmed:
+        trimmed = False
+        for qualifier in _QUALIFIERS:
+            if name.endswith(qualifier, 0, end):
+                end -= len(qualifier)
+                trimmed = True
+    if end == 0 or name[end - 1] != ")":
+        return name, ""
+    depth = 0
+    for at in range(end - 1, -1, -1):
+        if name[at] == ")":
+            depth += 1
+        elif name[at] == "(":
+            depth -= 1
+            if depth == 0:
+                head = name[:at]
+                # ``operator()`` itself: its parentheses are its name
+                if not head or head.endswith("operator"):
+                    return name, ""
+                return head, name[at:]
+    return name, ""
+
+
+#: GCC's spellings of integer types in DWARF names (``P<long unsigned int>``)
+#: and the ones GDB's canonical C++ names use (``P<unsigned long>``)
+_GCC_TYPES = {"long long unsigned int": "unsigned long long", "long long int": "long long",
+              "long unsigned int": "unsigned long", "long int": "long",
+              "short unsigned int": "unsigned short", "short int": "short",
+              "__int128 unsigned": "unsigned __int128"}
+_GCC_TYPE = re.compile(r"\b(?:" + "|".join(_GCC_TYPES) + r")\b")
+
+
+def canonical_types(name: str) -> str:
+    """A C++ name from DWARF with its template arguments' integer types
+    spelt as GDB's canonical names spell them (GDB's
+    cp_canonicalize_string: ``twice<long int>`` as ``twice<long>``)."""
+    return _GCC_TYPE.sub(lambda found: _GCC_TYPES[found.group()], name) if "<" in name \
+        else name
+
+
+def is_main(name: Optional[str]) -> bool:
+    """Whether a frame's function name is the program's ``main``, where a
+    walk stops as GDB's does: C's ``main``, C++'s as GDB names it with or
+    without its parameters (``main(int, char**)``, ``main()``).  No other
+    function of the global namespace may be called main."""
+    return name is not None and name.split("(", 1)[0] == "main"

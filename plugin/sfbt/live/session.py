@@ -86,6 +86,9 @@ class SnapshotSession(Session):
         """The module's symbols, their inline chains kept in sfbt's cache."""
         return self.describer.symbols(module)
 
+    def call_site_source(self, module: Module) -> Optional[FileSymbolizer]:
+        return self.describer.symbols(module)
+
     def in_main(self, lookup_pc: int) -> bool:
         found = self._in_main.get(lookup_pc)
         if found is None:

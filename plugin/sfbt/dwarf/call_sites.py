@@ -22,7 +22,10 @@ from .entries import Unit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Tuple, Union
+    from array import array
+    from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+
+    from .line_program import DwarfBytes
 
     #: what a call site calls: addresses, a linkage name, or None (unknown)
     Target = Union[Tuple[int, ...], str, None]
@@ -118,10 +121,10 @@ class _Callees:
     def __init__(self, unit: Unit):
         self.units = {unit.offset: unit}
         self.sections = unit.sections
-        self.starts = None
+        self.starts: Optional["array[int]"] = None
         self.found: Dict[int, Target] = {}
 
-    def target(self, unit: Unit, attributes) -> Target:
+    def target(self, unit: Unit, attributes: Dict[int, Any]) -> Target:
         for attribute in TARGETS:
             value = attributes.get(attribute)
             if value is None:
@@ -159,20 +162,21 @@ class _Callees:
         return None
 
     def _unit_of(self, offset: int) -> Unit:
-        if self.starts is None:
-            self.starts = entries.unit_starts(self.sections)
-        i = bisect_right(self.starts, offset) - 1
+        starts = self.starts
+        if starts is None:
+            starts = self.starts = entries.unit_starts(self.sections)
+        i = bisect_right(starts, offset) - 1
         if i < 0:
             raise entries.DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")
-        unit = self.units.get(self.starts[i])
+        unit = self.units.get(starts[i])
         if unit is None:
-            unit = self.units[self.starts[i]] = Unit(self.sections, self.starts[i])
+            unit = self.units[starts[i]] = Unit(self.sections, starts[i])
         if offset >= unit.end:
             raise entries.DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")
         return unit
 
 
-def unit_call_sites(dwarf, offset: int) -> UnitCallSites:
+def unit_call_sites(dwarf: "DwarfBytes", offset: int) -> UnitCallSites:
     """The UnitCallSites of the compilation unit at ``offset`` in
     .debug_info (of sfbt.dwarf.line_program.DwarfBytes ``dwarf``).
     Raises DwarfFormatError (and what a damaged unit's reads raise)."""

@@ -129,8 +129,9 @@ class TailCalls:
                 address = symbols.symbol_address(name) if symbols is not None else None
                 self._named[key] = address + module.load_bias if address is not None \
                     else None
-            if self._named[key] is not None:
-                return self._named[key]
+            found = self._named[key]
+            if found is not None:
+                return found
         raise _NoChain
 
     # -- the search -------------------------------------------------------------------------
@@ -176,7 +177,7 @@ class _Chain:
     nothing), ``callers`` of them shared by every path from the caller's
     end, ``callees`` from the callee's."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pcs: Optional[List[int]] = None
         self.started = False
         self.callers = self.callees = 0

@@ -144,7 +144,13 @@ class Session:
         """The FileSymbolizer that gives the module's call sites and
         minimal symbols (the one of its file, kept for the session's
         life), or None."""
-        kept = self.__dict__.setdefault("_call_site_symbols", {})
+        return self.file_symbols(module)
+
+    def file_symbols(self, module: Module) -> Optional["FileSymbolizer"]:
+        """The FileSymbolizer of the module's file (over its separate debug
+        file when there is one; sfbt.symbols, whose tables sfbt's cache
+        keeps), kept for the session's life, or None."""
+        kept = self.__dict__.setdefault("_file_symbols", {})
         if module not in kept:
             kept[module] = _elf_symbolizer(module, self.debug_files())
         found: Optional[FileSymbolizer] = kept[module]
@@ -156,7 +162,7 @@ class Session:
         by default the FileSymbolizer of its file (sfbt.symbols, whose
         tables sfbt's cache keeps); the debugger-free session gives the
         one its describer already holds."""
-        return _elf_symbolizer(module, self.debug_files())
+        return self.file_symbols(module)
 
     def debuginfod_servers(self) -> Optional[str]:
         """The debuginfod servers the debugger itself would ask now

@@ -162,15 +162,19 @@ class _Callees:
         return None
 
     def _unit_of(self, offset: int) -> Unit:
+        for unit in self.units.values():  # the unit's own, mostly
+            if unit.offset <= offset < unit.end:
+                return unit
         starts = self.starts
         if starts is None:
             starts = self.starts = entries.unit_starts(self.sections)
         i = bisect_right(starts, offset) - 1
         if i < 0:
             raise entries.DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")
-        unit = self.units.get(starts[i])
-        if unit is None:
-            unit = self.units[starts[i]] = Unit(self.sections, starts[i])
+        found = self.units.get(starts[i])
+        if found is None:
+            found = self.units[starts[i]] = Unit(self.sections, starts[i])
+        unit = found
         if offset >= unit.end:
             raise entries.DwarfFormatError(f"no unit holds .debug_info offset {offset:#x}")
         return unit

@@ -126,8 +126,6 @@ class FileSymbolizer:
         #: units whose entries the cache does not hold (inlined_if_read)
         self._not_cached: Set[int] = set()
         self._call_sites: Dict[int, UnitCallSites] = {}
-        #: the start of each minimal symbol by name (symbol_address)
-        self._addresses: Optional[Dict[str, int]] = None
 
     @classmethod
     def open(cls, path: str, strict: bool = True, debugger: str = "gdb") -> "FileSymbolizer":
@@ -338,13 +336,7 @@ class FileSymbolizer:
     def symbol_address(self, name: str) -> Optional[int]:
         """The file address of the minimal symbol named ``name`` (GDB's
         lookup of a function by its linkage name), or None."""
-        if self._addresses is None:
-            table = self.function_table()
-            addresses: Dict[str, int] = {}
-            for index in range(len(table)):
-                addresses.setdefault(table.name(index), table.starts[index])
-            self._addresses = addresses
-        return self._addresses.get(name)
+        return self.function_table().address_of(name)
 
     # -- what every table shares ------------------------------------------------------------
 

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional, Set, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
     from ..dwarf.call_sites import CallSite, Target
-    from ..unwind.modules import ModuleMap
-    from ..unwind.target import Module
     from .symbolizer import FileSymbolizer
 
+    #: a loaded module (sfbt.unwind.target.Module, a layer beside this one)
+    Module = Any
+    #: the loaded modules (sfbt.unwind.modules.ModuleMap): ``modules``, in
+    #: GDB's order, and ``module_for(pc)``
+    ModuleMap = Any
     SymbolsOf = Callable[[Module], Optional[FileSymbolizer]]
     #: a call site where it runs: (load bias of its module, its site)
     Placed = Tuple[int, CallSite]

@@ -181,10 +181,11 @@ class LiveWalks:
         from sfbt.unwind.modules import SFrameSources
         self.sources = SFrameSources()
 
-    def text(self, pid):
+    def text(self, pid, words=()):
+        """`sfbt stack PID`'s text (with sframe-bt's ``words``: -v)."""
         from sfbt.live.session import process_session
         from sfbt.live.stack import stack_text
-        return stack_text(process_session(pid, sources=self.sources))
+        return stack_text(process_session(pid, sources=self.sources), words)
 
     def stacks(self, pid):
         return parse_stacks(self.text(pid))

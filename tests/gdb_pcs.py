@@ -1,10 +1,9 @@
 """Loaded into gdb by the tests: `test-gdb-pcs` prints the PCs of GDB's own
-frames that are on the stack (sfbt_gdb_session.gdb_stack_frames: tail-call
-and inline frames left out) on one line, for comparison with sframe-bt."""
+frames as sframe-bt prints them with an address (inline frames, which
+share their frame's PC, left out; tail-call frames, which sframe-bt
+rebuilds as GDB does, kept) on one line, for comparison with sframe-bt."""
 
 import gdb
-
-from sfbt_gdb_session import gdb_stack_frames
 
 
 class GdbPcs(gdb.Command):
@@ -12,7 +11,11 @@ class GdbPcs(gdb.Command):
         super().__init__("test-gdb-pcs", gdb.COMMAND_USER)
 
     def invoke(self, argument, from_tty):
-        pcs = [f"{pc:#x}" for pc, _ in gdb_stack_frames()]
+        pcs, frame = [], gdb.newest_frame()
+        while frame is not None:
+            if frame.type() != gdb.INLINE_FRAME:
+                pcs.append(f"{int(frame.pc()):#x}")
+            frame = frame.older()
         gdb.write("GDB-PCS " + " ".join(pcs) + "\n")
 
 

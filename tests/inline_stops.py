@@ -3,10 +3,11 @@
 bench/gdb_inline_stops.py (Lua, hundreds of stops per GDB):
 
 - in gdb (tests/gdb_inline_stops.py), at random stops, the function names
-  of `sframe-bt` (inline frames included) against GDB's own `bt` (tail-call
-  frames left out), to main;
+  of `sframe-bt` (inline and tail-call frames included) against GDB's own
+  `bt`, to main;
 - on a process stopped at random times (SIGSTOP), the names of `sfbt stack`
-  against `eu-stack -i -s -p`, to main.
+  against `eu-stack -i -s -p`, to main (sfbt's tail-call frames, which
+  eu-stack does not make, left out).
 """
 
 import json
@@ -126,6 +127,8 @@ def thread_names(text, thread, frame):
         match = thread.match(line)
         if match:
             names = threads[int(match[1])] = []
+        elif line.endswith("  [tailcall]"):  # sframe-bt -v's: eu-stack makes none
+            continue
         elif names is not None and frame.match(line):
             names.append(frame.match(line)[1])
     return {tid: names[:names.index("main") + 1] if "main" in names else names
@@ -187,13 +190,14 @@ def threads_alike(ours, theirs, addresses):
 def thread_stops(pid, count, draw, walk, max_delay=0.05):
     """``count`` times: let ``pid`` run a drawn time, stop it (SIGSTOP),
     and yield ({tid: sfbt stack's names}, {tid: eu-stack -i -s's names});
-    ``walk(pid)`` is sfbt stack's text."""
+    ``walk(pid, words)`` is sfbt stack's text, here with -v (its
+    tail-call frames marked)."""
     for _ in range(count):
         os.kill(pid, signal.SIGCONT)
         time.sleep(draw.uniform(0.001, max_delay))
         os.kill(pid, signal.SIGSTOP)
         wait_stopped(pid)
-        ours = thread_names(walk(pid), _SFBT_THREAD, _SFBT_FRAME)
+        ours = thread_names(walk(pid, ["-v"]), _SFBT_THREAD, _SFBT_FRAME)
         theirs = subprocess.run(["eu-stack", "-i", "-s", "-p", str(pid)],
                                 capture_output=True, text=True, timeout=120)
         yield ours, thread_names(theirs.stdout, _EU_THREAD, _EU_FRAME)

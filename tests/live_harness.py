@@ -7,8 +7,8 @@
   (``clone3``; ``_start`` where ``main`` has no name); where a library was unloaded after the snapshot, a stop
   reason that says so;
 - with the process stopped (SIGSTOP), each thread's PCs and number equal
-  those of ``gdb -nx -batch -p PID`` (GDB's own frames that are on the
-  stack: inline and tail-call frames left out);
+  those of ``gdb -nx -batch -p PID`` (GDB's own frames with a PC of their
+  own: inline frames left out, tail-call frames kept);
 - the same for a core of the process, its executable named by a relative
   or an absolute path.
 
@@ -44,9 +44,9 @@ SIGNAL_TRAMPOLINES = ("__restore_rt", "__kernel_rt_sigreturn")
 #: what a stop reason says when a library was unloaded after the snapshot
 UNLOADED = "unloaded"
 
-# Prints each thread's number, LWP and the PCs of GDB's frames that are on
-# the stack (GDB's `thread apply all bt` without its inline and tail-call
-# frames), as "GDB-THREAD number lwp pc pc ...".
+# Prints each thread's number, LWP and the PCs of GDB's frames (GDB's
+# `thread apply all bt` without its inline frames; its tail-call frames
+# kept, as sfbt stack rebuilds them), as "GDB-THREAD number lwp pc pc ...".
 GDB_PCS = """\
 import gdb
 for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.num):
@@ -54,7 +54,7 @@ for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.num):
     pcs = []
     frame = gdb.newest_frame()
     while frame is not None:
-        if frame.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+        if frame.type() != gdb.INLINE_FRAME:
             pcs.append(frame.pc())
         try:
             frame = frame.older()
@@ -181,10 +181,11 @@ class LiveWalks:
         from sfbt.unwind.modules import SFrameSources
         self.sources = SFrameSources()
 
-    def text(self, pid):
+    def text(self, pid, words=()):
+        """`sfbt stack PID`'s text (with sframe-bt's ``words``: -v)."""
         from sfbt.live.session import process_session
         from sfbt.live.stack import stack_text
-        return stack_text(process_session(pid, sources=self.sources))
+        return stack_text(process_session(pid, sources=self.sources), words)
 
     def stacks(self, pid):
         return parse_stacks(self.text(pid))

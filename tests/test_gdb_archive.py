@@ -233,18 +233,26 @@ def test_a_stop_in_a_signal_handler_reads_back_as_sframe_bt_printed_it(gdb, tmp_
 def test_a_stop_in_the_trampoline_itself_reads_back_as_sframe_bt_printed_it(gdb, tmp_path):
     """Stopped in the trampoline (after its rt_sigreturn), frame #0 is the
     trampoline, saved as a PC directly followed by the PC the signal
-    interrupted: read back as sframe-bt printed it."""
+    interrupted: read back as sframe-bt printed it, but for its tail-call
+    frames (__pthread_kill_internal's), which archives do not hold."""
     program = compile_program(tmp_path, "walk_stops", "O2", True, ["walk_stops.c"])
     archive = tmp_path / "sigreturn.sfbt"
     out = run_gdb(gdb, [str(program)], ["handle SIGUSR1 nostop noprint",
                                         "catch syscall rt_sigreturn", "run sigreturn",
-                                        "echo ==BT==\\n", "sframe-bt", f"cbf-save {archive}",
+                                        "echo ==BT==\\n", "sframe-bt", "echo ==TAGS==\\n",
+                                        "sframe-bt -v", f"cbf-save {archive}",
                                         "echo ==LOAD==\\n", f"cbf-load {archive}"])
-    shown = FRAME_LINE.findall(split_sections(out, "==BT==")[0].split("==LOAD==")[0])
-    assert re.fullmatch(r"#0  0x[0-9a-f]{16} in <signal handler called>", shown[0]), out
-    assert FRAME_LINE.findall(split_sections(out, "==LOAD==")[0]) == shown
+    printed, rest = split_sections(out, "==BT==")[0].split("==TAGS==\n")
+    tagged = rest.split("==LOAD==")[0]
+    tail_levels = set(re.findall(r"^#(\d+) .*\[tailcall\]$", tagged, re.M))
+    shown = [re.sub(r"^#\d+\s+", "", line) for line in FRAME_LINE.findall(printed)
+             if line.split()[0][1:] not in tail_levels]
+    assert re.fullmatch(r"0x[0-9a-f]{16} in <signal handler called>", shown[0]), out
+    loaded = [re.sub(r"^#\d+\s+", "", line)
+              for line in FRAME_LINE.findall(split_sections(out, "==LOAD==")[0])]
+    assert loaded == shown, out
     decoded = FRAME_LINE.findall(run_sfbt("cbf", "decode", archive).stdout)
-    assert decoded[0] == shown[0] and len(decoded) == len(shown)
+    assert re.sub(r"^#\d+\s+", "", decoded[0]) == shown[0] and len(decoded) == len(shown)
 
 
 def test_a_save_while_sfbt_record_writes_the_file(gdb, tmp_path):

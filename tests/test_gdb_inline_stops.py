@@ -1,7 +1,7 @@
 """The inline-frame differential run on the project's -O2 programs (on Lua:
 bench/gdb_inline_stops.py): in every GDB of the matrix, `sframe-bt`'s
-function names, inline frames included, equal GDB's own `bt`'s (tail-call
-frames left out), to main, at breakpoints on drawn instructions and on
+function names, inline and tail-call frames included, equal GDB's own
+`bt`'s, to main, at breakpoints on drawn instructions and on
 the functions the compiler inlined, after `step`s (and `finish`) from
 each of those stops, and where SIGINT interrupted busy.c's threads at drawn times
 (recursing through qsort, snprintf and a signal handler).  And `sfbt

@@ -163,7 +163,7 @@ def test_each_layout_puts_the_frames_own_facts_on_its_own_line():
 
     def lines(layout, count=None):
         return backtrace_lines(frames, None, count, True, True,
-                               lambda frame: named[frame.lookup_pc], X86_64, layout)
+                               lambda frame, pc: named[pc], X86_64, layout)
     assert lines(GdbLayout) == [
         "#0  0x0000000000001000 in leaf at a.c:3  [inline]",
         "#1  work at a.c:9  [innermost]",

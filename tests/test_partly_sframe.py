@@ -37,12 +37,12 @@ def programs(tmp_path_factory):
             "static": _build(directory, "partly_static", "-static")}
 
 
-@pytest.fixture(scope="module")
-def args_size_program(tmp_path_factory):
-    """args_size.cc at -O0: caller()'s CFI has DW_CFA_GNU_args_size and
-    gas gave it no SFrame entry (checked)."""
-    program = tmp_path_factory.mktemp("args_size") / "args_size"
-    subprocess.run(["g++", "-O0", "-g", "-Wa,--gsframe", str(PROGRAMS / "args_size.cc"),
+def _args_size_build(directory, optimization):
+    """args_size.cc: caller()'s CFI has DW_CFA_GNU_args_size (its pushed
+    arguments to a call that may throw, at -O0 and -O2) and gas gave it no
+    SFrame entry (checked)."""
+    program = directory / f"args_size{optimization}"
+    subprocess.run(["g++", optimization, "-g", "-Wa,--gsframe", str(PROGRAMS / "args_size.cc"),
                     "-o", str(program)], check=True)
     frames = subprocess.run(["readelf", "--debug-dump=frames", str(program)],
                             capture_output=True, text=True, check=True).stdout
@@ -52,6 +52,16 @@ def args_size_program(tmp_path_factory):
                             capture_output=True, text=True, check=True).stdout
     assert f"pc = {caller:#x}" not in sframe and "func idx" in sframe
     return program
+
+
+@pytest.fixture(scope="module")
+def args_size_program(tmp_path_factory):
+    return _args_size_build(tmp_path_factory.mktemp("args_size"), "-O0")
+
+
+@pytest.fixture(scope="module")
+def args_size_optimized(tmp_path_factory):
+    return _args_size_build(tmp_path_factory.mktemp("args_size"), "-O2")
 
 
 def _symbol(program, name):
@@ -118,6 +128,35 @@ def test_sframe_bt_at_the_entry_of_an_args_size_function(gdb, args_size_program)
     # print names are "caller(int)" and "main(int, char**)")
     assert [pc for _, pc, _ in frames] == expected, section
     assert [name for _, _, name in frames][:2] == ["caller", "main"], section
+
+
+#: instructions stepped from the entry of caller() at -O2: its frame set
+#: up, four arguments pushed, the call, into many()
+ARGS_SIZE_STEPS = 14
+
+
+def test_sframe_bt_through_an_optimized_args_size_function(gdb, args_size_optimized):
+    """At each instruction of caller() at -O2 (no SFrame entry: rows from
+    its .eh_frame, whose DW_CFA_GNU_args_size follows the pushes) and
+    into many(), sframe-bt's PCs equal bt's: no caller skipped."""
+    stop = ["echo ==STOP==\\n", "test-gdb-pcs", "sframe-bt -v"]
+    out = run_gdb(gdb, [str(args_size_optimized)],
+                  ["set sframe unwinder off", "break *_Z6calleri", "run", *stop]
+                  + ["stepi", *stop] * ARGS_SIZE_STEPS)
+    sections = split_sections(out, "==STOP==")
+    assert len(sections) == ARGS_SIZE_STEPS + 1, out[-3000:]
+    tags = []
+    for section in sections:
+        (expected,) = gdb_pcs(section)
+        frames = sframe_frames(section)
+        assert [pc for _, pc, _ in frames] == expected, section
+        assert frames[-1][2] == "main(int,", section
+        tags.append(re.search(r"^#1 .*$", section, re.M)[0])
+    # main found through caller()'s CFI rows while stopped in it, then
+    # caller() found below many()
+    assert all(" in main(int, " in tag and tag.endswith("[synth, args_size-O2]")
+               for tag in tags[:12]), tags
+    assert all(" in caller(int) " in tag for tag in tags[12:]), tags
 
 
 def test_lookup_prints_the_cfi_row_where_sframe_has_none(programs):

@@ -30,6 +30,9 @@ class Layout:
 
     #: what -v says of a line that is not the frame's own (None: nothing)
     inline_how = None
+    #: whether the debugger's bt shows the frames tail calls left off the
+    #: stack (sfbt.symbols.tail_calls)
+    tail_calls = False
 
     @staticmethod
     def source_name(path):
@@ -63,9 +66,12 @@ class Layout:
 class GdbLayout(Layout):
     """GDB's `bt`: the frame's address on the innermost of its lines; the
     functions it sits in follow without one.  -v marks the inlined calls
-    ``[inline]``."""
+    ``[inline]``.  The frames of tail calls rebuilt from DWARF call sites
+    are frames of their own (GDB's TAILCALL_FRAME), -v marks them
+    ``[tailcall]``."""
 
     inline_how = "inline"
+    tail_calls = True
 
     @staticmethod
     def source_name(path):

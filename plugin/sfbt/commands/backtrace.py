@@ -110,6 +110,10 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None,
     return frames, stop
 
 
+#: what -v says of a tail-call frame
+TAIL_CALL_HOW = "tailcall"
+
+
 def how_found(frame: Frame) -> str:
     if frame.level == 0:
         return "innermost"
@@ -129,7 +133,7 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
-                    layout) -> List[str]:
+                    layout, tail_calls=None) -> List[str]:
     """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
     where inline frames are expanded, a list of them, innermost first:
     the frames of the calls inlined at the frame's PC, then the frame's
@@ -137,25 +141,38 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     apart (a deep recursion repeats a few).  They are escaped here
     (sfbt.printable).  Inline frames are numbered and counted (N, -N) as
     frames of their own, as `bt` does, and printed as ``layout``
-    (sfbt.archive.layout) prints them."""
-    rows = []  # (frame, name, where, index among the frame's lines, last index)
+    (sfbt.archive.layout) prints them.  ``tail_calls(callee, caller)``,
+    when given, gives the PCs of the tail-call frames between two frames
+    (sfbt.symbols.tail_calls), each shown as a frame of its own named
+    after the innermost function at its PC - 1, as GDB's `bt` shows it."""
+    rows = []  # (frame, pc, name, where, index among the frame's lines, last index)
     described = {}  # (innermost, lookup pc) -> [(name, where)], escaped
-    for frame in frames:
-        if frame.signal_trampoline:
-            rows.append((frame, SIGNAL_TRAMPOLINE, "", 0, 0))
-            continue
-        key = (frame.level == 0, frame.lookup_pc)
-        named = described.get(key)
-        if named is None:
+
+    def named(frame, key, lookup_pc):
+        found = described.get(key)
+        if found is None:
             try:
-                named = [(printable(name), printable(where))
-                         for name, where in frames_of(describe(frame))]
+                found = [(printable(name), printable(where))
+                         for name, where in frames_of(describe(frame, lookup_pc))]
             except Exception:  # a frame the debugger cannot name is still shown
-                named = [("??", " ()")]
-            described[key] = named
-        last = len(named) - 1
-        for index, (name, where) in enumerate(named):
-            rows.append((frame, name, where, index, last))
+                found = [("??", " ()")]
+            described[key] = found
+        return found
+
+    for number, frame in enumerate(frames):
+        if frame.signal_trampoline:
+            rows.append((frame, frame.pc, SIGNAL_TRAMPOLINE, "", 0, 0))
+            continue
+        lines = named(frame, (frame.level == 0, frame.lookup_pc), frame.lookup_pc)
+        last = len(lines) - 1
+        for index, (name, where) in enumerate(lines):
+            rows.append((frame, frame.pc, name, where, index, last))
+        caller = frames[number + 1] if number + 1 < len(frames) else None
+        if tail_calls is None or caller is None or caller.signal_trampoline:
+            continue
+        for pc in tail_calls(frame, caller):
+            name, where = named(None, (False, pc - 1), pc - 1)[0]
+            rows.append((None, pc, name, where, 0, 0))
     shown, more = rows, False
     if count is not None and count >= 0:
         shown, more = rows[:count], len(rows) > count
@@ -163,13 +180,15 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
         shown = rows[count:]
     first = len(rows) - len(shown) if count is not None and count < 0 else 0
     lines = []
-    for level, (frame, name, where, index, last) in enumerate(shown, first):
-        line = layout.line(level, frame.pc, name, where, index, last)
+    for level, (frame, pc, name, where, index, last) in enumerate(shown, first):
+        line = layout.line(level, pc, name, where, index, last)
         own = layout.is_own(index, last)
-        if verbose and (own or layout.inline_how):
+        if verbose and frame is None:
+            line += f"  [{TAIL_CALL_HOW}]"
+        elif verbose and (own or layout.inline_how):
             line += f"  [{how_found(frame) if own else layout.inline_how}]"
         lines.append(line)
-        if full and own:
+        if full and own and frame is not None:
             lines.append(registers_line(frame, arch))
     if more:
         lines.append("(More stack frames follow...)")
@@ -189,10 +208,17 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
                         count + 1 if count is not None and count >= 0 else None)
     innermost = session.innermost_frames(thread or session.selected_thread())
 
-    def describe(frame):
-        if frame.level == 0 and innermost:
+    def describe(frame, lookup_pc):
+        if frame is not None and frame.level == 0 and innermost:
             return innermost
-        return session.describe_frames(frame.lookup_pc)
+        return session.describe_frames(lookup_pc)
+    layout = layout_of(session.debugger)
+    tail_calls = None
+    if layout.tail_calls:
+        finder = session.tail_calls()
+
+        def tail_calls(callee, caller):
+            return finder.between(caller.pc, callee.lookup_pc)
     lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
-                            layout_of(session.debugger))
+                            layout, tail_calls)
     return "\n".join(lines)

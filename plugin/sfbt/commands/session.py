@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from ..debuginfo import DebugFiles
     from ..symbols.symbolizer import FileSymbolizer
+    from ..symbols.tail_calls import TailCalls
 
 
 def _elf_symbolizer(module: Module, debug_files: "DebugFiles") -> Optional["FileSymbolizer"]:
@@ -130,13 +131,39 @@ class Session:
         frames[0] = (frames[0][0], described[1])
         return frames
 
+    def tail_calls(self) -> "TailCalls":
+        """What finds the frames tail calls left off the stack
+        (sfbt.symbols.tail_calls), over call_site_source(), kept for the
+        session's life."""
+        if "_tail_calls" not in self.__dict__:
+            from ..symbols.tail_calls import TailCalls
+            self.__dict__["_tail_calls"] = TailCalls(self.module_map(), self.call_site_source)
+        finder: TailCalls = self.__dict__["_tail_calls"]
+        return finder
+
+    def call_site_source(self, module: Module) -> Optional["FileSymbolizer"]:
+        """The FileSymbolizer that gives the module's call sites and
+        minimal symbols (the one of its file, kept for the session's
+        life), or None."""
+        return self.file_symbols(module)
+
+    def file_symbols(self, module: Module) -> Optional["FileSymbolizer"]:
+        """The FileSymbolizer of the module's file (over its separate debug
+        file when there is one; sfbt.symbols, whose tables sfbt's cache
+        keeps), kept for the session's life, or None."""
+        kept = self.__dict__.setdefault("_file_symbols", {})
+        if module not in kept:
+            kept[module] = _elf_symbolizer(module, self.debug_files())
+        found: Optional[FileSymbolizer] = kept[module]
+        return found
+
     def inline_source(self, module: Module) -> Optional["FileSymbolizer"]:
         """What gives the module's inline chains and function names
         (``inlined(file address)``, ``function(file address)``), or None:
         by default the FileSymbolizer of its file (sfbt.symbols, whose
         tables sfbt's cache keeps); the debugger-free session gives the
         one its describer already holds."""
-        return _elf_symbolizer(module, self.debug_files())
+        return self.file_symbols(module)
 
     def debuginfod_servers(self) -> Optional[str]:
         """The debuginfod servers the debugger itself would ask now

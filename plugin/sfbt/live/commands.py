@@ -64,7 +64,7 @@ def _stack(args, error_type):
                              f"{count} threads: add --thread TID, or use "
                              "--format archive")
         if args.format == "text":
-            text = stack_text(session)
+            text = stack_text(session, ["-v"] if args.verbose else [])
             check()  # a core that changed while it was walked: one line, no stacks
             if not args.output:
                 return text, refused
@@ -319,6 +319,9 @@ def _add_stack(commands, error_type):
                        "backtrace (with --thread TID, unless there is one thread)")
     stack.add_argument("-o", "--output", metavar="FILE",
                        help="where to write (the text too, instead of stdout)")
+    stack.add_argument("-v", "--verbose", action="store_true",
+                       help="text: say how each frame was found, as sframe-bt -v "
+                       "does ([tailcall] for a frame a tail call left off the stack)")
     stack.set_defaults(run=lambda args: _run_stack(args, error_type))
 
 

@@ -11,14 +11,15 @@ def thread_heading(number, state):
     return f"Thread {number} (LWP {state.tid}{name}):"
 
 
-def stack_text(session):
-    """`sfbt stack`'s text: sframe-bt of each thread, under its heading."""
+def stack_text(session, words=()):
+    """`sfbt stack`'s text: sframe-bt of each thread (with sframe-bt's
+    ``words``, -v say), under its heading."""
     lines = []
     for (number, state), thread in zip(session.numbered, session.threads()):
         if lines:
             lines.append("")
         lines.append(thread_heading(number, state))
-        backtrace = sframe_bt(session, [], thread)  # names escaped: one line a frame
+        backtrace = sframe_bt(session, list(words), thread)  # names escaped: one line a frame
         if backtrace:
             lines += backtrace.split("\n")
     return "".join(line + "\n" for line in lines)

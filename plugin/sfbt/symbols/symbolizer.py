@@ -46,6 +46,7 @@ if TYPE_CHECKING:
                         Tuple, TypeVar, Union)
 
     from ..cache import Key
+    from ..dwarf.call_sites import UnitCallSites
 
     Rows = List[Sequence[Any]]
     T = TypeVar("T")
@@ -124,6 +125,7 @@ class FileSymbolizer:
         self._lookups: Dict[int, UnitLookup] = {}
         #: units whose entries the cache does not hold (inlined_if_read)
         self._not_cached: Set[int] = set()
+        self._call_sites: Dict[int, UnitCallSites] = {}
 
     @classmethod
     def open(cls, path: str, strict: bool = True, debugger: str = "gdb") -> "FileSymbolizer":
@@ -313,6 +315,28 @@ class FileSymbolizer:
             if key is not None:
                 self._keep(key, json_entry(frames))
         return frames
+
+    # -- call sites (sfbt.symbols.tail_calls) ----------------------------------------------
+
+    def call_sites(self, address: int) -> UnitCallSites:
+        """The call sites of the unit that holds the file address
+        (sfbt.dwarf.call_sites), read once; none where no unit does or
+        its DWARF cannot be read (ElfError when strict)."""
+        from ..dwarf.call_sites import EMPTY, unit_call_sites  # not on every walk's path
+        unit = self._unit_at(address)
+        if unit is None or unit == EVERY_UNIT:
+            return EMPTY
+        found = self._call_sites.get(unit)
+        if found is None:
+            found = self._guarded("DWARF call sites",
+                                  lambda: unit_call_sites(self._dwarf_bytes, unit))
+            found = self._call_sites[unit] = found or EMPTY
+        return found
+
+    def symbol_address(self, name: str) -> Optional[int]:
+        """The file address of the minimal symbol named ``name`` (GDB's
+        lookup of a function by its linkage name), or None."""
+        return self.function_table().address_of(name)
 
     # -- what every table shares ------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from ..errors import left_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, List, Optional, Sequence, Tuple
+    from typing import Callable, List, Optional, Sequence, Set, Tuple
 
     #: an array's typecode and its item size, as sfbt's cache keeps it
     Kinds = Sequence[Tuple[str, int]]
@@ -128,6 +128,8 @@ class FunctionTable:
         self.sections = sections
         self.strings = strings
         self._read: Callable[[int, int], bytes] = image.read
+        #: the string table's bytes and the name offsets (address_of)
+        self._by_name: Optional[Tuple[bytes, Set[int]]] = None
         #: (start, end, index) of the sections an address may be in
         self._allocated = [(s.addr, s.addr + s.size, s.index) for s in image.sections()
                            if s.flags & SHF_ALLOC and not s.flags & SHF_TLS and s.size]
@@ -173,6 +175,27 @@ class FunctionTable:
         end = data.find(b"\0")
         # bytes that are not UTF-8 kept, to be printed escaped (sfbt.printable)
         return data[:end if end >= 0 else len(data)].decode("utf-8", "surrogateescape")
+
+    def address_of(self, name: str) -> Optional[int]:
+        """The start of the first symbol named ``name``, or None: the
+        name's places in the string table (read once, whole) that a
+        symbol's name starts at."""
+        strings = self.strings
+        if strings is None or not len(self.starts):
+            return None
+        if self._by_name is None:
+            self._by_name = (self._read(strings.offset, min(strings.size, MAX_STRINGS)),
+                             set(self.names))
+        data, offsets = self._by_name
+        wanted = name.encode("utf-8", "surrogateescape") + b"\0"
+        best = None
+        at = data.find(wanted)
+        while at >= 0:
+            if at in offsets:
+                index = self.names.index(at)
+                best = index if best is None else min(best, index)
+            at = data.find(wanted, at + 1)
+        return self.starts[best] if best is not None else None
 
     @classmethod
     def read(cls, image: ElfImage) -> "FunctionTable":

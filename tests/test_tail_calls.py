@@ -1,0 +1,234 @@
+"""Tail-call frames rebuilt from DWARF call sites as GDB rebuilds them
+(sfbt.dwarf.call_sites, sfbt.symbols.tail_calls): sframe-bt equals GDB's
+`bt` (PCs, and which frames are tail-call frames) on tail_calls.c's
+stops, `sfbt stack` equals `gdb -nx -p`'s frames, in LLDB sframe-bt
+equals bt without its [artificial] frames (not rebuilt there yet); the reader and the search bounded on
+crafted DWARF (loops, explosions of paths, too many call sites)."""
+
+import re
+import struct
+import subprocess
+import time
+
+import pytest
+
+import crafted_dwarf as crafted
+import live_harness as harness
+from gdb_support import PROGRAMS, gdb_pcs, run_gdb, split_sections
+from lldb_support import lldb_pcs, mark, run_lldb, stack_frames
+from sfbt.dwarf import call_sites
+from sfbt.symbols import tail_calls
+from sfbt.symbols.symbolizer import FileSymbolizer
+
+# GDB's frames, outermost last: "TAILCALL 0x..." or "FRAME 0x..." (inline
+# frames left out, as sframe-bt prints them without an address)
+GDB_FRAME_TYPES = ("python exec(\"f = gdb.newest_frame()\\nwhile f is not None:\\n"
+                   " t = f.type()\\n"
+                   " print('GDB-TYPE', 'TAILCALL' if t == gdb.TAILCALL_FRAME else 'FRAME',"
+                   " hex(f.pc())) if t != gdb.INLINE_FRAME else None\\n"
+                   " f = f.older()\")")
+_TYPE = re.compile(r"^GDB-TYPE (\w+) (0x[0-9a-f]+)$", re.M)
+_OURS = re.compile(r"^#(\d+)\s+(0x[0-9a-f]+) in (\S+) .*?(?:  \[([^\]]+)\])?$", re.M)
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    output = tmp_path_factory.mktemp("tail-calls") / "tail_calls"
+    subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", str(output),
+                    str(PROGRAMS / "tail_calls.c")], check=True, capture_output=True)
+    return output
+
+
+STOP = ["echo ==STOP==\\n", "test-gdb-pcs", GDB_FRAME_TYPES, "sframe-bt -v",
+        "echo ==BT==\\n", "bt 3", "echo ==COUNT==\\n", "sframe-bt 3"]
+
+
+def test_sframe_bt_equals_bt_with_its_tail_call_frames(gdb, program):
+    """Before: sframe-bt left middle, outer, shared and __GI_qsort out."""
+    out = run_gdb(gdb, [str(program)], ["set sframe unwinder off", "break stop_here",
+                                        "run", *STOP, "continue", *STOP, "continue", *STOP])
+    stops = split_sections(out, "==STOP==")
+    assert len(stops) == 3, out[-3000:]
+    tails_seen = []
+    for stop in stops:
+        section, rest = stop.split("==BT==\n")
+        bt, counted = rest.split("==COUNT==\n")
+        (expected,) = gdb_pcs(section)
+        ours = [(int(level), int(pc, 16), name, how)
+                for level, pc, name, how in _OURS.findall(section)]
+        assert [pc for _, pc, _, _ in ours] == expected, section
+        types = [(kind, int(pc, 16)) for kind, pc in _TYPE.findall(section)]
+        assert [pc for _, pc in types] == expected, section
+        tails = [pc for kind, pc in types if kind == "TAILCALL"]
+        assert [pc for _, pc, _, how in ours if how == "tailcall"] == tails, section
+        tails_seen.append([name for _, _, name, how in ours if how == "tailcall"])
+        # counted as bt counts them: GDB's first three frames, one tail-call
+        # frame among them in the first two stops
+        theirs = re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\w+)", bt, re.M)
+        first = re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\w+)", counted, re.M)
+        assert first == theirs and len(first) == 3, (bt, counted)
+        assert "#2 " in counted and "#3 " not in counted, counted
+        assert "(More stack frames follow...)" in counted, counted
+    assert tails_seen[:2] == [["middle", "outer"], ["shared"]], tails_seen
+    # the C library's qsort jumps to __qsort_r: GDB shows it where it has
+    # the library's DWARF (libc6-dbg)
+    assert tails_seen[2] in ([], ["__GI_qsort"]), tails_seen
+
+
+def test_stack_equals_gdbs_with_its_tail_call_frames(gdb, program, tmp_path):
+    walks = harness.LiveWalks()
+    comparison = harness.Comparison()
+    with harness.Started([program, "wait"]) as running:
+        stacks = harness.stopped_comparison(gdb.command, running.pid, walks, tmp_path,
+                                            comparison, numbers=gdb.major == 13)
+    assert comparison.threads == 1
+    assert comparison.equal == 1 and not comparison.differences, \
+        "\n\n".join(comparison.differences)
+    (stack,) = stacks.values()
+    names = [name for _, name in stack.frames]
+    assert names[-5:] == ["stop_here", "inner", "middle", "outer", "main"], stack.describe()
+
+
+def test_lldb_sframe_bt_equals_bt_but_for_its_artificial_frames(lldb, program):
+    """LLDB's bt shows the unambiguous chains as [artificial] frames
+    (middle, outer); sframe-bt in LLDB's layout does not rebuild them yet:
+    it equals LLDB's bt without them."""
+    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run", mark("STOP"),
+                                   "test-lldb-pcs", "bt", mark("OURS"), "sframe-bt -v"])
+    section = split_sections(out, "==STOP==")[-1]
+    theirs_text, ours_text = section.split("==OURS==\n")
+    (theirs,) = lldb_pcs(theirs_text)
+    artificial = [int(pc, 16) for pc in
+                  re.findall(r"frame #\d+: (0x[0-9a-f]+) .*\[artificial\]$", theirs_text, re.M)]
+    assert len(artificial) == 2, theirs_text
+    frames = stack_frames(ours_text)
+    expected = [pc for pc in theirs if pc not in artificial]
+    ours = [pc for _, pc, _ in frames]  # to main: sframe-bt in LLDB ends there
+    assert len(ours) == 3 and ours == expected[:len(ours)], section[-3000:]
+    assert [name for _, _, name in frames][:3] == ["stop_here", "inner", "main"], ours_text
+    assert "[tailcall]" not in ours_text
+
+
+# -- crafted DWARF ----------------------------------------------------------------------------
+
+DW_FORM_REF4 = 0x13
+#: the abbreviations of the crafted call sites: 2 a function listing all
+#: its calls, 3 a tail call, 4 a call, each site naming its callee's entry
+ABBREVIATIONS = (
+    crafted.abbreviation(2, 0x2E, 1, [(crafted.DW_AT_LOW_PC, crafted.DW_FORM_ADDR),
+                                      (crafted.DW_AT_HIGH_PC, crafted.DW_FORM_DATA4),
+                                      (0x7A, crafted.DW_FORM_FLAG_PRESENT)])
+    + crafted.abbreviation(3, 0x48, 0, [(0x7D, crafted.DW_FORM_ADDR),
+                                        (0x82, crafted.DW_FORM_FLAG_PRESENT),
+                                        (0x7F, DW_FORM_REF4)])
+    + crafted.abbreviation(4, 0x48, 0, [(0x7D, crafted.DW_FORM_ADDR), (0x7F, DW_FORM_REF4)])
+    + b"\0")
+#: bytes of code per crafted function
+SIZE = 0x10
+#: the offset of the first entry after the top one, in its unit
+FIRST = 11 + len(crafted.top_entry())
+
+
+def call_graph(calls, functions):
+    """An ELF whose unit has ``functions`` functions (function i at
+    CODE + SIZE * i) and, in function i, the calls ``calls[i]``: [(callee,
+    tail)], call j returning to CODE + SIZE * i + j + 1."""
+    entry_size = 1 + 8 + 4
+    offsets, at = [], FIRST
+    for i in range(functions):
+        offsets.append(at)
+        at += entry_size + len(calls.get(i, ())) * (1 + 8 + 4) + 1
+    entries = b""
+    for i in range(functions):
+        entries += crafted.uleb(2) + struct.pack("<QI", crafted.CODE + SIZE * i, SIZE)
+        for j, (callee, tail) in enumerate(calls.get(i, ())):
+            entries += crafted.uleb(3 if tail else 4) + struct.pack(
+                "<QI", crafted.CODE + SIZE * i + j + 1, offsets[callee])
+        entries += b"\0"
+    return crafted.elf(crafted.dwarf_sections(ABBREVIATIONS, entries + b"\0",
+                                              size=SIZE * functions))
+
+
+class OneModule:
+    """A module map of one module at its file addresses."""
+
+    load_bias = 0
+
+    def __init__(self):
+        self.modules = [self]
+
+    def module_for(self, pc):
+        return self
+
+
+def finder(data):
+    symbols = FileSymbolizer.of_image(data, "crafted")
+    return tail_calls.TailCalls(OneModule(), lambda module: symbols), symbols
+
+
+def at(function, offset=0):
+    return crafted.CODE + SIZE * function + offset
+
+
+def test_the_call_sites_of_a_unit():
+    _, symbols = finder(call_graph({0: [(1, False)], 1: [(2, True)]}, 3))
+    sites = symbols.call_sites(at(1))
+    assert sites.sites == {
+        at(0, 1): call_sites.CallSite(at(0, 1), (at(1),), False),
+        at(1, 1): call_sites.CallSite(at(1, 1), (at(2),), True)}
+    assert sites.tail_calls == {at(1): [sites.sites[at(1, 1)]]}
+    assert sites.function_entry(at(2, 5)) == at(2)
+    assert sites.function_entry(at(3)) is None
+
+
+def test_a_chain_of_tail_calls_and_what_an_ambiguous_one_keeps():
+    # 0 calls 1; 1 jumps to 2, 2 to 3: two frames, 2's then 1's
+    found, _ = finder(call_graph({0: [(1, False)], 1: [(2, True)], 2: [(3, True)]}, 4))
+    assert found.between(at(0, 1), at(3, 4)) == [at(2, 1), at(1, 1)]
+    # a direct call: none
+    assert found.between(at(0, 1), at(1, 4)) == []
+    # 0 calls 1; 1 jumps to 2 or 3, both jump to 4, which jumps to 5: of
+    # the two paths only the last call is shared
+    found, _ = finder(call_graph({0: [(1, False)], 1: [(2, True), (3, True)],
+                                  2: [(4, True)], 3: [(4, True)], 4: [(5, True)]}, 6))
+    assert found.between(at(0, 1), at(5, 2)) == [at(4, 1)]
+    # two paths sharing nothing: none
+    found, _ = finder(call_graph({0: [(1, False)], 1: [(2, True), (3, True)],
+                                  2: [(4, True)], 3: [(4, True)]}, 5))
+    assert found.between(at(0, 1), at(4, 2)) == []
+
+
+def test_a_loop_of_tail_calls_ends():
+    # 1 and 2 jump to each other; the callee (3) is never reached
+    found, _ = finder(call_graph({0: [(1, False)], 1: [(2, True)], 2: [(1, True)]}, 4))
+    assert found.between(at(0, 1), at(3, 2)) == []
+    # a function that jumps to itself on the way
+    found, _ = finder(call_graph({0: [(1, False)], 1: [(1, True), (2, True)]}, 3))
+    assert found.between(at(0, 1), at(2, 2)) == [at(1, 2)]
+
+
+def test_an_explosion_of_paths_is_bounded():
+    """Every one of 12 functions jumps to every other: billions of paths
+    to a callee none of them reaches; MAX_VISITS ends the search."""
+    count = 12
+    graph = {i: [(j, True) for j in range(1, count) if j != i] for i in range(1, count)}
+    graph[0] = [(1, False)]
+    found, _ = finder(call_graph(graph, count + 1))
+    began = time.monotonic()
+    assert found.between(at(0, 1), at(count, 2)) == []
+    assert time.monotonic() - began < 10
+
+
+def test_too_many_call_sites_leave_the_unit_out(monkeypatch):
+    monkeypatch.setattr(call_sites, "MAX_CALL_SITES", 3)
+    found, symbols = finder(call_graph({0: [(1, False)], 1: [(2, True)] * 3}, 3))
+    assert symbols.call_sites(at(1)) is call_sites.EMPTY
+    assert found.between(at(0, 1), at(2, 2)) == []
+
+
+def test_a_reference_out_of_its_section_leaves_the_unit_out():
+    entries = crafted.uleb(2) + struct.pack("<QI", at(0), SIZE)
+    entries += crafted.uleb(4) + struct.pack("<QI", at(0, 1), 1 << 30) + b"\0\0"
+    found, symbols = finder(crafted.elf(crafted.dwarf_sections(ABBREVIATIONS, entries)))
+    assert symbols.call_sites(at(0)) is call_sites.EMPTY
+    assert found.between(at(0, 1), at(1, 2)) == []

@@ -90,7 +90,7 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None,
               if n]
     is_last = None
     if not session.past_main():
-        in_main = {}  # lookup pc -> whether it is in main, for this walk
+        in_main = session.modules_kept().table("in main")  # lookup pc -> whether in main
 
         def is_last(frame):
             if frame.signal_trampoline:
@@ -129,7 +129,7 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
-                    layout) -> List[str]:
+                    layout, named_outer=None) -> List[str]:
     """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
     where inline frames are expanded, a list of them, innermost first:
     the frames of the calls inlined at the frame's PC, then the frame's
@@ -137,14 +137,18 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     apart (a deep recursion repeats a few).  They are escaped here
     (sfbt.printable).  Inline frames are numbered and counted (N, -N) as
     frames of their own, as `bt` does, and printed as ``layout``
-    (sfbt.archive.layout) prints them."""
+    (sfbt.archive.layout) prints them.  ``named_outer`` keeps the frames
+    above the innermost one's names (lookup pc -> [(name, where)],
+    escaped) from one backtrace to the next."""
     rows = []  # (frame, name, where, index among the frame's lines, last index)
-    described = {}  # (innermost, lookup pc) -> [(name, where)], escaped
+    outer = {} if named_outer is None else named_outer
+    innermost = {}  # the innermost frame's
     for frame in frames:
         if frame.signal_trampoline:
             rows.append((frame, SIGNAL_TRAMPOLINE, "", 0, 0))
             continue
-        key = (frame.level == 0, frame.lookup_pc)
+        described = innermost if frame.level == 0 else outer
+        key = frame.lookup_pc
         named = described.get(key)
         if named is None:
             try:
@@ -183,16 +187,25 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
     count, verbose, full = parse_arguments(words)
     if not session.has_stack():
         raise CommandError("No stack.")
+    thread = thread or session.selected_thread()
     # `sframe-bt N` walks one frame more than it prints, to say whether
     # more follow.
-    frames, stop = walk(session, thread or session.selected_thread(),
-                        count + 1 if count is not None and count >= 0 else None)
-    innermost = session.innermost_frames(thread or session.selected_thread())
+    limit = count + 1 if count is not None and count >= 0 else None
+    # the same walk at the same stop (a second sframe-bt) is not walked again
+    walks = session.stop_kept().table("walks")
+    key = (thread.label, limit, session.past_main(), session.backtrace_limit(),
+           tuple(session.settings.values().items()))
+    walked = walks.get(key)
+    if walked is None:
+        frames, stop = walk(session, thread, limit)
+        walked = walks[key] = (frames, stop, session.innermost_frames(thread))
+    frames, stop, innermost = walked
 
     def describe(frame):
         if frame.level == 0 and innermost:
             return innermost
         return session.describe_frames(frame.lookup_pc)
     lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
-                            layout_of(session.debugger))
+                            layout_of(session.debugger),
+                            session.modules_kept().table("named frames"))
     return "\n".join(lines)

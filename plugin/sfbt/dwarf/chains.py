@@ -36,36 +36,44 @@ class UnitFrames(NamedTuple):
     functions: list
 
 
-def _well_formed(segment):
-    return (isinstance(segment, list) and len(segment) == 3
-            and all(isinstance(b, int) for b in segment[:2])
-            and isinstance(segment[2], list)
-            and all(isinstance(c, list) and len(c) == 3 and isinstance(c[0], str)
-                    and isinstance(c[1], (str, type(None))) and isinstance(c[2], int)
-                    for c in segment[2]))
+def _segments(segments, value_type):
+    """The segments [start, end, value] of a list that may come from a
+    cache file: those whose bounds are ints; the value (its calls'
+    shapes) is checked when a look-up finds it."""
+    if not isinstance(segments, list):
+        return []
+    return [s for s in segments
+            if type(s) is list and len(s) == 3 and type(s[0]) is int and type(s[1]) is int
+            and isinstance(s[2], value_type)]
 
 
-def _well_formed_function(segment):
-    return (isinstance(segment, list) and len(segment) == 3
-            and all(isinstance(b, int) for b in segment[:2]) and isinstance(segment[2], str))
+def _well_formed_call(call):
+    return (type(call) is list and len(call) == 3 and isinstance(call[0], str)
+            and isinstance(call[1], (str, type(None))) and type(call[2]) is int)
 
 
 class UnitLookup:
     """Look-ups in one unit's UnitFrames."""
 
     def __init__(self, frames):
-        # segments may come from a cache file: malformed ones are dropped
-        self.calls = [s for s in frames.calls if _well_formed(s)]
+        # segments may come from a cache file: malformed ones are dropped,
+        # a segment's chain is checked when a look-up finds it (a unit of a
+        # big C++ program has tens of thousands; a look-up wants one)
+        self.calls = _segments(frames.calls, list)
         self.call_starts = [segment[0] for segment in self.calls]
-        self.functions = [s for s in frames.functions if _well_formed_function(s)]
+        self.functions = _segments(frames.functions, str)
         self.function_starts = [segment[0] for segment in self.functions]
 
     def chain(self, address):
-        """[InlinedCall] around the address, innermost first."""
+        """[InlinedCall] around the address, innermost first (none where
+        the segment found is malformed)."""
         i = bisect_right(self.call_starts, address) - 1
         if i < 0 or address >= self.calls[i][1]:
             return []
-        return [InlinedCall(*call) for call in self.calls[i][2]]
+        calls = self.calls[i][2]
+        if not all(_well_formed_call(call) for call in calls):
+            return []
+        return [InlinedCall(*call) for call in calls]
 
     def function(self, address):
         """The name of the function whose code holds the address, or None."""

@@ -210,6 +210,7 @@ def against_eu_stack(args, program, work):
     env = dict(os.environ, PYTHONPATH=str(args.plugin_root / "plugin"),
                PYTHONPYCACHEPREFIX=str(work / "pycache"), DEBUGINFOD_URLS="",
                XDG_CACHE_HOME=str(work / "cache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # sfbt as installed: from bytecode
     target = subprocess.Popen([str(program)], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.5)

@@ -10,8 +10,8 @@ frame-arguments none` (the layout sframe-bt prints):
    plugin forgets what it read at the stop, as at a new stop (goal <= 2);
 3. sweep: 1,000 `stepi`s with sframe-bt at each / the same with bt, from
    a stop in `app::leaf` (goal <= 2);
-4. stack: `sfbt stack PID` / `eu-stack -i -s -p PID` on the program
-   running, its cache filled (goal <= 2);
+4. stack: `sfbt stack PID` / `eu-stack -i -s -n 0 -p PID` (every frame,
+   as sfbt prints) on the program running, its cache filled (goal <= 2);
 5. memory: GDB's resident growth over 1,000 stops with sframe-bt at each
    (after the first), beside the growth with bt at each (goal: sframe-bt's
    <= 50 MB).
@@ -225,11 +225,12 @@ def against_eu_stack(args, program, work):
             return time.perf_counter() - began
 
         sfbt = [sys.executable, "-m", "sfbt", "stack", pid]
-        eu = [eu_stack, "-i", "-s", "-p", pid]
+        # every frame, as sfbt prints (eu-stack stops at 256 and fails)
+        eu = [eu_stack, "-i", "-s", "-n", "0", "-p", pid]
         timed(sfbt)  # fills the cache, as a user's first run
         timed(eu)
         print(paired_ratios(args.rounds, lambda: timed(sfbt), lambda: timed(eu)).line(
-            "stack: sfbt stack / eu-stack -i -s -p, the program running", goal=2))
+            "stack: sfbt stack / eu-stack -i -s -n 0 -p, the program running", goal=2))
     finally:
         target.kill()
         target.wait()

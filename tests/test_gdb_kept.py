@@ -11,7 +11,8 @@ import re
 import pytest
 
 from conftest import bench_module
-from gdb_support import compile_library, compile_program, gdb_pcs, run_gdb, sframe_frames
+from gdb_support import (build_recurse, compile_library, compile_program, gdb_pcs, run_gdb,
+                         sframe_frames)
 
 #: prints the disk cache's read counter and how often each owner forgot
 COUNTERS = ("python import sfbt_gdb_session as s; from sfbt.cache import Cache; "
@@ -70,3 +71,29 @@ def test_a_library_loaded_with_dlopen_forgets_what_the_modules_kept(gdb, tmp_pat
     assert [pc for _, pc, _ in frames] == expected
     assert [name for _, _, name in frames] == [
         "stop_here", "callback", "twice", "lib_apply", "main"]
+
+
+def test_the_frame_unwinder_keeps_its_rows_across_stops(gdb, tmp_path):
+    """`set sframe unwinder on`: the rows and plans found for each address
+    at one stop are still there at the next (after `stepi`), and GDB's bt
+    through them still reaches main with the PCs sframe-bt finds."""
+    program = build_recurse(tmp_path, "O2", True)
+    rows = ("python from sfbt_gdb_unwinder import frame_unwinder as u; "
+            "print('ROWS', len(u._rows_at), len(u._plans))")
+    out = run_gdb(gdb, [str(program)], [
+        "set sframe unwinder on", "break stop_here", "run 20", "bt", rows,
+        "stepi", rows, "echo ==CMD==\\n", "bt", "echo ==CMD==\\n", "test-gdb-pcs",
+        "sframe-bt"])
+    (rows_found, plans), (rows_kept, plans_kept) = [
+        tuple(int(n) for n in line.split()[1:])
+        for line in out.splitlines() if line.startswith("ROWS ")]
+    assert rows_found > 5 and plans > 0, out[-3000:]
+    # kept: those of the first stop, and those stepi's own frames added
+    assert rows_kept >= rows_found and plans_kept >= plans, out[-3000:]
+    through_rows, section = out.split("==CMD==\n")[1:]
+    (expected,) = gdb_pcs(section)
+    assert [pc for _, pc, _ in sframe_frames(section)] == expected, section[-3000:]
+    # GDB's bt through the kept rows (its frame #0 may print no address)
+    shown = [pc for _, pc, _ in sframe_frames(through_rows)]
+    assert len(shown) >= len(expected) - 1 and shown == expected[-len(shown):], out[-3000:]
+    assert [name for _, _, name in sframe_frames(section)].count("recurse") == 21

@@ -152,11 +152,10 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
         named = described.get(key)
         if named is None:
             try:
-                named = [(printable(name), printable(where))
-                         for name, where in frames_of(describe(frame))]
+                named = described[key] = [(printable(name), printable(where))
+                                          for name, where in frames_of(describe(frame))]
             except Exception:  # a frame the debugger cannot name is still shown
-                named = [("??", " ()")]
-            described[key] = named
+                named = [("??", " ()")]  # (and asked about again next time)
         last = len(named) - 1
         for index, (name, where) in enumerate(named):
             rows.append((frame, name, where, index, last))

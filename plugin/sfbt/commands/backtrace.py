@@ -143,19 +143,20 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     rows = []  # (frame, name, where, index among the frame's lines, last index)
     outer = {} if named_outer is None else named_outer
     innermost = {}  # the innermost frame's
+    unnamed = {}  # (innermost, lookup pc) -> the frames describe() failed on, this time
     for frame in frames:
         if frame.signal_trampoline:
             rows.append((frame, SIGNAL_TRAMPOLINE, "", 0, 0))
             continue
         described = innermost if frame.level == 0 else outer
         key = frame.lookup_pc
-        named = described.get(key)
+        named = described.get(key) or unnamed.get((frame.level == 0, key))
         if named is None:
             try:
                 named = described[key] = [(printable(name), printable(where))
                                           for name, where in frames_of(describe(frame))]
             except Exception:  # a frame the debugger cannot name is still shown
-                named = [("??", " ()")]  # (and asked about again next time)
+                named = unnamed[frame.level == 0, key] = [("??", " ()")]
         last = len(named) - 1
         for index, (name, where) in enumerate(named):
             rows.append((frame, name, where, index, last))

@@ -1,5 +1,5 @@
 """sframe-bt against GDB's bt on a C++ program of a real interpreter's size
-(bench/cxx_big.py: ~13 MB with `-O2 -g -Wa,--gsframe`, stacks of 50 to 350
+(bench/cxx_big.py: 22 MB with `-O2 -g -Wa,--gsframe`, stacks of 50 to 350
 frames, most of them inlined calls, changing at every stop), each figure
 a median of paired, interleaved rounds (bench/pairing.py), with `set print
 frame-arguments none` (the layout sframe-bt prints):

@@ -176,6 +176,7 @@ def register():
         event.connect(frame_unwinder.forget_objfiles)
     gdb.events.new_objfile.connect(state.forget)
     gdb.events.clear_objfiles.connect(state.forget)
-    gdb.events.stop.connect(state.invalidate)
-    gdb.events.memory_changed.connect(state.invalidate)
+    for event in (gdb.events.stop, gdb.events.cont, gdb.events.memory_changed,
+                  gdb.events.register_changed, gdb.events.inferior_call):
+        event.connect(state.invalidate)
     gdb.events.exited.connect(state.forget)

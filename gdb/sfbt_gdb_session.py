@@ -16,6 +16,7 @@ import gdb
 
 from sfbt.arch import arch_for_debugger
 from sfbt.commands import CommandError, Session, Settings, Thread
+from sfbt.commands.kept import Kept
 from sfbt.elf import ElfError, image_in_memory, open_elf
 from sfbt.errors import TargetMemoryError
 from sfbt.names import is_main, without_parameters
@@ -197,8 +198,11 @@ class GdbTarget(Target):
 class State:
     """The plugin's state in this GDB: settings, SFrame data per module
     (kept for the session), the module map (rebuilt only when the set of
-    object files or the process changed, checked once after each stop), and
-    the unwinder's recent errors."""
+    object files or the process changed, checked once after each stop),
+    what the commands keep for the next one (sfbt.commands.kept: ``stop``,
+    forgotten when the program runs or its memory or registers change;
+    ``modules``, forgotten with the module map), and the unwinder's recent
+    errors."""
 
     def __init__(self):
         self.settings = Settings("gdb")
@@ -208,21 +212,26 @@ class State:
         self._key = None
         self._checked = False
         self.errors = collections.deque(maxlen=50)
-        #: (lookup pc, module) -> describe()'s answer, for this stop
-        self.descriptions = {}
+        self.stop = Kept("stop")
+        self.modules = Kept("modules")
 
     def _setting_changed(self, name, value):
         if name == "synthesize":
             self.sources.synthesize = bool(value)
+        self.stop.forget()
 
     def invalidate(self, *_):
+        """The program ran or was changed: what a stop read is gone, and
+        the modules are checked again at the next command."""
         self._checked = False
-        self.descriptions.clear()
+        self.stop.forget()
 
     def forget(self, *_):
+        """The modules changed (an object file, a process)."""
         self._map = None
         self._checked = False
-        self.descriptions.clear()
+        self.stop.forget()
+        self.modules.forget()
 
     def module_map(self):
         if self._map is not None and self._checked:
@@ -231,6 +240,8 @@ class State:
         key = (inferior.num, inferior.pid,
                tuple(o.filename for o in gdb.objfiles() if o.is_valid()))
         if self._map is None or key != self._key:
+            if self._map is not None:
+                self.forget()
             target = GdbTarget(current_arch())
             self._map = ModuleMap(loaded_modules(target), target, self.sources)
             self._key = key
@@ -417,11 +428,18 @@ class GdbSession(Session):
         if thread.handle is not None and thread.handle != gdb.selected_thread():
             thread.handle.switch()
 
+    def stop_kept(self):
+        return state.stop
+
+    def modules_kept(self):
+        return state.modules
+
     def describe(self, lookup_pc, module=None):
+        descriptions = state.modules.table("descriptions")
         key = (lookup_pc, module)
-        found = state.descriptions.get(key)
+        found = descriptions.get(key)
         if found is None:
-            found = state.descriptions[key] = self._describe(lookup_pc, module)
+            found = descriptions[key] = self._describe(lookup_pc, module)
         return found
 
     def _describe(self, lookup_pc, module):

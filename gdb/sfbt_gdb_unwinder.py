@@ -22,8 +22,8 @@ the order in which GDB asks about frames; both only where the rows at PC
 and PC - 1 differ.
 
 Per frame the work is small: the rows for an address are looked up once
-per stop (dropped when the program runs or its memory, registers or
-objfiles change); stack memory is read a page at a time and kept while GDB
+while the modules stay the same (dropped when the objfiles, the module
+map, the mode or the inferior change); stack memory is read a page at a time and kept while GDB
 walks up one stack (from the frame this unwinder unwound the last frame
 to; GDB may run the program without an event in between); the registers
 this unwinder gave a caller are that caller's when GDB unwinds it, and
@@ -208,23 +208,20 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         #: one walk up the stack.  GDB asks about a stack's frames innermost
         #: first, and its innermost frame made no call, whatever this says.
         self._younger = None
+        #: the inferior and module map the rows were found in
+        self._inferior = None
+        self._rows_map = None
         self.forget_objfiles()
 
     # -- caches -------------------------------------------------------------
+    # Two owners: the stop (the walk's stack pages, what the last frames
+    # unwound were) and the modules (rows, plans and inline depths per
+    # address: true while the objfiles, the module map, the mode and the
+    # inferior stay the same).
     def forget_stop(self, *_):
-        """Drop what holds for one stop: rows per address, the walk's
-        stack pages, what the last frames unwound were."""
-        self._rows_at = {}  # lookup address -> (module, row or None, how)
-        #: the step's rows: every address it asks for was looked up first
-        self._row_at = self._rows_at.__getitem__
-        self._plans = {}  # lookup address -> _plan(address)
-        #: pc -> the plan at pc - 1 for a frame above #0 where pc and
-        #: pc - 1 have the same row (the frame made a call, whatever GDB shows)
-        self._caller_plans = {}
-        self._same_rows = {}  # pc -> whether pc and pc - 1 have the same row
-        self._depths = {}  # pc -> _inline_depth(pc)
+        """Drop what holds for one stop: the walk's stack pages, what the
+        last frames unwound were."""
         self._walker = None  # the core's Unwinder for this walk up the stack
-        self._inferior = None
         #: (level + 1, PC, SP, registers) of the caller of the last frame
         #: unwound: the registers known in that caller when GDB asks about it
         self._caller = None
@@ -235,6 +232,20 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         #: same few addresses again and again
         self._ra_values = {}
 
+    def forget_rows(self):
+        """Drop what holds for an address while the modules stay the same:
+        its rows and plans, whether PC and PC - 1 share a row, GDB's
+        inline depth there."""
+        self._rows_at = {}  # lookup address -> (module, row or None, how)
+        #: the step's rows: every address it asks for was looked up first
+        self._row_at = self._rows_at.__getitem__
+        self._plans = {}  # lookup address -> _plan(address)
+        #: pc -> the plan at pc - 1 for a frame above #0 where pc and
+        #: pc - 1 have the same row (the frame made a call, whatever GDB shows)
+        self._caller_plans = {}
+        self._same_rows = {}  # pc -> whether pc and pc - 1 have the same row
+        self._depths = {}  # pc -> _inline_depth(pc)
+
     def forget_objfiles(self, *_):
         """Drop what holds while the objfiles stay the same."""
         self._coverage = {}  # Module -> what its CFI covers
@@ -243,12 +254,14 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
         #: auto: True while no loaded object has code only SFrame rows
         #: describe, so every frame is GDB's (None: not known yet)
         self._idle = None
+        self.forget_rows()
         self.forget_stop()
 
     def set_mode(self, mode):
         self.mode = mode
         self.enabled = mode != "off"
         self._idle = None
+        self.forget_rows()
         self.forget_stop()
 
     # -- GDB's entry point --------------------------------------------------
@@ -268,6 +281,7 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
                 return None
         inferior = gdb.selected_inferior()
         if inferior is not self._inferior:
+            self.forget_rows()
             self.forget_stop()
             self._inferior = inferior
         gdb_arch = pending.architecture()
@@ -304,8 +318,12 @@ class SFrameFrameUnwinder(gdb.unwinder.Unwinder):
             from_caller = False
         # known: the registers read so far, None where unavailable
         if walker is None or walker.arch is not arch:
+            module_map = state.module_map()
+            if module_map is not self._rows_map:  # rebuilt: the modules changed
+                self.forget_rows()
+                self._rows_map = module_map
             walker = self._walker = Unwinder(
-                _PendingTarget(arch, state.module_map(), pending), state.module_map())
+                _PendingTarget(arch, module_map, pending), module_map)
         plan = self._caller_plans.get(pc) if level else None
         if plan is not None:
             is_caller = True

@@ -746,3 +746,32 @@ def _overwritten(data, randomly, start):
     for _ in range(randomly.randint(1, 4)):
         data[randomly.randrange(start, len(data))] = randomly.randrange(256)
     return bytes(data)
+
+
+def test_packed_lookups_round_trip_and_refuse_malformed_entries():
+    """A unit's chains as the cache keeps them (UnitLookup.packed: each
+    name, file and distinct chain once) give the chains they were made
+    from; what a damaged entry points at wrongly gives no chain or name,
+    never an error."""
+    from sfbt.dwarf.chains import InlinedCall, UnitFrames, UnitLookup
+    chain = [["inner", "a.c", 3], ["outer", None, 7]]
+    frames = UnitFrames([[0x10, 0x20, chain], [0x20, 0x30, chain], [0x30, 0x38, chain[1:]]],
+                        [[0x0, 0x40, "f"]])
+    lookup = UnitLookup.from_packed(json.loads(json.dumps(UnitLookup.of(frames).packed())))
+    assert lookup.chain(0x1f) == lookup.chain(0x20) == [
+        InlinedCall("inner", "a.c", 3), InlinedCall("outer", None, 7)]
+    assert lookup.chain(0x30) == [InlinedCall("outer", None, 7)] and lookup.chain(0x38) == []
+    assert len(lookup.chains) == 2 and lookup.strings.count("inner") == 1
+    assert lookup.function(0x3f) == "f" and lookup.function(0x40) is None
+    for strings, chains, calls, functions in (
+            (["x"], [[0, 5, 1]], [[0, 16, 0]], [[0, 16, 3]]),  # indexes out of range
+            (["x"], [[0, -1, "1"]], [[0, 16, 0]], [[0, 16, "x"]]),  # a line, a name not ints
+            ([7], [[0, -1, 1, 0]], [[0, 16, 0]], [[0, 16, 0]]),  # a name not a string
+            (["x"], [[0, -1, 1]], [[0, 16, 9]], [[0, 16]]),  # no such chain, a short segment
+            (["x"], [[0, -1]], [[0, 16, 0]], [[None, 16, 0]]),  # a chain cut short
+            (["x"], [[0, -1, 1]], [[0, "16", 0]], [[0, 16.0, 0]])):  # bounds not ints
+        broken = UnitLookup.from_packed([strings, chains, calls, functions])
+        assert broken.chain(5) == [] and broken.function(5) is None
+    assert UnitLookup.from_packed({"calls": []}) is None
+    assert UnitLookup.from_packed([[], "chains", [], []]) is None
+    assert UnitLookup.from_packed([[], [], []]) is None

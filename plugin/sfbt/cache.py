@@ -89,6 +89,11 @@ class Cache:
     """One part of the cache.  Every method returns None or False when the
     cache cannot be used: a cache only saves time."""
 
+    #: entries looked up on disk by this process, every part (a debug
+    #: counter: tests check that what a debugger keeps in memory is not
+    #: read again)
+    reads = 0
+
     def __init__(self, part: str, root: Optional[str] = None):
         self.part = part
         self._root = root
@@ -105,6 +110,7 @@ class Cache:
 
     def get(self, key: Key, limit: int = MAX_ENTRY_BYTES) -> Optional[bytes]:
         """The bytes put under key, or None if missing or in any doubt."""
+        Cache.reads += 1
         with _Directory.open(self.path) as directory:
             if directory is None:
                 return None
@@ -130,6 +136,7 @@ class Cache:
     def open_file(self, key: Key, suffix: str = "",
                   limit: int = MAX_ENTRY_BYTES) -> Optional[IO[bytes]]:
         """A binary stream of the file put under key, or None."""
+        Cache.reads += 1
         with _Directory.open(self.path) as directory:
             if directory is None:
                 return None

@@ -90,7 +90,7 @@ def walk(session: Session, thread: Thread, limit: Optional[int] = None,
               if n]
     is_last = None
     if not session.past_main():
-        in_main = {}  # lookup pc -> whether it is in main, for this walk
+        in_main = session.modules_kept().table("in main")  # lookup pc -> whether in main
 
         def is_last(frame):
             if frame.signal_trampoline:
@@ -133,7 +133,7 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
-                    layout, tail_calls=None) -> List[str]:
+                    layout, tail_calls=None, named_outer=None) -> List[str]:
     """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
     where inline frames are expanded, a list of them, innermost first:
     the frames of the calls inlined at the frame's PC, then the frame's
@@ -144,26 +144,32 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     (sfbt.archive.layout) prints them.  ``tail_calls(callee, caller)``,
     when given, gives the PCs of the tail-call frames between two frames
     (sfbt.symbols.tail_calls), each shown as a frame of its own named
-    after the innermost function at its PC - 1, as GDB's `bt` shows it."""
+    after the innermost function at its PC - 1, as GDB's `bt` shows it.
+    ``named_outer`` keeps the names of the frames other than the innermost
+    one (lookup pc -> [(name, where)], escaped) from one backtrace to the
+    next."""
     rows = []  # (frame, pc, name, where, index among the frame's lines, last index)
-    described = {}  # (innermost, lookup pc) -> [(name, where)], escaped
+    outer = {} if named_outer is None else named_outer
+    innermost = {}  # the innermost frame's
+    unnamed = {}  # (innermost, lookup pc) -> the frames describe() failed on, this time
 
-    def named(frame, key, lookup_pc):
-        found = described.get(key)
+    def named(frame, is_innermost, lookup_pc):
+        described = innermost if is_innermost else outer
+        found = described.get(lookup_pc) or unnamed.get((is_innermost, lookup_pc))
         if found is None:
             try:
-                found = [(printable(name), printable(where))
-                         for name, where in frames_of(describe(frame, lookup_pc))]
+                found = described[lookup_pc] = [
+                    (printable(name), printable(where))
+                    for name, where in frames_of(describe(frame, lookup_pc))]
             except Exception:  # a frame the debugger cannot name is still shown
-                found = [("??", " ()")]
-            described[key] = found
+                found = unnamed[is_innermost, lookup_pc] = [("??", " ()")]
         return found
 
     for number, frame in enumerate(frames):
         if frame.signal_trampoline:
             rows.append((frame, frame.pc, SIGNAL_TRAMPOLINE, "", 0, 0))
             continue
-        lines = named(frame, (frame.level == 0, frame.lookup_pc), frame.lookup_pc)
+        lines = named(frame, frame.level == 0, frame.lookup_pc)
         last = len(lines) - 1
         for index, (name, where) in enumerate(lines):
             rows.append((frame, frame.pc, name, where, index, last))
@@ -171,7 +177,7 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
         if tail_calls is None or caller is None or caller.signal_trampoline:
             continue
         for pc in tail_calls(frame, caller):
-            name, where = named(None, (False, pc - 1), pc - 1)[0]
+            name, where = named(None, False, pc - 1)[0]
             rows.append((None, pc, name, where, 0, 0))
     shown, more = rows, False
     if count is not None and count >= 0:
@@ -202,11 +208,19 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
     count, verbose, full = parse_arguments(words)
     if not session.has_stack():
         raise CommandError("No stack.")
+    thread = thread or session.selected_thread()
     # `sframe-bt N` walks one frame more than it prints, to say whether
     # more follow.
-    frames, stop = walk(session, thread or session.selected_thread(),
-                        count + 1 if count is not None and count >= 0 else None)
-    innermost = session.innermost_frames(thread or session.selected_thread())
+    limit = count + 1 if count is not None and count >= 0 else None
+    # the same walk at the same stop (a second sframe-bt) is not walked again
+    walks = session.stop_kept().table("walks")
+    key = (thread.label, limit, session.past_main(), session.backtrace_limit(),
+           tuple(session.settings.values().items()))
+    walked = walks.get(key)
+    if walked is None:
+        frames, stop = walk(session, thread, limit)
+        walked = walks[key] = (frames, stop, session.innermost_frames(thread))
+    frames, stop, innermost = walked
 
     def describe(frame, lookup_pc):
         if frame is not None and frame.level == 0 and innermost:
@@ -220,5 +234,5 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
         def tail_calls(callee, caller):
             return finder.between(caller.pc, callee.lookup_pc)
     lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
-                            layout, tail_calls)
+                            layout, tail_calls, session.modules_kept().table("named frames"))
     return "\n".join(lines)

@@ -2,8 +2,9 @@
 
 Every command (sframe-bt, cbf-save, cbf-load, info sframe) is written once,
 in this package, against ``Session``; gdb/ and lldb/ implement it over
-their debugger's API.  A session lives for one command: it may cache what
-it reads (the module map, symbols) for that long.
+their debugger's API.  A session lives for one command; what it reads is
+kept in two owners (commands.kept: ``stop_kept()``, ``modules_kept()``),
+which a debugger's front end keeps from one command to the next.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
 from ..unwind.walk import Frame
 from ..values import Value
+from .kept import Kept
 from .settings import Settings
 
 TYPE_CHECKING = False
@@ -104,6 +106,20 @@ class Session:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
         raise NotImplementedError
 
+    def stop_kept(self) -> Kept:
+        """What is kept while the program stays stopped where it is
+        (commands.kept); by default, for this session only."""
+        return self._own_kept("stop")
+
+    def modules_kept(self) -> Kept:
+        """What is kept while the loaded modules stay the same
+        (commands.kept); by default, for this session only."""
+        return self._own_kept("modules")
+
+    def _own_kept(self, lifetime: str) -> Kept:
+        kept: Kept = self.__dict__.setdefault(f"_kept_{lifetime}", Kept(lifetime))
+        return kept
+
     def describe_frames(self, lookup_pc: int, module: Optional[Module] = None) -> Any:
         """describe() with the calls inlined at ``lookup_pc`` as frames of
         their own: [(name, where)], innermost first (the calls' chain from
@@ -115,8 +131,7 @@ class Session:
             module = self.module_map().module_for(lookup_pc)
         if module is None:
             return described
-        # kept for the session's life (one command)
-        kept = self.__dict__.setdefault("_inline_symbols", {})
+        kept = self.modules_kept().table("inline sources")
         if module not in kept:
             kept[module] = self.inline_source(module)
         symbols = kept[module]
@@ -133,25 +148,25 @@ class Session:
 
     def tail_calls(self) -> "TailCalls":
         """What finds the frames tail calls left off the stack
-        (sfbt.symbols.tail_calls), over call_site_source(), kept for the
-        session's life."""
-        if "_tail_calls" not in self.__dict__:
+        (sfbt.symbols.tail_calls), over call_site_source(), kept while the
+        modules stay the same (modules_kept)."""
+        kept = self.modules_kept().table("tail calls")
+        finder: Optional[TailCalls] = kept.get("finder")
+        if finder is None:
             from ..symbols.tail_calls import TailCalls
-            self.__dict__["_tail_calls"] = TailCalls(self.module_map(), self.call_site_source)
-        finder: TailCalls = self.__dict__["_tail_calls"]
+            finder = kept["finder"] = TailCalls(self.module_map(), self.call_site_source)
         return finder
 
     def call_site_source(self, module: Module) -> Optional["FileSymbolizer"]:
         """The FileSymbolizer that gives the module's call sites and
-        minimal symbols (the one of its file, kept for the session's
-        life), or None."""
+        minimal symbols (the one of its file: file_symbols()), or None."""
         return self.file_symbols(module)
 
     def file_symbols(self, module: Module) -> Optional["FileSymbolizer"]:
         """The FileSymbolizer of the module's file (over its separate debug
         file when there is one; sfbt.symbols, whose tables sfbt's cache
-        keeps), kept for the session's life, or None."""
-        kept = self.__dict__.setdefault("_file_symbols", {})
+        keeps), kept while the modules stay the same (modules_kept), or None."""
+        kept = self.modules_kept().table("file symbols")
         if module not in kept:
             kept[module] = _elf_symbolizer(module, self.debug_files())
         found: Optional[FileSymbolizer] = kept[module]

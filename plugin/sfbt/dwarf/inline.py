@@ -62,8 +62,8 @@ SIBLING = frozenset((entries.DW_AT_SIBLING,))
 #: (call, elementary interval) pairs a unit may hold: damaged ranges that
 #: overlap without end are refused (the C library's largest unit: 1439)
 MAX_MARKS = 1_000_000
-#: bytes the segments' chains may take as JSON (each mark repeats its
-#: call's name and file in sfbt's cache)
+#: bytes the segments' chains may take as JSON, each mark repeating its
+#: call's name and file (sfbt's cache keeps each once: chains.UnitLookup)
 MAX_CHAIN_BYTES = 32 << 20
 #: inlined calls nested deeper are left out (and said so): GCC's deepest
 #: chains in the C library are a few dozen

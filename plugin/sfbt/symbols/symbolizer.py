@@ -28,7 +28,7 @@ import struct
 
 from ..cache import MAX_ENTRY_BYTES, Cache, identity
 from ..debuginfo import DebugFiles
-from ..dwarf.chains import InlinedCall, UnitFrames, UnitLookup
+from ..dwarf.chains import InlinedCall, UnitLookup
 from ..dwarf.compressed import compression, expansion_limit, inflated_size
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
 from ..dwarf.units import UnitIndex, top_entry_ranges
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 9
+CACHE_FORMAT = 10
 CACHE = Cache("symbols")
 #: the unit key of a file's whole line table (a file where no unit says
 #: what addresses it holds)
@@ -232,11 +232,11 @@ class FileSymbolizer:
         if unit is not None and unit != EVERY_UNIT and unit not in self._lookups:
             if unit in self._not_cached:
                 return None
-            frames = self._cached_frames(self._key("entries", unit))
-            if frames is None:
+            lookup = self._cached_lookup(self._key("entries", unit))
+            if lookup is None:
                 self._not_cached.add(unit)
                 return None
-            self._lookups[unit] = UnitLookup(frames)
+            self._lookups[unit] = lookup
         return self.inlined(address)
 
     def _unit_lookup(self, address: int) -> Optional[UnitLookup]:
@@ -247,7 +247,7 @@ class FileSymbolizer:
             return None
         lookup = self._lookups.get(unit)
         if lookup is None:
-            lookup = self._lookups[unit] = UnitLookup(self._unit_frames(unit))
+            lookup = self._lookups[unit] = self._read_lookup(unit)
         return lookup
 
     def _unit_at(self, address: int) -> Optional[int]:
@@ -294,27 +294,28 @@ class FileSymbolizer:
         return table
 
     @staticmethod
-    def _cached_frames(key: Optional[Key]) -> Optional[UnitFrames]:
-        """A unit's UnitFrames as sfbt's cache keeps them under ``key``
-        (its ("entries", unit)), or None."""
-        return _frames(CACHE.get(key)) if key is not None else None
+    def _cached_lookup(key: Optional[Key]) -> Optional[UnitLookup]:
+        """A unit's UnitLookup as sfbt's cache keeps it under ``key`` (its
+        ("entries", unit)), or None."""
+        return _lookup(CACHE.get(key)) if key is not None else None
 
-    def _unit_frames(self, unit: int) -> UnitFrames:
+    def _read_lookup(self, unit: int) -> UnitLookup:
         """The unit's inlined calls and functions (sfbt.dwarf.inline.
         unit_frames), from the cache or its DIEs; none when its DWARF
         cannot be read (ElfError when strict)."""
         key = self._key("entries", unit)
         # a unit inlined_if_read found missing from the cache is not looked for again
-        frames = None if unit in self._not_cached else self._cached_frames(key)
-        if frames is None:
+        lookup = None if unit in self._not_cached else self._cached_lookup(key)
+        if lookup is None:
             from ..dwarf.inline import unit_frames  # not for what the cache holds
             frames = self._guarded("DWARF entries",
                                    lambda: unit_frames(self._dwarf_bytes, unit))
             if frames is None:
-                return UnitFrames([], [])
+                return UnitLookup([], [], [], [])
+            lookup = UnitLookup.of(frames)
             if key is not None:
-                self._keep(key, json_entry(frames))
-        return frames
+                self._keep(key, json_entry(lookup.packed()))
+        return lookup
 
     # -- call sites (sfbt.symbols.tail_calls) ----------------------------------------------
 
@@ -395,12 +396,14 @@ def _rows(data: Optional[bytes], well_formed: Callable[[list], bool]) -> Optiona
     return rows
 
 
-def _frames(data: Optional[bytes]) -> Optional[UnitFrames]:
-    """The UnitFrames an entry holds: two lists of segments (UnitLookup
-    checks each), or None."""
-    rows = _rows(data, lambda segments: True)
-    return UnitFrames(list(rows[0]), list(rows[1])) if rows is not None and len(rows) == 2 \
-        else None
+def _lookup(data: Optional[bytes]) -> Optional[UnitLookup]:
+    """The UnitLookup an entry holds (its packed lists), or None."""
+    if data is None:
+        return None
+    try:
+        return UnitLookup.from_packed(json.loads(data))
+    except (ValueError, RecursionError, MemoryError):  # an entry in doubt: rebuilt
+        return None
 
 
 def _is_span(row: list) -> bool:

@@ -179,7 +179,7 @@ def test_sframe_bt_names_as_bt(gdb, program):
 def test_profiles_carry_demangled_names(program, tmp_path):
     archive = tmp_path / "cxx.sfbt"
     with _started(program) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--hz", "20", "--duration", "0.3",
+        recorded = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "20", "--duration", "0.3",
                             "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     folded = run_sfbt("fold", archive)

@@ -35,7 +35,7 @@ def recorded(workers, tmp_path_factory):  # noqa: F811
         names = {int(tid): open(f"{task}/{tid}/comm").read().strip()
                  for tid in os.listdir(task)}
         run_sfbt("stack", running.pid)  # the caches filled: the first sample is quick
-        done = run_sfbt("record", "-p", running.pid, "--hz", "50", "--duration", "1",
+        done = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "50", "--duration", "1",
                         "-o", archive)
     assert done.returncode == 0, done.stderr
     ticks = int(re.search(r"Recorded \d+ stacks in (\d+) samples", done.stdout)[1])

@@ -5,10 +5,10 @@ text, JSON or a pprof profile."""
 
 import json
 import re
+import signal
 import time
 
 from ..printable import printable
-from .handler import signal_name
 
 #: a thread's label in the crash's archive: "NUMBER (TID)"
 _LABEL = re.compile(r"^(\d+) \((\d+)\)$")
@@ -130,3 +130,10 @@ def show_pprof(threads, symbolizer):
         frames = through_main(decoded, symbolizer.describer(images))[0]
         profile.add(SavedTrace(None, frames, decoded.truncated, images, 1))
     return profile.encode()
+
+
+def signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -13,7 +13,6 @@ import io
 import struct
 import zlib
 from array import array
-from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import LocatedError
@@ -53,24 +52,46 @@ def trace_hash(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-@dataclass
 class Event:
-    """One capture of a trace."""
+    """One capture of a trace.  (Plain classes, not dataclasses: see
+    cbf.Omitted.)"""
 
-    trace_id: int
-    image_map_index: int
-    time_ns: int = 0
-    architecture: str = ""
-    thread: str = ""
-    reason: str = ""
-    label: str = ""
+    __slots__ = ("trace_id", "image_map_index", "time_ns", "architecture", "thread",
+                 "reason", "label")
+
+    def __init__(self, trace_id: int, image_map_index: int, time_ns: int = 0,
+                 architecture: str = "", thread: str = "", reason: str = "",
+                 label: str = "") -> None:
+        self.trace_id = trace_id
+        self.image_map_index = image_map_index
+        self.time_ns = time_ns
+        self.architecture = architecture
+        self.thread = thread
+        self.reason = reason
+        self.label = label
+
+    def _fields(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Event:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return "Event(" + ", ".join(f"{name}={getattr(self, name)!r}"
+                                    for name in self.__slots__) + ")"
 
 
-@dataclass
 class Trace:
-    trace_id: int
-    data: bytes  # CBF
-    events: List[Event] = field(default_factory=list)
+    __slots__ = ("trace_id", "data", "events")
+
+    def __init__(self, trace_id: int, data: bytes, events: Optional[List[Event]] = None) -> None:
+        self.trace_id = trace_id
+        self.data = data  # CBF
+        self.events: List[Event] = [] if events is None else events
 
     @property
     def count(self) -> int:

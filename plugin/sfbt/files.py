@@ -3,7 +3,6 @@ a device would block or never end), and a file is written whole through a
 temporary file and a rename, so readers never see half of one."""
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import io
@@ -359,7 +358,7 @@ def _temporary(place):
     """(descriptor, temporary name or None): an unnamed O_TMPFILE file
     where the system has them (nothing is left behind if the process is
     killed), else a named one created exclusively."""
-    if _linkat() is not None:
+    if hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd"):
         try:
             return os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600,
                            dir_fd=place.directory), None
@@ -377,37 +376,18 @@ def _temporary(place):
     raise FileExistsError(errno.EEXIST, "no unused temporary file name")
 
 
-def _linkat():
-    """linkat(2) from the C library, to name an O_TMPFILE file (os.link
-    calls link(2), which will not follow /proc/self/fd links); None where
-    there is no O_TMPFILE, /proc or linkat."""
-    global _LINKAT
-    if _LINKAT is None:
-        _LINKAT = False
-        if hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd"):
-            try:
-                _LINKAT = ctypes.CDLL(None, use_errno=True).linkat
-            except (OSError, AttributeError):
-                pass
-    return _LINKAT or None
-
-
-_LINKAT = None
-_AT_FDCWD = -100
-_AT_SYMLINK_FOLLOW = 0x400
-
-
 def _publish(descriptor, temporary, place):
     """Rename the finished temporary file over the target."""
     if temporary is None:  # O_TMPFILE: give it a name first
         for _ in range(100):
             temporary = f".{place.name}.sfbt-{os.urandom(6).hex()}"
-            if _linkat()(_AT_FDCWD, f"/proc/self/fd/{descriptor}".encode(), place.directory,
-                         os.fsencode(temporary), _AT_SYMLINK_FOLLOW) == 0:
+            # with dst_dir_fd, os.link is linkat(2) with AT_SYMLINK_FOLLOW,
+            # which (unlike link(2)) names a file through /proc/self/fd
+            try:
+                os.link(f"/proc/self/fd/{descriptor}", temporary, dst_dir_fd=place.directory)
                 break
-            code = ctypes.get_errno()
-            if code != errno.EEXIST:
-                raise OSError(code, os.strerror(code))
+            except FileExistsError:
+                continue
     try:
         os.replace(temporary, place.name, src_dir_fd=place.directory,
                    dst_dir_fd=place.directory)

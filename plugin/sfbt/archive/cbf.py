@@ -51,7 +51,6 @@ tests/test_cbf.py compares the output with a search over every instruction
 form on short traces.
 """
 
-from dataclasses import dataclass, field
 from operator import itemgetter
 
 from ..errors import EncodeError, LocatedError, SfbtError
@@ -186,29 +185,61 @@ def signal_trampolines(entries, following=None):
     return entries if marked is None else marked
 
 
-@dataclass(frozen=True)
 class Omitted:
-    """``count`` frames left out of the trace."""
+    """``count`` frames left out of the trace.  (Plain classes here and in
+    imagemap, store and save rather than dataclasses, whose import is a
+    sixth of the crash handler's time.)"""
 
-    count: int
+    __slots__ = ("count",)
 
-    def __post_init__(self):
-        if self.count < 1:
-            raise EncodeError(f"omitted frame count {self.count} is not positive")
+    def __init__(self, count: int):
+        if count < 1:
+            raise EncodeError(f"omitted frame count {count} is not positive")
+        object.__setattr__(self, "count", count)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Omitted is immutable: cannot set {name}")
+
+    def __eq__(self, other):
+        return type(other) is Omitted and other.count == self.count
+
+    def __hash__(self):
+        return hash((Omitted, self.count))
+
+    def __repr__(self):
+        return f"Omitted(count={self.count!r})"
 
 
-@dataclass
 class Backtrace:
-    """A decoded trace: Frame and Omitted entries, repeats written out."""
+    """A decoded trace: Frame and Omitted entries, repeats written out.
+    ``over_limit``: decoding stopped at its frame limit; ``callers``: the
+    entries after the first (the callers' frames) as a tuple that other
+    traces of an archive with the same ones share (TraceDecoder), else ()
+    (not compared)."""
 
-    frames: list = field(default_factory=list)
-    truncated: bool = False
-    word_size: int = 64
-    over_limit: bool = False  # decoding stopped at its frame limit
-    #: the entries after the first (the callers' frames) as a tuple that
-    #: other traces of an archive with the same ones share (TraceDecoder),
-    #: else ()
-    callers: tuple = field(default=(), compare=False)
+    __slots__ = ("frames", "truncated", "word_size", "over_limit", "callers")
+
+    def __init__(self, frames=None, truncated: bool = False, word_size: int = 64,
+                 over_limit: bool = False, callers: tuple = ()):
+        self.frames = [] if frames is None else frames
+        self.truncated = truncated
+        self.word_size = word_size
+        self.over_limit = over_limit
+        self.callers = callers
+
+    def _compared(self):
+        return (self.frames, self.truncated, self.word_size, self.over_limit)
+
+    def __eq__(self, other):
+        if type(other) is not Backtrace:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self):
+        return (f"Backtrace(frames={self.frames!r}, truncated={self.truncated!r}, "
+                f"word_size={self.word_size!r}, over_limit={self.over_limit!r})")
 
 
 def _signed_length(value, bits):

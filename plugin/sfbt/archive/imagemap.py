@@ -44,7 +44,7 @@ have none.
 
 import heapq
 from bisect import bisect_right
-from dataclasses import dataclass
+from operator import itemgetter
 
 from ..errors import EncodeError, LocatedError
 
@@ -105,27 +105,40 @@ class DecodeBudget:
             raise ImageMapError(f"{self.what} expand to more than {self.limit} bytes", at)
 
 
-@dataclass(frozen=True)
-class Image:
-    """One mapped image.  An empty path means none is known."""
+class Image(tuple):
+    """One mapped image.  An empty path means none is known.  (A tuple, as
+    cbf.Frame: no dataclasses on the crash handler's import path.)"""
 
-    path: str
-    base: int
-    end_of_text: int
-    build_id: bytes = b""
+    __slots__ = ()
+
+    def __new__(cls, path: str, base: int, end_of_text: int, build_id: bytes = b""):
+        return tuple.__new__(cls, (path, base, end_of_text, build_id))
+
+    path = property(itemgetter(0))
+    base = property(itemgetter(1))
+    end_of_text = property(itemgetter(2))
+    build_id = property(itemgetter(3))
+
+    def __repr__(self):
+        return (f"Image(path={self[0]!r}, base={self[1]!r}, end_of_text={self[2]!r}, "
+                f"build_id={self[3]!r})")
 
 
-@dataclass(frozen=True)
-class ImageMap:
+class ImageMap(tuple):
     """The images of one process, in the order written (the format expects
     increasing base addresses), and the platform that made the map."""
 
-    platform: str
-    images: tuple
-    word_size: int = 64
+    __slots__ = ()
 
-    def __post_init__(self):
-        object.__setattr__(self, "images", tuple(self.images))
+    def __new__(cls, platform: str, images, word_size: int = 64):
+        return tuple.__new__(cls, (platform, tuple(images), word_size))
+
+    platform = property(itemgetter(0))
+    images = property(itemgetter(1))
+    word_size = property(itemgetter(2))
+
+    def __repr__(self):
+        return f"ImageMap(platform={self[0]!r}, images={self[1]!r}, word_size={self[2]!r})"
 
 
 def image_finder(images):

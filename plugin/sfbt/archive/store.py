@@ -15,7 +15,6 @@ import io
 import struct
 import zlib
 from array import array
-from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ..errors import LocatedError, left_out
@@ -64,36 +63,59 @@ def trace_hash(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-@dataclass
 class Event:
     """One capture of a trace: ``thread`` as the debugger numbers it
     (``"1 (4242 name)"``); ``pid``, ``tid`` and ``thread_name`` where the
     capture knew them (0 and "" where not); ``cut`` where the stack copy
-    ended before the walk did (the trace lacks its outer frames)."""
+    ended before the walk did (the trace lacks its outer frames).  (A
+    plain class, not a dataclass: see cbf.Omitted.)"""
 
-    trace_id: int
-    image_map_index: int
-    time_ns: int = 0
-    architecture: str = ""
-    thread: str = ""
-    reason: str = ""
-    label: str = ""
-    pid: int = 0
-    tid: int = 0
-    thread_name: str = ""
-    cut: bool = False
+    __slots__ = ("trace_id", "image_map_index", "time_ns", "architecture", "thread",
+                 "reason", "label", "pid", "tid", "thread_name", "cut")
+
+    def __init__(self, trace_id: int, image_map_index: int, time_ns: int = 0,
+                 architecture: str = "", thread: str = "", reason: str = "",
+                 label: str = "", pid: int = 0, tid: int = 0, thread_name: str = "",
+                 cut: bool = False) -> None:
+        self.trace_id = trace_id
+        self.image_map_index = image_map_index
+        self.time_ns = time_ns
+        self.architecture = architecture
+        self.thread = thread
+        self.reason = reason
+        self.label = label
+        self.pid = pid
+        self.tid = tid
+        self.thread_name = thread_name
+        self.cut = cut
 
     @property
     def tail(self) -> Tuple[int, int, str, bool]:
         """(pid, tid, thread name, cut): what the event record's tail holds."""
         return self.pid, self.tid, self.thread_name, self.cut
 
+    def _fields(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
 
-@dataclass
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Event:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return "Event(" + ", ".join(f"{name}={getattr(self, name)!r}"
+                                    for name in self.__slots__) + ")"
+
+
 class Trace:
-    trace_id: int
-    data: bytes  # CBF
-    events: List[Event] = field(default_factory=list)
+    __slots__ = ("trace_id", "data", "events")
+
+    def __init__(self, trace_id: int, data: bytes, events: Optional[List[Event]] = None) -> None:
+        self.trace_id = trace_id
+        self.data = data  # CBF
+        self.events: List[Event] = [] if events is None else events
 
     @property
     def count(self) -> int:

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from typing import List
 
 from ..archive import cbf, lws
@@ -41,13 +40,16 @@ file and a rename (a symbolic link's target is replaced, keeping its mode
 and owner); --append locks the file so that concurrent saves all land."""
 
 
-@dataclass
 class SaveOptions:
-    path: str
-    fmt: str = "archive"
-    append: bool = False
-    all_threads: bool = False
-    label: str = ""
+    """(Plain classes here, not dataclasses: see cbf.Omitted.)"""
+
+    def __init__(self, path: str, fmt: str = "archive", append: bool = False,
+                 all_threads: bool = False, label: str = "") -> None:
+        self.path = path
+        self.fmt = fmt
+        self.append = append
+        self.all_threads = all_threads
+        self.label = label
 
 
 def parse_arguments(words) -> SaveOptions:
@@ -108,13 +110,15 @@ def file_names(typed: str, most: int = 1000) -> List[str]:
         return []
 
 
-@dataclass
 class Capture:
     """One thread's backtrace, ready to save."""
 
-    thread: str
-    frames: list  # cbf.Frame
-    truncated: bool
+    __slots__ = ("thread", "frames", "truncated")
+
+    def __init__(self, thread: str, frames: list, truncated: bool) -> None:
+        self.thread = thread
+        self.frames = frames  # cbf.Frame
+        self.truncated = truncated
 
 
 def cbf_frames(frames) -> List[cbf.Frame]:

@@ -11,7 +11,6 @@ cache is the store's own) but by the chained handler."""
 
 import os
 import resource
-import signal as signals
 import sys
 import time
 
@@ -210,9 +209,3 @@ def _log(line):
     except OSError:
         pass
 
-
-def signal_name(number):
-    try:
-        return signals.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

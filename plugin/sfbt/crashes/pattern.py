@@ -6,7 +6,6 @@ kernel writes it (in the crashing process's root and directory, as its
 user, within its RLIMIT_CORE)."""
 
 import os
-import subprocess
 import sys
 
 CORE_PATTERN = "/proc/sys/kernel/core_pattern"
@@ -136,6 +135,7 @@ class Chained:
         if pattern.startswith("|"):
             words = [expand(word, values) for word in pattern[1:].split()]
             if words:
+                import subprocess  # only here: the handler starts faster without it
                 self._process = subprocess.Popen(
                     words, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL, cwd="/", close_fds=True)

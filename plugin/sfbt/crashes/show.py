@@ -5,10 +5,10 @@ text, JSON or a pprof profile."""
 
 import json
 import re
+import signal
 import time
 
 from ..printable import printable
-from .handler import signal_name
 
 #: a thread's label in the crash's archive: "NUMBER (TID)"
 _LABEL = re.compile(r"^(\d+) \((\d+)\)$")
@@ -133,3 +133,10 @@ def show_pprof(threads, symbolizer):
         profile.add(Sample(SavedTrace(None, frames, decoded.truncated, images, 1),
                            sampled_thread(event), decoded.truncated, 1))
     return profile.encode()
+
+
+def signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -31,7 +31,7 @@ import gdb
 
 _MASK = 0xFFFFFFFFFFFFFFFF
 # frames that have no place of their own on the stack
-_NOT_ON_STACK = (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME)
+_NOT_ON_STACK = (gdb.INLINE_FRAME,)
 _FRAME_TYPES = {getattr(gdb, name): name for name in (
     "NORMAL_FRAME", "DUMMY_FRAME", "INLINE_FRAME", "TAILCALL_FRAME",
     "SIGTRAMP_FRAME", "ARCH_FRAME", "SENTINEL_FRAME")}

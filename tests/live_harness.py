@@ -46,7 +46,8 @@ UNLOADED = "unloaded"
 
 # Prints each thread's number, LWP and the PCs of GDB's frames (GDB's
 # `thread apply all bt` without its inline frames; its tail-call frames
-# kept, as sfbt stack rebuilds them), as "GDB-THREAD number lwp pc pc ...".
+# kept, as sfbt stack rebuilds them, marked "t"), as
+# "GDB-THREAD number lwp pc tpc ...".
 GDB_PCS = """\
 import gdb
 for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.num):
@@ -55,13 +56,13 @@ for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.num):
     frame = gdb.newest_frame()
     while frame is not None:
         if frame.type() != gdb.INLINE_FRAME:
-            pcs.append(frame.pc())
+            pcs.append(("t%#x" if frame.type() == gdb.TAILCALL_FRAME else "%#x") % frame.pc())
         try:
             frame = frame.older()
         except gdb.error:
             break
     gdb.write("GDB-THREAD %d %d %s\\n" % (thread.num, thread.ptid[1],
-                                          " ".join("%#x" % pc for pc in pcs)))
+                                          " ".join(pcs)))
 """
 
 
@@ -200,9 +201,11 @@ def sfbt_command(*arguments, cwd=None):
 
 # -- GDB's side -------------------------------------------------------------------
 
-def gdb_threads(gdb_command, arguments, directory):
+def gdb_threads(gdb_command, arguments, directory, tail_calls=True):
     """{tid: (thread number, [pc, ...])} of GDB (``gdb -nx -batch``) on
-    ``arguments`` (``-p PID``, or an executable and a core)."""
+    ``arguments`` (``-p PID``, or an executable and a core); without
+    ``tail_calls``, GDB's tail-call frames left out (to compare with saved
+    stacks, which hold the frames on the stack only)."""
     script = Path(directory) / "gdb_pcs.py"
     script.write_text(GDB_PCS)
     result = subprocess.run([gdb_command, "-nx", "-batch", "-ex", "set pagination off",
@@ -213,7 +216,9 @@ def gdb_threads(gdb_command, arguments, directory):
     for line in result.stdout.splitlines():
         if line.startswith("GDB-THREAD "):
             fields = line.split()
-            threads[int(fields[2])] = (int(fields[1]), [int(pc, 16) for pc in fields[3:]])
+            threads[int(fields[2])] = (int(fields[1]), [
+                int(pc.lstrip("t"), 16) for pc in fields[3:]
+                if tail_calls or not pc.startswith("t")])
     if not threads:
         raise RuntimeError(f"gdb printed no threads: {(result.stdout + result.stderr)[-2000:]}")
     return threads

@@ -196,7 +196,7 @@ def test_crash_shown_as_gdb_shows_its_core(gdb, installed, programs, mode, tmp_p
         assert twin["bucket"] == entry["bucket"]  # the same code at the same place
         program, entry, ours = programs["crasher"], twin, {twin["crashed_tid"]: ours[pid]}
     core = kept_core(installed, entry, tmp_path)
-    theirs = gdb_threads(gdb.command, [program, core], tmp_path)
+    theirs = gdb_threads(gdb.command, [program, core], tmp_path, tail_calls=False)
     assert {tid: (number, pcs) for tid, (number, pcs, _) in ours.items()} == theirs
     crashed = [tid for tid, (_, _, marked) in ours.items() if marked]
     assert crashed == [entry["crashed_tid"]]

@@ -25,6 +25,15 @@ from test_stack import Running, workers  # noqa: F401
 SHARED = (("wait-2", "wait-6"), ("wait-3", "wait-7"))
 
 
+def _changed(event, **fields):
+    """A copy of archive Event ``event`` with ``fields`` changed."""
+    from sfbt.archive.store import Event
+    copy = Event(*(getattr(event, name) for name in Event.__slots__))
+    for name, value in fields.items():
+        setattr(copy, name, value)
+    return copy
+
+
 @pytest.fixture(scope="module")
 def recorded(workers, tmp_path_factory):  # noqa: F811
     """(archive, pid, {tid: name}, ticks) of a 1-second recording of the
@@ -258,7 +267,6 @@ def test_event_tail_round_trip_and_old_events(recorded, tmp_path):
     """What `sfbt record` writes in an event's tail reads back; an event
     without one (as sfbt wrote them before) gives its thread id and name
     from its thread string, its process as unknown; appends keep tails."""
-    from dataclasses import replace
 
     from sfbt.archive.store import (ArchiveError, Archive, Event, parse_archive,
                                     read_archive, save_archive)
@@ -270,7 +278,7 @@ def test_event_tail_round_trip_and_old_events(recorded, tmp_path):
     assert all(e.thread.endswith(f"({e.tid} {e.thread_name})") for e in events)
 
     old = _rewritten(archive, tmp_path / "old.sfbt",
-                     lambda e: replace(e, pid=0, tid=0, thread_name=""))
+                     lambda e: _changed(e, pid=0, tid=0, thread_name=""))
     # without a tail, each event record is what older sfbt wrote
     assert old.stat().st_size < archive.stat().st_size
     olds = read_archive(str(old))[0].events
@@ -329,11 +337,10 @@ def test_cut_stacks_are_marked(recorded, tmp_path):
     flag, set here on the busy thread's samples as a sampler sets it)
     fold under [cut], count apart in every summary line, and get a [cut]
     root in pprof."""
-    from dataclasses import replace
     archive, pid, names, ticks = recorded
     busy = next(tid for tid, name in names.items() if name == "busy-0")
     cut = _rewritten(archive, tmp_path / "cut.sfbt",
-                     lambda e: replace(e, cut=e.tid == busy))
+                     lambda e: _changed(e, cut=e.tid == busy))
 
     folded = run_sfbt("fold", cut)
     assert folded.returncode == 0

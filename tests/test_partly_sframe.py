@@ -150,13 +150,13 @@ def test_sframe_bt_through_an_optimized_args_size_function(gdb, args_size_optimi
         (expected,) = gdb_pcs(section)
         frames = sframe_frames(section)
         assert [pc for _, pc, _ in frames] == expected, section
-        assert frames[-1][2] == "main(int,", section
+        assert frames[-1][2] == "main", section
         tags.append(re.search(r"^#1 .*$", section, re.M)[0])
     # main found through caller()'s CFI rows while stopped in it, then
     # caller() found below many()
-    assert all(" in main(int, " in tag and tag.endswith("[synth, args_size-O2]")
+    assert all(" in main " in tag and tag.endswith("[synth, args_size-O2]")
                for tag in tags[:12]), tags
-    assert all(" in caller(int) " in tag for tag in tags[12:]), tags
+    assert all(" in caller " in tag for tag in tags[12:]), tags
 
 
 def test_lookup_prints_the_cfi_row_where_sframe_has_none(programs):

@@ -24,7 +24,7 @@ _FRAME = re.compile(r"^#\d+\s+(0x[0-9a-f]+) in (\S+)", re.M)
 def test_record_fold_and_flame(workers, tmp_path):  # noqa: F811
     archive = tmp_path / "profile.sfbt"
     with Running(workers, 1) as running:
-        stacks = sfbt_stacks(run_sfbt("stack", running.pid).stdout)
+        stacks = sfbt_stacks(run_sfbt("stack", "-v", running.pid).stdout)
         recorded = run_sfbt("record", "--idle", "-p", running.pid, "--hz", "50", "--duration", "1",
                             "-o", archive)
         after = run_sfbt("stack", running.pid)

@@ -55,13 +55,15 @@ class Running:
 
 def sfbt_stacks(text):
     """{tid: [pc, ...]} from sfbt stack's output (its inline frames,
-    which have no address of their own, left out)."""
+    which have no address of their own, left out; and, from `sfbt stack
+    -v`, its tail-call frames)."""
     stacks, current = {}, None
     for line in text.splitlines():
         match = _THREAD.match(line)
         if match:
             current = stacks[int(match[2])] = []
-        elif line.startswith("#") and current is not None and " 0x" in line:
+        elif line.startswith("#") and current is not None and " 0x" in line \
+                and not line.endswith("  [tailcall]"):  # -v's, not on the stack
             current.append(int(line.split()[1], 16))
     return stacks
 

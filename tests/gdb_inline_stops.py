@@ -71,8 +71,9 @@ def compare(how):
     except gdb.error:
         skip = set()
     theirs = [m[2] for m in BT_FRAME.finditer(run("bt")) if int(m[1]) not in skip]
-    ours = SFRAME_FRAME.findall("\n".join(line for line in run("sframe-bt -v").splitlines()
-                                          if not line.endswith("  [tailcall]")))
+    ours = SFRAME_FRAME.findall("\n".join(
+        line.rsplit("  [", 1)[0]  # -v's tag
+        for line in run("sframe-bt -v").splitlines() if not line.endswith("  [tailcall]")))
     pc = int(gdb.newest_frame().pc())
     gdb.write("STOP " + json.dumps({"how": how, "pc": pc, "bt": to_main(theirs),
                                     "sframe": to_main(ours)}) + "\n")

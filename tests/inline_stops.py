@@ -129,8 +129,8 @@ def thread_names(text, thread, frame):
             names = threads[int(match[1])] = []
         elif line.endswith("  [tailcall]"):  # sframe-bt -v's: eu-stack makes none
             continue
-        elif names is not None and frame.match(line):
-            names.append(frame.match(line)[1])
+        elif names is not None and frame.match(line.rsplit("  [", 1)[0]):  # -v's tag cut
+            names.append(frame.match(line.rsplit("  [", 1)[0])[1])
     return {tid: names[:names.index("main") + 1] if "main" in names else names
             for tid, names in threads.items()}
 

@@ -27,26 +27,13 @@ from bisect import bisect_right
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage
 from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
+from ..live.core_notes import (ET_CORE, NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_SIGINFO, NT_FILE,
+                               AT_ENTRY, AT_SYSINFO_EHDR, PF_W, PRPSINFO_UID, PRPSINFO_FNAME,
+                               PRSTATUS_SIGNAL, PRSTATUS_PID, PRSTATUS_REGISTERS, PRSTATUS_TAIL)
 from ..live.images import Located
 from ..live.mappings import file_modules, parse_nt_file, vdso_module
 from ..live.memory import COPY_ALIGN, RED_ZONE, ThreadState
 
-ET_CORE = 4
-NT_PRSTATUS = 1
-NT_PRPSINFO = 3
-NT_AUXV = 6
-NT_SIGINFO = 0x53494749
-NT_FILE = 0x46494C45
-AT_ENTRY = 9
-AT_SYSINFO_EHDR = 33
-PF_W = 2
-PRPSINFO_UID = 16
-PRPSINFO_PID = 24
-PRPSINFO_FNAME = 40
-PRSTATUS_SIGNAL = 12
-PRSTATUS_PID = 32
-PRSTATUS_REGISTERS = 112
-PRSTATUS_TAIL = 8
 ELF_HEADER = 64
 PN_XNUM = 0xFFFF
 #: program headers read at most (65535 of 56 bytes)

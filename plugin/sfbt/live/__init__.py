@@ -10,7 +10,9 @@ command line's front end, as gdb/ and lldb/ are the debuggers'.
   file that replaced it), and reads of a process's pages from it;
 - ``process``, ``corefile``: a snapshot of each thread (registers, stack)
   from a process (``SeizedProcess``: its threads seized for a recording)
-  or a core file;
+  or a core file (``core_notes``: the core's note layouts, which the
+  crash handler's reader shares; ``linkmap``: a core's libraries from the
+  dynamic linker's link map);
 - ``session``: the debugger-free Session over those snapshots;
 - ``symbols``: names and lines of the walked frames;
 - ``stack``: `sfbt stack`, sframe-bt of each thread (or cbf-save);

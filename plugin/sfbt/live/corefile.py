@@ -35,40 +35,21 @@ from ..arch import Arch, with_register_sets
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
 from ..errors import SfbtError, TargetMemoryError, left_out
 from ..files import TRUSTED, FileProblem, ReadAs, open_regular
+from .core_notes import (ET_CORE, NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE, NT_ARM_PAC_MASK,
+                         AT_PHDR, AT_PAGESZ, AT_ENTRY, AT_EXECFN, AT_SYSINFO_EHDR, PF_W,
+                         PRPSINFO_UID, PRPSINFO_PID, PRPSINFO_FNAME, PRSTATUS_PID,
+                         PRSTATUS_REGISTERS, PRSTATUS_TAIL)
 from .images import CoreImages, memory_build_id, notes
 from .linkmap import r_debug_address, read_link_map, read_name
 from .mappings import Mapping, file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState
 
-ET_CORE = 4
-NT_PRSTATUS = 1
-NT_PRPSINFO = 3
-NT_AUXV = 6
-NT_FILE = 0x46494C45
-#: the pointer-authentication masks of an AArch64 core (a "LINUX" note)
-NT_ARM_PAC_MASK = 0x406
-AT_PHDR = 3
-AT_PAGESZ = 6
-AT_ENTRY = 9
-AT_EXECFN = 31
-AT_SYSINFO_EHDR = 33
-#: p_flags of a writable segment
-PF_W = 2
 ET_EXEC = 2
 PT_DYNAMIC = 2
 PT_PHDR = 6
 #: e_entry's offset in a 64-bit ELF header
 E_ENTRY = 24
 _MASK64 = (1 << 64) - 1
-PRPSINFO_UID = 16
-PRPSINFO_PID = 24
-PRPSINFO_FNAME = 40
-#: offsets in struct elf_prstatus (the same on every 64-bit Linux) of
-#: pr_pid and pr_reg (the register set, Arch.regset), and the bytes of
-#: pr_fpvalid and padding after pr_reg
-PRSTATUS_PID = 32
-PRSTATUS_REGISTERS = 112
-PRSTATUS_TAIL = 8
 #: The most note bytes read (a thread's notes are a few KiB).
 MAX_NOTE_BYTES = 64 << 20
 #: The largest vDSO image read from a core (it is a few pages).

@@ -37,20 +37,39 @@ Run: python3 bench/record.py --idle [--rounds N] [--seconds S] [--busy N]
 Without --idle, `sfbt record` on perf events (its default) beside `perf
 record -e cpu-clock -F 99 --call-graph dwarf`, on tests/programs/busy.c
 (-O2, no frame pointers: recursion of changing depth through qsort and
-snprintf; its work counted in busy_work, read from its memory): in each
-round a window alone, one with perf recording and one with sfbt, the one
-that goes first turning; the target's slowdown under each against the
-round's window alone (median of the rounds), each recorder's processor
-time, its file's bytes per sample and the share of sfbt's stacks walked
-whole.  Then with 4 busy threads on the
-machine's processors, the rate sfbt keeps per second of each thread's
-processor time, and `sfbt record -a`'s own processor time.
+snprintf; its work counted in busy_work, read from its memory), 2 busy
+threads on the machine's 2 CPUs:
+
+- Slowdown: one target runs for the whole bench; windows of S seconds
+  alone and with a recorder alternate (alone, X, alone, Y, alone, ...),
+  X in each round perf, sfbt and nothing (the control: the measure's
+  noise), the first turning.  A recorder is started before its window and
+  warmed (its first walks read the target's files) and has exited before
+  the next window alone.  A window's slowdown is against the mean of the
+  windows alone on either side of it (a drift of the machine's load
+  cancels), the figure the median of the rounds; also per second of the
+  target's own processor time (what a sample costs inside the target,
+  which the load of the machine moves less) and each recorder's
+  processor time in its windows.
+- Agreement: sfbt and perf record the same process at the same time
+  (both copying 64 KiB of stack); the 10 hottest functions of perf
+  report (--no-children and --children, -g none), their self and total
+  shares in both, on busy.c, on Debian's python3 running a pure-Python
+  loop, and on busy.c at nice 19 beside two busy loops at normal priority
+  in its session (at 999 Hz: it gets a few percent of a CPU), with how
+  far two samplings of that many samples spread.  Also sfbt's stacks walked
+  whole, each file's bytes per sample and the samples each side lost.
+- Rate: with 4 busy threads, both at once, the samples in a window over
+  the target's processor time in it (schedstat, nanoseconds).
+- `sfbt record -a`'s own processor time.
 
 Goals: slowdown <= perf's + 3 points; >= 95 Hz with 4 busy threads;
 >= 99% of stacks complete; the archive <= 1/20 of perf.data per sample;
--a <= 2% of the machine.
+the 10 hottest functions within 3 points of perf's; -a <= 2% of the
+machine.
 
 Run: python3 bench/record.py [--rounds N] [--seconds S] [--perf-stack BYTES]
+     [--agree-seconds S] [--agree-runs N] [--nice-seconds S]
 """
 
 import argparse
@@ -258,7 +277,8 @@ class BusyTarget:
     """tests/programs/busy.c with ``threads`` busy threads (main and
     workers), its work read from its busy_work counter; ``shell``, a
     command of sh around it ("$0" the program, "$1" the workers) run in
-    its place, in one session with it, killed with it."""
+    its place, in one session with it (one autogroup, where nice counts
+    between them), killed with it."""
 
     def __init__(self, program, threads, shell=None):
         command = [str(program), str(threads - 1)]
@@ -310,8 +330,10 @@ class PythonLoop:
 #: Debian's own python3 (not a virtual environment's or pyenv's)
 PYTHON = "/usr/bin/python3"
 #: the nice case's target: busy at nice 19 beside two busy loops at
-#: normal priority, in one session (one autogroup: nice counts there)
+#: normal priority
 NICED = ('while :; do :; done & while :; do :; done & exec nice -n 19 "$0" "$1"')
+#: the nice case's rate: the target gets a few percent of a CPU
+NICE_HZ = 999
 
 
 def schedstat_cpu(pid):
@@ -454,12 +476,12 @@ class SideBySide:
     """`sfbt record -p` and `perf record -p` on the same process at the
     same time; a window of ``seconds`` within both in which the samples of
     each and the target's processor time (schedstat) are counted.
-    ``prefix``: what both recorders run under (nice)."""
+    Each recorder in a session of its own, as typed in another terminal."""
 
-    def __init__(self, pid, seconds, env, work, perf_stack, prefix=()):
+    def __init__(self, pid, seconds, env, work, perf_stack, hz=HZ):
         self.archive, self.data = work / "side.sfbt", work / "side.data"
         sfbt = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "sfbt", "record", "--hz", str(HZ), "-p", str(pid),
+            [sys.executable, "-m", "sfbt", "record", "--hz", str(hz), "-p", str(pid),
              "-o", str(self.archive)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=env, start_new_session=True)
         perf = None
@@ -468,8 +490,8 @@ class SideBySide:
             if not started.startswith("Recording"):
                 raise SystemExit(f"sfbt record failed: {started.strip()}")
             perf = subprocess.Popen(
-                [*prefix, "perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock",
-                 "-F", str(HZ), "--call-graph", f"dwarf,{perf_stack}", "-p", str(pid),
+                ["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock",
+                 "-F", str(hz), "--call-graph", f"dwarf,{perf_stack}", "-p", str(pid),
                  "-o", str(self.data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 text=True, start_new_session=True)
             time.sleep(WARM)
@@ -544,6 +566,9 @@ def agreement(what, runs):
             worst, worst_name, worst_share = difference, name, share
         print(f"  {name}: self {shares[0][0] * 100:.1f}% / {shares[1][0] * 100:.1f}%, {total}")
     # two independent samplings of a share p differ by sqrt(p(1-p)(1/n1+1/n2)) (1 SD)
+    if not perf[2] or not ours[2]:
+        print(f"  no samples (perf {perf[2]}, sfbt {ours[2]})")
+        return
     spread = (worst_share * (1 - worst_share) * (1 / perf[2] + 1 / ours[2])) ** 0.5
     print(f"  largest difference {worst * 100:.1f} points ({worst_name}; {perf[2]} and "
           f"{ours[2]} samples: two samplings of its share differ by {spread * 100:.1f} points "
@@ -588,8 +613,14 @@ def slowdowns(args, target, env, work):
               f"the target's own CPU time: {percent_range(inside)}")
         if name != "alone":
             used = [window.cpu for window, _, _ in windows[name]]
+            # the target's samples: a sample per 1/HZ s of its processor time
+            per_sample = [window.cpu / (window.target_cpu * HZ) * 1e3
+                          for window, _, _ in windows[name] if window.target_cpu]
             print(f"  {name}'s own processor time: {statistics.median(used):.3f} CPU s per s "
-                  f"(median; range {min(used):.3f}-{max(used):.3f})")
+                  f"(median; range {min(used):.3f}-{max(used):.3f}), "
+                  f"{statistics.median(per_sample):.3f} ms per sample; with the target on "
+                  f"every CPU, its share of the machine: "
+                  f"{statistics.median(used) / os.cpu_count() * 100:.1f}%")
     goal = results["perf"] + 0.03
     print(f"sfbt's slowdown against perf's + 3 points ({goal * 100:.1f}%): "
           f"{'met' if results['sfbt'] <= goal else 'NOT met'}")
@@ -640,14 +671,17 @@ def perf_bench(args):
             targets.remove(loop)
         agreement(f"{PYTHON} running a pure-Python loop", python_runs)
 
+        # the target and the loops in one session (one autogroup, where
+        # nice counts), the recorders each in its own, as typed in another
+        # terminal
         niced = BusyTarget(program, 2, NICED)
         targets.append(niced)
-        nice_runs = [SideBySide(niced.pid, args.nice_seconds, env, work, 65528,
-                                ("nice", "-n", "19"))]
+        nice_runs = [SideBySide(niced.pid, args.nice_seconds, env, work, 65528, hz=NICE_HZ)]
         niced.close()
         targets.clear()
-        agreement(f"busy.c under nice -n 19 beside two busy loops (one session), both "
-                  f"recorders under nice -n 19 too, {args.nice_seconds:g} s", nice_runs)
+        agreement(f"busy.c under nice -n 19 beside two busy loops at normal priority in its "
+                  f"session, {args.nice_seconds:g} s at {NICE_HZ} Hz", nice_runs)
+        print(f"  the target's CPU time in the window: {nice_runs[0].cpu:.2f} s")
         for what, group in (("busy.c", runs), ("python3", python_runs),
                             ("busy.c under nice", nice_runs)):
             print(f"  {what}: samples lost, sfbt {sum(run.lost for run in group)}, perf "

@@ -630,6 +630,7 @@ def slowdowns(args, target, env, work):
 
 
 def perf_source_stack():
+    """The stack sfbt record copies per sample by default."""
     from sfbt.live.perf_source import STACK_SIZE
     return STACK_SIZE
 

@@ -129,6 +129,47 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
     assert "msort_with_tmp" in text and "printf_positional" in text
 
 
+#: Debian's own python3 (not a virtual environment's or pyenv's)
+DEBIAN_PYTHON = "/usr/bin/python3"
+#: a pure-Python loop: its time is the interpreter's (_PyEval_EvalFrameDefault)
+PYTHON_LOOP = ("print('ready', flush=True)\n"
+               "def leaf(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n"
+               "    return total\n"
+               "while True:\n    leaf(3000)\n")
+
+
+def test_a_python_loop_is_sampled_where_perf_samples_it(tmp_path):
+    """Debian's python3 (stripped, with .eh_frame: its rows synthesized
+    from CFI) running a pure-Python loop: sfbt's hottest function is
+    perf's, with the share perf gives it."""
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    require(os.path.isfile(DEBIAN_PYTHON), f"{DEBIAN_PYTHON} is not installed")
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    archive = tmp_path / "python.sfbt"
+    with Running(DEBIAN_PYTHON, "-c", PYTHON_LOOP) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", "2", "-o", archive)
+        perf = _perf_self(running.pid, tmp_path)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "on CPU (perf events)" in recorded.stderr
+    match = re.search(r"Recorded (\d+) stacks in (\d+) samples", recorded.stdout)
+    assert match, recorded.stdout
+    stacks = int(match[1])
+    assert stacks >= 20
+    leaves = _leaves(archive)
+    assert sum(leaves.values()) == stacks
+    hottest, count = leaves.most_common(1)[0]
+    assert hottest == "_PyEval_EvalFrameDefault" == max(perf, key=perf.get), \
+        (leaves.most_common(5), perf)
+    assert abs(count / stacks - perf[hottest]) < 0.15, (count / stacks, perf[hottest])
+    # walked from the interpreter's loop out to _start, through the
+    # functions python3's symbol table names
+    folded = run_sfbt("fold", archive).stdout
+    whole = [line for line in folded.splitlines() if line.startswith("_start;")]
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in whole) >= 0.95 * stacks
+    assert all("Py_BytesMain;Py_RunMain;" in line for line in whole)
+
+
 def test_only_threads_on_a_processor_are_sampled_each_with_its_name(programs, tmp_path):
     _, workers = programs
     archive = tmp_path / "workers.sfbt"

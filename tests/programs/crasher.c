@@ -1,6 +1,7 @@
 /* Crashes as asked (argv[1]): segv, abort, bus, fpe, handler (a SIGSEGV
    inside a SIGUSR1 handler), threads (one of 10 threads crashes while the
-   others wait), lib (in a library's function: crasher_lib.c), big
+   others wait, each parked in pause() before it crashes: the same stacks
+   every run), lib (in a library's function: crasher_lib.c), big
    (10 threads and 2 GB of touched memory, then segv), later (segv once
    a line is read from stdin), many N (N threads waiting, then segv).  Each crash is a
    few calls deep.  Prints "ready" first. */
@@ -10,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <dirent.h>
 #include <unistd.h>
 
 extern void crasher_lib_apply(void (*fn)(int), int depth);
@@ -65,17 +68,56 @@ static void on_usr1(int number)
     segv(2);
 }
 
+static int parked; /* threads come to waiting() */
+/* pause() bound when the program is loaded (no lazy binding, whose lock a
+   thread may sleep on, on its first call) */
+static int (*volatile park)(void) = pause;
+
 __attribute__((noinline)) static void waiting(void)
 {
+    __atomic_add_fetch(&parked, 1, __ATOMIC_SEQ_CST);
     for (;;)
-        pause();
+        park();
+}
+
+/* Until `others` threads have come to waiting() and every thread but this
+   one sleeps (in pause(): all a thread does once it has come there). */
+static void until_parked(int others)
+{
+    while (__atomic_load_n(&parked, __ATOMIC_SEQ_CST) < others)
+        usleep(1000);
+    for (;;) {
+        int sleeping = 0;
+        DIR *tasks = opendir("/proc/self/task");
+        struct dirent *task;
+        while (tasks && (task = readdir(tasks))) {
+            char path[300], stat[512];
+            if (task->d_name[0] == '.' || atol(task->d_name) == syscall(SYS_gettid))
+                continue;
+            snprintf(path, sizeof path, "/proc/self/task/%s/stat", task->d_name);
+            FILE *file = fopen(path, "r");
+            size_t size = file ? fread(stat, 1, sizeof stat - 1, file) : 0;
+            if (file)
+                fclose(file);
+            stat[size] = 0;
+            char *state = strrchr(stat, ')');
+            sleeping += state && state[1] == ' ' && state[2] == 'S';
+        }
+        if (tasks)
+            closedir(tasks);
+        if (sleeping == others)
+            return;
+        usleep(1000);
+    }
 }
 
 static void *worker(void *argument)
 {
     pthread_barrier_wait(&ready);
-    if (argument)
+    if (argument) {
+        until_parked(10);
         segv(3);
+    }
     waiting();
     return NULL;
 }

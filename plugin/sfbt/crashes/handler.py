@@ -176,6 +176,7 @@ def _walked(core, tid, signal):
     details = {"executable": core.executable(), "threads": len(states),
                "threads_left_out": core.threads_left_out, "code": siginfo[2],
                "address": siginfo[3], "crashed_tid": crashed.tid,
+               "memory_from": core.memory_from,
                "bucket": bucket_of(signal, crashed_frames, session.modules)}
     if not details["threads_left_out"]:
         del details["threads_left_out"]

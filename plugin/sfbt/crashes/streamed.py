@@ -161,6 +161,9 @@ class StreamedCore:
         self.mappings = []
         self.command = ""
         self.writer = None  # NT_PRPSINFO's (uid, gid)
+        #: where the kept memory was read: "core" (the stream), "process"
+        #: (the held process's /proc/PID/mem), or "process and core"
+        self.memory_from = "core"
         self._pieces = []  # (start, bytes) kept, sorted
         self._starts = []
         self._readonly = []  # (start, end) of PT_LOADs not writable
@@ -296,7 +299,10 @@ class StreamedCore:
                     pieces.append((segment.offset + low - start, low, high - low))
                 i += 1
         if self._module_files and not self._pipe.copies:
+            wanted_count = len(pieces)
             pieces = self._read_process(pieces)
+            if len(pieces) < wanted_count:
+                self.memory_from = "process and core" if pieces else "process"
         for offset, address, size in sorted(pieces):
             self._pipe.skip_to(offset)
             self._pieces.append((address, self._pipe.read(size)))

@@ -150,7 +150,7 @@ def wait_entry(store, pid, timeout=60):
     raise AssertionError(f"no crash of process {pid} in {store}")
 
 
-_THREAD = re.compile(r"^Thread (\d+) \(LWP (\d+)\):( crashed)?$")
+_THREAD = re.compile(r'^Thread (\d+) \(LWP (\d+)(?: ".*")?\):( crashed)?$')
 
 
 def shown_stacks(text):

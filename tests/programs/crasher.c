@@ -3,14 +3,18 @@
    others wait, each parked in pause() before it crashes: the same stacks
    every run), lib (in a library's function: crasher_lib.c), big
    (10 threads and 2 GB of touched memory, then segv), later (segv once
-   a line is read from stdin), many N (N threads waiting, then segv).  Each crash is a
-   few calls deep.  Prints "ready" first. */
+   a line is read from stdin), many N (N threads waiting, then segv),
+   deep MB (segv in a thread MB megabytes of stack deep, in frames of
+   64 KiB), maps N (segv with N more mappings), names (segv in a thread
+   whose name, and its process's, are not UTF-8).  Each crash is a few
+   calls deep.  Prints "ready" first. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -122,6 +126,35 @@ static void *worker(void *argument)
     return NULL;
 }
 
+#define DEEP_FRAME (64 << 10)
+
+/* Recursion of `depth` frames of DEEP_FRAME bytes each, every one touched. */
+__attribute__((noinline)) static void deep(long depth)
+{
+    volatile char frame[DEEP_FRAME - 256];
+    memset((char *)frame, (int)depth, sizeof frame);
+    if (depth > 0)
+        deep(depth - 1);
+    else
+        segv(3);
+    sink += frame[depth % sizeof frame];
+}
+
+static void *deep_thread(void *argument)
+{
+    deep((long)argument);
+    return NULL;
+}
+
+static void *named_thread(void *argument)
+{
+    (void)argument;
+    prctl(PR_SET_NAME, "w\xff\x1b[31m\n");
+    until_parked(1);
+    segv(3);
+    return NULL;
+}
+
 static char *volatile touched; /* keeps the memory (and its memset) */
 
 static void *toucher(void *argument)
@@ -167,6 +200,29 @@ int main(int argc, char **argv)
         }
         pthread_barrier_wait(&ready);
         segv(3);
+    } else if (!strcmp(mode, "deep") && argc > 2) {
+        size_t megabytes = (size_t)atol(argv[2]);
+        pthread_attr_t huge;
+        pthread_t thread;
+        pthread_attr_init(&huge);
+        pthread_attr_setstacksize(&huge, (megabytes + 64) << 20);
+        pthread_create(&thread, &huge, deep_thread, (void *)(megabytes * 16));
+        pthread_join(thread, NULL);
+    } else if (!strcmp(mode, "maps") && argc > 2) {
+        long count = atol(argv[2]);
+        char *pages = mmap(NULL, count * 4096L, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (pages == MAP_FAILED)
+            return 2;
+        for (long i = 1; i < count; i += 2) /* every other page: a mapping each */
+            if (mprotect(pages + i * 4096L, 4096, PROT_READ))
+                return 3;
+        segv(3);
+    } else if (!strcmp(mode, "names")) {
+        pthread_t thread;
+        prctl(PR_SET_NAME, "m\xfe\x1b[31m");
+        pthread_create(&thread, NULL, named_thread, NULL);
+        waiting();
     } else if (!strcmp(mode, "lib"))
         crasher_lib_apply(segv, 2);
     else if (!strcmp(mode, "threads") || !strcmp(mode, "big")) {

@@ -24,19 +24,20 @@ import os
 import struct
 from bisect import bisect_right
 
-from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage
+from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, Segment
 from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
-from ..live.core_notes import (ET_CORE, NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_SIGINFO, NT_FILE,
-                               AT_ENTRY, AT_SYSINFO_EHDR, PF_W, PRPSINFO_UID, PRPSINFO_FNAME,
-                               PRSTATUS_SIGNAL, PRSTATUS_PID, PRSTATUS_REGISTERS, PRSTATUS_TAIL)
+from ..live.core_notes import (ET_CORE, PN_XNUM, PHDR_FORMAT, NT_PRSTATUS, NT_PRPSINFO,
+                               NT_AUXV, NT_SIGINFO, NT_FILE, AT_ENTRY, AT_SYSINFO_EHDR, PF_W,
+                               PRPSINFO_UID, PRPSINFO_FNAME, PRSTATUS_SIGNAL, PRSTATUS_PID, PRSTATUS_REGISTERS, PRSTATUS_TAIL)
 from ..live.images import Located
 from ..live.mappings import file_modules, parse_nt_file, vdso_module
 from ..live.memory import COPY_ALIGN, RED_ZONE, ThreadState
 
 ELF_HEADER = 64
-PN_XNUM = 0xFFFF
-#: program headers read at most (65535 of 56 bytes)
+PHDR = struct.Struct(PHDR_FORMAT)
+#: program headers read at most (74,897 of 56 bytes: more than Linux's
+#: default vm.max_map_count of 65,530)
 MAX_HEADER_BYTES = 4 << 20
 #: the largest note kept (NT_FILE of a process with many mappings); any
 #: other note is passed over whatever its size
@@ -167,10 +168,15 @@ class StreamedCore:
         self._pieces = []  # (start, bytes) kept, sorted
         self._starts = []
         self._readonly = []  # (start, end) of PT_LOADs not writable
+        self._loads = []  # (start, end) of every PT_LOAD, sorted
+        #: the address of the last read that found nothing kept
+        self.missed = None
         self._read_links = {}  # map_files link -> open stream or None
         self._modules = None
         self._read_headers()
         self._read_notes()
+        if module_files:
+            self._read_thread_names()
         self._read_memory(stack_limit, total_limit)
 
     # -- the stream ------------------------------------------------------------
@@ -181,34 +187,53 @@ class StreamedCore:
         endian = "<" if header[5] == 1 else ">"
         phoff, = struct.unpack_from(endian + "Q", header, 32)
         phentsize, phnum = struct.unpack_from(endian + "HH", header, 54)
-        if phnum == PN_XNUM:  # the count is in a section header, at the core's end
-            raise StreamError("a core of more than 65534 mappings (PN_XNUM)")
-        end = phoff + phentsize * phnum
-        if phoff < ELF_HEADER or end > MAX_HEADER_BYTES:
-            raise StreamError(f"program headers at {phoff} ({phnum} of {phentsize} "
-                              "bytes): not where the kernel writes them")
+        if phentsize != PHDR.size or phoff < ELF_HEADER or phoff > MAX_HEADER_BYTES:
+            raise StreamError(f"program headers at {phoff} of {phentsize} bytes: not "
+                              "where the kernel writes them")
         self._pipe.skip_to(phoff)
-        data = header + bytes(phoff - ELF_HEADER) + self._pipe.read(end - phoff)
+        data = self._pipe.read(PHDR.size) if phnum else b""
+        if phnum == PN_XNUM:
+            # 65,535 mappings or more: the count is in a section header at
+            # the core's end, but the kernel writes the notes' header first
+            # and the notes right after the last header: their offset says
+            # how many there are
+            p_type, _, notes_at = struct.unpack_from(endian + "IIQ", data)
+            phnum = (notes_at - phoff) // PHDR.size
+            if p_type != PT_NOTE or notes_at < phoff + PN_XNUM * PHDR.size:
+                raise StreamError(f"{PN_XNUM} program headers (PN_XNUM), the first not "
+                                  "the notes' the kernel writes first")
+        if phoff + PHDR.size * phnum > MAX_HEADER_BYTES:
+            raise StreamError(f"a core of {phnum} mappings, more than the "
+                              f"{(MAX_HEADER_BYTES - ELF_HEADER) // PHDR.size} read")
+        if phnum > 1:
+            data += self._pipe.read(PHDR.size * (phnum - 1))
 
         def read(offset, size):
-            if offset + size > len(data):
-                raise ElfError(f"{size} bytes past the headers", offset)
-            return data[offset:offset + size]
+            if offset + size > len(header):
+                raise ElfError(f"{size} bytes past the header", offset)
+            return header[offset:offset + size]
         try:
             image = ElfImage(read, 0, "<core>")
             if image.header.type != ET_CORE:
                 raise StreamError(f"not a core (ELF type {image.header.type})")
             self.arch = image.arch
-            segments = list(image.segments())
-        except (ElfError, struct.error) as error:
+        except ElfError as error:
             raise StreamError(f"not a readable core: {error}") from None
         if self.arch is None or not self.arch.regset:
             raise StreamError("a core of a machine sfbt does not read")
         self._endian = endian
+        layout = struct.Struct(endian + PHDR.format)
+        segments = [Segment(p_type, flags, offset, vaddr, filesz, memsz)
+                    for p_type, flags, offset, vaddr, _, filesz, memsz, _
+                    in layout.iter_unpack(data)]
         self._segments = sorted((s for s in segments if s.filesz and s.type in
                                  (PT_NOTE, PT_LOAD)), key=lambda s: s.offset)
         self._readonly = sorted((s.vaddr, s.vaddr + s.memsz) for s in segments
                                 if s.type == PT_LOAD and not s.flags & PF_W)
+        self._loads = sorted((s.vaddr, s.vaddr + s.memsz) for s in segments
+                             if s.type == PT_LOAD)
+        #: the process's mappings (PT_LOADs), however many are read
+        self.mappings_count = sum(s.type == PT_LOAD for s in segments)
 
     def _read_notes(self):
         for segment in self._segments:
@@ -262,6 +287,25 @@ class StreamedCore:
             self.writer = struct.unpack_from(endian + "II", desc, PRPSINFO_UID)
             fname = desc[PRPSINFO_FNAME:PRPSINFO_FNAME + 16]
             self.command = fname.split(b"\0")[0].decode("utf-8", "surrogateescape")
+
+    def _read_thread_names(self):
+        """Each kept thread's name (its comm, 15 bytes at most, any bytes)
+        from the held process: a core holds only the process's."""
+        for state in self.threads:
+            try:
+                descriptor = os.open(f"/proc/{self.pid}/task/{state.tid}/comm",
+                                     os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                name = os.read(descriptor, 64)
+            except OSError:
+                continue
+            finally:
+                os.close(descriptor)
+            if name.endswith(b"\n"):
+                name = name[:-1]
+            state.name = name.decode("utf-8", "surrogateescape")
 
     def _wanted(self, stack_limit, total_limit):
         """[(start, end)] of memory to keep, merged."""
@@ -364,7 +408,20 @@ class StreamedCore:
                     if data is not None and len(data) == size:
                         return data
                     break
+        self.missed = address
         raise TargetMemoryError(address, size)
+
+    def stack_cut_at(self, state, address):
+        """Where ``state``'s kept stack ends, if ``address`` (a read that
+        found nothing) is past it in the same mapping: the stack was cut
+        there, by the limits of what is kept; else None."""
+        if address is None or not state.stack:
+            return None
+        end = state.stack_start + len(state.stack)
+        i = bisect_right(self._loads, (end - 1, float("inf"))) - 1
+        if i >= 0 and end <= address < self._loads[i][1]:
+            return end
+        return None
 
     def _read_mapped(self, mapping, offset, size):
         link = self._link(mapping)

@@ -29,7 +29,8 @@ from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
 from ..live.core_notes import (ET_CORE, PN_XNUM, PHDR_FORMAT, NT_PRSTATUS, NT_PRPSINFO,
                                NT_AUXV, NT_SIGINFO, NT_FILE, AT_ENTRY, AT_SYSINFO_EHDR, PF_W,
-                               PRPSINFO_UID, PRPSINFO_FNAME, PRSTATUS_SIGNAL, PRSTATUS_PID, PRSTATUS_REGISTERS, PRSTATUS_TAIL)
+                               PRPSINFO_UID, PRPSINFO_FNAME, PRSTATUS_SIGNAL, PRSTATUS_PID,
+                               PRSTATUS_REGISTERS, PRSTATUS_TAIL)
 from ..live.images import Located
 from ..live.mappings import file_modules, parse_maps, parse_nt_file, vdso_module
 from ..live.memory import RED_ZONE, ThreadState
@@ -266,8 +267,8 @@ class StreamedCore:
         self.mappings_count = phnum - (len(dumped) - len(self._loads))
 
     def _read_notes(self):
-        for offset, kind, _, left in self._segments:
-            if kind != PT_NOTE:
+        for offset, segment_type, _, left in self._segments:
+            if segment_type != PT_NOTE:
                 continue
             self._pipe.skip_to(offset)
             while left >= 12:
@@ -388,8 +389,8 @@ class StreamedCore:
         wanted = self._wanted(stack_limit, total_limit)
         starts = [start for start, _ in wanted]
         pieces = []  # (offset in the core, address, size)
-        for offset, kind, start, size in self._segments:
-            if kind != PT_LOAD:
+        for offset, segment_type, start, size in self._segments:
+            if segment_type != PT_LOAD:
                 continue
             end = start + size
             i = max(0, bisect_right(starts, start) - 1)

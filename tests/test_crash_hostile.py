@@ -206,3 +206,34 @@ def test_names_that_are_not_utf8(held, programs, tmp_path):
     assert "\\udcfe" in document and "\\u001b" in document
     assert [t["crashed"] for t in threads if t["name"].startswith("w")] == [True]
     assert entries(held, pid)[0]["id"] == entry["id"]
+
+
+def test_a_made_up_core_of_too_many_mappings(tmp_path):
+    """PN_XNUM cores that are not as the kernel writes them, or of more
+    mappings than are read: counted with the reason, exit 0, nothing read
+    past the headers' bound (the core claims gigabytes of them)."""
+    import struct
+    from test_crashes import _handler, entries_of
+    store = tmp_path / "store"
+    store.mkdir(mode=0o700)
+    header = bytearray(64)
+    header[:7] = b"\x7fELF\x02\x01\x01"
+    struct.pack_into("<HH", header, 16, 4, 62)  # ET_CORE, x86-64
+    struct.pack_into("<Q", header, 32, 64)  # e_phoff
+    struct.pack_into("<HH", header, 54, 56, 0xFFFF)  # e_phentsize, e_phnum: PN_XNUM
+
+    def core(p_type, notes_at):
+        return bytes(header) + struct.pack("<IIQQQQQQ", p_type, 0, notes_at, 0, 0, 0, 0, 0)
+    arguments = [999999999, 999999999, 11, 1795900000, 1000, 1000, "bad"]
+    for data in (core(4, 64 + 80000 * 56), core(1, 64 + 70000 * 56), core(4, 1 << 40),
+                 core(4, 64 + 1000 * 56)):
+        started = time.monotonic()
+        result = _handler(store, arguments, data)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr
+        assert time.monotonic() - started < 30
+    found = entries_of(store)
+    assert [e["bucket"] for e in found] == ["unread-11"] * 4
+    assert "a core of 80000 mappings, more than the 74897 read" in found[0]["error"]
+    assert "the first not the notes'" in found[1]["error"]
+    assert "mappings, more than the 74897 read" in found[2]["error"]
+    assert "the first not the notes'" in found[3]["error"]  # fewer than PN_XNUM

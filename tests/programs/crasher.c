@@ -1,15 +1,22 @@
 /* Crashes as asked (argv[1]): segv, abort, bus, fpe, handler (a SIGSEGV
    inside a SIGUSR1 handler), threads (one of 10 threads crashes while the
-   others wait), lib (in a library's function: crasher_lib.c), big
+   others wait, each parked in pause() before it crashes: the same stacks
+   every run), lib (in a library's function: crasher_lib.c), big
    (10 threads and 2 GB of touched memory, then segv), later (segv once
-   a line is read from stdin), many N (N threads waiting, then segv).  Each crash is a
-   few calls deep.  Prints "ready" first. */
+   a line is read from stdin), many N (N threads waiting, then segv),
+   deep MB (segv in a thread MB megabytes of stack deep, in frames of
+   64 KiB), maps N (segv with N more mappings), names (segv in a thread
+   whose name, and its process's, are not UTF-8).  Each crash is a few
+   calls deep.  Prints "ready" first. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <dirent.h>
 #include <unistd.h>
 
 extern void crasher_lib_apply(void (*fn)(int), int depth);
@@ -65,18 +72,86 @@ static void on_usr1(int number)
     segv(2);
 }
 
+static int parked; /* threads come to waiting() */
+/* pause() bound when the program is loaded (no lazy binding, whose lock a
+   thread may sleep on, on its first call) */
+static int (*volatile park)(void) = pause;
+
 __attribute__((noinline)) static void waiting(void)
 {
+    __atomic_add_fetch(&parked, 1, __ATOMIC_SEQ_CST);
     for (;;)
-        pause();
+        park();
+}
+
+/* Until `others` threads have come to waiting() and every thread but this
+   one sleeps (in pause(): all a thread does once it has come there). */
+static void until_parked(int others)
+{
+    while (__atomic_load_n(&parked, __ATOMIC_SEQ_CST) < others)
+        usleep(1000);
+    for (;;) {
+        int sleeping = 0;
+        DIR *tasks = opendir("/proc/self/task");
+        struct dirent *task;
+        while (tasks && (task = readdir(tasks))) {
+            char path[300], stat[512];
+            if (task->d_name[0] == '.' || atol(task->d_name) == syscall(SYS_gettid))
+                continue;
+            snprintf(path, sizeof path, "/proc/self/task/%s/stat", task->d_name);
+            FILE *file = fopen(path, "r");
+            size_t size = file ? fread(stat, 1, sizeof stat - 1, file) : 0;
+            if (file)
+                fclose(file);
+            stat[size] = 0;
+            char *state = strrchr(stat, ')');
+            sleeping += state && state[1] == ' ' && state[2] == 'S';
+        }
+        if (tasks)
+            closedir(tasks);
+        if (sleeping == others)
+            return;
+        usleep(1000);
+    }
 }
 
 static void *worker(void *argument)
 {
     pthread_barrier_wait(&ready);
-    if (argument)
+    if (argument) {
+        until_parked(10);
         segv(3);
+    }
     waiting();
+    return NULL;
+}
+
+#define DEEP_FRAME (64 << 10)
+
+/* Recursion of `depth` frames of DEEP_FRAME bytes each, every one touched. */
+__attribute__((noinline)) static void deep(long depth)
+{
+    volatile char frame[DEEP_FRAME - 256];
+    memset((char *)frame, (int)depth, sizeof frame);
+    if (depth > 0)
+        deep(depth - 1);
+    else
+        segv(3);
+    sink += frame[depth % sizeof frame];
+}
+
+static void *deep_thread(void *argument)
+{
+    deep((long)argument);
+    return NULL;
+}
+
+static void *named_thread(void *argument)
+{
+    (void)argument;
+    prctl(PR_SET_NAME, "w\xff\x1b[31m\n");
+    until_parked(1);
+    segv(3);
     return NULL;
 }
 
@@ -125,6 +200,29 @@ int main(int argc, char **argv)
         }
         pthread_barrier_wait(&ready);
         segv(3);
+    } else if (!strcmp(mode, "deep") && argc > 2) {
+        size_t megabytes = (size_t)atol(argv[2]);
+        pthread_attr_t huge;
+        pthread_t thread;
+        pthread_attr_init(&huge);
+        pthread_attr_setstacksize(&huge, (megabytes + 64) << 20);
+        pthread_create(&thread, &huge, deep_thread, (void *)(megabytes * 16));
+        pthread_join(thread, NULL);
+    } else if (!strcmp(mode, "maps") && argc > 2) {
+        long count = atol(argv[2]);
+        char *pages = mmap(NULL, count * 4096L, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (pages == MAP_FAILED)
+            return 2;
+        for (long i = 1; i < count; i += 2) /* every other page: a mapping each */
+            if (mprotect(pages + i * 4096L, 4096, PROT_READ))
+                return 3;
+        segv(3);
+    } else if (!strcmp(mode, "names")) {
+        pthread_t thread;
+        prctl(PR_SET_NAME, "m\xfe\x1b[31m");
+        pthread_create(&thread, NULL, named_thread, NULL);
+        waiting();
     } else if (!strcmp(mode, "lib"))
         crasher_lib_apply(segv, 2);
     else if (!strcmp(mode, "threads") || !strcmp(mode, "big")) {

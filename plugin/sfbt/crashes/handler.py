@@ -148,12 +148,14 @@ def _walked(core, tid, signal):
     """(the crash's archive bytes, the index's fields of the walk)."""
     from ..archive import cbf
     from ..archive.store import MAGIC, Archive
-    from ..commands.save import capture, image_map
+    from ..commands.backtrace import walk
+    from ..commands.save import cbf_frames, image_map
+    from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
     from .session import CrashSession
     from .store import bucket_of
     states = core.threads
     for state in states:
-        if state.tid == core.pid and core.command:
+        if state.tid == core.pid and core.command and not state.name:
             state.name = core.command
     crashed = next((s for s in states if s.tid == tid), states[0])
     numbered = list(enumerate(states, 1))
@@ -163,22 +165,36 @@ def _walked(core, tid, signal):
     word_size = 8 * core.arch.pointer_size
     archive = Archive()
     now = time.time_ns()
-    crashed_frames = []
+    crashed_frames, cut, crashed_cut_at = [], 0, None
     for thread in session.threads():
-        one = capture(session, thread)
+        core.missed = None
+        frames, stop = walk(session, thread)
+        cut_at = None
+        if stop not in (None, STOP_LIMIT, STOP_OUTERMOST):
+            cut_at = core.stack_cut_at(thread.handle, core.missed)
+        cut += cut_at is not None
+        one = cbf_frames(frames)
         if thread.handle is crashed:
-            crashed_frames = one.frames
-        archive.capture(cbf.encode(one.frames, word_size, one.truncated), images,
-                        time_ns=now, architecture=core.arch.name, thread=thread.label,
+            crashed_frames, crashed_cut_at = one, cut_at
+        archive.capture(cbf.encode(one, word_size, stop == STOP_LIMIT or cut_at is not None),
+                        images, time_ns=now, architecture=core.arch.name, thread=thread.label,
                         reason=session.stop_reason(thread),
-                        label="crashed" if thread.handle is crashed else "")
+                        label="crashed" if thread.handle is crashed else "",
+                        pid=core.pid, tid=thread.handle.tid, thread_name=thread.handle.name,
+                        cut=cut_at is not None)
     siginfo = core.siginfo or (signal, 0, 0, 0)
     details = {"executable": core.executable(), "threads": len(states),
+               "mappings": core.mappings_count,
                "threads_left_out": core.threads_left_out, "code": siginfo[2],
                "address": siginfo[3], "crashed_tid": crashed.tid,
+               "memory_from": core.memory_from,
                "bucket": bucket_of(signal, crashed_frames, session.modules)}
     if not details["threads_left_out"]:
         del details["threads_left_out"]
+    if cut:  # walks that ran past the kept stacks (STACK_LIMIT, TOTAL_STACK_LIMIT)
+        details["stacks_cut"] = cut
+    if crashed_cut_at is not None:
+        details["crashed_stack_cut_at"] = crashed_cut_at
     return MAGIC + archive.pending_bytes(), details
 
 

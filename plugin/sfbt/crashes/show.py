@@ -80,7 +80,8 @@ def thread_heading(event):
     match = _LABEL.match(event.thread)
     number, tid = (match[1], match[2]) if match else ("?", printable(event.thread))
     crashed = " crashed" if event.label == "crashed" else ""
-    return f"Thread {number} (LWP {tid}):{crashed}"
+    name = f' "{printable(event.thread_name)}"' if event.thread_name else ""  # as `sfbt stack`
+    return f"Thread {number} (LWP {tid}{name}):{crashed}"
 
 
 def show_text(entry, count, threads, symbolizer):
@@ -116,6 +117,7 @@ def show_json(entry, count, threads, symbolizer):
         match = _LABEL.match(event.thread)
         document["threads"].append({"thread": event.thread,
                                     "tid": int(match[2]) if match else None,
+                                    "name": event.thread_name, "cut": event.cut,
                                     "crashed": event.label == "crashed",
                                     "reason": event.reason, "frames": frames})
     return json.dumps(document, indent=1) + "\n"

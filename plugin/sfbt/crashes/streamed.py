@@ -27,16 +27,18 @@ from bisect import bisect_right
 from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage
 from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
-from ..live.core_notes import (ET_CORE, NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_SIGINFO, NT_FILE,
-                               AT_ENTRY, AT_SYSINFO_EHDR, PF_W, PRPSINFO_UID, PRPSINFO_FNAME,
-                               PRSTATUS_SIGNAL, PRSTATUS_PID, PRSTATUS_REGISTERS, PRSTATUS_TAIL)
+from ..live.core_notes import (ET_CORE, PN_XNUM, PHDR_FORMAT, NT_PRSTATUS, NT_PRPSINFO,
+                               NT_AUXV, NT_SIGINFO, NT_FILE, AT_ENTRY, AT_SYSINFO_EHDR, PF_W,
+                               PRPSINFO_UID, PRPSINFO_FNAME, PRSTATUS_SIGNAL, PRSTATUS_PID,
+                               PRSTATUS_REGISTERS, PRSTATUS_TAIL)
 from ..live.images import Located
-from ..live.mappings import file_modules, parse_nt_file, vdso_module
-from ..live.memory import COPY_ALIGN, RED_ZONE, ThreadState
+from ..live.mappings import file_modules, parse_maps, parse_nt_file, vdso_module
+from ..live.memory import RED_ZONE, ThreadState
 
 ELF_HEADER = 64
-PN_XNUM = 0xFFFF
-#: program headers read at most (65535 of 56 bytes)
+PHDR = struct.Struct(PHDR_FORMAT)
+#: program headers read at most (74,897 of 56 bytes: more than Linux's
+#: default vm.max_map_count of 65,530)
 MAX_HEADER_BYTES = 4 << 20
 #: the largest note kept (NT_FILE of a process with many mappings); any
 #: other note is passed over whatever its size
@@ -62,7 +64,9 @@ class StreamError(SfbtError):
 
 
 class _Pipe:
-    """Exact reads and skips of a stream read once (a pipe)."""
+    """Exact reads and skips of a stream read once (a pipe).  Small reads
+    are served from a chunk read ahead (a core of 10,000 threads has
+    40,000 notes: a read of the pipe each would be most of the time)."""
 
     def __init__(self, descriptor, copies=()):
         self.descriptor = descriptor
@@ -71,22 +75,37 @@ class _Pipe:
         #: each called with every chunk of the stream (a chained handler,
         #: a kept core): then the stream is read whole, never spliced
         self.copies = list(copies)
+        self._ahead = b""  # read from the pipe, not yet given out from ``_used``
+        self._used = 0
+
+    def _from_pipe(self, size):
+        data = os.read(self.descriptor, size)
+        for copy in self.copies:
+            copy(data)
+        return data
 
     def read(self, size):
         """``size`` bytes, or StreamError where the core ends before."""
         parts, left = [], size
         while left:
-            data = os.read(self.descriptor, min(left, CHUNK))
+            if self._used < len(self._ahead):
+                data = self._ahead[self._used:self._used + left]
+                self._used += len(data)
+            elif left >= CHUNK:  # a large read: straight from the pipe
+                data = self._from_pipe(CHUNK)
+            else:
+                self._ahead, self._used = self._from_pipe(CHUNK), 0
+                data = b""
+                if self._ahead:
+                    continue
             if not data:
                 self.ended = True
                 raise StreamError(f"the core ends at byte {self.at + size - left}, "
                                   f"inside {size} bytes wanted")
             parts.append(data)
-            for copy in self.copies:
-                copy(data)
             left -= len(data)
         self.at += size
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def skip_to(self, offset):
         if offset < self.at:
@@ -102,9 +121,16 @@ class _Pipe:
     def _discard(self, size):
         """Discard ``size`` bytes (None: all that comes), spliced to
         /dev/null where the system can (no copy through this process)."""
+        ahead = len(self._ahead) - self._used
+        if size is not None and size <= ahead:
+            self._used += size
+            self.at += size
+            return
+        self.at += ahead
+        self._ahead, self._used = b"", 0
         null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            left = size
+            left = None if size is None else size - ahead
             while left is None or left > 0:
                 want = CHUNK if left is None else min(left, CHUNK << 4)
                 moved = None
@@ -115,10 +141,7 @@ class _Pipe:
                         if error.errno not in (errno.EINVAL, errno.ESPIPE):
                             raise
                 if moved is None:
-                    data = os.read(self.descriptor, min(want, CHUNK))
-                    for copy in self.copies:
-                        copy(data)
-                    moved = len(data)
+                    moved = len(self._from_pipe(min(want, CHUNK)))
                 if not moved:
                     self.ended = True
                     if left is not None:
@@ -161,13 +184,23 @@ class StreamedCore:
         self.mappings = []
         self.command = ""
         self.writer = None  # NT_PRPSINFO's (uid, gid)
+        #: where the kept memory was read: "core" (the stream), "process"
+        #: (the held process's /proc/PID/mem), or "process and core"
+        self.memory_from = "core"
         self._pieces = []  # (start, bytes) kept, sorted
         self._starts = []
         self._readonly = []  # (start, end) of PT_LOADs not writable
+        self._loads = []  # (start, end) of the memory the core holds, sorted
+        #: the address of the last read that found nothing kept
+        self.missed = None
         self._read_links = {}  # map_files link -> open stream or None
         self._modules = None
         self._read_headers()
         self._read_notes()
+        if module_files:
+            self._read_thread_names()
+            if not self.mappings:
+                self._read_process_mappings()
         self._read_memory(stack_limit, total_limit)
 
     # -- the stream ------------------------------------------------------------
@@ -178,41 +211,66 @@ class StreamedCore:
         endian = "<" if header[5] == 1 else ">"
         phoff, = struct.unpack_from(endian + "Q", header, 32)
         phentsize, phnum = struct.unpack_from(endian + "HH", header, 54)
-        if phnum == PN_XNUM:  # the count is in a section header, at the core's end
-            raise StreamError("a core of more than 65534 mappings (PN_XNUM)")
-        end = phoff + phentsize * phnum
-        if phoff < ELF_HEADER or end > MAX_HEADER_BYTES:
-            raise StreamError(f"program headers at {phoff} ({phnum} of {phentsize} "
-                              "bytes): not where the kernel writes them")
+        if phentsize != PHDR.size or phoff < ELF_HEADER or phoff > MAX_HEADER_BYTES:
+            raise StreamError(f"program headers at {phoff} of {phentsize} bytes: not "
+                              "where the kernel writes them")
         self._pipe.skip_to(phoff)
-        data = header + bytes(phoff - ELF_HEADER) + self._pipe.read(end - phoff)
+        data = self._pipe.read(PHDR.size) if phnum else b""
+        if phnum == PN_XNUM:
+            # 65,535 mappings or more: the count is in a section header at
+            # the core's end, but the kernel writes the notes' header first
+            # and the notes right after the last header: their offset says
+            # how many there are
+            p_type, _, notes_at = struct.unpack_from(endian + "IIQ", data)
+            phnum = (notes_at - phoff) // PHDR.size
+            if p_type != PT_NOTE or notes_at < phoff + PN_XNUM * PHDR.size:
+                raise StreamError(f"{PN_XNUM} program headers (PN_XNUM), the first not "
+                                  "the notes' the kernel writes first")
+        if phoff + PHDR.size * phnum > MAX_HEADER_BYTES:
+            raise StreamError(f"a core of {phnum} mappings, more than the "
+                              f"{(MAX_HEADER_BYTES - ELF_HEADER) // PHDR.size} read")
+        if phnum > 1:
+            data += self._pipe.read(PHDR.size * (phnum - 1))
 
         def read(offset, size):
-            if offset + size > len(data):
-                raise ElfError(f"{size} bytes past the headers", offset)
-            return data[offset:offset + size]
+            if offset + size > len(header):
+                raise ElfError(f"{size} bytes past the header", offset)
+            return header[offset:offset + size]
         try:
             image = ElfImage(read, 0, "<core>")
             if image.header.type != ET_CORE:
                 raise StreamError(f"not a core (ELF type {image.header.type})")
             self.arch = image.arch
-            segments = list(image.segments())
-        except (ElfError, struct.error) as error:
+        except ElfError as error:
             raise StreamError(f"not a readable core: {error}") from None
         if self.arch is None or not self.arch.regset:
             raise StreamError("a core of a machine sfbt does not read")
         self._endian = endian
-        self._segments = sorted((s for s in segments if s.filesz and s.type in
-                                 (PT_NOTE, PT_LOAD)), key=lambda s: s.offset)
-        self._readonly = sorted((s.vaddr, s.vaddr + s.memsz) for s in segments
-                                if s.type == PT_LOAD and not s.flags & PF_W)
+        # one pass, no object a header: a core may have 70,000 of them
+        dumped, readonly = [], []
+        for p_type, flags, offset, vaddr, _, filesz, memsz, _ in struct.iter_unpack(
+                endian + PHDR.format, data):
+            if p_type == PT_LOAD:
+                if filesz:
+                    dumped.append((offset, p_type, vaddr, filesz))
+                if not flags & PF_W:
+                    readonly.append((vaddr, vaddr + memsz))
+            elif p_type == PT_NOTE and filesz:
+                dumped.append((offset, p_type, vaddr, filesz))
+        #: (offset, type, address, size) of the notes and the memory the
+        #: core holds, in file order
+        self._segments = sorted(dumped)
+        self._readonly = sorted(readonly)
+        self._loads = sorted((vaddr, vaddr + size) for _, kind, vaddr, size in dumped
+                             if kind == PT_LOAD)
+        #: the process's mappings (PT_LOADs), however many are read
+        self.mappings_count = phnum - (len(dumped) - len(self._loads))
 
     def _read_notes(self):
-        for segment in self._segments:
-            if segment.type != PT_NOTE:
+        for offset, segment_type, _, left in self._segments:
+            if segment_type != PT_NOTE:
                 continue
-            self._pipe.skip_to(segment.offset)
-            left = segment.filesz
+            self._pipe.skip_to(offset)
             while left >= 12:
                 namesz, descsz, kind = struct.unpack(self._endian + "III",
                                                      self._pipe.read(12))
@@ -260,6 +318,52 @@ class StreamedCore:
             fname = desc[PRPSINFO_FNAME:PRPSINFO_FNAME + 16]
             self.command = fname.split(b"\0")[0].decode("utf-8", "surrogateescape")
 
+    def _read_process_mappings(self):
+        """The mapped files from the held process's /proc/PID/maps, for a
+        core without NT_FILE: Linux leaves it out when it would be 64 bytes
+        a mapping or more than kernel.core_file_note_size_limit (4 MiB by
+        default: 65,536 mappings).  At most MAX_NOTE_BYTES of it."""
+        try:
+            descriptor = os.open(f"/proc/{self.pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        parts, left = [], MAX_NOTE_BYTES
+        try:
+            while left > 0:
+                data = os.read(descriptor, min(left, CHUNK))
+                if not data:
+                    break
+                parts.append(data)
+                left -= len(data)
+        except OSError:
+            return
+        finally:
+            os.close(descriptor)
+        text = b"".join(parts).decode("utf-8", "surrogateescape")
+        if left <= 0:  # cut: the last line may be
+            text = text[:text.rfind("\n") + 1]
+        files = "\n".join(line for line in text.split("\n") if "/" in line)  # the few
+        self.mappings = [m for m in parse_maps(files) if m.file_backed]
+
+    def _read_thread_names(self):
+        """Each kept thread's name (its comm, 15 bytes at most, any bytes)
+        from the held process: a core holds only the process's."""
+        for state in self.threads:
+            try:
+                descriptor = os.open(f"/proc/{self.pid}/task/{state.tid}/comm",
+                                     os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                name = os.read(descriptor, 64)
+            except OSError:
+                continue
+            finally:
+                os.close(descriptor)
+            if name.endswith(b"\n"):
+                name = name[:-1]
+            state.name = name.decode("utf-8", "surrogateescape")
+
     def _wanted(self, stack_limit, total_limit):
         """[(start, end)] of memory to keep, merged."""
         per_thread = max(MIN_STACK, min(stack_limit,
@@ -268,7 +372,7 @@ class StreamedCore:
         for state in self.threads:
             sp = state.registers.get(self.arch.sp)
             if sp is not None:
-                start = (sp - RED_ZONE) & -COPY_ALIGN
+                start = (sp - RED_ZONE) & -16  # not a page's start: the limits hold
                 ranges.append((start, sp + per_thread))
         vdso = self.auxv.get(AT_SYSINFO_EHDR)
         if vdso:
@@ -285,18 +389,21 @@ class StreamedCore:
         wanted = self._wanted(stack_limit, total_limit)
         starts = [start for start, _ in wanted]
         pieces = []  # (offset in the core, address, size)
-        for segment in self._segments:
-            if segment.type != PT_LOAD:
+        for offset, segment_type, start, size in self._segments:
+            if segment_type != PT_LOAD:
                 continue
-            start, end = segment.vaddr, segment.vaddr + segment.filesz
+            end = start + size
             i = max(0, bisect_right(starts, start) - 1)
             while i < len(wanted) and wanted[i][0] < end:
                 low, high = max(start, wanted[i][0]), min(end, wanted[i][1])
                 if low < high:
-                    pieces.append((segment.offset + low - start, low, high - low))
+                    pieces.append((offset + low - start, low, high - low))
                 i += 1
         if self._module_files and not self._pipe.copies:
+            wanted_count = len(pieces)
             pieces = self._read_process(pieces)
+            if len(pieces) < wanted_count:
+                self.memory_from = "process and core" if pieces else "process"
         for offset, address, size in sorted(pieces):
             self._pipe.skip_to(offset)
             self._pieces.append((address, self._pipe.read(size)))
@@ -358,7 +465,20 @@ class StreamedCore:
                     if data is not None and len(data) == size:
                         return data
                     break
+        self.missed = address
         raise TargetMemoryError(address, size)
+
+    def stack_cut_at(self, state, address):
+        """Where ``state``'s kept stack ends, if ``address`` (a read that
+        found nothing) is past it in the same mapping: the stack was cut
+        there, by the limits of what is kept; else None."""
+        if address is None or not state.stack:
+            return None
+        end = state.stack_start + len(state.stack)
+        i = bisect_right(self._loads, (end - 1, float("inf"))) - 1
+        if i >= 0 and end <= address < self._loads[i][1]:
+            return end
+        return None
 
     def _read_mapped(self, mapping, offset, size):
         link = self._link(mapping)

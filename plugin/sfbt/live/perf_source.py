@@ -22,6 +22,7 @@ import signal
 import time
 
 from ..archive.imagemap import encode_image_map
+from ..archive.recording import cpu_sample
 from ..archive.store import Archive
 from ..commands.save import image_map
 from ..debuginfo import DebugFiles
@@ -31,8 +32,8 @@ from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
 from .perf_events import Comm, Exit, Lost, Mmap2, PerfUnavailable, Sample
 from .process import Process, ProcessError, ProcessExited, _read_text
-from .record import FLUSH_INTERVAL, record_archive
-from .samples import SampleWriter
+from .record import record_archive
+from .samples import SampleWriter, sampling_rounds
 from .session import SnapshotSession
 
 #: how often the rings are read (and the longest sleep)
@@ -196,7 +197,7 @@ class PerfRecorder:
                     f"process {pid}{f' ({name})' if name else ''}")
             label = f"sfbt record of {what} at {hz:g} Hz on CPU"
         self.label = label
-        self.writer = SampleWriter(self.archive, arch, label)
+        self.writer = SampleWriter(self.archive, arch, label, cpu_sample(hz))
         self._wall = time.time_ns() - time.monotonic_ns()
         try:
             self._open(stack_size)
@@ -366,15 +367,8 @@ class PerfRecorder:
             self._children_before = usage.ru_utime + usage.ru_stime
         # a command's time is counted from its start
         cpu_before = 0.0 if self.command is not None else self._cpu_seconds()
-        start = flushed = time.monotonic()
-        while signals.caught is None:
-            now = time.monotonic()
-            if duration is not None and now - start >= duration:
-                break
-            if now - flushed >= FLUSH_INTERVAL:
-                flushed = now
-                if not flush():
-                    break
+        start = time.monotonic()
+        for now in sampling_rounds(start, duration, signals, flush):
             self.stats.ended = self._ended()
             if self.stats.ended:
                 break

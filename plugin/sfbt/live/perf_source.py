@@ -21,12 +21,13 @@ import os
 import signal
 import time
 
-from ..archive.imagemap import encode_image_map
+from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.recording import cpu_sample
 from ..archive.store import Archive
 from ..commands.save import image_map
 from ..debuginfo import DebugFiles
 from ..errors import TargetMemoryError
+from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_build_id
 from ..unwind.modules import SFrameSources
 from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
@@ -79,14 +80,26 @@ def _machine_busy_seconds():
     return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def kernel_image():
+    """The image of the running kernel's text, where its addresses can be
+    read (its kernel frames are then recorded, in it), else None."""
+    start = kernel_text_start()
+    if start is None:
+        return None
+    build_id = running_kernel_build_id()
+    # to the top of the address space: every kernel address from _stext
+    return Image(KERNEL_IMAGE, start, (1 << 64) - 1, bytes.fromhex(build_id or ""))
+
+
 class SampledProcess:
     """A process whose samples are walked: its mappings and modules (from
     /proc/PID/maps, read again once it mapped code), the session its
     samples are walked in, the image map its events point at, and its
     threads' names."""
 
-    def __init__(self, pid, archive, debug_files, sources):
+    def __init__(self, pid, archive, debug_files, sources, kernel_image=None):
         self.process = Process(pid)
+        self.kernel_image = kernel_image
         self.pid = pid
         self.archive = archive
         self.debug_files = debug_files
@@ -106,7 +119,11 @@ class SampledProcess:
                                        executable=process.executable, sources=self.sources,
                                        mappings=process.mappings,
                                        debug_files=self.debug_files, past_main=True)
-        self.image_map = self.archive.add_image_map(encode_image_map(image_map(self.session)))
+        images = image_map(self.session)
+        if self.kernel_image is not None:  # last: its base is the highest
+            images = ImageMap(images.platform, images.images + (self.kernel_image,),
+                              images.word_size)
+        self.image_map = self.archive.add_image_map(encode_image_map(images))
 
     def refresh(self):
         """Read the mappings again; whether they changed."""
@@ -184,9 +201,13 @@ class PerfRecorder:
         self._sources = SFrameSources()
         self.archive = Archive()
         self.stats = PerfStats()
+        self._kernel_image = kernel_image()
+        #: the layout of the rings' samples (whether they hold kernel frames)
+        self.sample_type = None
         if pid is not None:  # what cannot be read of it said now, in one line
             first = self._processes[pid] = SampledProcess(pid, self.archive,
-                                                          self._debug_files, self._sources)
+                                                          self._debug_files, self._sources,
+                                                          self._kernel_image)
             arch = first.process.arch
             name = first.thread_name(pid)
         else:
@@ -209,8 +230,7 @@ class PerfRecorder:
         cpus = online_cpus()
         if self.every_process:
             for cpu in cpus:
-                self._add(perf_events.open_event(-1, cpu, self.hz, stack_size, False, True),
-                          cpu)
+                self._add(self._open_event(-1, cpu, stack_size, False), cpu)
             return
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -227,13 +247,34 @@ class PerfRecorder:
             for tid in sorted(tids):
                 for cpu in cpus:
                     try:
-                        fd = perf_events.open_event(tid, cpu, self.hz, stack_size, True, True)
+                        fd = self._open_event(tid, cpu, stack_size, True)
                     except PerfUnavailable as error:
                         if error.errno == errno.ESRCH:  # it exited
                             break
                         raise
                     self._add(fd, cpu)
                 followed.add(tid)
+
+    def _open_event(self, pid, cpu, stack_size, inherit):
+        """An event's descriptor, its samples laid out as the others' (with
+        the kernel's frames where the first could have them)."""
+        wanted = self._kernel_image is not None if self.sample_type is None else \
+            bool(self.sample_type & perf_events.SAMPLE_CALLCHAIN)
+        fd, sample_type = perf_events.open_sampling_event(pid, cpu, self.hz, stack_size,
+                                                          inherit, True, wanted)
+        if self.sample_type is None:
+            self.sample_type = sample_type
+            if not sample_type & perf_events.SAMPLE_CALLCHAIN:
+                self._kernel_image = None  # the kernel's time is not sampled
+                for sampled in self._processes.values():
+                    if sampled is not None:
+                        sampled.kernel_image = None
+                        sampled._new_session()
+        elif sample_type != self.sample_type:
+            os.close(fd)
+            raise PerfUnavailable("perf events refused (the kernel's time sampled for some "
+                                  "threads but not others)")
+        return fd
 
     def _add(self, fd, cpu):
         """Keep event ``fd`` of ``cpu``: its records go into the CPU's ring."""
@@ -250,7 +291,8 @@ class PerfRecorder:
         if pid in self._processes:
             return self._processes[pid]
         try:
-            sampled = SampledProcess(pid, self.archive, self._debug_files, self._sources)
+            sampled = SampledProcess(pid, self.archive, self._debug_files, self._sources,
+                                     self._kernel_image)
         except ProcessError:
             sampled = None
         self._processes[pid] = sampled
@@ -259,7 +301,7 @@ class PerfRecorder:
     def _drain(self):
         """Read every ring, walking its samples."""
         for _, ring in self.rings:
-            for record in perf_events.records(ring.read()):
+            for record in perf_events.records(ring.read(), self.sample_type):
                 if isinstance(record, Sample):
                     self._take(record)
                 elif isinstance(record, Mmap2):
@@ -318,7 +360,7 @@ class PerfRecorder:
             frames, stop, cut = self._walk(sampled, state)
         cut = cut and sample.full
         self.stats.cut += cut
-        trace_id = self.writer.trace_id(frames, stop, cut)
+        trace_id = self.writer.trace_id(frames, stop, cut, sample.kernel)
         self.writer.record(trace_id, sampled.image_map, sample.time + self._wall, sample.pid,
                            sample.tid, sampled.thread_name(sample.tid), cut,
                            name_process=self.every_process or self.command is not None)

@@ -81,16 +81,27 @@ class SampleWriter:
             self._previous[state.tid] = (session, made[0].latest)
         return frames, stop
 
-    def trace_id(self, frames, stop, cut=False):
+    def trace_id(self, frames, stop, cut=False, kernel=()):
         """The archive's id of a walk's trace, encoded once per distinct
-        one; marked truncated where the walk reached the frame limit or
-        ``cut`` (it ran past the stack copy)."""
+        one, atop it the ``kernel`` frames (innermost first: the PC, then
+        return addresses) where the sample was taken in the kernel; marked
+        truncated where the walk reached the frame limit or ``cut`` (it
+        ran past the stack copy).  Below kernel frames the user PC is
+        written as a return address (where the system call returns to):
+        a ``pc`` frame there would be read as one a signal interrupted,
+        the kernel's frame as the signal trampoline (cbf.signal_trampolines)."""
         truncated = cut or stop == STOP_LIMIT
-        key = (truncated, *((frame.interrupted, frame.pc) for frame in frames))
+        key = (truncated, kernel, *((frame.interrupted, frame.pc) for frame in frames))
         trace_id = self._trace_ids.get(key)
         if trace_id is None:
+            written = cbf_frames(frames)
+            if kernel:
+                if written and written[0].kind == "pc":
+                    written[0] = cbf.Frame("ra", written[0].address)
+                written = [cbf.Frame("pc" if n == 0 else "ra", pc)
+                           for n, pc in enumerate(kernel)] + written
             trace_id = self._trace_ids[key] = self.archive.add_trace(
-                cbf.encode(cbf_frames(frames), self.word_size, truncated))
+                cbf.encode(written, self.word_size, truncated))
         return trace_id
 
     def record(self, trace_id, image_map, time_ns, pid, tid, name, cut=False,

@@ -178,6 +178,45 @@ def test_every_process_with_a(programs, tmp_path):
         "sfbt: --idle samples one process (-p PID or -- COMMAND), not -a\n"
 
 
+def test_a_process_that_exits_before_its_samples_are_read_is_walked_under_a(tmp_path):
+    """Under -a, processes that start and exit while sfbt reads nothing
+    (it is stopped meanwhile) are walked from the rings' records alone:
+    their mappings, names and functions."""
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    brief = compile_program(tmp_path, "brief", "O2", True, ["brief.c"])
+    archive = tmp_path / "brief.sfbt"
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "sfbt", "record", "-a", "--stack-size", "16384", "--duration",
+         "3", "-o", str(archive)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+    pids = []
+    try:
+        assert recorder.stderr.readline().startswith("Recording every process at 99 Hz")
+        os.kill(recorder.pid, signal.SIGSTOP)
+        try:
+            for _ in range(3):
+                started = subprocess.Popen([str(brief), "80"])
+                started.wait(timeout=60)
+                pids.append(started.pid)
+        finally:
+            os.kill(recorder.pid, signal.SIGCONT)
+        out, err = recorder.communicate(timeout=120)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+            recorder.wait()
+    assert recorder.returncode == 0, err
+    events, text = _events(archive)
+    ours = [(pid, name) for _, name, pid, _ in events if pid in pids]
+    assert {pid for pid, _ in ours} == set(pids), (pids, out)
+    assert {name for _, name in ours} == {"brief"}
+    traces = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
+              if re.search(rf"of process ({'|'.join(map(str, pids))}),", part)]
+    named = [part for part in traces if re.search(r" in brief_work .* in main ", part, re.S)]
+    assert len(named) >= 0.8 * len(traces), traces
+
+
 def test_a_command_is_started_recorded_and_ended_with(programs, tmp_path):
     _, workers = programs
     archive = tmp_path / "command.sfbt"
@@ -350,24 +389,29 @@ def test_ring_records_are_read_within_their_sizes():
     kernel = struct.pack("<IIQQQ", 9, 9, 5, 0, 0)  # no user registers, no stack
     lying = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
         f"<{len(registers)}Q", *registers) + struct.pack("<Q", 1 << 20)  # a copy not there
-    mmap2 = struct.pack("<IIQQQIIQQII", 7, 8, 0x1000, 0x2000, 0, 8, 1, 42, 0, 5, 2) + \
+    mmap2 = struct.pack("<IIQQQIIQQII", 7, 8, 0x1000, 0x2000, 0x3000, 8, 1, 42, 0, 5, 2) + \
         b"/lib/x.so\0"
+
+    def timed(body, time):  # then its sample_id: pid, tid, time
+        return body + bytes(-len(body) % 8) + struct.pack("<IIQ", 7, 8, time)
     data = b"".join([_record(pe.RECORD_SAMPLE, sample), _record(pe.RECORD_SAMPLE, kernel),
                      _record(pe.RECORD_SAMPLE, lying),
-                     _record(pe.RECORD_MMAP2, mmap2),
-                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 8) + b"name\xff\0"),
-                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 7) + b"prog\0",
+                     _record(pe.RECORD_MMAP2, timed(mmap2, 200)),
+                     _record(pe.RECORD_COMM, timed(struct.pack("<II", 7, 8) + b"name\xff\0",
+                                                   201)),
+                     _record(pe.RECORD_COMM, timed(struct.pack("<II", 7, 7) + b"prog\0", 202),
                              pe.MISC_COMM_EXEC),
-                     _record(pe.RECORD_EXIT, struct.pack("<IIIIQ", 7, 1, 8, 1, 9)),
+                     _record(pe.RECORD_FORK, timed(struct.pack("<IIIIQ", 9, 7, 9, 8, 9), 203)),
+                     _record(pe.RECORD_EXIT, timed(struct.pack("<IIIIQ", 7, 1, 8, 1, 9), 204)),
                      _record(pe.RECORD_LOST, struct.pack("<QQ", 1, 17)),
                      _record(pe.RECORD_SAMPLE, sample)[:40]])  # cut by the read
     records = list(pe.records(data))
     assert records == [
         pe.Sample(7, 8, 123, dict(zip(pe.REGS_DWARF, registers)), stack[:40], False),
         pe.Sample(9, 9, 5, {}, b"", False),
-        pe.Mmap2(7, 8, True),
-        pe.Comm(7, 8, "name\udcff", False), pe.Comm(7, 7, "prog", True),
-        pe.Exit(7, 8), pe.Lost(17)]
+        pe.Mmap2(7, 8, True, 0x1000, 0x2000, 0x3000, "08:01", 42, False, "/lib/x.so", 200),
+        pe.Comm(7, 8, "name\udcff", False, 201), pe.Comm(7, 7, "prog", True, 202),
+        pe.Fork(9, 7, 9, 203), pe.Exit(7, 8, 204), pe.Lost(17)]
     full = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
         f"<{len(registers)}Q", *registers) + struct.pack("<Q", 64) + stack + \
         struct.pack("<Q", 64)

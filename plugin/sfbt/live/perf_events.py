@@ -32,13 +32,16 @@ SAMPLE_STACK_USER = 1 << 13
 
 # perf_event_attr's flag bits
 _DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV = 0, 1, 5, 6
-_COMM, _FREQ, _TASK, _SAMPLE_ID_ALL, _EXCLUDE_CALLCHAIN_USER, _MMAP2 = 9, 10, 13, 18, 22, 23
+_COMM, _FREQ, _TASK, _MMAP_DATA, _SAMPLE_ID_ALL = 9, 10, 13, 17, 18
+_EXCLUDE_CALLCHAIN_USER, _MMAP2 = 22, 23
 _COMM_EXEC, _USE_CLOCKID = 24, 25
 
 RECORD_LOST, RECORD_COMM, RECORD_EXIT, RECORD_FORK = 2, 3, 4, 7
 RECORD_SAMPLE, RECORD_MMAP2 = 9, 10
 #: a COMM record's misc bit: the name changed by an exec
 MISC_COMM_EXEC = 1 << 13
+#: an MMAP2 record's misc bit: a build id in place of device and inode
+MISC_MMAP_BUILD_ID = 1 << 14
 
 PERF_EVENT_IOC_ENABLE = 0x2400
 PERF_EVENT_IOC_DISABLE = 0x2401
@@ -160,7 +163,7 @@ def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only, kernel_c
         sample_type |= SAMPLE_CALLCHAIN
         flags |= 1 << _EXCLUDE_CALLCHAIN_USER
     if tracking:
-        flags |= 1 << _COMM | 1 << _COMM_EXEC | 1 << _TASK | 1 << _MMAP2
+        flags |= 1 << _COMM | 1 << _COMM_EXEC | 1 << _TASK | 1 << _MMAP2 | 1 << _MMAP_DATA
     attr = _ATTR.pack(PERF_TYPE_SOFTWARE, _ATTR.size, PERF_COUNT_SW_CPU_CLOCK,
                       max(1, int(round(hz))),
                       sample_type,
@@ -213,6 +216,14 @@ class Mmap2:
     pid: int
     tid: int
     executable: bool
+    start: int = 0
+    length: int = 0
+    offset: int = 0  # in the file
+    device: str = ""  # "major:minor" in hex, as /proc/PID/maps shows it
+    inode: int = 0
+    writable: bool = False
+    path: str = ""  # "//anon", "[vdso]", "[stack]"... where not a file's
+    time: int = 0  # CLOCK_MONOTONIC nanoseconds (its sample_id's)
 
 
 @dataclass
@@ -221,12 +232,22 @@ class Comm:
     tid: int
     name: str
     exec: bool  # named by an exec (a new program), not by the thread
+    time: int = 0
 
 
 @dataclass
 class Exit:
     pid: int
     tid: int
+    time: int = 0
+
+
+@dataclass
+class Fork:
+    pid: int
+    ppid: int  # the process it was made by (itself for a new thread)
+    tid: int
+    time: int = 0
 
 
 @dataclass
@@ -280,6 +301,11 @@ def open_ring(fd, pages):
             pages //= 2
 
 
+def _time(data, end, timed):
+    """The time of the sample_id that ends at ``end``, or 0."""
+    return _U64.unpack_from(data, end - 8)[0] if timed else 0
+
+
 def _kernel_chain(data, at, count):
     """The kernel part of the call chain of ``count`` words at ``at``: the
     addresses after its CONTEXT_KERNEL mark, up to the next mark."""
@@ -297,11 +323,14 @@ def _kernel_chain(data, at, count):
 
 
 def records(data, sample_type=SAMPLE_TYPE):
-    """The records of ring bytes ``data``: Sample, Mmap2, Comm, Exit or
-    Lost (the others passed over, and one shorter than its fields), its
+    """The records of ring bytes ``data``: Sample, Mmap2, Comm, Exit, Fork
+    or Lost (the others passed over, and one shorter than its fields), its
     samples laid out as ``sample_type`` says (SAMPLE_TYPE, with or without
     SAMPLE_CALLCHAIN).  A record that runs past the bytes ends them."""
     callchain = bool(sample_type & SAMPLE_CALLCHAIN)
+    # the other records end with their sample_id (sample_id_all): pid and
+    # tid, then the time
+    timed = bool(sample_type & SAMPLE_TIME)
     n_regs = len(REGS_DWARF)
     regs_struct = struct.Struct(f"<{n_regs}Q")
     at, end = 0, len(data)
@@ -342,15 +371,22 @@ def records(data, sample_type=SAMPLE_TYPE):
                 full = dynamic >= copied
             yield Sample(pid, tid, when, registers, stack, full, kernel)
         elif kind == RECORD_MMAP2 and size >= 8 + _MMAP2_RECORD.size:
-            fields = _MMAP2_RECORD.unpack_from(data, body)
-            yield Mmap2(fields[0], fields[1], bool(fields[9] & mmap.PROT_EXEC))
+            (pid, tid, start, length, offset, major, minor, inode, _, prot,
+             _) = _MMAP2_RECORD.unpack_from(data, body)
+            if misc & MISC_MMAP_BUILD_ID:  # a build id where the device and inode were
+                major = minor = inode = 0
+            path = data[body + _MMAP2_RECORD.size:at].split(b"\0", 1)[0]
+            yield Mmap2(pid, tid, bool(prot & mmap.PROT_EXEC), start, length, offset,
+                        f"{major:02x}:{minor:02x}", inode, bool(prot & mmap.PROT_WRITE),
+                        path.decode("utf-8", "surrogateescape"), _time(data, at, timed))
         elif kind == RECORD_COMM and size >= 16:
             pid, tid = struct.unpack_from("<II", data, body)
             name = data[body + 8:at].split(b"\0", 1)[0]
             yield Comm(pid, tid, name.decode("utf-8", "surrogateescape"),
-                       bool(misc & MISC_COMM_EXEC))
-        elif kind == RECORD_EXIT and size >= 8 + _TASK_RECORD.size:
-            pid, _, tid, _, _ = _TASK_RECORD.unpack_from(data, body)
-            yield Exit(pid, tid)
+                       bool(misc & MISC_COMM_EXEC), _time(data, at, timed))
+        elif kind in (RECORD_EXIT, RECORD_FORK) and size >= 8 + _TASK_RECORD.size:
+            pid, ppid, tid, _, _ = _TASK_RECORD.unpack_from(data, body)
+            yield (Exit(pid, tid, _time(data, at, timed)) if kind == RECORD_EXIT
+                   else Fork(pid, ppid, tid, _time(data, at, timed)))
         elif kind == RECORD_LOST and size >= 24:
             yield Lost(struct.unpack_from("<QQ", data, body)[1])

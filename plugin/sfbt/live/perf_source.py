@@ -17,6 +17,7 @@ the vDSO).  A walk that needed the stack above the copy (``--stack-size``
 was too small for it) is stored as truncated, not as a complete stack."""
 
 import errno
+import heapq
 import os
 import signal
 import time
@@ -31,8 +32,10 @@ from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_b
 from ..unwind.modules import SFrameSources
 from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
-from .perf_events import Comm, Exit, Lost, Mmap2, PerfUnavailable, Sample
+from .mappings import mappings_of, read_maps
+from .perf_events import Comm, Exit, Fork, Lost, Mmap2, PerfUnavailable, Sample
 from .process import Process, ProcessError, ProcessExited, _read_text
+from .ring_processes import ModuleFiles, RingProcess
 from .record import record_archive
 from .samples import SampleWriter, sampling_rounds
 from .session import SnapshotSession
@@ -91,6 +94,19 @@ def kernel_image():
     return Image(KERNEL_IMAGE, start, (1 << 64) - 1, bytes.fromhex(build_id or ""))
 
 
+def walking_session(arch, modules, read, mappings, archive, debug_files, sources,
+                    kernel_image, executable=None):
+    """(session, its image map's index in ``archive``) that a process's
+    samples are walked in; the image map ends with ``kernel_image``
+    where there is one (its base is the highest)."""
+    session = SnapshotSession(arch, modules, read, executable=executable, sources=sources,
+                              mappings=mappings, debug_files=debug_files, past_main=True)
+    images = image_map(session)
+    if kernel_image is not None:
+        images = ImageMap(images.platform, images.images + (kernel_image,), images.word_size)
+    return session, archive.add_image_map(encode_image_map(images))
+
+
 class SampledProcess:
     """A process whose samples are walked: its mappings and modules (from
     /proc/PID/maps, read again once it mapped code), the session its
@@ -115,15 +131,9 @@ class SampledProcess:
 
     def _new_session(self):
         process = self.process
-        self.session = SnapshotSession(process.arch, process.modules(), self._read,
-                                       executable=process.executable, sources=self.sources,
-                                       mappings=process.mappings,
-                                       debug_files=self.debug_files, past_main=True)
-        images = image_map(self.session)
-        if self.kernel_image is not None:  # last: its base is the highest
-            images = ImageMap(images.platform, images.images + (self.kernel_image,),
-                              images.word_size)
-        self.image_map = self.archive.add_image_map(encode_image_map(images))
+        self.session, self.image_map = walking_session(
+            process.arch, process.modules(), self._read, process.mappings, self.archive,
+            self.debug_files, self.sources, self.kernel_image, process.executable)
 
     def refresh(self):
         """Read the mappings again; whether they changed."""
@@ -199,6 +209,8 @@ class PerfRecorder:
         #: the SFrame data of every process's files, kept per file read: a
         #: library that many processes map is read once
         self._sources = SFrameSources()
+        #: the mapped files of the processes the rings tell of
+        self._files = ModuleFiles()
         self.archive = Archive()
         self.stats = PerfStats()
         self._kernel_image = kernel_image()
@@ -299,28 +311,69 @@ class PerfRecorder:
         return sampled
 
     def _drain(self):
-        """Read every ring, walking its samples."""
-        for _, ring in self.rings:
-            for record in perf_events.records(ring.read(), self.sample_type):
-                if isinstance(record, Sample):
-                    self._take(record)
-                elif isinstance(record, Mmap2):
-                    if record.executable and record.pid in self._processes:
-                        sampled = self._processes[record.pid]
-                        if sampled is not None:
-                            sampled.stale = True
-                elif isinstance(record, Comm):
-                    sampled = self._processes.get(record.pid)
-                    if record.exec:  # a new program: read anew at its next sample
-                        if sampled is not None:
-                            sampled.close()
-                        self._processes.pop(record.pid, None)
-                    elif sampled is not None:
-                        sampled.names[record.tid] = record.name
-                elif isinstance(record, Exit):
-                    self._exited(record)
-                elif isinstance(record, Lost):
-                    self.stats.lost += record.count
+        """Read every ring, walking its samples, each record in the order
+        of its time among every ring's (a process's start, mappings and
+        exit may be in one CPU's ring and its samples in another's)."""
+        batches = [list(perf_events.records(ring.read(), self.sample_type))
+                   for _, ring in self.rings]
+        ordered = batches[0] if len(batches) == 1 else \
+            heapq.merge(*batches, key=lambda record: getattr(record, "time", 0))
+        for record in ordered:
+            if isinstance(record, Sample):
+                self._take(record)
+            elif isinstance(record, Mmap2):
+                self._mapped(record)
+            elif isinstance(record, Comm):
+                self._named(record)
+            elif isinstance(record, Fork):
+                self._forked(record)
+            elif isinstance(record, Exit):
+                self._exited(record)
+            elif isinstance(record, Lost):
+                self.stats.lost += record.count
+
+    def _mapped(self, record):
+        sampled = self._processes.get(record.pid)
+        if isinstance(sampled, RingProcess):
+            sampled.mapped(record)
+        elif sampled is not None and record.executable:
+            sampled.stale = True  # read /proc/PID/maps again at its next sample
+
+    def _named(self, record):
+        sampled = self._processes.get(record.pid)
+        if record.exec:  # a new program: its mappings follow
+            if isinstance(sampled, RingProcess):
+                sampled.exec()
+            else:
+                if sampled is not None:
+                    sampled.close()
+                sampled = self._processes[record.pid] = RingProcess(
+                    record.pid, self.writer.arch, self._files)
+        if sampled is not None:
+            sampled.names[record.tid] = record.name
+
+    def _forked(self, record):
+        """A new process (not a new thread) starts with its parent's
+        mappings and names."""
+        if record.pid == record.ppid:
+            return
+        parent = self._processes.get(record.ppid)
+        if isinstance(parent, RingProcess):
+            mappings, names = parent.mappings, parent.names
+        elif parent is not None:
+            mappings, names = parent.process.mappings, parent.names
+        else:  # one that ran before the recording and was not sampled yet
+            try:
+                mappings = mappings_of(read_maps(record.ppid, False))
+            except OSError:
+                mappings = []
+            names = {}
+        name = names.get(record.ppid) or _read_text(f"/proc/{record.ppid}/comm").strip()
+        old = self._processes.pop(record.pid, None)
+        if old is not None:
+            old.close()
+        self._processes[record.pid] = RingProcess(record.pid, self.writer.arch, self._files,
+                                                  mappings, {record.tid: name})
 
     def _exited(self, record):
         sampled = self._processes.get(record.pid)
@@ -348,7 +401,11 @@ class PerfRecorder:
             return
         if sampled.stale:
             sampled.refresh()
-        arch = sampled.process.arch
+        if sampled.session is None:  # a process the rings tell of, its mappings changed
+            sampled.session, sampled.image_map = walking_session(
+                self.writer.arch, sampled.modules(), sampled.read, sampled.mappings,
+                self.archive, self._debug_files, self._sources, self._kernel_image)
+        arch = sampled.session.arch
         sp = sample.registers.get(arch.sp, 0)
         start = sp & -COPY_ALIGN  # the walk reads whole pages: the one of SP from the copy
         state = ThreadState(sample.tid, "", sample.registers, start,
@@ -472,3 +529,4 @@ class PerfRecorder:
             if sampled is not None:
                 sampled.close()
         self._processes.clear()
+        self._files.close()

@@ -32,7 +32,6 @@ from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_b
 from ..unwind.modules import SFrameSources
 from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
-from .mappings import mappings_of, read_maps
 from .perf_events import Comm, Exit, Fork, Lost, Mmap2, PerfUnavailable, Sample
 from .process import Process, ProcessError, ProcessExited, _read_text
 from .ring_processes import ModuleFiles, RingProcess
@@ -358,22 +357,19 @@ class PerfRecorder:
         if record.pid == record.ppid:
             return
         parent = self._processes.get(record.ppid)
+        mappings, names, read_from = (), {}, None
         if isinstance(parent, RingProcess):
             mappings, names = parent.mappings, parent.names
         elif parent is not None:
             mappings, names = parent.process.mappings, parent.names
         else:  # one that ran before the recording and was not sampled yet
-            try:
-                mappings = mappings_of(read_maps(record.ppid, False))
-            except OSError:
-                mappings = []
-            names = {}
+            read_from = record.ppid
         name = names.get(record.ppid) or _read_text(f"/proc/{record.ppid}/comm").strip()
         old = self._processes.pop(record.pid, None)
         if old is not None:
             old.close()
         self._processes[record.pid] = RingProcess(record.pid, self.writer.arch, self._files,
-                                                  mappings, {record.tid: name})
+                                                  mappings, {record.tid: name}, read_from)
 
     def _exited(self, record):
         sampled = self._processes.get(record.pid)

@@ -96,17 +96,30 @@ class RingProcess:
     them, its threads' names from its COMM records, and the session its
     samples are walked in (made again once its mappings changed)."""
 
-    def __init__(self, pid, arch, files, mappings=(), names=None):
+    def __init__(self, pid, arch, files, mappings=(), names=None, parent=None):
+        """``parent``: the process whose mappings it starts with, read from
+        /proc only if needed before it runs a program of its own (most
+        children run one at once), in place of ``mappings``."""
         self.pid = pid
         self.arch = arch
         self.files = files
-        self.mappings = sorted(mappings, key=lambda m: m.start)
+        self._mappings = sorted(mappings, key=lambda m: m.start) if parent is None else None
+        self._parent = parent
         self.names = dict(names or {})
         self.session = None
         self.image_map = None
         self.copy_end = 0
         self.past_copy = False
         self.stale = False
+
+    @property
+    def mappings(self):
+        if self._mappings is None:
+            try:
+                self._mappings = mappings_of(read_maps(self._parent, False))
+            except OSError:  # it exited meanwhile
+                self._mappings = []
+        return self._mappings
 
     def mapped(self, record):
         """An Mmap2 record of it: the mapping it adds, over the parts of
@@ -125,12 +138,12 @@ class RingProcess:
                 kept.append(_part(old, end, old.end))
         kept.append(Mapping(start, end, True, record.writable, record.offset, path,
                             record.device, record.inode))
-        self.mappings = sorted(kept, key=lambda m: m.start)
+        self._mappings = sorted(kept, key=lambda m: m.start)
         self.session = None
 
     def exec(self):
         """It ran a new program: its mappings are those the program maps."""
-        self.mappings = []
+        self._mappings = []
         self.session = None
 
     def modules(self):

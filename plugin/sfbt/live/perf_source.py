@@ -7,9 +7,12 @@ it reads the rings.  No thread is ever stopped.
 One event per CPU: of each thread of a process (``-p``; ``inherit`` follows
 the threads and children it makes later, their records sent into one ring
 per CPU), of a command started for it (``--``), or of every process
-(``-a``).  The rings' MMAP2 records say when a process mapped code (its
-mappings are then read again from /proc/PID/maps), COMM records what its
-threads are called.
+(``-a``).  A process that ran before the recording has its mappings read
+from /proc/PID/maps (again once an MMAP2 record says it mapped code); one
+started while recording is known from the rings' records alone
+(ring_processes.py).  COMM records say what threads are called.  Where
+the kernel allows it, a sample taken in the kernel holds the kernel's
+frames too, written atop the user stack (symbols.kallsyms).
 
 Memory that is not in a sample's stack copy is read only where it cannot
 have changed since: from the process's read-only mappings (its files,

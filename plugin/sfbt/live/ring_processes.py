@@ -139,7 +139,8 @@ class RingProcess:
         kept.append(Mapping(start, end, True, record.writable, record.offset, path,
                             record.device, record.inode))
         self._mappings = sorted(kept, key=lambda m: m.start)
-        self.session = None
+        if path.startswith("/") or path == VDSO:  # its modules may change (not its heap)
+            self.session = None
 
     def exec(self):
         """It ran a new program: its mappings are those the program maps."""

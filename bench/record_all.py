@@ -15,12 +15,15 @@ processes sfbt recorded with their functions named.
 
 Goal: sfbt's share <= 2% of the machine.
 
-Run: python3 bench/record_all.py [--rounds N] [--seconds S] [--profile FILE]
-(--profile: one more recording under cProfile, its statistics written to
-FILE for `python3 -m pstats`)
+Run: python3 bench/record_all.py [--rounds N] [--seconds S] [--costs]
+(--costs: one more recording with the processor time of its parts
+counted, printed per call: a sample, its walk, a new process's session,
+the trace's encoding; processor time, not wall time, so that a loaded
+machine's waits for a processor are left out)
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -46,6 +49,44 @@ HZ = 99
 SETTLE = 1.0
 #: milliseconds of processor time each short-lived process computes
 BRIEF_MS = 20
+
+
+#: `sfbt record` with the processor time of a few of its functions
+#: counted (COSTS: a profiler's own cost per call would swamp them),
+#: printed as the last line of its stderr: {name: [seconds, calls]}
+TIMED = """
+import json, sys, time
+from sfbt.live import perf_source, samples
+costs = {}
+
+def timed(owner, name):
+    original = getattr(owner, name)
+    def counted(*args, **kwargs):
+        began = time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            cost = costs.setdefault(name, [0.0, 0])
+            cost[0] += time.process_time() - began
+            cost[1] += 1
+    setattr(owner, name, counted)
+
+for name in ("_take", "_walk", "_sampled"):
+    timed(perf_source.PerfRecorder, name)
+timed(perf_source, "walking_session")
+timed(samples.SampleWriter, "trace_id")
+from sfbt.cli import main
+sys.argv = ["sfbt"] + sys.argv[1:]
+try:
+    main()
+finally:
+    print(json.dumps(costs), file=sys.stderr)
+"""
+#: the functions whose processor time per call is printed
+COSTS = (("_take", "a sample in all"), ("_walk", "its walk"),
+         ("walking_session", "a process's session (its modules, image map)"),
+         ("_sampled", "a process that ran before the recording, read from /proc"),
+         ("trace_id", "a trace's encoding"))
 
 
 class Load:
@@ -88,7 +129,7 @@ def window(command, seconds, env):
             recorder.wait()
     if recorder.returncode not in (0, -signal.SIGINT, 130):
         raise SystemExit(f"{command[0]} failed: {err.strip()}")
-    return used, out
+    return used, out, err
 
 
 def brief_named(archive, env):
@@ -109,7 +150,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--profile", help="a cProfile of one more sfbt recording, to FILE")
+    parser.add_argument("--costs", action="store_true",
+                        help="one more recording, what each sample costs printed")
     args = parser.parse_args()
     if not shutil.which("perf"):
         raise SystemExit("perf is not installed (linux-perf)")
@@ -129,7 +171,7 @@ def main():
         briefs = []
 
         def ours():
-            used, _ = window(sfbt, args.seconds, env)
+            used, _, _ = window(sfbt, args.seconds, env)
             briefs.append(brief_named(archive, env))
             return used / cpus
 
@@ -150,10 +192,14 @@ def main():
         named = sum(n for _, n in briefs)
         print(f"short-lived processes ({BRIEF_MS} ms each) recorded: {seen}, "
               f"{named} with brief_work named")
-        if args.profile:
-            window([sys.executable, "-m", "cProfile", "-o", args.profile, "-m", "sfbt",
-                    *sfbt[3:]], args.seconds, env)
-            print(f"profile of one recording: {args.profile}")
+        if args.costs:
+            _, out, err = window([sys.executable, "-c", TIMED, *sfbt[3:]], args.seconds, env)
+            costs = json.loads(err.strip().splitlines()[-1])
+            print(f"processor time in one more recording ({out.splitlines()[0]}):")
+            for name, what in COSTS:
+                seconds, calls = costs.get(name, (0.0, 0))
+                if calls:
+                    print(f"  {what}: {seconds / calls * 1e3:.2f} ms ({calls} calls)")
     finally:
         if load is not None:
             load.close()

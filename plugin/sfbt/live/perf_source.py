@@ -218,6 +218,10 @@ class PerfRecorder:
         self._kernel_image = kernel_image()
         #: the layout of the rings' samples (whether they hold kernel frames)
         self.sample_type = None
+        #: the image map of kernel threads' samples (the kernel alone), and
+        #: their names by tid
+        self._kernel_map = None
+        self._kernel_threads = {}
         if pid is not None:  # what cannot be read of it said now, in one line
             first = self._processes[pid] = SampledProcess(pid, self.archive,
                                                           self._debug_files, self._sources,
@@ -377,6 +381,7 @@ class PerfRecorder:
     def _exited(self, record):
         sampled = self._processes.get(record.pid)
         self.writer.forget(record.tid)
+        self._kernel_threads.pop(record.tid, None)
         if sampled is not None:
             sampled.names.pop(record.tid, None)
         if record.tid == record.pid:
@@ -392,6 +397,8 @@ class PerfRecorder:
         if not sample.registers:
             if self.every_process and sample.pid:
                 self.stats.taken += 1  # a kernel thread (the idle task is not busy time)
+                if sample.kernel:
+                    self._take_kernel_thread(sample)
             return
         self.stats.taken += 1
         sampled = self._sampled(sample.pid)
@@ -420,6 +427,21 @@ class PerfRecorder:
         self.writer.record(trace_id, sampled.image_map, sample.time + self._wall, sample.pid,
                            sample.tid, sampled.thread_name(sample.tid), cut,
                            name_process=self.every_process or self.command is not None)
+        self.stats.samples += 1
+
+    def _take_kernel_thread(self, sample):
+        """A sample of a kernel thread: its kernel frames alone."""
+        if self._kernel_map is None:
+            arch = self.writer.arch
+            self._kernel_map = self.archive.add_image_map(encode_image_map(ImageMap(
+                f"linux-{arch.name}", (self._kernel_image,), 8 * arch.pointer_size)))
+        name = self._kernel_threads.get(sample.tid)
+        if name is None:
+            name = self._kernel_threads[sample.tid] = _read_text(
+                f"/proc/{sample.pid}/task/{sample.tid}/comm").strip()
+        trace_id = self.writer.trace_id([], None, False, sample.kernel)
+        self.writer.record(trace_id, self._kernel_map, sample.time + self._wall, sample.pid,
+                           sample.tid, name, name_process=True)
         self.stats.samples += 1
 
     def _walk(self, sampled, state):

@@ -326,7 +326,10 @@ def records(data, sample_type=SAMPLE_TYPE):
     """The records of ring bytes ``data``: Sample, Mmap2, Comm, Exit, Fork
     or Lost (the others passed over, and one shorter than its fields), its
     samples laid out as ``sample_type`` says (SAMPLE_TYPE, with or without
-    SAMPLE_CALLCHAIN).  A record that runs past the bytes ends them."""
+    SAMPLE_CALLCHAIN), the other records' times read from the sample_id
+    that ends them (as sfbt opens its events: sample_id_all, TID and TIME;
+    0 where ``sample_type`` has no SAMPLE_TIME).  A record that runs past
+    the bytes ends them."""
     callchain = bool(sample_type & SAMPLE_CALLCHAIN)
     # the other records end with their sample_id (sample_id_all): pid and
     # tid, then the time

@@ -183,7 +183,8 @@ class RingProcess:
         return False  # its mappings are always the rings' latest
 
     def thread_name(self, tid):
-        return self.names.get(tid, "")
+        """Its name, or the process's (a new thread's until it names itself)."""
+        return self.names.get(tid) or self.names.get(self.pid, "")
 
     def close(self):
         pass

@@ -173,6 +173,9 @@ def test_pprof_read_by_go_tool_pprof(go, workers, tmp_path):  # noqa: F811
     raw = subprocess.run([go, "tool", "pprof", "-raw", str(profile)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert raw.returncode == 0, raw.stderr
+    # every thread sampled on the wall clock (--idle): wall time per sample
+    assert re.search(r"^PeriodType: wall nanoseconds\nPeriod: \d+$", raw.stdout, re.M), \
+        raw.stdout[:300]
     mappings = {}
     for start, limit, path, build_id in re.findall(
             r"^\d+: 0x([0-9a-f]+)/0x([0-9a-f]+)/0x0 (\S+) ([0-9a-f]*) ?\[FN\]\[FL\]\[LN\]$",

@@ -219,6 +219,45 @@ def test_every_process_with_a(programs, tmp_path):
         "sfbt: --idle samples one process (-p PID or -- COMMAND), not -a\n"
 
 
+def test_a_process_that_exits_before_its_samples_are_read_is_walked_under_a(tmp_path):
+    """Under -a, processes that start and exit while sfbt reads nothing
+    (it is stopped meanwhile) are walked from the rings' records alone:
+    their mappings, names and functions."""
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    brief = compile_program(tmp_path, "brief", "O2", True, ["brief.c"])
+    archive = tmp_path / "brief.sfbt"
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "sfbt", "record", "-a", "--stack-size", "16384", "--duration",
+         "3", "-o", str(archive)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+    pids = []
+    try:
+        assert recorder.stderr.readline().startswith("Recording every process at 99 Hz")
+        os.kill(recorder.pid, signal.SIGSTOP)
+        try:
+            for _ in range(3):
+                started = subprocess.Popen([str(brief), "80"])
+                started.wait(timeout=60)
+                pids.append(started.pid)
+        finally:
+            os.kill(recorder.pid, signal.SIGCONT)
+        out, err = recorder.communicate(timeout=120)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+            recorder.wait()
+    assert recorder.returncode == 0, err
+    events, text = _events(archive)
+    ours = [(pid, name) for _, name, pid, _ in events if pid in pids]
+    assert {pid for pid, _ in ours} == set(pids), (pids, out)
+    assert {name for _, name in ours} == {"brief"}
+    traces = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
+              if re.search(rf"of process ({'|'.join(map(str, pids))}),", part)]
+    named = [part for part in traces if re.search(r" in brief_work .* in main ", part, re.S)]
+    assert len(named) >= 0.8 * len(traces), traces
+
+
 def test_a_command_is_started_recorded_and_ended_with(programs, tmp_path):
     _, workers = programs
     archive = tmp_path / "command.sfbt"
@@ -307,6 +346,72 @@ def test_a_signal_ends_the_recording_on_perf_events_and_keeps_it(programs, tmp_p
     assert len(events) == int(match[1]) > 0
 
 
+def _perf_kernel_share(pid, tmp_path, seconds=2):
+    """The share of perf's samples of process ``pid`` taken in the kernel
+    (its [k] symbols), sampled for ``seconds``."""
+    data = tmp_path / "kernel.data"
+    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-p", str(pid),
+                    "-o", str(data), "--", "sleep", str(seconds)],
+                   check=True, capture_output=True, timeout=60)
+    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
+                             "--sort", "sym", "-q"], check=True, capture_output=True,
+                            text=True, timeout=60).stdout
+    return sum(float(share) for share in re.findall(r"^\s*([\d.]+)%\s+\[k\]", report, re.M)) / 100
+
+
+def test_kernel_frames_atop_the_user_stack_named_from_kallsyms(tmp_path):
+    """A loop of system calls: its samples in the kernel have the kernel's
+    frames (named from /proc/kallsyms, as perf names them) atop the user
+    stack, and are counted in the kernel as often as perf counts them (not
+    under the user function that made the call); pprof's period is CPU
+    time."""
+    from sfbt.archive import cbf
+    from sfbt.archive.store import read_archive
+    from sfbt.symbols.kallsyms import kernel_text_start
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    require(kernel_text_start() is not None, "the kernel hides its addresses (kptr_restrict)")
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    program = compile_program(tmp_path, "syscalls", "O2", True, ["syscalls.c"])
+    archive = tmp_path / "kernel.sfbt"
+    with Running(program) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", "2", "-o", archive)
+        perf = _perf_kernel_share(running.pid, tmp_path)
+    assert recorded.returncode == 0, recorded.stderr
+    stored, error = read_archive(str(archive))
+    assert error is None
+    in_kernel = 0
+    for event in stored.events:
+        frames = cbf.decode(stored.traces[event.trace_id].data).frames
+        in_kernel += frames[0].address >= 1 << 63
+    share = in_kernel / len(stored.events)
+    assert perf > 0.3 and abs(share - perf) < 0.15, (share, perf)
+    folded = run_sfbt("fold", archive)
+    assert folded.returncode == 0, folded.stderr
+    stacks = [line.rsplit(" ", 1)[0].split(";") for line in folded.stdout.splitlines()]
+    entered = [stack for stack in stacks if "ask_kernel" in stack and
+               any(name.startswith("entry_SYSCALL_64") for name in stack)]
+    assert entered, folded.stdout
+    for stack in entered:  # the user frames, the system call's entry, the kernel's
+        entry = next(n for n, name in enumerate(stack) if name.startswith("entry_SYSCALL_64"))
+        assert stack.index("ask_kernel") < entry < len(stack) - 1
+        assert "??" not in stack[entry:] and "<signal handler called>" not in stack
+    assert "do_syscall_64" in {name for stack in entered for name in stack}
+    decoded = run_sfbt("cbf", "decode", archive).stdout
+    assert re.search(r"^#0  0xffff[0-9a-f]+ in \S+ from \[kernel\.kallsyms\]$", decoded, re.M)
+    go = shutil.which("go")
+    require(go, "go is not installed (golang-go: ./install.sh --test-debuggers)")
+    profile = tmp_path / "kernel.pb.gz"
+    assert run_sfbt("flame", "--format", "pprof", archive, "-o", profile).returncode == 0
+    raw = subprocess.run([go, "tool", "pprof", "-raw", str(profile)], capture_output=True,
+                         text=True, timeout=120, env={"PATH": "/usr/bin:/bin",
+                                                       "HOME": str(tmp_path)})
+    assert raw.returncode == 0, raw.stderr
+    # each sample stands for 1/99 s of a thread's processor time
+    assert "PeriodType: cpu nanoseconds\nPeriod: 10101010\n" in raw.stdout, raw.stdout[:300]
+    assert re.search(r" M=\d+ do_syscall_64 :0 s=0$", raw.stdout, re.M)
+
+
 def _record(kind, body, misc=0):
     body += bytes(-len(body) % 8)
     return struct.pack("<IHH", kind, misc, 8 + len(body)) + body
@@ -325,25 +430,42 @@ def test_ring_records_are_read_within_their_sizes():
     kernel = struct.pack("<IIQQQ", 9, 9, 5, 0, 0)  # no user registers, no stack
     lying = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
         f"<{len(registers)}Q", *registers) + struct.pack("<Q", 1 << 20)  # a copy not there
-    mmap2 = struct.pack("<IIQQQIIQQII", 7, 8, 0x1000, 0x2000, 0, 8, 1, 42, 0, 5, 2) + \
+    mmap2 = struct.pack("<IIQQQIIQQII", 7, 8, 0x1000, 0x2000, 0x3000, 8, 1, 42, 0, 5, 2) + \
         b"/lib/x.so\0"
+
+    def timed(body, time):  # then its sample_id: pid, tid, time
+        return body + bytes(-len(body) % 8) + struct.pack("<IIQ", 7, 8, time)
     data = b"".join([_record(pe.RECORD_SAMPLE, sample), _record(pe.RECORD_SAMPLE, kernel),
                      _record(pe.RECORD_SAMPLE, lying),
-                     _record(pe.RECORD_MMAP2, mmap2),
-                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 8) + b"name\xff\0"),
-                     _record(pe.RECORD_COMM, struct.pack("<II", 7, 7) + b"prog\0",
+                     _record(pe.RECORD_MMAP2, timed(mmap2, 200)),
+                     _record(pe.RECORD_COMM, timed(struct.pack("<II", 7, 8) + b"name\xff\0",
+                                                   201)),
+                     _record(pe.RECORD_COMM, timed(struct.pack("<II", 7, 7) + b"prog\0", 202),
                              pe.MISC_COMM_EXEC),
-                     _record(pe.RECORD_EXIT, struct.pack("<IIIIQ", 7, 1, 8, 1, 9)),
+                     _record(pe.RECORD_FORK, timed(struct.pack("<IIIIQ", 9, 7, 9, 8, 9), 203)),
+                     _record(pe.RECORD_EXIT, timed(struct.pack("<IIIIQ", 7, 1, 8, 1, 9), 204)),
                      _record(pe.RECORD_LOST, struct.pack("<QQ", 1, 17)),
                      _record(pe.RECORD_SAMPLE, sample)[:40]])  # cut by the read
     records = list(pe.records(data))
     assert records == [
         pe.Sample(7, 8, 123, dict(zip(pe.REGS_DWARF, registers)), stack[:40], False),
         pe.Sample(9, 9, 5, {}, b"", False),
-        pe.Mmap2(7, 8, True),
-        pe.Comm(7, 8, "name\udcff", False), pe.Comm(7, 7, "prog", True),
-        pe.Exit(7, 8), pe.Lost(17)]
+        pe.Mmap2(7, 8, True, 0x1000, 0x2000, 0x3000, "08:01", 42, False, "/lib/x.so", 200),
+        pe.Comm(7, 8, "name\udcff", False, 201), pe.Comm(7, 7, "prog", True, 202),
+        pe.Fork(9, 7, 9, 203), pe.Exit(7, 8, 204), pe.Lost(17)]
     full = struct.pack("<IIQQ", 7, 8, 1, 2) + struct.pack(
         f"<{len(registers)}Q", *registers) + struct.pack("<Q", 64) + stack + \
         struct.pack("<Q", 64)
     assert list(pe.records(_record(pe.RECORD_SAMPLE, full)))[0].full
+    # with the call chain's kernel part: its addresses between the kernel
+    # mark and the next; a chain longer than its record passed over
+    chain = [pe.CONTEXT_KERNEL, 0xffffffff81000100, 0xffffffff81000200,
+             (1 << 64) - 512, 0x401000]
+    chained = struct.pack("<IIQQ", 7, 8, 1, len(chain)) + struct.pack(
+        f"<{len(chain)}Q", *chain) + full[16:]
+    too_long = struct.pack("<IIQQ", 7, 8, 1, 1 << 40) + full[16:]
+    with_chain = pe.SAMPLE_TYPE | pe.SAMPLE_CALLCHAIN
+    assert list(pe.records(_record(pe.RECORD_SAMPLE, chained) +
+                           _record(pe.RECORD_SAMPLE, too_long), with_chain)) == [
+        pe.Sample(7, 8, 1, dict(zip(pe.REGS_DWARF, registers)), stack, True,
+                  (0xffffffff81000100, 0xffffffff81000200))]

@@ -46,6 +46,27 @@ _SHDR = struct.Struct("IIQQQQIIQQ")
 _MAX_NOTES = 1 << 16  # bytes of notes read when looking for the build id
 
 
+def notes(data, endian):
+    """(kind, name, description) of each ELF note in ``data``."""
+    at = 0
+    while at + 12 <= len(data):
+        namesz, descsz, kind = struct.unpack_from(endian + "III", data, at)
+        name_at = at + 12
+        desc_at = name_at + ((namesz + 3) & ~3)
+        if desc_at + descsz > len(data):
+            return
+        yield kind, data[name_at:name_at + namesz].rstrip(b"\0"), data[desc_at:desc_at + descsz]
+        at = desc_at + ((descsz + 3) & ~3)
+
+
+def gnu_build_id(data, endian):
+    """The GNU build id, in hex, of the notes ``data``, or None."""
+    for kind, name, description in notes(data, endian):
+        if kind == NT_GNU_BUILD_ID and name == b"GNU":
+            return description.hex()
+    return None
+
+
 class ElfError(LocatedError):
     """Not a readable ELF file, or a structure in it that is not."""
 
@@ -249,17 +270,9 @@ class ElfImage:
             notes = [(s.offset, s.size) for s in self.sections() if s.type == SHT_NOTE]
         endian = self.header.endian
         for offset, size in notes:
-            data = self._read(offset, min(size, _MAX_NOTES))
-            pos = 0
-            while pos + 12 <= len(data):
-                namesz, descsz, kind = struct.unpack_from(endian + "III", data, pos)
-                name_at = pos + 12
-                desc_at = name_at + ((namesz + 3) & ~3)
-                if (kind == NT_GNU_BUILD_ID
-                        and data[name_at:name_at + namesz].rstrip(b"\0") == b"GNU"
-                        and desc_at + descsz <= len(data)):
-                    return data[desc_at:desc_at + descsz].hex()
-                pos = desc_at + ((descsz + 3) & ~3)
+            found = gnu_build_id(self._read(offset, min(size, _MAX_NOTES)), endian)
+            if found is not None:
+                return found
         return None
 
     def relocated_data(self, section: Section) -> bytes:

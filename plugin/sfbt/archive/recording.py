@@ -4,7 +4,19 @@ label, how many of its stacks were cut (store.Event.cut).  Read as the
 events go by, in constant memory (threads counted up to MAX_THREADS, by a
 hash of their names and ids)."""
 
+import re
+
 MAX_THREADS = 100_000
+#: the stop reason of a sample of every thread on the wall clock
+SAMPLE = "sample"
+_CPU_SAMPLE = re.compile(r"sample on CPU at ([0-9]+(?:\.[0-9]+)?) Hz")
+
+
+def cpu_sample(hz):
+    """The stop reason of a sample taken every 1/``hz`` s of a thread's
+    processor time (perf events' cpu-clock)."""
+    return f"sample on CPU at {hz:g} Hz"
+
 #: the most of a label that describe() shows
 MAX_LABEL = 200
 
@@ -19,6 +31,7 @@ class Recording:
         self.first_ns = None
         self.last_ns = None
         self.labels = set()  # up to two: one label, or "several"
+        self.reasons = set()  # the same of the events' stop reasons
         self._threads = set()
         self._time = None
 
@@ -35,6 +48,8 @@ class Recording:
             self._threads.add(hash((event.thread, event.pid, event.tid)))
         if len(self.labels) < 2:
             self.labels.add(event.label)
+        if len(self.reasons) < 2:
+            self.reasons.add(event.reason)
 
     @property
     def threads(self):
@@ -52,6 +67,16 @@ class Recording:
         """From the first sample to one period after the last, or 0."""
         rate = self.rate
         return int(self.samples * 1e9 / rate) if rate else 0
+
+    @property
+    def cpu_period_ns(self):
+        """The processor time each sample stands for, where every event is
+        a sample on CPU at one rate (cpu_sample), else None."""
+        if len(self.reasons) != 1:
+            return None
+        match = _CPU_SAMPLE.fullmatch(next(iter(self.reasons)))
+        hz = float(match.group(1)) if match else 0.0
+        return round(1e9 / hz) if hz > 0 else None
 
     @property
     def label(self):

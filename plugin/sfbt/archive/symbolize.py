@@ -1,8 +1,10 @@
 """Archived backtraces symbolized: the ELF file of each archived image,
 found by build id among the files given (--exe, --debug-dir) or at the
 image's path, and its separate debug file; names and lines come from that
-file's FileSymbolizer (sfbt.symbols), shown as the debugger asked for
-shows them (GDB by default: sfbt's own commands print GDB's layout).
+file's FileSymbolizer (sfbt.symbols), the kernel's (``[kernel.kallsyms]``)
+from /proc/kallsyms where the running kernel is the one recorded; shown
+as the debugger asked for shows them (GDB by default: sfbt's own
+commands print GDB's layout).
 
 An archive is its writer's data: an image's file it names is read only if
 the archive's owner could read it (``read_images_as``), unless the user
@@ -16,6 +18,7 @@ from ..dwarf.chains import expanded
 from ..elf import ElfError
 from ..files import TRUSTED, FileProblem
 from ..printable import printable
+from ..symbols.kallsyms import KERNEL_IMAGE, recorded_kernel
 from ..symbols.symbolizer import FileSymbolizer, with_debug_file
 from .imagemap import PerImageMap, image_finder
 from .layout import layout_of
@@ -84,6 +87,8 @@ class Symbolizer:
 
     def _find_for_image(self, image):
         build_id = image.build_id.hex() if image.build_id else None
+        if image.path == KERNEL_IMAGE:  # named only on the kernel it was recorded on
+            return recorded_kernel(build_id)
         return self._with_debug_file(self._find_file(image, build_id), build_id, image.path)
 
     def _find_file(self, image, build_id):

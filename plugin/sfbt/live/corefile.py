@@ -32,14 +32,14 @@ from bisect import bisect_right
 from types import SimpleNamespace
 
 from ..arch import Arch, with_register_sets
-from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, open_elf
+from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage, notes, open_elf
 from ..errors import SfbtError, TargetMemoryError, left_out
 from ..files import TRUSTED, FileProblem, ReadAs, open_regular
 from .core_notes import (ET_CORE, NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE, NT_ARM_PAC_MASK,
                          AT_PHDR, AT_PAGESZ, AT_ENTRY, AT_EXECFN, AT_SYSINFO_EHDR, PF_W,
                          PRPSINFO_UID, PRPSINFO_PID, PRPSINFO_FNAME, PRSTATUS_PID,
                          PRSTATUS_REGISTERS, PRSTATUS_TAIL)
-from .images import CoreImages, memory_build_id, notes
+from .images import CoreImages, memory_build_id
 from .linkmap import r_debug_address, read_link_map, read_name
 from .mappings import Mapping, file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState

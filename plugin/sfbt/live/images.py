@@ -19,8 +19,8 @@ import stat
 import struct
 from types import SimpleNamespace
 
-from ..elf import (PT_LOAD, PT_NOTE, ElfError, ElfImage, memory_image, read_build_id,
-                   read_elf_stream)
+from ..elf import (PT_LOAD, PT_NOTE, ElfError, ElfImage, gnu_build_id, memory_image,
+                   read_build_id, read_elf_stream)
 from ..errors import TargetMemoryError
 from ..files import open_regular
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 else:
     from ..values import NamedTuple
 
-NT_GNU_BUILD_ID = 3
 #: where the path of an image whose file cannot be read points: no file
 #: can be there (/dev/null is no directory), so its rows and names come
 #: from memory or nowhere, never from another file of the same name
@@ -50,19 +49,6 @@ def no_file_path(path):
     return NO_FILE + path
 
 
-def notes(data, endian):
-    """(kind, name, description) of each ELF note in ``data``."""
-    at = 0
-    while at + 12 <= len(data):
-        namesz, descsz, kind = struct.unpack_from(endian + "III", data, at)
-        name_at = at + 12
-        desc_at = name_at + ((namesz + 3) & ~3)
-        if desc_at + descsz > len(data):
-            return
-        yield kind, data[name_at:name_at + namesz].rstrip(b"\0"), data[desc_at:desc_at + descsz]
-        at = desc_at + ((descsz + 3) & ~3)
-
-
 def memory_build_id(memory, base):
     """The GNU build id of the image whose ELF header ``memory`` (a
     Target) holds at ``base``; None where it cannot be read."""
@@ -75,9 +61,9 @@ def memory_build_id(memory, base):
             if segment.type != PT_NOTE:
                 continue
             data = memory.read_memory(bias + segment.vaddr, min(segment.filesz, 4096))
-            for kind, name, desc in notes(data, image.header.endian):
-                if kind == NT_GNU_BUILD_ID and name == b"GNU":
-                    return desc.hex()
+            found = gnu_build_id(data, image.header.endian)
+            if found is not None:
+                return found
     except (TargetMemoryError, ElfError, ValueError, struct.error):
         return None
     return None

@@ -165,7 +165,7 @@ def mapping_at(mappings, address) -> Optional[Mapping]:
     return None
 
 
-def _load_bias(image, header_address):
+def load_bias(image, header_address):
     loads = [s for s in image.segments() if s.type == PT_LOAD]
     if not loads:
         return None
@@ -189,12 +189,14 @@ class MappedModule(Module):
         self.note = note
 
 
-def file_modules(mappings, locate=None, memory=None):
+def file_modules(mappings, locate=None, memory=None, file_image=None):
     """A Module for each ELF file mapped from its offset 0: it starts at
     that mapping and ends with the last mapping of the same file that
     follows it.  ``locate(mapping)`` says where its file is (an
     images.Located; default: its path); one that cannot be read is
-    described from ``memory`` (a Target), if given."""
+    described from ``memory`` (a Target), if given.  ``file_image(path,
+    mapping)``: (load bias, build id) of a file's image (default: read
+    from the file)."""
     modules = []
     for index, mapping in enumerate(mappings):
         if not mapping.file_backed or mapping.offset != 0:
@@ -206,7 +208,8 @@ def file_modules(mappings, locate=None, memory=None):
             end = later.end
         located = locate(mapping) if locate is not None else Located(mapping.path)
         if located.path:
-            found = _file_image(located.path, mapping.start)
+            found = file_image(located.path, mapping) if file_image is not None \
+                else file_image_at(located.path, mapping.start)
         elif memory is not None:
             found = _memory_image(memory, mapping.start)
         else:
@@ -219,10 +222,10 @@ def file_modules(mappings, locate=None, memory=None):
     return modules
 
 
-def _file_image(path, start):
+def file_image_at(path, start):
     """(load bias, build id) of the ELF file at ``path`` mapped at
     ``start``, or None (not an ELF file: a locale archive, a font)."""
-    found = read_elf(path, lambda image: (_load_bias(image, start), image.build_id()))
+    found = read_elf(path, lambda image: (load_bias(image, start), image.build_id()))
     return None if found is None or found[0] is None else found
 
 
@@ -230,7 +233,7 @@ def _memory_image(memory, start):
     """(load bias, build id) of the ELF image at ``start`` in ``memory``."""
     try:
         image = memory_image(memory, start)
-        bias = _load_bias(image, start) if image is not None else None
+        bias = load_bias(image, start) if image is not None else None
     except (TargetMemoryError, ElfError, struct.error):
         return None
     return None if bias is None else (bias, memory_build_id(memory, start))
@@ -241,7 +244,7 @@ def vdso_module(data, start) -> Optional[Module]:
     try:
         image = ElfImage.from_file(io.BytesIO(data), VDSO)
         build_id = image.build_id()
-        bias = _load_bias(image, start)
+        bias = load_bias(image, start)
     except (ElfError, struct.error):
         return None
     if bias is None:

@@ -26,22 +26,34 @@ PERF_COUNT_SW_CPU_CLOCK = 0
 
 SAMPLE_TID = 1 << 1
 SAMPLE_TIME = 1 << 2
+SAMPLE_CALLCHAIN = 1 << 5
 SAMPLE_REGS_USER = 1 << 12
 SAMPLE_STACK_USER = 1 << 13
 
 # perf_event_attr's flag bits
 _DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV = 0, 1, 5, 6
-_COMM, _FREQ, _TASK, _SAMPLE_ID_ALL, _MMAP2 = 9, 10, 13, 18, 23
+_COMM, _FREQ, _TASK, _MMAP_DATA, _SAMPLE_ID_ALL = 9, 10, 13, 17, 18
+_EXCLUDE_CALLCHAIN_USER, _MMAP2 = 22, 23
 _COMM_EXEC, _USE_CLOCKID = 24, 25
 
 RECORD_LOST, RECORD_COMM, RECORD_EXIT, RECORD_FORK = 2, 3, 4, 7
 RECORD_SAMPLE, RECORD_MMAP2 = 9, 10
 #: a COMM record's misc bit: the name changed by an exec
 MISC_COMM_EXEC = 1 << 13
+#: an MMAP2 record's misc bit: a build id in place of device and inode
+MISC_MMAP_BUILD_ID = 1 << 14
 
 PERF_EVENT_IOC_ENABLE = 0x2400
 PERF_EVENT_IOC_DISABLE = 0x2401
 PERF_EVENT_IOC_SET_OUTPUT = 0x2405
+
+#: what every sample holds; with SAMPLE_CALLCHAIN, the kernel's part of
+#: the call chain too
+SAMPLE_TYPE = SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER | SAMPLE_STACK_USER
+#: the call chain's marks of where its kernel and user parts begin
+#: (PERF_CONTEXT_*: the values from -4095 up, as unsigned 64-bit words)
+CONTEXT_KERNEL = (1 << 64) - 128
+CONTEXT_MAX = (1 << 64) - 4095
 
 #: the largest user stack copy the kernel takes (a multiple of 8 below 64 KiB)
 MAX_STACK_COPY = 65528
@@ -118,15 +130,23 @@ def open_event(pid, cpu, hz, stack_size, inherit, tracking):
     perf_event_paranoid forbids that, only the time in user space.
     Disabled until ``enable``.  PerfUnavailable where the kernel refuses
     it (errno in ``.errno``)."""
+    return open_sampling_event(pid, cpu, hz, stack_size, inherit, tracking)[0]
+
+
+def open_sampling_event(pid, cpu, hz, stack_size, inherit, tracking, kernel_chain=False):
+    """open_event's (descriptor, sample type): with ``kernel_chain``, where
+    the kernel's time is sampled, each sample holds the kernel's part of
+    its call chain too (SAMPLE_CALLCHAIN, the user part left out)."""
     try:
-        return _open_event(pid, cpu, hz, stack_size, inherit, tracking, False)
+        return _open_event(pid, cpu, hz, stack_size, inherit, tracking, False,
+                           kernel_chain)
     except PerfUnavailable as error:
         if error.errno not in (errno.EACCES, errno.EPERM):
             raise
-    return _open_event(pid, cpu, hz, stack_size, inherit, tracking, True)
+    return _open_event(pid, cpu, hz, stack_size, inherit, tracking, True, False)
 
 
-def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only):
+def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only, kernel_chain):
     syscall = SYSCALLS.get(MACHINE)
     if syscall is None or not REGS_MASK or os.environ.get("SFBT_NO_PERF_EVENTS"):
         raise PerfUnavailable(why_refused(errno.ENOSYS) if syscall is None or not REGS_MASK
@@ -138,11 +158,15 @@ def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only):
     flags |= 1 << _SAMPLE_ID_ALL | 1 << _USE_CLOCKID
     if inherit:
         flags |= 1 << _INHERIT
+    sample_type = SAMPLE_TYPE
+    if kernel_chain:
+        sample_type |= SAMPLE_CALLCHAIN
+        flags |= 1 << _EXCLUDE_CALLCHAIN_USER
     if tracking:
-        flags |= 1 << _COMM | 1 << _COMM_EXEC | 1 << _TASK | 1 << _MMAP2
+        flags |= 1 << _COMM | 1 << _COMM_EXEC | 1 << _TASK | 1 << _MMAP2 | 1 << _MMAP_DATA
     attr = _ATTR.pack(PERF_TYPE_SOFTWARE, _ATTR.size, PERF_COUNT_SW_CPU_CLOCK,
                       max(1, int(round(hz))),
-                      SAMPLE_TID | SAMPLE_TIME | SAMPLE_REGS_USER | SAMPLE_STACK_USER,
+                      sample_type,
                       0, flags, 0, 0, 0, 0, 0, REGS_MASK, stack_size, CLOCK_MONOTONIC,
                       0, 0, 0, 0)
     buffer = ctypes.create_string_buffer(attr, len(attr))
@@ -151,7 +175,7 @@ def _open_event(pid, cpu, hz, stack_size, inherit, tracking, user_only):
     if fd < 0:
         code = ctypes.get_errno()
         raise PerfUnavailable(why_refused(code), code)
-    return fd
+    return fd, sample_type
 
 
 def _ioctl(fd, request, argument=0):
@@ -181,6 +205,10 @@ class Sample:
     #: whether the copy took all the bytes asked for (the stack may go on
     #: above it) rather than ending where the stack's mapping ends
     full: bool
+    #: the kernel's part of the call chain, innermost first (the PC, then
+    #: return addresses), where the sample type holds it and the sample
+    #: was taken in the kernel
+    kernel: tuple = ()
 
 
 @dataclass
@@ -188,6 +216,14 @@ class Mmap2:
     pid: int
     tid: int
     executable: bool
+    start: int = 0
+    length: int = 0
+    offset: int = 0  # in the file
+    device: str = ""  # "major:minor" in hex, as /proc/PID/maps shows it
+    inode: int = 0
+    writable: bool = False
+    path: str = ""  # "//anon", "[vdso]", "[stack]"... where not a file's
+    time: int = 0  # CLOCK_MONOTONIC nanoseconds (its sample_id's)
 
 
 @dataclass
@@ -196,12 +232,22 @@ class Comm:
     tid: int
     name: str
     exec: bool  # named by an exec (a new program), not by the thread
+    time: int = 0
 
 
 @dataclass
 class Exit:
     pid: int
     tid: int
+    time: int = 0
+
+
+@dataclass
+class Fork:
+    pid: int
+    ppid: int  # the process it was made by (itself for a new thread)
+    tid: int
+    time: int = 0
 
 
 @dataclass
@@ -255,10 +301,39 @@ def open_ring(fd, pages):
             pages //= 2
 
 
-def records(data):
-    """The records of ring bytes ``data``: Sample, Mmap2, Comm, Exit or
-    Lost (the others passed over, and one shorter than its fields).  A
-    record that runs past the bytes ends them."""
+def _time(data, end, timed):
+    """The time of the sample_id that ends at ``end``, or 0."""
+    return _U64.unpack_from(data, end - 8)[0] if timed else 0
+
+
+def _kernel_chain(data, at, count):
+    """The kernel part of the call chain of ``count`` words at ``at``: the
+    addresses after its CONTEXT_KERNEL mark, up to the next mark."""
+    chain = struct.unpack_from(f"<{count}Q", data, at)
+    kernel = []
+    inside = False
+    for address in chain:
+        if address >= CONTEXT_MAX:
+            if inside:
+                break
+            inside = address == CONTEXT_KERNEL
+        elif inside:
+            kernel.append(address)
+    return tuple(kernel)
+
+
+def records(data, sample_type=SAMPLE_TYPE):
+    """The records of ring bytes ``data``: Sample, Mmap2, Comm, Exit, Fork
+    or Lost (the others passed over, and one shorter than its fields), its
+    samples laid out as ``sample_type`` says (SAMPLE_TYPE, with or without
+    SAMPLE_CALLCHAIN), the other records' times read from the sample_id
+    that ends them (as sfbt opens its events: sample_id_all, TID and TIME;
+    0 where ``sample_type`` has no SAMPLE_TIME).  A record that runs past
+    the bytes ends them."""
+    callchain = bool(sample_type & SAMPLE_CALLCHAIN)
+    # the other records end with their sample_id (sample_id_all): pid and
+    # tid, then the time
+    timed = bool(sample_type & SAMPLE_TIME)
     n_regs = len(REGS_DWARF)
     regs_struct = struct.Struct(f"<{n_regs}Q")
     at, end = 0, len(data)
@@ -273,6 +348,13 @@ def records(data):
                 continue
             pid, tid, when = _TID_TIME.unpack_from(data, body)
             place = body + 16
+            kernel = ()
+            if callchain:
+                count = _U64.unpack_from(data, place)[0]
+                if place + 8 + 8 * count + 16 > at:  # and the abi and copy sizes
+                    continue
+                kernel = _kernel_chain(data, place + 8, count)
+                place += 8 + 8 * count
             abi = _U64.unpack_from(data, place)[0]
             place += 8
             registers = {}
@@ -290,17 +372,24 @@ def records(data):
                 dynamic = _U64.unpack_from(data, place + copied)[0]
                 stack = data[place:place + min(dynamic, copied)]
                 full = dynamic >= copied
-            yield Sample(pid, tid, when, registers, stack, full)
+            yield Sample(pid, tid, when, registers, stack, full, kernel)
         elif kind == RECORD_MMAP2 and size >= 8 + _MMAP2_RECORD.size:
-            fields = _MMAP2_RECORD.unpack_from(data, body)
-            yield Mmap2(fields[0], fields[1], bool(fields[9] & mmap.PROT_EXEC))
+            (pid, tid, start, length, offset, major, minor, inode, _, prot,
+             _) = _MMAP2_RECORD.unpack_from(data, body)
+            if misc & MISC_MMAP_BUILD_ID:  # a build id where the device and inode were
+                major = minor = inode = 0
+            path = data[body + _MMAP2_RECORD.size:at].split(b"\0", 1)[0]
+            yield Mmap2(pid, tid, bool(prot & mmap.PROT_EXEC), start, length, offset,
+                        f"{major:02x}:{minor:02x}", inode, bool(prot & mmap.PROT_WRITE),
+                        path.decode("utf-8", "surrogateescape"), _time(data, at, timed))
         elif kind == RECORD_COMM and size >= 16:
             pid, tid = struct.unpack_from("<II", data, body)
             name = data[body + 8:at].split(b"\0", 1)[0]
             yield Comm(pid, tid, name.decode("utf-8", "surrogateescape"),
-                       bool(misc & MISC_COMM_EXEC))
-        elif kind == RECORD_EXIT and size >= 8 + _TASK_RECORD.size:
-            pid, _, tid, _, _ = _TASK_RECORD.unpack_from(data, body)
-            yield Exit(pid, tid)
+                       bool(misc & MISC_COMM_EXEC), _time(data, at, timed))
+        elif kind in (RECORD_EXIT, RECORD_FORK) and size >= 8 + _TASK_RECORD.size:
+            pid, ppid, tid, _, _ = _TASK_RECORD.unpack_from(data, body)
+            yield (Exit(pid, tid, _time(data, at, timed)) if kind == RECORD_EXIT
+                   else Fork(pid, ppid, tid, _time(data, at, timed)))
         elif kind == RECORD_LOST and size >= 24:
             yield Lost(struct.unpack_from("<QQ", data, body)[1])

@@ -7,9 +7,12 @@ it reads the rings.  No thread is ever stopped.
 One event per CPU: of each thread of a process (``-p``; ``inherit`` follows
 the threads and children it makes later, their records sent into one ring
 per CPU), of a command started for it (``--``), or of every process
-(``-a``).  The rings' MMAP2 records say when a process mapped code (its
-mappings are then read again from /proc/PID/maps), COMM records what its
-threads are called.
+(``-a``).  A process that ran before the recording has its mappings read
+from /proc/PID/maps (again once an MMAP2 record says it mapped code); one
+started while recording is known from the rings' records alone
+(ring_processes.py).  COMM records say what threads are called.  Where
+the kernel allows it, a sample taken in the kernel holds the kernel's
+frames too, written atop the user stack (symbols.kallsyms).
 
 Memory that is not in a sample's stack copy is read only where it cannot
 have changed since: from the process's read-only mappings (its files,
@@ -17,22 +20,26 @@ the vDSO).  A walk that needed the stack above the copy (``--stack-size``
 was too small for it) is stored as truncated, not as a complete stack."""
 
 import errno
+import heapq
 import os
 import signal
 import time
 
-from ..archive.imagemap import encode_image_map
+from ..archive.imagemap import Image, ImageMap, encode_image_map
+from ..archive.recording import cpu_sample
 from ..archive.store import Archive
 from ..commands.save import image_map
 from ..debuginfo import DebugFiles
 from ..errors import TargetMemoryError
+from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_build_id
 from ..unwind.modules import SFrameSources
 from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
-from .perf_events import Comm, Exit, Lost, Mmap2, PerfUnavailable, Sample
+from .perf_events import Comm, Exit, Fork, Lost, Mmap2, PerfUnavailable, Sample
 from .process import Process, ProcessError, ProcessExited, _read_text
-from .record import FLUSH_INTERVAL, record_archive
-from .samples import SampleWriter
+from .ring_processes import ModuleFiles, RingProcess
+from .record import record_archive
+from .samples import SampleWriter, sampling_rounds
 from .session import SnapshotSession
 
 #: how often the rings are read (and the longest sleep)
@@ -78,14 +85,39 @@ def _machine_busy_seconds():
     return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def kernel_image():
+    """The image of the running kernel's text, where its addresses can be
+    read (its kernel frames are then recorded, in it), else None."""
+    start = kernel_text_start()
+    if start is None:
+        return None
+    build_id = running_kernel_build_id()
+    # to the top of the address space: every kernel address from _stext
+    return Image(KERNEL_IMAGE, start, (1 << 64) - 1, bytes.fromhex(build_id or ""))
+
+
+def walking_session(arch, modules, read, mappings, archive, debug_files, sources,
+                    kernel_image, executable=None):
+    """(session, its image map's index in ``archive``) that a process's
+    samples are walked in; the image map ends with ``kernel_image``
+    where there is one (its base is the highest)."""
+    session = SnapshotSession(arch, modules, read, executable=executable, sources=sources,
+                              mappings=mappings, debug_files=debug_files, past_main=True)
+    images = image_map(session)
+    if kernel_image is not None:
+        images = ImageMap(images.platform, images.images + (kernel_image,), images.word_size)
+    return session, archive.add_image_map(encode_image_map(images))
+
+
 class SampledProcess:
     """A process whose samples are walked: its mappings and modules (from
     /proc/PID/maps, read again once it mapped code), the session its
     samples are walked in, the image map its events point at, and its
     threads' names."""
 
-    def __init__(self, pid, archive, debug_files, sources):
+    def __init__(self, pid, archive, debug_files, sources, kernel_image=None):
         self.process = Process(pid)
+        self.kernel_image = kernel_image
         self.pid = pid
         self.archive = archive
         self.debug_files = debug_files
@@ -101,11 +133,9 @@ class SampledProcess:
 
     def _new_session(self):
         process = self.process
-        self.session = SnapshotSession(process.arch, process.modules(), self._read,
-                                       executable=process.executable, sources=self.sources,
-                                       mappings=process.mappings,
-                                       debug_files=self.debug_files, past_main=True)
-        self.image_map = self.archive.add_image_map(encode_image_map(image_map(self.session)))
+        self.session, self.image_map = walking_session(
+            process.arch, process.modules(), self._read, process.mappings, self.archive,
+            self.debug_files, self.sources, self.kernel_image, process.executable)
 
     def refresh(self):
         """Read the mappings again; whether they changed."""
@@ -181,11 +211,21 @@ class PerfRecorder:
         #: the SFrame data of every process's files, kept per file read: a
         #: library that many processes map is read once
         self._sources = SFrameSources()
+        #: the mapped files of the processes the rings tell of
+        self._files = ModuleFiles()
         self.archive = Archive()
         self.stats = PerfStats()
+        self._kernel_image = kernel_image()
+        #: the layout of the rings' samples (whether they hold kernel frames)
+        self.sample_type = None
+        #: the image map of kernel threads' samples (the kernel alone), and
+        #: their names by tid
+        self._kernel_map = None
+        self._kernel_threads = {}
         if pid is not None:  # what cannot be read of it said now, in one line
             first = self._processes[pid] = SampledProcess(pid, self.archive,
-                                                          self._debug_files, self._sources)
+                                                          self._debug_files, self._sources,
+                                                          self._kernel_image)
             arch = first.process.arch
             name = first.thread_name(pid)
         else:
@@ -196,7 +236,7 @@ class PerfRecorder:
                     f"process {pid}{f' ({name})' if name else ''}")
             label = f"sfbt record of {what} at {hz:g} Hz on CPU"
         self.label = label
-        self.writer = SampleWriter(self.archive, arch, label)
+        self.writer = SampleWriter(self.archive, arch, label, cpu_sample(hz))
         self._wall = time.time_ns() - time.monotonic_ns()
         try:
             self._open(stack_size)
@@ -208,8 +248,7 @@ class PerfRecorder:
         cpus = online_cpus()
         if self.every_process:
             for cpu in cpus:
-                self._add(perf_events.open_event(-1, cpu, self.hz, stack_size, False, True),
-                          cpu)
+                self._add(self._open_event(-1, cpu, stack_size, False), cpu)
             return
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -226,13 +265,34 @@ class PerfRecorder:
             for tid in sorted(tids):
                 for cpu in cpus:
                     try:
-                        fd = perf_events.open_event(tid, cpu, self.hz, stack_size, True, True)
+                        fd = self._open_event(tid, cpu, stack_size, True)
                     except PerfUnavailable as error:
                         if error.errno == errno.ESRCH:  # it exited
                             break
                         raise
                     self._add(fd, cpu)
                 followed.add(tid)
+
+    def _open_event(self, pid, cpu, stack_size, inherit):
+        """An event's descriptor, its samples laid out as the others' (with
+        the kernel's frames where the first could have them)."""
+        wanted = self._kernel_image is not None if self.sample_type is None else \
+            bool(self.sample_type & perf_events.SAMPLE_CALLCHAIN)
+        fd, sample_type = perf_events.open_sampling_event(pid, cpu, self.hz, stack_size,
+                                                          inherit, True, wanted)
+        if self.sample_type is None:
+            self.sample_type = sample_type
+            if not sample_type & perf_events.SAMPLE_CALLCHAIN:
+                self._kernel_image = None  # the kernel's time is not sampled
+                for sampled in self._processes.values():
+                    if sampled is not None:
+                        sampled.kernel_image = None
+                        sampled._new_session()
+        elif sample_type != self.sample_type:
+            os.close(fd)
+            raise PerfUnavailable("perf events refused (the kernel's time sampled for some "
+                                  "threads but not others)")
+        return fd
 
     def _add(self, fd, cpu):
         """Keep event ``fd`` of ``cpu``: its records go into the CPU's ring."""
@@ -249,39 +309,79 @@ class PerfRecorder:
         if pid in self._processes:
             return self._processes[pid]
         try:
-            sampled = SampledProcess(pid, self.archive, self._debug_files, self._sources)
+            sampled = SampledProcess(pid, self.archive, self._debug_files, self._sources,
+                                     self._kernel_image)
         except ProcessError:
             sampled = None
         self._processes[pid] = sampled
         return sampled
 
     def _drain(self):
-        """Read every ring, walking its samples."""
-        for _, ring in self.rings:
-            for record in perf_events.records(ring.read()):
-                if isinstance(record, Sample):
-                    self._take(record)
-                elif isinstance(record, Mmap2):
-                    if record.executable and record.pid in self._processes:
-                        sampled = self._processes[record.pid]
-                        if sampled is not None:
-                            sampled.stale = True
-                elif isinstance(record, Comm):
-                    sampled = self._processes.get(record.pid)
-                    if record.exec:  # a new program: read anew at its next sample
-                        if sampled is not None:
-                            sampled.close()
-                        self._processes.pop(record.pid, None)
-                    elif sampled is not None:
-                        sampled.names[record.tid] = record.name
-                elif isinstance(record, Exit):
-                    self._exited(record)
-                elif isinstance(record, Lost):
-                    self.stats.lost += record.count
+        """Read every ring, walking its samples, each record in the order
+        of its time among every ring's (a process's start, mappings and
+        exit may be in one CPU's ring and its samples in another's)."""
+        batches = [list(perf_events.records(ring.read(), self.sample_type))
+                   for _, ring in self.rings]
+        ordered = batches[0] if len(batches) == 1 else \
+            heapq.merge(*batches, key=lambda record: getattr(record, "time", 0))
+        for record in ordered:
+            if isinstance(record, Sample):
+                self._take(record)
+            elif isinstance(record, Mmap2):
+                self._mapped(record)
+            elif isinstance(record, Comm):
+                self._named(record)
+            elif isinstance(record, Fork):
+                self._forked(record)
+            elif isinstance(record, Exit):
+                self._exited(record)
+            elif isinstance(record, Lost):
+                self.stats.lost += record.count
+
+    def _mapped(self, record):
+        sampled = self._processes.get(record.pid)
+        if isinstance(sampled, RingProcess):
+            sampled.mapped(record)
+        elif sampled is not None and record.executable:
+            sampled.stale = True  # read /proc/PID/maps again at its next sample
+
+    def _named(self, record):
+        sampled = self._processes.get(record.pid)
+        if record.exec:  # a new program: its mappings follow
+            if isinstance(sampled, RingProcess):
+                sampled.exec()
+            else:
+                if sampled is not None:
+                    sampled.close()
+                sampled = self._processes[record.pid] = RingProcess(
+                    record.pid, self.writer.arch, self._files)
+        if sampled is not None:
+            sampled.names[record.tid] = record.name
+
+    def _forked(self, record):
+        """A new process (not a new thread) starts with its parent's
+        mappings and names."""
+        if record.pid == record.ppid:
+            return
+        parent = self._processes.get(record.ppid)
+        mappings, names, read_from = (), {}, None
+        if isinstance(parent, RingProcess):
+            mappings, names = parent.mappings, parent.names
+        elif parent is not None:
+            mappings, names = parent.process.mappings, parent.names
+        else:  # one that ran before the recording and was not sampled yet
+            read_from = record.ppid
+        name = names.get(record.ppid) or _read_text(f"/proc/{record.ppid}/comm").strip()
+        old = self._processes.pop(record.pid, None)
+        if old is not None:
+            old.close()
+        self._processes[record.pid] = RingProcess(record.pid, self.writer.arch, self._files,
+                                                  mappings, {record.tid: name}, read_from)
 
     def _exited(self, record):
         sampled = self._processes.get(record.pid)
         self.writer.forget(record.tid)
+        self._kernel_threads.pop(record.tid, None)
         if sampled is not None:
             sampled.names.pop(record.tid, None)
         if record.tid == record.pid:
@@ -297,6 +397,8 @@ class PerfRecorder:
         if not sample.registers:
             if self.every_process and sample.pid:
                 self.stats.taken += 1  # a kernel thread (the idle task is not busy time)
+                if sample.kernel:
+                    self._take_kernel_thread(sample)
             return
         self.stats.taken += 1
         sampled = self._sampled(sample.pid)
@@ -305,7 +407,11 @@ class PerfRecorder:
             return
         if sampled.stale:
             sampled.refresh()
-        arch = sampled.process.arch
+        if sampled.session is None:  # a process the rings tell of, its mappings changed
+            sampled.session, sampled.image_map = walking_session(
+                self.writer.arch, sampled.modules(), sampled.read, sampled.mappings,
+                self.archive, self._debug_files, self._sources, self._kernel_image)
+        arch = sampled.session.arch
         sp = sample.registers.get(arch.sp, 0)
         start = sp & -COPY_ALIGN  # the walk reads whole pages: the one of SP from the copy
         state = ThreadState(sample.tid, "", sample.registers, start,
@@ -317,10 +423,25 @@ class PerfRecorder:
             frames, stop, cut = self._walk(sampled, state)
         cut = cut and sample.full
         self.stats.cut += cut
-        trace_id = self.writer.trace_id(frames, stop, cut)
+        trace_id = self.writer.trace_id(frames, stop, cut, sample.kernel)
         self.writer.record(trace_id, sampled.image_map, sample.time + self._wall, sample.pid,
                            sample.tid, sampled.thread_name(sample.tid), cut,
                            name_process=self.every_process or self.command is not None)
+        self.stats.samples += 1
+
+    def _take_kernel_thread(self, sample):
+        """A sample of a kernel thread: its kernel frames alone."""
+        if self._kernel_map is None:
+            arch = self.writer.arch
+            self._kernel_map = self.archive.add_image_map(encode_image_map(ImageMap(
+                f"linux-{arch.name}", (self._kernel_image,), 8 * arch.pointer_size)))
+        name = self._kernel_threads.get(sample.tid)
+        if name is None:
+            name = self._kernel_threads[sample.tid] = _read_text(
+                f"/proc/{sample.pid}/task/{sample.tid}/comm").strip()
+        trace_id = self.writer.trace_id([], None, False, sample.kernel)
+        self.writer.record(trace_id, self._kernel_map, sample.time + self._wall, sample.pid,
+                           sample.tid, name, name_process=True)
         self.stats.samples += 1
 
     def _walk(self, sampled, state):
@@ -366,15 +487,8 @@ class PerfRecorder:
             self._children_before = usage.ru_utime + usage.ru_stime
         # a command's time is counted from its start
         cpu_before = 0.0 if self.command is not None else self._cpu_seconds()
-        start = flushed = time.monotonic()
-        while signals.caught is None:
-            now = time.monotonic()
-            if duration is not None and now - start >= duration:
-                break
-            if now - flushed >= FLUSH_INTERVAL:
-                flushed = now
-                if not flush():
-                    break
+        start = time.monotonic()
+        for now in sampling_rounds(start, duration, signals, flush):
             self.stats.ended = self._ended()
             if self.stats.ended:
                 break
@@ -436,3 +550,4 @@ class PerfRecorder:
             if sampled is not None:
                 sampled.close()
         self._processes.clear()
+        self._files.close()

@@ -34,13 +34,12 @@ from ..files import record_into
 from ..commands.save import image_map
 from . import ptrace
 from .process import ProcessError, ProcessExited, SeizedProcess
-from .samples import SampleWriter
+from .samples import FLUSH_INTERVAL, SampleWriter, sampling_rounds
 from .session import SnapshotSession
 
 #: how often the mappings are read again (new libraries, new thread stacks)
 MAPS_INTERVAL = 1.0
 #: how often the samples taken are written out (and the longest sleep)
-FLUSH_INTERVAL = 0.5
 #: the rates `--hz` takes
 MIN_HZ, MAX_HZ = 1e-6, 10000.0
 #: how long a sample waits for the threads to stop, in periods (those
@@ -456,17 +455,12 @@ class Recorder:
             self.walk_pending()
             if on_first_sample is not None:
                 on_first_sample()
-        start = flushed = time.monotonic()
+        start = time.monotonic()
         self.shortfall.reset(start)  # the rate is kept from here (a first stop may wait)
         tick = 1
-        while signals.caught is None and self.stats.error is None:
-            now = time.monotonic()
-            if duration is not None and now - start >= duration:
+        for now in sampling_rounds(start, duration, signals, flush):
+            if self.stats.error is not None:
                 break
-            if now - flushed >= FLUSH_INTERVAL:
-                flushed = now
-                if not flush():
-                    break
             due = start + tick * interval
             if now < due:
                 # the time left before the next sample: walks (and the

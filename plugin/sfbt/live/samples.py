@@ -6,22 +6,48 @@ event: its trace stored once per distinct walk, the thread as GDB numbers
 it.  The sources (``record``: ptrace; ``perf_source``: perf events) only
 say what a sample is."""
 
+import time
+
 from ..archive import cbf
+from ..archive.recording import SAMPLE
 from ..commands.backtrace import walk
 from ..commands.save import cbf_frames
 from ..commands.session import Thread
 from ..unwind.reuse import ReusingUnwinder
 from ..unwind.walk import STOP_LIMIT
 
+#: how often a recording's samples are written out
+FLUSH_INTERVAL = 0.5
+
+
+def sampling_rounds(start, duration, signals, flush):
+    """The times (time.monotonic) of a sampling loop's rounds from
+    ``start``, until ``duration`` seconds (None: no limit) passed,
+    ``signals`` (record.EndingSignals) caught one, or ``flush()``, called
+    every FLUSH_INTERVAL, says the samples can no longer be written."""
+    flushed = start
+    while signals.caught is None:
+        now = time.monotonic()
+        if duration is not None and now - start >= duration:
+            return
+        if now - flushed >= FLUSH_INTERVAL:
+            flushed = now
+            if not flush():
+                return
+        yield now
+
 
 class SampleWriter:
     """Walks samples and writes them into ``archive`` (an Archive written
-    as it grows), each event labelled ``label``."""
+    as it grows), each event labelled ``label``, its stop reason
+    ``reason`` (how it was sampled: archive.recording.SAMPLE,
+    archive.recording.cpu_sample(hz))."""
 
-    def __init__(self, archive, arch, label):
+    def __init__(self, archive, arch, label, reason=SAMPLE):
         self.archive = archive
         self.arch = arch
         self.label = label
+        self.reason = reason
         self.word_size = 8 * arch.pointer_size
         #: tid -> (session, PreviousWalk) of its latest walk
         self._previous = {}
@@ -55,16 +81,27 @@ class SampleWriter:
             self._previous[state.tid] = (session, made[0].latest)
         return frames, stop
 
-    def trace_id(self, frames, stop, cut=False):
+    def trace_id(self, frames, stop, cut=False, kernel=()):
         """The archive's id of a walk's trace, encoded once per distinct
-        one; marked truncated where the walk reached the frame limit or
-        ``cut`` (it ran past the stack copy)."""
+        one, atop it the ``kernel`` frames (innermost first: the PC, then
+        return addresses) where the sample was taken in the kernel; marked
+        truncated where the walk reached the frame limit or ``cut`` (it
+        ran past the stack copy).  Below kernel frames the user PC is
+        written as a return address (where the system call returns to):
+        a ``pc`` frame there would be read as one a signal interrupted,
+        the kernel's frame as the signal trampoline (cbf.signal_trampolines)."""
         truncated = cut or stop == STOP_LIMIT
-        key = (truncated, *((frame.interrupted, frame.pc) for frame in frames))
+        key = (truncated, kernel, *((frame.interrupted, frame.pc) for frame in frames))
         trace_id = self._trace_ids.get(key)
         if trace_id is None:
+            written = cbf_frames(frames)
+            if kernel:
+                if written and written[0].kind == "pc":
+                    written[0] = cbf.Frame("ra", written[0].address)
+                written = [cbf.Frame("pc" if n == 0 else "ra", pc)
+                           for n, pc in enumerate(kernel)] + written
             trace_id = self._trace_ids[key] = self.archive.add_trace(
-                cbf.encode(cbf_frames(frames), self.word_size, truncated))
+                cbf.encode(written, self.word_size, truncated))
         return trace_id
 
     def record(self, trace_id, image_map, time_ns, pid, tid, name, cut=False,
@@ -85,7 +122,7 @@ class SampleWriter:
             thread = f"{number} ({tid} {name})" if name else f"{number} ({tid})"
             if name_process:
                 thread += f" of process {pid}"
-            strings = (self.arch.name, thread, "sample", self.label)
+            strings = (self.arch.name, thread, self.reason, self.label)
             self._labels[tid] = (name, pid, strings)
         self.archive.stream_event(trace_id, image_map, time_ns, strings, (pid, tid, name, cut))
         self.samples += 1

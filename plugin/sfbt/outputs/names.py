@@ -2,7 +2,7 @@
 images, for the outputs drawn by `sfbt flame` (its SVG, speedscope's JSON,
 pprof's profile): each image's symbols (those of its separate debug file
 when there is one: sfbt.debuginfo), found by build id or path, as `sfbt
-stack` names frames."""
+stack` names frames; the kernel's from /proc/kallsyms (sfbt.symbols.kallsyms)."""
 
 import os
 
@@ -13,6 +13,7 @@ from ..elf import ElfError, open_elf
 from ..live.mappings import VDSO_NAME
 from ..live.symbols import module_symbols
 from ..printable import printable
+from ..symbols.kallsyms import KERNEL_IMAGE, recorded_kernel
 from ..unwind.target import Module
 
 
@@ -28,6 +29,11 @@ class ImageNamer:
         key = (image.path, image.base, image.build_id)
         if key not in self._symbols:
             build_id = image.build_id.hex() if image.build_id else None
+            if image.path == KERNEL_IMAGE:  # named only on the kernel it was recorded on
+                kernel = recorded_kernel(build_id)
+                self._symbols[key] = (image.base - kernel.base_address, kernel) \
+                    if kernel is not None else None
+                return self._symbols[key]
             path = image.path if image.path != VDSO_NAME else None
             first = _first_load_address(path, build_id) if path else None
             if first is None:  # no file of this build here: a debug file by build id

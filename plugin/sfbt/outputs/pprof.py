@@ -220,8 +220,9 @@ class PprofProfile:
     def encode(self, recording=None):
         """The gzipped profile; ``recording`` (sfbt.archive.recording),
         when the file had events, gives its start, duration, sampling
-        period (wall-clock nanoseconds: every thread is sampled, running
-        or not) and a comment (the events' label)."""
+        period (CPU nanoseconds where it sampled on CPU, as perf's and Go's
+        CPU profiles say it; else wall-clock nanoseconds: every thread is
+        sampled, running or not) and a comment (the events' label)."""
         parts = [_bytes(PROFILE_SAMPLE_TYPE, self._value_type("samples", "count"))]
         parts += [_bytes(PROFILE_SAMPLE, sample) for sample in self._samples]
         # the main program first (pprof takes the first mapping for it): in
@@ -234,7 +235,11 @@ class PprofProfile:
         if recording is not None:
             parts.append(_number(PROFILE_TIME_NANOS, recording.first_ns or 0))
             parts.append(_number(PROFILE_DURATION_NANOS, recording.duration_ns))
-            if recording.rate:
+            if recording.cpu_period_ns:
+                parts.append(_bytes(PROFILE_PERIOD_TYPE,
+                                    self._value_type("cpu", "nanoseconds")))
+                parts.append(_number(PROFILE_PERIOD, recording.cpu_period_ns))
+            elif recording.rate:
                 parts.append(_bytes(PROFILE_PERIOD_TYPE,
                                     self._value_type("wall", "nanoseconds")))
                 parts.append(_number(PROFILE_PERIOD, round(1e9 / recording.rate)))

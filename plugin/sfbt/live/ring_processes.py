@@ -1,0 +1,190 @@
+"""The processes that `sfbt record` on perf events sees start: their
+mappings made from the rings' records (FORK copies its parent's, an exec's
+COMM clears them, each MMAP2 adds one), never read from /proc, so that a
+process that exits before its samples are read is still walked.
+
+Their memory outside a sample's stack copy is read only from the files
+their read-only mappings map (and the vDSO, the kernel's same image in
+every process: sfbt's own copy).  What each file is (its load bias, build
+id) is read once for the machine (ModuleFiles), as its SFrame rows and
+symbols are (SFrameSources, the Describer's caches)."""
+
+import ctypes
+import os
+from bisect import bisect_right
+
+from ..elf import read_elf
+from ..errors import TargetMemoryError
+from .mappings import (VDSO, Mapping, file_modules, load_bias, mappings_of, read_maps,
+                       vdso_module)
+
+#: files kept open to read their mapped bytes at most (the least recently
+#: opened closed first)
+MAX_OPEN_FILES = 64
+
+
+class ModuleFiles:
+    """What is read of mapped files once for every process: each file's
+    ELF facts (by path, device and inode), its open descriptor for the
+    bytes its read-only mappings show, and the vDSO's bytes."""
+
+    def __init__(self):
+        #: (path, device, inode) -> (its load bias mapped at 0, build id)
+        self._facts = {}
+        self._open = {}  # (path, device, inode) -> descriptor
+        self._vdso = None
+
+    def file_image(self, path, mapping):
+        """(load bias, build id) of ``path`` mapped by ``mapping``, or None
+        (not an ELF file)."""
+        key = (path, mapping.device, mapping.inode)
+        if key not in self._facts:
+            self._facts[key] = read_elf(path, lambda image: (load_bias(image, 0),
+                                                             image.build_id()))
+        found = self._facts[key]
+        return None if found is None or found[0] is None else \
+            (mapping.start + found[0], found[1])
+
+    def read(self, mapping, address, size):
+        """``size`` bytes at ``address`` of the file ``mapping`` maps (a
+        short read where the file ends), or None where it cannot be
+        opened."""
+        key = (mapping.path, mapping.device, mapping.inode)
+        fd = self._open.get(key)
+        if fd is None:
+            try:
+                fd = os.open(mapping.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW |
+                             os.O_NONBLOCK)
+            except OSError:
+                return None
+            if os.fstat(fd).st_ino != mapping.inode:  # another file by that name now
+                os.close(fd)
+                return None
+            if len(self._open) >= MAX_OPEN_FILES:
+                os.close(self._open.pop(next(iter(self._open))))
+            self._open[key] = fd
+        try:
+            return os.pread(fd, size, mapping.offset + address - mapping.start)
+        except OSError:
+            return None
+
+    def vdso(self):
+        """The vDSO's bytes (sfbt's own: the kernel maps one image into
+        every process), or b""."""
+        if self._vdso is None:
+            self._vdso = b""
+            for mapping in mappings_of(read_maps("self", False)):
+                if mapping.path == VDSO:
+                    self._vdso = ctypes.string_at(mapping.start, mapping.end - mapping.start)
+        return self._vdso
+
+    def close(self):
+        for fd in self._open.values():
+            os.close(fd)
+        self._open.clear()
+
+
+def _part(mapping, start, end):
+    """The part of ``mapping`` from ``start`` to ``end``."""
+    return Mapping(start, end, mapping.readable, mapping.writable,
+                   mapping.offset + start - mapping.start, mapping.path, mapping.device,
+                   mapping.inode)
+
+
+class RingProcess:
+    """A process started while recording: its mappings as the rings said
+    them, its threads' names from its COMM records, and the session its
+    samples are walked in (made again once its mappings changed)."""
+
+    def __init__(self, pid, arch, files, mappings=(), names=None, parent=None):
+        """``parent``: the process whose mappings it starts with, read from
+        /proc only if needed before it runs a program of its own (most
+        children run one at once), in place of ``mappings``."""
+        self.pid = pid
+        self.arch = arch
+        self.files = files
+        self._mappings = sorted(mappings, key=lambda m: m.start) if parent is None else None
+        self._parent = parent
+        self.names = dict(names or {})
+        self.session = None
+        self.image_map = None
+        self.copy_end = 0
+        self.past_copy = False
+        self.stale = False
+
+    @property
+    def mappings(self):
+        if self._mappings is None:
+            try:
+                self._mappings = mappings_of(read_maps(self._parent, False))
+            except OSError:  # it exited meanwhile
+                self._mappings = []
+        return self._mappings
+
+    def mapped(self, record):
+        """An Mmap2 record of it: the mapping it adds, over the parts of
+        those it overlaps (as a loader maps a file's whole extent, then
+        its segments over it)."""
+        start, end = record.start, record.start + record.length
+        path = record.path if record.path.startswith(("/", "[")) else ""
+        kept = []
+        for old in self.mappings:
+            if old.end <= start or old.start >= end:
+                kept.append(old)
+                continue
+            if old.start < start:
+                kept.append(_part(old, old.start, start))
+            if old.end > end:
+                kept.append(_part(old, end, old.end))
+        kept.append(Mapping(start, end, True, record.writable, record.offset, path,
+                            record.device, record.inode))
+        self._mappings = sorted(kept, key=lambda m: m.start)
+        if path.startswith("/") or path == VDSO:  # its modules may change (not its heap)
+            self.session = None
+
+    def exec(self):
+        """It ran a new program: its mappings are those the program maps."""
+        self._mappings = []
+        self.session = None
+
+    def modules(self):
+        modules = file_modules(self.mappings, file_image=self.files.file_image)
+        for mapping in self.mappings:
+            if mapping.path == VDSO:
+                vdso = vdso_module(self.files.vdso(), mapping.start)
+                if vdso is not None:
+                    modules.append(vdso)
+        return modules
+
+    def _mapping_at(self, address):
+        at = bisect_right(self.mappings, address, key=lambda m: m.start) - 1
+        if at >= 0 and address < self.mappings[at].end:
+            return self.mappings[at]
+        return None
+
+    def read(self, address, size):
+        """Memory outside a sample's stack copy: only of its read-only
+        file mappings and the vDSO."""
+        mapping = self._mapping_at(address)
+        data = None
+        if mapping is not None and not mapping.writable and address + size <= mapping.end:
+            if mapping.path == VDSO:
+                at = address - mapping.start
+                data = self.files.vdso()[at:at + size]
+            elif mapping.file_backed:
+                data = self.files.read(mapping, address, size)
+        if data is None or len(data) != size:
+            if address >= self.copy_end:
+                self.past_copy = True
+            raise TargetMemoryError(address, size)
+        return data
+
+    def refresh(self):
+        return False  # its mappings are always the rings' latest
+
+    def thread_name(self, tid):
+        """Its name, or the process's (a new thread's until it names itself)."""
+        return self.names.get(tid) or self.names.get(self.pid, "")
+
+    def close(self):
+        pass

@@ -200,10 +200,11 @@ def _each_saved_file(path, read, symbolizer, bare_cbf=None):
     files the file names as its owner could (one line on stderr for each
     it refused).  Errors become one line naming the file, after the
     traces read before an archive's damage."""
-    from .archive.saved import SavedFile, input_name
+    from .archive.saved import input_name
     from .files import FileProblem
+    from .live.perf_data import open_saved
     try:
-        with SavedFile(path) as saved:
+        with open_saved(path) as saved:
             symbolizer.read_images_as(saved.read_as())
             if bare_cbf is not None and saved.form == "cbf":
                 bare_cbf(saved.data)

@@ -259,11 +259,12 @@ def _run_record(args, error_type):
 
 
 def _run_flame(args, error_type):
-    from ..archive.saved import SavedFile, input_name
+    from ..archive.saved import input_name
     from ..files import FileProblem, write_atomically
     from ..outputs import Options, write
+    from .perf_data import open_saved
     try:
-        with SavedFile(args.file) as saved:
+        with open_saved(args.file) as saved:
             options = Options(args.per_thread, args.title or f"sfbt: {args.file}")
             chunks, samples = write(args.format, saved, options)
             data = b"".join(chunks)

@@ -32,7 +32,7 @@ from ..archive.imagemap import encode_image_map
 from ..archive.store import Archive
 from ..archive.stream import ArchiveStream
 from ..commands.save import image_map
-from ..elf import PT_LOAD, ElfImage, read_elf_stream
+from ..elf import PT_LOAD, read_elf_stream
 from ..errors import SfbtError, TargetMemoryError
 from ..files import FileProblem, ReadAs, open_regular
 from ..unwind.modules import SFrameSources
@@ -56,7 +56,8 @@ _U32 = struct.Struct("<I")
 #: the attr fields read (perf_event_attr's offsets; a shorter attr's
 #: missing fields are 0)
 _ATTR_FIRST = struct.Struct("<IIQQQQ")  # type, size, config, period, sample_type, read_format
-_ATTR_BRANCH_TYPE, _ATTR_REGS_USER, _ATTR_STACK_USER = 72, 80, 88
+_ATTR_FLAGS, _ATTR_BRANCH_TYPE, _ATTR_REGS_USER, _ATTR_STACK_USER = 40, 72, 80, 88
+_SAMPLE_ID_ALL = 18  # the flag's bit
 #: the smallest attr perf ever wrote (PERF_ATTR_SIZE_VER0) and a bound
 _ATTR_MIN, _ATTR_MAX = 64, 4096
 
@@ -103,6 +104,9 @@ class _Attr:
 
     def __init__(self, data, at):
         _, size, _, _, self.sample_type, self.read_format = _ATTR_FIRST.unpack_from(data, at)
+        #: whether the records other than samples end with the sample's ids
+        self.sample_id_all = bool(_U64.unpack_from(data, at + _ATTR_FLAGS)[0]
+                                  >> _SAMPLE_ID_ALL & 1)
 
         def field(offset, form):
             return struct.unpack_from(form, data, at + offset)[0] if offset < size else 0
@@ -381,11 +385,11 @@ def _mapping_record(kind, misc, record):
     return pid, _Mapped(start, start + length, offset, name, build_id)
 
 
-def _record_time(attr, record, kind):
+def _record_time(attr, record):
     """The time in a non-sample record's sample_id trailer (sample_id_all),
     or None: it ends the record, TIME after TID."""
     sample_type = attr.sample_type
-    if not sample_type & SAMPLE_TIME:
+    if not sample_type & SAMPLE_TIME or not attr.sample_id_all:
         return None
     after = 8 * sum(bool(sample_type & bit) for bit in
                     (SAMPLE_ID, SAMPLE_STREAM_ID, SAMPLE_CPU, SAMPLE_IDENTIFIER))
@@ -586,17 +590,17 @@ def convert(perf, read_as, out_descriptor, label):
         if kind in (RECORD_MMAP, RECORD_MMAP2):
             found = _mapping_record(kind, misc, record)
             if found is not None and found[0] != 0xFFFFFFFF:
-                when = _record_time(perf.attrs[0], record, kind)
+                when = _record_time(perf.attrs[0], record)
                 timelines.setdefault(found[0], _Timeline()).add(when or 0, ("map", found[1]))
         elif kind == RECORD_COMM and misc & MISC_COMM_EXEC and len(record) >= 16:
             pid = _U32.unpack_from(record, 8)[0]
-            when = _record_time(perf.attrs[0], record, kind)
+            when = _record_time(perf.attrs[0], record)
             timelines.setdefault(pid, _Timeline()).add(when or 0, ("exec", None))
         elif kind == RECORD_FORK and len(record) >= 32:
             pid, parent = struct.unpack_from("<II", record, 8)
             if pid != parent and parent in timelines and pid not in timelines:
                 # a new process: its parent's mappings (by the fork's time)
-                when = _record_time(perf.attrs[0], record, kind) or 0
+                when = _record_time(perf.attrs[0], record) or 0
                 child = timelines[pid] = _Timeline()
                 for mapped in timelines[parent].mappings(timelines[parent].epoch(when)):
                     child.add(0, ("map", mapped))

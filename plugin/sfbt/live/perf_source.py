@@ -27,6 +27,7 @@ from ..commands.save import image_map
 from ..debuginfo import DebugFiles
 from ..errors import TargetMemoryError
 from ..unwind.modules import SFrameSources
+from ..unwind.walk import STOP_OUTERMOST
 from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
 from .perf_events import Comm, Exit, Lost, Mmap2, PerfUnavailable, Sample
@@ -159,11 +160,13 @@ def walk_sample(writer, sampled, sample):
 
 
 def _walk_copy(writer, sampled, state):
-    """(frames, stop, whether the walk asked for the stack above the copy)."""
+    """(frames, stop, whether the walk asked for the stack above the copy
+    and did not end at the outermost frame: a read above it that the
+    walk went on from, as at _start, cut nothing)."""
     sampled.copy_end = state.stack_start + len(state.stack)
     sampled.past_copy = False
     frames, stop = writer.walk(sampled.session, state)
-    return frames, stop, stop is not None and sampled.past_copy
+    return frames, stop, stop not in (None, STOP_OUTERMOST) and sampled.past_copy
 
 
 class PerfStats:

@@ -203,8 +203,10 @@ def _each_saved_file(path, read, symbolizer, bare_cbf=None):
     from .archive.saved import input_name
     from .files import FileProblem
     from .live.perf_data import open_saved
+    refused = symbolizer.refused
     try:
         with open_saved(path) as saved:
+            refused = {**saved.refused, **refused}
             symbolizer.read_images_as(saved.read_as())
             if bare_cbf is not None and saved.form == "cbf":
                 bare_cbf(saved.data)
@@ -218,7 +220,7 @@ def _each_saved_file(path, read, symbolizer, bare_cbf=None):
     except (SfbtError, OSError) as problem:
         raise _failure(input_name(path), problem) from None
     finally:
-        for image, why in symbolizer.refused.items():
+        for image, why in {**refused, **symbolizer.refused}.items():
             sys.stderr.write(f"sfbt: warning: {printable(image)}: {printable(why)}; its frames "
                              "are unknown (--trust-files reads it)\n")
     if error is not None:

@@ -106,12 +106,13 @@ class SavedFile:
             raise
 
     @classmethod
-    def made_from(cls, path, archive, read_as):
+    def made_from(cls, path, archive, read_as, refused):
         """A SavedFile of the archive open as ``archive`` (a temporary file),
         made from the file at ``path`` (a perf.data): errors name ``path``,
         files are read as ``read_as`` (the ReadAs of the file it was made
-        from)."""
+        from); ``refused``: the files it names that were not read, and why."""
         saved = cls.__new__(cls)
+        saved.refused = refused
         saved.path, saved.error, saved.recording, saved._copy_error = path, None, None, None
         saved.stream = saved._given = archive
         saved.size = os.fstat(archive.fileno()).st_size
@@ -119,6 +120,9 @@ class SavedFile:
         return saved
 
     _read_as = None
+    #: the files the file it was made from names that were not read
+    #: (path -> why), as its owner could not read them
+    refused: dict = {}
 
     def read_as(self):
         """The files.ReadAs of the file's owner (standard input's: a pipe

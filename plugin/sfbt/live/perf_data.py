@@ -134,8 +134,11 @@ class PerfData:
         head = self._read(0, min(self.size, _FILE_HEADER.size), "the file header")
         if head[:8] == MAGIC_BIG_ENDIAN:
             raise PerfDataError("a big-endian perf.data (sfbt reads little-endian ones)")
-        if len(head) < _FILE_HEADER.size or head[:8] != MAGIC:
+        if head[:8] != MAGIC:
             raise PerfDataError("offset 0: not a perf.data file (no PERFILE2 header)")
+        if len(head) < _FILE_HEADER.size:
+            raise PerfDataError(f"offset 0: a header of {_FILE_HEADER.size} bytes in a file "
+                                f"of {self.size}: truncated?")
         (_, header_size, attr_size, attrs_at, attrs_size, self.data_at, self.data_size,
          _, _, *features) = _FILE_HEADER.unpack(head)
         if header_size != _FILE_HEADER.size:  # 16: written to a pipe (perf record -o -)
@@ -414,16 +417,19 @@ def _pid_time(attr, record):
 
 class _Timeline:
     """A process's mapping changes in time order: ("map", _Mapped), or
-    ("exec", None) where it ran a new program (its mappings dropped)."""
+    ("exec", None) where it ran a new program (its mappings dropped);
+    ``seal()`` once all are added."""
 
     def __init__(self):
+        self.changes = []  # (time, order added, change)
         self.times = []
-        self.changes = []
 
     def add(self, when, change):
-        index = bisect_right(self.times, when)
-        self.times.insert(index, when)
-        self.changes.insert(index, change)
+        self.changes.append((when, len(self.changes), change))
+
+    def seal(self):
+        self.changes.sort(key=lambda entry: entry[:2])
+        self.times = [when for when, _, _ in self.changes]
 
     def epoch(self, when):
         """How many changes happened by ``when``."""
@@ -431,15 +437,28 @@ class _Timeline:
 
     def mappings(self, epoch):
         """The mappings after the first ``epoch`` changes (a later one
-        over an earlier one's addresses replacing it)."""
-        kept = []
-        for kind, mapped in self.changes[:epoch]:
+        over an earlier one's addresses replacing it), by address."""
+        starts, kept = [], []  # kept do not overlap: sorted by start and by end
+        for _, _, (kind, mapped) in self.changes[:epoch]:
             if kind == "exec":
-                kept = []
+                starts, kept = [], []
                 continue
-            kept = [m for m in kept if m.end <= mapped.start or m.start >= mapped.end]
-            kept.append(mapped)
-        return sorted(kept, key=lambda m: m.start)
+            first = bisect_right(starts, mapped.start) - 1
+            if first < 0 or kept[first].end <= mapped.start:
+                first += 1
+            last = bisect_right(starts, mapped.end - 1)
+            pieces = [mapped]  # what it leaves of those it overlaps
+            if first < last and kept[first].start < mapped.start:
+                old = kept[first]
+                pieces.insert(0, _Mapped(old.start, mapped.start, old.offset, old.path,
+                                         old.build_id))
+            if first < last and kept[last - 1].end > mapped.end:
+                old = kept[last - 1]
+                pieces.append(_Mapped(mapped.end, old.end, old.offset + mapped.end - old.start,
+                                      old.path, old.build_id))
+            starts[first:last] = [piece.start for piece in pieces]
+            kept[first:last] = pieces
+        return kept
 
 
 class _Files:
@@ -602,6 +621,7 @@ def convert(perf, read_as, out_descriptor, label):
                 # a new process: its parent's mappings (by the fork's time)
                 when = _record_time(perf.attrs[0], record) or 0
                 child = timelines[pid] = _Timeline()
+                timelines[parent].seal()
                 for mapped in timelines[parent].mappings(timelines[parent].epoch(when)):
                     child.add(0, ("map", mapped))
         elif kind == RECORD_SAMPLE:
@@ -613,6 +633,8 @@ def convert(perf, read_as, out_descriptor, label):
     # perf's clock is CPU time since boot; the wall time of a sample is
     # taken as the file's time less how long before the last sample it was
     wall = os.fstat(perf.stream.fileno()).st_mtime_ns - last_time
+    for timeline in timelines.values():
+        timeline.seal()
     files = _Files(read_as, perf.build_ids)
     sources = SFrameSources()
     archive = Archive()
@@ -687,4 +709,4 @@ def open_saved(path):
         out.close()
         raise PerfDataError("no sample with user registers and stack "
                             "(recorded with --call-graph dwarf?)")
-    return SavedFile.made_from(path, out, read_as)
+    return SavedFile.made_from(path, out, read_as, stats.refused)

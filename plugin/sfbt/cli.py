@@ -412,7 +412,8 @@ def _add_fold(commands):
         **with_example("sfbt fold profile.sfbt | flamegraph.pl > profile.svg",
                        "a recording drawn by flamegraph.pl"))
     fold.add_argument("file", metavar="FILE",
-                      help="an archive, a .cbf or JSON file, or a log with ~m# lines")
+                      help="an archive, a .cbf or JSON file, a log with ~m# lines, "
+                      "or a perf.data (perf record --call-graph dwarf)")
     fold.add_argument("--per-thread", action="store_true",
                       help="each thread's stacks under a root frame of its own, "
                       "NAME (TID)")

@@ -367,7 +367,8 @@ def _add_flame(commands, error_type):
         **with_example("sfbt flame profile.sfbt -o profile.svg",
                        "a recording as a flame graph to open in a browser"))
     flame.add_argument("file", metavar="FILE",
-                       help="an archive, a .cbf, JSON or lws file")
+                       help="an archive, a .cbf, JSON or lws file, or a perf.data "
+                       "(perf record --call-graph dwarf)")
     flame.add_argument("-o", "--output", required=True, metavar="OUT")
     flame.add_argument("--format", choices=("svg", "speedscope", "pprof"), default="svg",
                        help="svg (default), speedscope (JSON) or pprof (gzipped "

@@ -186,6 +186,8 @@ def test_a_file_of_another_build_or_one_its_owner_cannot_read_is_not_read(record
         assert refused.returncode == 0, refused.stderr
         assert "descend" not in refused.stdout
         assert "may not read it" in refused.stderr
+        trusted = run_sfbt("fold", "--trust-files", copy)
+        assert trusted.returncode == 0 and "descend" in trusted.stdout, trusted.stderr
         busy.chmod(0o755)
     # another build of the program where it was
     subprocess.run(["gcc", "-O1", "-o", str(busy), "-xc", "-"],

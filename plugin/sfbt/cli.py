@@ -193,19 +193,20 @@ def _run_cbf_encode(args):
     sys.stdout.buffer.write(data)
 
 
-def _each_saved_file(path, read, symbolizer, bare_cbf=None):
+def _each_saved_file(path, read, symbolizer, bare_cbf=None, trust_files=False):
     """Open the saved file at path and hand it to ``read(saved)`` (a
     SavedFile, read a backtrace at a time); a bare CBF file goes to
     ``bare_cbf(data)`` instead when given.  ``symbolizer`` reads the image
     files the file names as its owner could (one line on stderr for each
-    it refused).  Errors become one line naming the file, after the
-    traces read before an archive's damage."""
+    it refused; a perf.data's too, unless ``trust_files``).  Errors become
+    one line naming the file, after the traces read before an archive's
+    damage."""
     from .archive.saved import input_name
     from .files import FileProblem
     from .live.perf_data import open_saved
     refused = symbolizer.refused
     try:
-        with open_saved(path) as saved:
+        with open_saved(path, trust_files) as saved:
             refused = {**saved.refused, **refused}
             symbolizer.read_images_as(saved.read_as())
             if bare_cbf is not None and saved.form == "cbf":
@@ -259,7 +260,8 @@ def _run_cbf_decode(args):
             write_trace(trace)
 
     plain = not args.exe and not args.debug_dir
-    _each_saved_file(args.file, read, symbolizer, bare_cbf if plain else None)
+    _each_saved_file(args.file, read, symbolizer, bare_cbf if plain else None,
+                     args.trust_files)
 
 
 def _run_fold(args):
@@ -277,7 +279,7 @@ def _run_fold(args):
         for chunk in chunks:
             sys.stdout.buffer.write(chunk)
 
-    _each_saved_file(args.file, write_samples, symbolizer)
+    _each_saved_file(args.file, write_samples, symbolizer, trust_files=args.trust_files)
     if counted and counted[0].cut:
         samples = counted[0]
         sys.stderr.write(f"sfbt fold: {samples.stacks} stacks, {samples.stacks - samples.cut} "

@@ -34,7 +34,7 @@ from ..archive.stream import ArchiveStream
 from ..commands.save import image_map
 from ..elf import PT_LOAD, read_elf_stream
 from ..errors import SfbtError, TargetMemoryError
-from ..files import FileProblem, ReadAs, open_regular
+from ..files import TRUSTED, FileProblem, ReadAs, open_regular
 from ..unwind.modules import SFrameSources
 from .images import Located, no_file_path
 from .mappings import MappedModule
@@ -684,10 +684,11 @@ def convert(perf, read_as, out_descriptor, label):
     return stats
 
 
-def open_saved(path):
+def open_saved(path, trust_files=False):
     """The archive.saved.SavedFile of the file at ``path``: of the archive
     of its samples' stacks where it is a perf.data, else of the file as it
-    is (an archive, a .cbf, JSON, a log; "-" standard input)."""
+    is (an archive, a .cbf, JSON, a log; "-" standard input).
+    ``trust_files``: a perf.data's files are read whoever could read them."""
     from ..archive.saved import SavedFile
     if path == "-":
         return SavedFile(path)
@@ -695,7 +696,8 @@ def open_saved(path):
     with stream:
         if not is_perf_data(os.pread(stream.fileno(), 8, 0)):
             return SavedFile(path)
-        read_as = ReadAs.owner_of(stream.fileno(), "the perf.data's owner")
+        read_as = TRUSTED if trust_files else ReadAs.owner_of(stream.fileno(),
+                                                              "the perf.data's owner")
         perf = PerfData(stream, path)
         out = tempfile.TemporaryFile()
         try:

@@ -36,7 +36,7 @@ from ..elf import PT_LOAD, read_elf_stream
 from ..errors import SfbtError, TargetMemoryError
 from ..files import TRUSTED, FileProblem, ReadAs, open_regular
 from ..unwind.modules import SFrameSources
-from .images import Located, no_file_path
+from .core_notes import PF_W
 from .mappings import MappedModule
 from .perf_events import (RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_MMAP2,
                           RECORD_SAMPLE, MISC_COMM_EXEC, Sample, register_bits)
@@ -56,7 +56,7 @@ _U32 = struct.Struct("<I")
 #: the attr fields read (perf_event_attr's offsets; a shorter attr's
 #: missing fields are 0)
 _ATTR_FIRST = struct.Struct("<IIQQQQ")  # type, size, config, period, sample_type, read_format
-_ATTR_FLAGS, _ATTR_BRANCH_TYPE, _ATTR_REGS_USER, _ATTR_STACK_USER = 40, 72, 80, 88
+_ATTR_FLAGS, _ATTR_BRANCH_TYPE, _ATTR_REGS_USER = 40, 72, 80
 _SAMPLE_ID_ALL = 18  # the flag's bit
 #: the smallest attr perf ever wrote (PERF_ATTR_SIZE_VER0) and a bound
 _ATTR_MIN, _ATTR_MAX = 64, 4096
@@ -96,6 +96,7 @@ class PerfDataError(SfbtError):
 
 
 def is_perf_data(head):
+    """Whether a file's first bytes are a perf.data's (of either byte order)."""
     return head[:8] in (MAGIC, MAGIC_BIG_ENDIAN)
 
 
@@ -112,7 +113,6 @@ class _Attr:
             return struct.unpack_from(form, data, at + offset)[0] if offset < size else 0
         self.branch_type = field(_ATTR_BRANCH_TYPE, "<Q")
         self.regs_user = field(_ATTR_REGS_USER, "<Q")
-        self.stack_user = field(_ATTR_STACK_USER, "<I")
 
     def read_size(self):
         """Bytes of a sample's SAMPLE_READ part before its group count."""
@@ -464,15 +464,15 @@ class _Timeline:
 class _Files:
     """The files the recording's mappings name, read as the perf.data's
     owner could (``read_as``), and only where their build id is the one
-    the recording has for them: each file's located path, ELF segments
+    the recording has for them: each file's path read, PT_LOAD segments
     and build id, found once."""
 
     def __init__(self, read_as, build_ids):
         self.read_as = read_as
         self.build_ids = build_ids
-        self._found = {}  # (path, recorded build id) -> (Located, segments, build id)
-        self._streams = {}  # located path -> open stream
-        #: files not read: path -> why
+        self._found = {}  # (path, recorded build id) -> _find's
+        self._streams = {}  # path read -> open stream
+        #: files the perf.data's owner could not read: path -> why
         self.refused = {}
 
     def find(self, path, recorded):
@@ -483,27 +483,24 @@ class _Files:
         return found
 
     def _find(self, path, recorded):
+        """(the path read, "" where the file is not read; its PT_LOAD
+        segments; its build id)."""
         try:
             stream = self.read_as.open(path)
         except FileProblem as problem:
             if problem.errno == errno.EACCES:
                 self.refused.setdefault(path, problem.strerror)
-            return Located("", problem.strerror), [], None
-        except OSError as error:
-            return Located("", "not found" if error.errno == errno.ENOENT
-                           else error.strerror or str(error)), [], None
+            return "", [], None
+        except OSError:
+            return "", [], None
         read = read_elf_stream(stream, path, lambda image: (image.segments(),
                                                             image.build_id()))
-        if read is None:
-            stream.close()
-            return Located(""), [], None
+        if read is None or (recorded and read[1] != recorded):
+            stream.close()  # not ELF (a locale archive, a font), or another build
+            return "", [], None
         segments, build_id = read
-        if recorded and build_id != recorded:
-            stream.close()
-            return Located("", f"build id {build_id or 'none'} on disk, not the "
-                           f"recording's {recorded}"), [], None
         self._streams[path] = stream
-        return Located(path), [s for s in segments if s.type == PT_LOAD], build_id
+        return path, [s for s in segments if s.type == PT_LOAD], build_id
 
     def read(self, path, offset, size):
         stream = self._streams.get(path)
@@ -538,7 +535,7 @@ def _modules(mappings, files):
         if mapped.path in seen or not mapped.path.startswith("/"):
             continue  # [vdso], [stack], //anon: no file of the recording's
         seen.add(mapped.path)
-        located, segments, build_id = files.find(mapped.path, mapped.build_id)
+        path, segments, build_id = files.find(mapped.path, mapped.build_id)
         holding = next((s for s in segments if s.offset <= mapped.offset < s.offset + max(
             s.filesz, 1)), None)
         if holding is None:  # not read (refused, another build), or not ELF
@@ -547,10 +544,9 @@ def _modules(mappings, files):
         first = min(segments, key=lambda s: s.vaddr)
         start = (bias + first.vaddr) & -4096
         end = max(bias + s.vaddr + s.memsz for s in segments)
-        module = MappedModule(located.path or no_file_path(mapped.path), bias, start, end,
-                              build_id, bias + first.vaddr - first.offset,
-                              mapped_as=mapped.path, note=located.note)
-        made.append(_FileModule(module, [s for s in segments if not s.flags & 2]))
+        module = MappedModule(path, bias, start, end, build_id,
+                              bias + first.vaddr - first.offset, mapped_as=mapped.path)
+        made.append(_FileModule(module, [s for s in segments if not s.flags & PF_W]))
     return made
 
 
@@ -596,6 +592,7 @@ class _Stats:
         self.samples = 0
         self.cut = 0
         self.no_registers = 0  # samples without user registers (kernel threads)
+        self.refused = {}  # files the perf.data's owner could not read: path -> why
 
 
 def convert(perf, read_as, out_descriptor, label):

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import require, run_sfbt
 from gdb_support import compile_program
+from test_stack import Running
 
 #: the frames a whole stack ends at (outermost first in a folded line)
 _OUTERMOST = ("_start", "clone3", "clone")
@@ -36,12 +37,13 @@ outer()
 """
 
 
-def _perf_record(output, command, seconds=None):
-    """Run ``perf record --call-graph dwarf`` of ``command`` into
-    ``output``; with ``seconds``, perf is interrupted then (the command
-    runs on)."""
+def _perf_record(output, command, seconds=None, pid=None):
+    """Run ``perf record --call-graph dwarf`` of ``command`` (or of the
+    running process ``pid`` while ``command`` runs) into ``output``; with
+    ``seconds``, perf is interrupted then (the command runs on)."""
+    attach = ["-p", str(pid)] if pid is not None else []
     perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
-                             "-o", str(output), "--", *map(str, command)],
+                             *attach, "-o", str(output), "--", *map(str, command)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         if seconds is not None:
@@ -61,8 +63,9 @@ def _perf_record(output, command, seconds=None):
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory):
     """{name: perf.data}: busy.c (no frame pointers, gas --gsframe: qsort
-    and snprintf recursing, two threads) and Debian's python3 running a
-    pure-Python loop."""
+    and snprintf recursing, two threads), started by perf and attached to
+    (perf record -p: its mappings are perf's MMAP2 records made from
+    /proc/PID/maps), and Debian's python3 running a pure-Python loop."""
     require(shutil.which("perf"), "perf is not installed (linux-perf)")
     directory = tmp_path_factory.mktemp("perfdata")
     probe = subprocess.run(["perf", "record", "-o", str(directory / "probe.data"), "--",
@@ -71,8 +74,13 @@ def recordings(tmp_path_factory):
     busy = compile_program(directory, "busy", "O2", True, ["busy.c"])
     loop = directory / "loop.py"
     loop.write_text(_LOOP)
-    return {"busy": _perf_record(directory / "busy.data", [busy, 1], seconds=3),
-            "python": _perf_record(directory / "python.data", ["/usr/bin/python3", loop])}
+    recordings = {"busy": _perf_record(directory / "busy.data", [busy, 1], seconds=3),
+                  "python": _perf_record(directory / "python.data",
+                                         ["/usr/bin/python3", loop])}
+    with Running(busy, 1) as running:
+        recordings["attached"] = _perf_record(directory / "attached.data", ["sleep", "2"],
+                                              pid=running.pid)
+    return recordings
 
 
 def _perf_stacks(data):
@@ -120,7 +128,7 @@ def _report_self_shares(data):
     return shares
 
 
-@pytest.mark.parametrize("name", ["busy", "python"])
+@pytest.mark.parametrize("name", ["busy", "attached", "python"])
 def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
     data = recordings[name]
     perf = _perf_stacks(data)
@@ -146,7 +154,7 @@ def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
     sfbt_whole = collections.Counter({stack: count for stack, count in sfbt.items()
                                       if stack[0] in _OUTERMOST})
     assert whole == sfbt_whole, (list(whole - sfbt_whole)[:2], list(sfbt_whole - whole)[:2])
-    if name == "busy":
+    if name != "python":
         assert any("main" in stack for stack in whole)
         assert any("start_thread" in stack for stack in whole)
         assert any("msort_with_tmp" in stack for stack in whole)
@@ -277,3 +285,41 @@ def test_the_outputs_still_read_archives(tmp_path):
     folded = run_sfbt("fold", archive)
     assert folded.returncode == 0, folded.stderr
     assert folded.stdout.strip().endswith(" 1")
+
+
+def test_a_perf_data_damaged_anywhere_fails_in_one_line_or_reads(recordings, tmp_path):
+    """Bytes of the header, the attrs, the features and the data changed
+    (and the file cut) at random, with a fixed seed: each file reads, or
+    fails with one SfbtError line, within seconds; never another error."""
+    import random
+    from sfbt.errors import SfbtError
+    from sfbt.live.perf_data import open_saved
+    original = recordings["python"].read_bytes()
+    _, data_at, data_size = _header(original)
+    regions = [(0, 104), (104, data_at), (data_at, data_at + 4096),
+               (data_at, data_at + data_size), (data_at + data_size, len(original))]
+    rng = random.Random(32)
+    damaged = tmp_path / "damaged.data"
+    failed = 0
+    for _ in range(120):
+        changed = bytearray(original)
+        if rng.random() < 0.2:
+            changed = changed[:rng.randrange(len(changed))]
+        else:
+            start, end = rng.choice(regions)
+            for _ in range(rng.randrange(1, 6)):
+                at = rng.randrange(start, end - 8)
+                value = rng.choice([0, 1, 7, 8, 0xffff, 1 << 40, (1 << 64) - 1,
+                                    rng.randrange(1 << 64)])
+                struct.pack_into("<Q", changed, at, value)
+        damaged.write_bytes(bytes(changed))
+        signal.alarm(30)  # a loop ends the test (SIGALRM), not the suite
+        try:
+            with open_saved(str(damaged)):
+                pass
+        except SfbtError as error:
+            assert "\n" not in str(error)
+            failed += 1
+        finally:
+            signal.alarm(0)
+    assert 10 <= failed < 120

@@ -204,6 +204,8 @@ def test_a_file_of_another_build_or_one_its_owner_cannot_read_is_not_read(record
     rebuilt = run_sfbt("fold", data)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert "descend" not in rebuilt.stdout and "spin" not in rebuilt.stdout
+    assert re.search(rf"sfbt: warning: {re.escape(str(busy))}: build id [0-9a-f]+ on disk, "
+                     r"not the recording's [0-9a-f]+; its frames are unknown", rebuilt.stderr)
 
 
 def _header(data):

@@ -204,10 +204,10 @@ def _each_saved_file(path, read, symbolizer, bare_cbf=None, trust_files=False):
     from .archive.saved import input_name
     from .files import FileProblem
     from .live.perf_data import open_saved
-    refused = symbolizer.refused
+    refused, other_builds = symbolizer.refused, {}
     try:
         with open_saved(path, trust_files) as saved:
-            refused = {**saved.refused, **refused}
+            refused, other_builds = {**saved.refused, **refused}, saved.other_builds
             symbolizer.read_images_as(saved.read_as())
             if bare_cbf is not None and saved.form == "cbf":
                 bare_cbf(saved.data)
@@ -224,6 +224,9 @@ def _each_saved_file(path, read, symbolizer, bare_cbf=None, trust_files=False):
         for image, why in {**refused, **symbolizer.refused}.items():
             sys.stderr.write(f"sfbt: warning: {printable(image)}: {printable(why)}; its frames "
                              "are unknown (--trust-files reads it)\n")
+        for image, how in other_builds.items():
+            sys.stderr.write(f"sfbt: warning: {printable(image)}: {printable(how)}; its "
+                             "frames are unknown\n")
     if error is not None:
         raise CommandError(str(error))
 

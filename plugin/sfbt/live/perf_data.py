@@ -474,6 +474,8 @@ class _Files:
         self._streams = {}  # path read -> open stream
         #: files the perf.data's owner could not read: path -> why
         self.refused = {}
+        #: files of another build than the recorded one: path -> how
+        self.other_builds = {}
 
     def find(self, path, recorded):
         key = (path, recorded)
@@ -497,6 +499,9 @@ class _Files:
                                                             image.build_id()))
         if read is None or (recorded and read[1] != recorded):
             stream.close()  # not ELF (a locale archive, a font), or another build
+            if read is not None:
+                self.other_builds[path] = (f"build id {read[1] or 'none'} on disk, not the "
+                                           f"recording's {recorded}")
             return "", [], None
         segments, build_id = read
         self._streams[path] = stream
@@ -593,6 +598,7 @@ class _Stats:
         self.cut = 0
         self.no_registers = 0  # samples without user registers (kernel threads)
         self.refused = {}  # files the perf.data's owner could not read: path -> why
+        self.other_builds = {}  # files of another build than recorded: path -> how
 
 
 def convert(perf, read_as, out_descriptor, label):
@@ -677,7 +683,7 @@ def convert(perf, read_as, out_descriptor, label):
             raise out.failure
     finally:
         files.close()
-    stats.refused = files.refused
+    stats.refused, stats.other_builds = files.refused, files.other_builds
     return stats
 
 
@@ -708,4 +714,4 @@ def open_saved(path, trust_files=False):
         out.close()
         raise PerfDataError("no sample with user registers and stack "
                             "(recorded with --call-graph dwarf?)")
-    return SavedFile.made_from(path, out, read_as, stats.refused)
+    return SavedFile.made_from(path, out, read_as, stats.refused, stats.other_builds)

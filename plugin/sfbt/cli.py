@@ -193,17 +193,21 @@ def _run_cbf_encode(args):
     sys.stdout.buffer.write(data)
 
 
-def _each_saved_file(path, read, symbolizer, bare_cbf=None):
+def _each_saved_file(path, read, symbolizer, bare_cbf=None, trust_files=False):
     """Open the saved file at path and hand it to ``read(saved)`` (a
     SavedFile, read a backtrace at a time); a bare CBF file goes to
     ``bare_cbf(data)`` instead when given.  ``symbolizer`` reads the image
     files the file names as its owner could (one line on stderr for each
-    it refused).  Errors become one line naming the file, after the
-    traces read before an archive's damage."""
-    from .archive.saved import SavedFile, input_name
+    it refused; a perf.data's too, unless ``trust_files``).  Errors become
+    one line naming the file, after the traces read before an archive's
+    damage."""
+    from .archive.saved import input_name
     from .files import FileProblem
+    from .live.perf_data import open_saved
+    refused, other_builds = symbolizer.refused, {}
     try:
-        with SavedFile(path) as saved:
+        with open_saved(path, trust_files) as saved:
+            refused, other_builds = {**saved.refused, **refused}, saved.other_builds
             symbolizer.read_images_as(saved.read_as())
             if bare_cbf is not None and saved.form == "cbf":
                 bare_cbf(saved.data)
@@ -217,9 +221,12 @@ def _each_saved_file(path, read, symbolizer, bare_cbf=None):
     except (SfbtError, OSError) as problem:
         raise _failure(input_name(path), problem) from None
     finally:
-        for image, why in symbolizer.refused.items():
+        for image, why in {**refused, **symbolizer.refused}.items():
             sys.stderr.write(f"sfbt: warning: {printable(image)}: {printable(why)}; its frames "
                              "are unknown (--trust-files reads it)\n")
+        for image, how in other_builds.items():
+            sys.stderr.write(f"sfbt: warning: {printable(image)}: {printable(how)}; its "
+                             "frames are unknown\n")
     if error is not None:
         raise CommandError(str(error))
 
@@ -256,7 +263,8 @@ def _run_cbf_decode(args):
             write_trace(trace)
 
     plain = not args.exe and not args.debug_dir
-    _each_saved_file(args.file, read, symbolizer, bare_cbf if plain else None)
+    _each_saved_file(args.file, read, symbolizer, bare_cbf if plain else None,
+                     args.trust_files)
 
 
 def _run_fold(args):
@@ -274,7 +282,7 @@ def _run_fold(args):
         for chunk in chunks:
             sys.stdout.buffer.write(chunk)
 
-    _each_saved_file(args.file, write_samples, symbolizer)
+    _each_saved_file(args.file, write_samples, symbolizer, trust_files=args.trust_files)
     if counted and counted[0].cut:
         samples = counted[0]
         sys.stderr.write(f"sfbt fold: {samples.stacks} stacks, {samples.stacks - samples.cut} "
@@ -409,7 +417,8 @@ def _add_fold(commands):
         **with_example("sfbt fold profile.sfbt | flamegraph.pl > profile.svg",
                        "a recording drawn by flamegraph.pl"))
     fold.add_argument("file", metavar="FILE",
-                      help="an archive, a .cbf or JSON file, or a log with ~m# lines")
+                      help="an archive, a .cbf or JSON file, a log with ~m# lines, "
+                      "or a perf.data (perf record --call-graph dwarf)")
     fold.add_argument("--per-thread", action="store_true",
                       help="each thread's stacks under a root frame of its own, "
                       "NAME (TID)")

@@ -105,9 +105,32 @@ class SavedFile:
             self.stream.close()
             raise
 
+    @classmethod
+    def made_from(cls, path, archive, read_as, refused, other_builds):
+        """A SavedFile of the archive open as ``archive`` (a temporary file),
+        made from the file at ``path`` (a perf.data): errors name ``path``,
+        files are read as ``read_as`` (the ReadAs of the file it was made
+        from); ``refused``: the files it names that were not read, and why;
+        ``other_builds``: those not read as they are not the build it names."""
+        saved = cls.__new__(cls)
+        saved.refused, saved.other_builds = refused, other_builds
+        saved.path, saved.error, saved.recording, saved._copy_error = path, None, None, None
+        saved.stream = saved._given = archive
+        saved.size = os.fstat(archive.fileno()).st_size
+        saved.form, saved.data, saved._read_as = "archive", None, read_as
+        return saved
+
+    _read_as = None
+    #: the files the file it was made from names that were not read
+    #: (path -> why), as its owner could not read them
+    refused: dict = {}
+    other_builds: dict = {}
+
     def read_as(self):
         """The files.ReadAs of the file's owner (standard input's: a pipe
         is the invoking user's), as whom the files it names are read."""
+        if self._read_as is not None:
+            return self._read_as
         return ReadAs.owner_of(self._given.fileno(), "the archive's owner")
 
     def __enter__(self):

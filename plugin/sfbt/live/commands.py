@@ -259,11 +259,12 @@ def _run_record(args, error_type):
 
 
 def _run_flame(args, error_type):
-    from ..archive.saved import SavedFile, input_name
+    from ..archive.saved import input_name
     from ..files import FileProblem, write_atomically
     from ..outputs import Options, write
+    from .perf_data import open_saved
     try:
-        with SavedFile(args.file) as saved:
+        with open_saved(args.file) as saved:
             options = Options(args.per_thread, args.title or f"sfbt: {args.file}")
             chunks, samples = write(args.format, saved, options)
             data = b"".join(chunks)
@@ -366,7 +367,8 @@ def _add_flame(commands, error_type):
         **with_example("sfbt flame profile.sfbt -o profile.svg",
                        "a recording as a flame graph to open in a browser"))
     flame.add_argument("file", metavar="FILE",
-                       help="an archive, a .cbf, JSON or lws file")
+                       help="an archive, a .cbf, JSON or lws file, or a perf.data "
+                       "(perf record --call-graph dwarf)")
     flame.add_argument("-o", "--output", required=True, metavar="OUT")
     flame.add_argument("--format", choices=("svg", "speedscope", "pprof"), default="svg",
                        help="svg (default), speedscope (JSON) or pprof (gzipped "

@@ -80,17 +80,23 @@ class PerfUnavailable(SfbtError):
         self.errno = code
 
 
-def _perf_regs(machine):
-    """(sample_regs_user mask, [DWARF register number of each bit set, in
-    bit order]) of the general registers on ``machine``."""
+def register_bits(machine):
+    """{perf_regs.h bit: DWARF register number} of the general registers
+    on ``machine`` (empty where sfbt knows none)."""
     if machine == "x86_64":
         # perf_regs.h: AX BX CX DX SI DI BP SP IP, then R8-R15 at 16-23
         dwarf = {0: 0, 1: 3, 2: 2, 3: 1, 4: 4, 5: 5, 6: 6, 7: 7, 8: 16}
         dwarf.update({16 + n: 8 + n for n in range(8)})
-    elif machine == "aarch64":
-        dwarf = {n: n for n in range(33)}  # X0-X30, SP, PC: DWARF's numbers
-    else:
-        return 0, []
+        return dwarf
+    if machine == "aarch64":
+        return {n: n for n in range(33)}  # X0-X30, SP, PC: DWARF's numbers
+    return {}
+
+
+def _perf_regs(machine):
+    """(sample_regs_user mask, [DWARF register number of each bit set, in
+    bit order]) of the general registers on ``machine``."""
+    dwarf = register_bits(machine)
     mask = sum(1 << bit for bit in dwarf)
     return mask, [dwarf[bit] for bit in sorted(dwarf)]
 

@@ -33,6 +33,7 @@ from ..debuginfo import DebugFiles
 from ..errors import TargetMemoryError
 from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_build_id
 from ..unwind.modules import SFrameSources
+from ..unwind.walk import STOP_OUTERMOST
 from . import perf_events
 from .memory import COPY_ALIGN, ThreadState
 from .perf_events import Comm, Exit, Fork, Lost, Mmap2, PerfUnavailable, Sample
@@ -166,6 +167,36 @@ class SampledProcess:
 
     def close(self):
         self.process.close()
+
+
+def walk_sample(writer, sampled, sample):
+    """(frames, stop, cut) of perf_events.Sample ``sample`` walked with
+    ``writer`` (SampleWriter) in ``sampled``'s session over its stack copy;
+    ``cut``: the walk needed the stack above the copy and the copy ended
+    short of the stack's end.  ``sampled`` (a SampledProcess, or a
+    process of a perf.data file) has ``session``, ``copy_end`` and
+    ``past_copy`` (set by its reads above the copy), and ``refresh()``
+    (whether it read its mappings anew: the walk is tried again)."""
+    sp = sample.registers.get(sampled.session.arch.sp, 0)
+    start = sp & -COPY_ALIGN  # the walk reads whole pages: the one of SP from the copy
+    state = ThreadState(sample.tid, "", sample.registers, start,
+                        bytes(sp - start) + sample.stack)
+    frames, stop, cut = _walk_copy(writer, sampled, state)
+    if stop is not None and frames and \
+            sampled.session.module_map().module_for(frames[-1].lookup_pc) is None \
+            and sampled.refresh():  # a library loaded since
+        frames, stop, cut = _walk_copy(writer, sampled, state)
+    return frames, stop, cut and sample.full
+
+
+def _walk_copy(writer, sampled, state):
+    """(frames, stop, whether the walk asked for the stack above the copy
+    and did not end at the outermost frame: a read above it that the
+    walk went on from, as at _start, cut nothing)."""
+    sampled.copy_end = state.stack_start + len(state.stack)
+    sampled.past_copy = False
+    frames, stop = writer.walk(sampled.session, state)
+    return frames, stop, stop not in (None, STOP_OUTERMOST) and sampled.past_copy
 
 
 class PerfStats:
@@ -411,17 +442,7 @@ class PerfRecorder:
             sampled.session, sampled.image_map = walking_session(
                 self.writer.arch, sampled.modules(), sampled.read, sampled.mappings,
                 self.archive, self._debug_files, self._sources, self._kernel_image)
-        arch = sampled.session.arch
-        sp = sample.registers.get(arch.sp, 0)
-        start = sp & -COPY_ALIGN  # the walk reads whole pages: the one of SP from the copy
-        state = ThreadState(sample.tid, "", sample.registers, start,
-                            bytes(sp - start) + sample.stack)
-        frames, stop, cut = self._walk(sampled, state)
-        if stop is not None and frames and \
-                sampled.session.module_map().module_for(frames[-1].lookup_pc) is None \
-                and sampled.refresh():  # a library loaded since
-            frames, stop, cut = self._walk(sampled, state)
-        cut = cut and sample.full
+        frames, stop, cut = walk_sample(self.writer, sampled, sample)
         self.stats.cut += cut
         trace_id = self.writer.trace_id(frames, stop, cut, sample.kernel)
         self.writer.record(trace_id, sampled.image_map, sample.time + self._wall, sample.pid,
@@ -443,13 +464,6 @@ class PerfRecorder:
         self.writer.record(trace_id, self._kernel_map, sample.time + self._wall, sample.pid,
                            sample.tid, name, name_process=True)
         self.stats.samples += 1
-
-    def _walk(self, sampled, state):
-        """(frames, stop, whether the walk asked for the stack above the copy)."""
-        sampled.copy_end = state.stack_start + len(state.stack)
-        sampled.past_copy = False
-        frames, stop = self.writer.walk(sampled.session, state)
-        return frames, stop, stop is not None and sampled.past_copy
 
     def _cpu_seconds(self):
         if self.every_process:

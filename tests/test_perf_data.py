@@ -1,0 +1,335 @@
+"""`sfbt fold perf.data`, `sfbt flame perf.data`: a file `perf record
+--call-graph dwarf` wrote, its samples' copied registers and stacks walked
+with SFrame, compared with what perf makes of the SAME file (perf script,
+which unwinds with libdw; perf report).  And a perf.data that lies about
+its sizes: one line naming the offset, never a traceback or a loop."""
+
+import collections
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import require, run_sfbt
+from gdb_support import compile_program
+from test_stack import Running
+
+#: the frames a whole stack ends at (outermost first in a folded line)
+_OUTERMOST = ("_start", "clone3", "clone")
+
+_LOOP = """\
+import time
+def inner(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+def outer():
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        inner(20000)
+outer()
+"""
+
+
+def _perf_record(output, command, seconds=None, pid=None):
+    """Run ``perf record --call-graph dwarf`` of ``command`` (or of the
+    running process ``pid`` while ``command`` runs) into ``output``; with
+    ``seconds``, perf is interrupted then (the command runs on)."""
+    attach = ["-p", str(pid)] if pid is not None else []
+    perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
+                             *attach, "-o", str(output), "--", *map(str, command)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        if seconds is not None:
+            try:
+                perf.wait(seconds)
+            except subprocess.TimeoutExpired:
+                perf.send_signal(signal.SIGINT)
+        _, errors = perf.communicate(timeout=120)
+    finally:
+        if perf.poll() is None:
+            perf.kill()
+            perf.wait()
+    assert "Captured and wrote" in errors, errors
+    return output
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    """{name: perf.data}: busy.c (no frame pointers, gas --gsframe: qsort
+    and snprintf recursing, two threads), started by perf and attached to
+    (perf record -p: its mappings are perf's MMAP2 records made from
+    /proc/PID/maps), and Debian's python3 running a pure-Python loop."""
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    directory = tmp_path_factory.mktemp("perfdata")
+    probe = subprocess.run(["perf", "record", "-o", str(directory / "probe.data"), "--",
+                            "true"], capture_output=True, text=True, timeout=60)
+    require(probe.returncode == 0, f"perf record refused: {probe.stderr.strip()[-200:]}")
+    busy = compile_program(directory, "busy", "O2", True, ["busy.c"])
+    loop = directory / "loop.py"
+    loop.write_text(_LOOP)
+    recordings = {"busy": _perf_record(directory / "busy.data", [busy, 1], seconds=5),
+                  "python": _perf_record(directory / "python.data",
+                                         ["/usr/bin/python3", loop])}
+    with Running(busy, 1) as running:
+        recordings["attached"] = _perf_record(directory / "attached.data", ["sleep", "2"],
+                                              pid=running.pid)
+    return recordings
+
+
+def _perf_stacks(data):
+    """[user frames' function names, outermost first] of each sample, as
+    `perf script` unwinds it (kernel frames and perf's [unknown] end
+    marker left out; inlined frames kept, as sfbt keeps them)."""
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
+                            capture_output=True, text=True, timeout=300, check=True).stdout
+    stacks = []
+    for block in script.split("\n\n"):
+        names = []
+        for line in block.splitlines()[1:]:
+            match = re.match(r"\s*([0-9a-f]+) (.*)", line)
+            if match and int(match[1], 16) < 0xffff800000000000:
+                names.append(re.sub(r" \(inlined\)$", "", match[2]))
+        if names:
+            stacks.append(tuple(reversed(names)))
+    return stacks
+
+
+#: how perf names what sfbt names otherwise: the signal trampoline
+#: (libc's __restore_rt, in no symbol table perf reads) is GDB's
+#: "<signal handler called>" to sfbt
+_PERF_NAMES = {"<signal handler called>": "[unknown]"}
+
+
+def _sfbt_stacks(data):
+    """Counter of sfbt fold's stacks (names, outermost first; an unnamed
+    frame's address as perf's "[unknown]", see _PERF_NAMES)."""
+    folded = run_sfbt("fold", data)
+    assert folded.returncode == 0, folded.stderr
+    assert "Traceback" not in folded.stderr
+    stacks = collections.Counter()
+    for line in folded.stdout.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        stacks[tuple("[unknown]" if re.fullmatch(r"0x[0-9a-f]+", name)
+                      else _PERF_NAMES.get(name, name)
+                      for name in stack.split(";"))] += int(count)
+    return stacks
+
+
+def _report_self_shares(data):
+    """{function: self share} of `perf report --stdio --no-children`."""
+    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
+                             "--sort", "sym", "-q", "-g", "none"], capture_output=True,
+                            text=True, timeout=300, check=True).stdout
+    shares = {}
+    for line in report.splitlines():
+        match = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
+        if match:
+            shares[match[2]] = float(match[1]) / 100
+    return shares
+
+
+@pytest.mark.parametrize("name", ["busy", "attached", "python"])
+def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
+    data = recordings[name]
+    perf = _perf_stacks(data)
+    sfbt = _sfbt_stacks(data)
+    # every sample of the file, each walked once (a loaded machine gives
+    # the program little time: perf starts slowly, and it shares the CPUs)
+    assert sum(sfbt.values()) == len(perf) >= 20
+    # the hottest functions (the innermost frame) and their shares
+    perf_leaves = collections.Counter(stack[-1] for stack in perf)
+    sfbt_leaves = collections.Counter()
+    for stack, count in sfbt.items():
+        sfbt_leaves[stack[-1]] += count
+    for function, count in perf_leaves.most_common(5):
+        assert abs(sfbt_leaves[function] - count) / len(perf) <= 0.03, \
+            (function, sfbt_leaves.most_common(8), perf_leaves.most_common(8))
+    hottest, count = sfbt_leaves.most_common(1)[0]
+    report = _report_self_shares(data)
+    assert hottest == max(report, key=report.get)
+    assert abs(count / len(perf) - report[hottest]) <= 0.03, (count, report)
+    # each sample perf unwinds to the stack's start (main and on), sfbt
+    # unwinds to the same functions
+    whole = collections.Counter(stack for stack in perf if stack[0] in _OUTERMOST)
+    assert sum(whole.values()) >= 0.2 * len(perf)
+    sfbt_whole = collections.Counter({stack: count for stack, count in sfbt.items()
+                                      if stack[0] in _OUTERMOST})
+    assert whole == sfbt_whole, (list(whole - sfbt_whole)[:2], list(sfbt_whole - whole)[:2])
+    if name != "python":
+        assert any("main" in stack for stack in whole)
+        assert any("start_thread" in stack for stack in whole)
+        assert any("msort_with_tmp" in stack for stack in whole)
+    else:
+        assert any("Py_BytesMain" in stack for stack in whole)
+
+
+def test_flame_and_the_other_outputs_of_a_perf_data(recordings, tmp_path):
+    data = recordings["busy"]
+    for output_format in ("svg", "speedscope", "pprof"):
+        output = tmp_path / f"busy.{output_format}"
+        drawn = run_sfbt("flame", data, "-o", output, "--format", output_format)
+        assert drawn.returncode == 0, drawn.stderr
+        assert re.search(rf"{output_format} of \d+ stacks", drawn.stdout), drawn.stdout
+        assert output.stat().st_size > 100
+    assert b"descend" in (tmp_path / "busy.svg").read_bytes()
+    per_thread = run_sfbt("fold", "--per-thread", data)
+    assert per_thread.returncode == 0, per_thread.stderr
+    roots = {line.split(";", 1)[0] for line in per_thread.stdout.splitlines()}
+    assert any(root.startswith("busy-0 (") for root in roots), roots
+
+
+def test_a_file_of_another_build_or_one_its_owner_cannot_read_is_not_read(recordings,
+                                                                          tmp_path):
+    """The modules a perf.data names are read only where they are the
+    recorded build, and as the perf.data's owner could read them."""
+    busy = compile_program(tmp_path, "busy", "O2", True, ["busy.c"])
+    data = _perf_record(tmp_path / "busy.data", [busy, 1], seconds=2)
+    assert "descend" in run_sfbt("fold", data).stdout
+    # the recording's owner (nobody) may not read the program
+    copy = tmp_path / "other.data"
+    shutil.copyfile(data, copy)
+    if os.geteuid() == 0:
+        os.chown(copy, 65534, 65534)
+        busy.chmod(0o700)
+        refused = run_sfbt("fold", copy)
+        assert refused.returncode == 0, refused.stderr
+        assert "descend" not in refused.stdout
+        assert "may not read it" in refused.stderr
+        trusted = run_sfbt("fold", "--trust-files", copy)
+        assert trusted.returncode == 0 and "descend" in trusted.stdout, trusted.stderr
+        busy.chmod(0o755)
+    # another build of the program where it was
+    subprocess.run(["gcc", "-O1", "-o", str(busy), "-xc", "-"],
+                   input="int main(void) { return 0; }\n", text=True, check=True,
+                   capture_output=True)
+    rebuilt = run_sfbt("fold", data)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "descend" not in rebuilt.stdout and "spin" not in rebuilt.stdout
+    assert re.search(rf"sfbt: warning: {re.escape(str(busy))}: build id [0-9a-f]+ on disk, "
+                     r"not the recording's [0-9a-f]+; its frames are unknown", rebuilt.stderr)
+
+
+def _header(data):
+    """(attr size, data section offset, data section size) of a perf.data."""
+    attr_size, = struct.unpack_from("<Q", data, 16)
+    data_at, data_size = struct.unpack_from("<QQ", data, 40)
+    return attr_size, data_at, data_size
+
+
+def _one_line_error(path, *expected):
+    failed = run_sfbt("fold", path)
+    assert failed.returncode == 1
+    assert failed.stdout == ""
+    lines = failed.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"sfbt: {path}: "), failed.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+def test_a_corrupt_perf_data_is_one_line_naming_the_offset(recordings, tmp_path):
+    original = recordings["busy"].read_bytes()
+    attr_size, data_at, data_size = _header(original)
+    truncated = tmp_path / "truncated.data"
+    truncated.write_bytes(original[:data_at + data_size // 2])
+    _one_line_error(truncated, "offset 40", "truncated")
+    # the header's attr size
+    bad_attr = tmp_path / "attr-size.data"
+    bad_attr.write_bytes(original[:16] + struct.pack("<Q", 3) + original[24:])
+    _one_line_error(bad_attr, "offset 16", "attr size of 3")
+    # an attr's own size, larger than its entry
+    attrs_at, = struct.unpack_from("<Q", original, 24)
+    own = bytearray(original)
+    struct.pack_into("<I", own, attrs_at + 4, 60000)
+    bad_own = tmp_path / "attr-own.data"
+    bad_own.write_bytes(bytes(own))
+    _one_line_error(bad_own, f"offset {attrs_at + 4}", "attr of size 60000")
+    # a record of size 0 (a reader that adds it would loop for ever)
+    zero = bytearray(original)
+    struct.pack_into("<H", zero, data_at + 6, 0)
+    zero_size = tmp_path / "zero.data"
+    zero_size.write_bytes(bytes(zero))
+    _one_line_error(zero_size, f"offset {data_at}", "record of size 0")
+    # a sample whose stack size runs past its record
+    sample_at = _first_sample(original, data_at, data_size)
+    lying = bytearray(original)
+    size, = struct.unpack_from("<H", lying, sample_at + 6)
+    # the stack copy's size, before the 8192 bytes copied, their dynamic
+    # size and the sample's last few fields (DATA_SRC)
+    stack_size_at = next(at for at in range(sample_at + size - 8192 - 16, sample_at, -8)
+                         if struct.unpack_from("<Q", lying, at)[0] == 8192)
+    struct.pack_into("<Q", lying, stack_size_at, 1 << 40)
+    long_stack = tmp_path / "stack.data"
+    long_stack.write_bytes(bytes(lying))
+    _one_line_error(long_stack, f"offset {sample_at}", "runs past")
+    # a big-endian machine's perf.data
+    big = tmp_path / "big.data"
+    big.write_bytes(b"2ELIFREP" + original[8:])
+    _one_line_error(big, "big-endian")
+    # not a perf.data nor an archive: read as before (a bare CBF trace)
+    assert run_sfbt("fold", tmp_path / "truncated.data").returncode == 1
+
+
+def _first_sample(data, at, size):
+    """The offset of the first SAMPLE record with a full stack copy."""
+    end = at + size
+    while at < end:
+        kind, _, record_size = struct.unpack_from("<IHH", data, at)
+        if kind == 9 and record_size > 8192 + 200:
+            return at
+        at += record_size
+    raise AssertionError("no sample")
+
+
+def test_the_outputs_still_read_archives(tmp_path):
+    """A perf.data is told by its magic: an archive is read as before."""
+    from conftest import one_frame_archive
+    archive = one_frame_archive(tmp_path / "one.sfbt", sys.executable)
+    folded = run_sfbt("fold", archive)
+    assert folded.returncode == 0, folded.stderr
+    assert folded.stdout.strip().endswith(" 1")
+
+
+def test_a_perf_data_damaged_anywhere_fails_in_one_line_or_reads(recordings, tmp_path):
+    """Bytes of the header, the attrs, the features and the data changed
+    (and the file cut) at random, with a fixed seed: each file reads, or
+    fails with one SfbtError line, within seconds; never another error."""
+    import random
+    from sfbt.errors import SfbtError
+    from sfbt.live.perf_data import open_saved
+    original = recordings["python"].read_bytes()
+    _, data_at, data_size = _header(original)
+    regions = [(0, 104), (104, data_at), (data_at, data_at + 4096),
+               (data_at, data_at + data_size), (data_at + data_size, len(original))]
+    rng = random.Random(32)
+    damaged = tmp_path / "damaged.data"
+    failed = 0
+    for _ in range(60):
+        changed = bytearray(original)
+        if rng.random() < 0.2:
+            changed = changed[:rng.randrange(len(changed))]
+        else:
+            start, end = rng.choice(regions)
+            for _ in range(rng.randrange(1, 6)):
+                at = rng.randrange(start, end - 8)
+                value = rng.choice([0, 1, 7, 8, 0xffff, 1 << 40, (1 << 64) - 1,
+                                    rng.randrange(1 << 64)])
+                struct.pack_into("<Q", changed, at, value)
+        damaged.write_bytes(bytes(changed))
+        signal.alarm(30)  # a loop ends the test (SIGALRM), not the suite
+        try:
+            with open_saved(str(damaged)):
+                pass
+        except SfbtError as error:
+            assert "\n" not in str(error)
+            failed += 1
+        finally:
+            signal.alarm(0)
+    assert 5 <= failed < 60

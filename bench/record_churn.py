@@ -3,11 +3,19 @@
 resident memory and open descriptors every few seconds, which should stay
 flat once it has seen the first threads come and go.
 
+The descriptors are counted in two parts: the recorder keeps two open
+(/proc/PID/task/TID/schedstat and syscall) for each thread of its latest
+listing of /proc/PID/task, so that part follows how many threads the
+program has at that moment (churn.c: the main one and up to AT_ONCE
+more); the other part (its own files, the modules' files, a /proc file
+read in passing) should not grow.
+
 Run: python3 bench/record_churn.py [--seconds 60] [--every 5] [--hz 99]
 """
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,15 +44,32 @@ def resident_kb(pid):
     return 0
 
 
-def descriptors(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
+#: threads churn.c runs at once besides its main thread
+AT_ONCE = 4
+
+
+def descriptors(pid, target):
+    """(descriptors, thread descriptors) process ``pid`` holds open: all of
+    them, and those of a thread of ``target`` other than its main one
+    (/proc/TARGET/task/TID/...).  One closed while they are listed is not
+    counted."""
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    task = re.compile(rf"/proc/{target}/task/(\d+)/")
+    thread_links = [link for link in links
+                    if (match := task.match(link)) and int(match[1]) != target]
+    return len(links), len(thread_links)
 
 
 def record_churn(directory, seconds, every, hz, say=print):
     """Record the churning program for ``seconds``, calling ``say`` with
-    (elapsed seconds, resident KiB, descriptors) every ``every`` seconds;
-    returns the [(elapsed, KiB, descriptors)] and `sfbt record`'s
-    (exit status, stdout, stderr)."""
+    (elapsed seconds, resident KiB, descriptors, thread descriptors, see
+    ``descriptors``) every ``every`` seconds; returns these figures and
+    `sfbt record`'s (exit status, stdout, stderr)."""
     program = build_program(directory, "churn")
     target = subprocess.Popen([program, str(seconds + 30)], stdout=subprocess.PIPE,
                               stdin=subprocess.DEVNULL)
@@ -64,7 +89,7 @@ def record_churn(directory, seconds, every, hz, say=print):
             if recorder.poll() is not None:
                 break
             figure = (time.monotonic() - began, resident_kb(recorder.pid),
-                      descriptors(recorder.pid))
+                      *descriptors(recorder.pid, target.pid))
             figures.append(figure)
             say(*figure)
         recorder.send_signal(signal.SIGTERM)
@@ -84,11 +109,11 @@ def main():
     parser.add_argument("--hz", type=float, default=99.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sfbt-churn-") as directory:
-        print("seconds  resident MiB  descriptors")
+        print("seconds  resident MiB  descriptors  of threads")
         figures, (code, out, err) = record_churn(
             directory, args.seconds, args.every, args.hz,
-            lambda elapsed, kb, fds: print(f"{elapsed:7.1f}  {kb / 1024:12.1f}  {fds:11d}",
-                                           flush=True))
+            lambda elapsed, kb, fds, thread_fds: print(
+                f"{elapsed:7.1f}  {kb / 1024:12.1f}  {fds:11d}  {thread_fds:10d}", flush=True))
         print(out.strip() or f"sfbt record ended with {code}: {err.strip()}")
 
 

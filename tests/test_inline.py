@@ -775,3 +775,41 @@ def test_packed_lookups_round_trip_and_refuse_malformed_entries():
     assert UnitLookup.from_packed({"calls": []}) is None
     assert UnitLookup.from_packed([[], "chains", [], []]) is None
     assert UnitLookup.from_packed([[], [], []]) is None
+
+
+def test_a_sibling_pointing_at_the_first_child_is_not_taken(inlined, tmp_path):
+    """An entry with children whose DW_AT_sibling points at the end of its
+    own attributes (its first child: the children, at least the null entry
+    closing them, come before any sibling) is read child by child: the
+    inline reader and the call-site reader find in the unit what they
+    find with the true sibling (taking such a sibling read the children
+    one level too high, and the unit's walk ended at their null entry,
+    the functions after it lost)."""
+    from elftools.elf.elffile import ELFFile
+    from sfbt.dwarf.call_sites import unit_call_sites
+    from sfbt.dwarf.inline import unit_frames
+    data = bytearray(inlined.read_bytes())
+    elf = ELFFile(io.BytesIO(bytes(data)))
+    info = elf.get_section_by_name(".debug_info")
+    unit = next(elf.get_dwarf_info().iter_CUs())
+    children = list(unit.get_top_DIE().iter_children())
+    first = next(i for i, entry in enumerate(children)
+                 if entry.has_children and entry.tag == "DW_TAG_array_type"
+                 and entry.attributes.get("DW_AT_sibling", None) is not None)
+    entry = children[first]
+    sibling = entry.attributes["DW_AT_sibling"]
+    assert sibling.form == "DW_FORM_ref4"
+    assert any(later.tag == "DW_TAG_subprogram" and "DW_AT_low_pc" in later.attributes
+               for later in children[first + 1:]), "no function after the entry"
+    at = info["sh_offset"] + sibling.offset
+    data[at:at + 4] = (entry.offset + entry.size - unit.cu_offset).to_bytes(4, "little")
+    patched = tmp_path / "first_child_sibling"
+    patched.write_bytes(data)
+    original, damaged = _dwarf_bytes(inlined), _dwarf_bytes(patched)
+    expected = unit_frames(original, unit.cu_offset)
+    assert expected.calls and expected.functions
+    assert unit_frames(damaged, unit.cu_offset) == expected
+    sites = unit_call_sites(original, unit.cu_offset)
+    assert sites.sites
+    found = unit_call_sites(damaged, unit.cu_offset)
+    assert (found.sites, found.tail_calls) == (sites.sites, sites.tail_calls)

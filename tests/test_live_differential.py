@@ -13,6 +13,7 @@ import time
 import pytest
 
 import live_harness as harness
+from gdb_support import compile_library, compile_program
 
 #: busy.c's threads: 3 workers, the loader, main; 300 us asleep at the
 #: bottom of each recursion (the machine is shared)
@@ -86,6 +87,32 @@ def test_recorded_stacks_are_complete(busy, tmp_path):
     tally.add(dict(enumerate(stacks)), harness.BUSY_STARTS)
     assert tally.walked >= 10
     assert tally.complete == tally.walked, "\n\n".join(tally.problems[:3])
+
+
+def test_recorded_stacks_name_a_library_loaded_after_the_maps_were_read(tmp_path):
+    """late_library.c loads liblate.so 200 ms after sfbt record seized it
+    and spins in it from then on: each sample copied before the mappings
+    are read again is walked in the mappings read before the library
+    came, where its PC is in no module (the walk went on by the return
+    address at SP, leaving frame #0 without a name).  sfbt reads the
+    mappings again and walks it anew: every stack is named."""
+    library = compile_library(tmp_path, "liblate.so", "O2", ["liblate.c"])
+    program = compile_program(tmp_path, "late_library", "O2", True, ["late_library.c"])
+    archive = tmp_path / "late.sfbt"
+    with harness.Started([program, library]) as running:
+        recorded = harness.sfbt_command("record", "--idle", "-p", running.pid, "--hz", "50",
+                                        "--duration", "0.8", "-o", archive)
+        with open(f"/proc/{running.pid}/maps") as maps:
+            spans = [[int(end, 16) for end in line.split()[0].split("-")]
+                     for line in maps if line.rstrip().endswith("/liblate.so")]
+    assert recorded.returncode == 0, recorded.stderr
+    stacks = harness.recorded_stacks(archive)
+    # those copied in the library (not those asleep before, or in dlopen)
+    spinning = [stack for stack in stacks
+                if any(start <= stack.frames[0][0] < end for start, end in spans)]
+    assert spinning, "\n\n".join(stack.describe() for stack in stacks)
+    for stack in spinning:
+        assert [name for _, name in stack.frames] == ["library_spin", "main"], stack.describe()
 
 
 def _one_line(result, pattern):

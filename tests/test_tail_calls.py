@@ -9,6 +9,7 @@ import re
 import struct
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -89,6 +90,31 @@ def test_stack_equals_gdbs_with_its_tail_call_frames(gdb, program, tmp_path):
     assert names[-5:] == ["stop_here", "inner", "middle", "outer", "main"], stack.describe()
 
 
+def test_the_kept_tail_call_finder_holds_no_session(program):
+    """The finder is kept while the modules stay the same (a debugger's
+    front end keeps them from one command to the next): it holds the
+    module map and the modules' symbolizers, not the session that made
+    it (before, its session's bound call_site_source, and with it that
+    stop's threads and memory), and finds the tail-call frames once that
+    session is gone."""
+    import gc
+    import weakref
+    from sfbt.live.session import process_session
+    from sfbt.live.stack import stack_text
+    with harness.Started([program, "wait"]) as running:
+        session = process_session(running.pid)
+        (stack,) = harness.parse_stacks(stack_text(session)).values()
+    names = [name for _, name in stack.frames]
+    assert names[-5:] == ["stop_here", "inner", "middle", "outer", "main"], stack.describe()
+    inner, middle, outer, main = (pc for pc, _ in stack.frames[-4:])
+    finder = session.tail_calls()
+    made_by = weakref.ref(session)
+    del session
+    gc.collect()
+    assert made_by() is None
+    assert finder.between(main, inner - 1) == [middle, outer]
+
+
 def test_lldb_sframe_bt_equals_bt_but_for_its_artificial_frames(lldb, program):
     """LLDB's bt shows the unambiguous chains as [artificial] frames
     (middle, outer); sframe-bt in LLDB's layout does not rebuild them yet:
@@ -163,7 +189,8 @@ class OneModule:
 
 def finder(data):
     symbols = FileSymbolizer.of_image(data, "crafted")
-    return tail_calls.TailCalls(OneModule(), lambda module: symbols), symbols
+    return tail_calls.TailCalls(OneModule(), SimpleNamespace(symbols=lambda module: symbols)), \
+        symbols
 
 
 def at(function, offset=0):

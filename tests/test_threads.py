@@ -21,7 +21,11 @@ def test_record_of_thread_churn_keeps_memory_and_descriptors_flat(tmp_path):
     the recorder's resident size and descriptors after 3 s are those at
     the end (the code before kept two descriptors, a name, a stack copy
     and a walk for every thread it had seen: some 50 descriptors and
-    2 MiB more each second)."""
+    2 MiB more each second).  Two descriptors are kept for each thread
+    of the latest listing, so those follow how many threads churn.c has
+    at that moment (up to AT_ONCE besides its main one, more of them
+    caught alive on a loaded machine): they are bounded by that, and the
+    others must not grow."""
     churn = bench_module("record_churn")
     figures, (code, out, err) = churn.record_churn(str(tmp_path), 12, 1, 99,
                                                    lambda *figure: None)
@@ -30,7 +34,10 @@ def test_record_of_thread_churn_keeps_memory_and_descriptors_flat(tmp_path):
     early = [figure for figure in figures if figure[0] >= 3][0]
     last = figures[-1]
     assert last[0] >= 11
-    assert last[2] - early[2] <= 2, figures
+    assert all(thread_fds <= 2 * churn.AT_ONCE for *_, thread_fds in figures), figures
+    # other than the threads': one more for a /proc file (maps, a new
+    # thread's comm) being read at that moment
+    assert (last[2] - last[3]) - (early[2] - early[3]) <= 1, figures
     # KiB: a backlog of samples on a loaded machine may hold a few MiB;
     # the leak grew some 18 MiB over these 9 s
     assert last[1] - early[1] <= 6 * 1024, figures

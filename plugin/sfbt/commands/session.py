@@ -39,6 +39,24 @@ def _elf_symbolizer(module: Module, debug_files: "DebugFiles") -> Optional["File
     return module_symbolizer(module, debug_files, strict=False)
 
 
+class FileSymbolizers:
+    """The symbolizer of each module's file (_elf_symbolizer), made once
+    and kept in ``table`` (a table of a Kept: modules_kept()), found
+    through ``debug_files``: what gives call sites and minimal symbols,
+    without the session that made it."""
+
+    def __init__(self, table: Any, debug_files: "DebugFiles"):
+        self.table = table
+        self.debug_files = debug_files
+
+    def symbols(self, module: Module) -> Optional["FileSymbolizer"]:
+        table = self.table
+        if module not in table:
+            table[module] = _elf_symbolizer(module, self.debug_files)
+        found: Optional[FileSymbolizer] = table[module]
+        return found
+
+
 class Thread(Value):
     """One thread of the debugged process: its label in saved backtraces
     (``"1 (4242)"``: the debugger's number and the system's id) and the
@@ -148,29 +166,31 @@ class Session:
 
     def tail_calls(self) -> "TailCalls":
         """What finds the frames tail calls left off the stack
-        (sfbt.symbols.tail_calls), over call_site_source(), kept while the
-        modules stay the same (modules_kept)."""
+        (sfbt.symbols.tail_calls), over the module map and
+        call_site_symbols(), kept while the modules stay the same
+        (modules_kept); it holds no session (a later command's finds it)."""
         kept = self.modules_kept().table("tail calls")
         finder: Optional[TailCalls] = kept.get("finder")
         if finder is None:
             from ..symbols.tail_calls import TailCalls
-            finder = kept["finder"] = TailCalls(self.module_map(), self.call_site_source)
+            finder = kept["finder"] = TailCalls(self.module_map(), self.call_site_symbols())
         return finder
 
-    def call_site_source(self, module: Module) -> Optional["FileSymbolizer"]:
-        """The FileSymbolizer that gives the module's call sites and
-        minimal symbols (the one of its file: file_symbols()), or None."""
-        return self.file_symbols(module)
+    def call_site_symbols(self) -> Any:
+        """What gives each module's call sites and minimal symbols
+        (``symbols(module)``: a FileSymbolizer or None), holding no
+        session: by default the symbolizers of the modules' files
+        (file_symbols())."""
+        return self._file_symbolizers()
 
     def file_symbols(self, module: Module) -> Optional["FileSymbolizer"]:
         """The FileSymbolizer of the module's file (over its separate debug
         file when there is one; sfbt.symbols, whose tables sfbt's cache
         keeps), kept while the modules stay the same (modules_kept), or None."""
-        kept = self.modules_kept().table("file symbols")
-        if module not in kept:
-            kept[module] = _elf_symbolizer(module, self.debug_files())
-        found: Optional[FileSymbolizer] = kept[module]
-        return found
+        return self._file_symbolizers().symbols(module)
+
+    def _file_symbolizers(self) -> FileSymbolizers:
+        return FileSymbolizers(self.modules_kept().table("file symbols"), self.debug_files())
 
     def inline_source(self, module: Module) -> Optional["FileSymbolizer"]:
         """What gives the module's inline chains and function names

@@ -67,7 +67,6 @@ CALLEE_ATTRIBUTES = frozenset((
     DW_AT_DECLARATION, entries.DW_AT_SPECIFICATION, entries.DW_AT_LOW_PC,
     entries.DW_AT_HIGH_PC, entries.DW_AT_RANGES, entries.DW_AT_LINKAGE_NAME,
     entries.DW_AT_MIPS_LINKAGE_NAME, entries.DW_AT_NAME))
-SIBLING = frozenset((entries.DW_AT_SIBLING,))
 #: call sites a unit may hold (GCC's largest C++ units: tens of thousands)
 MAX_CALL_SITES = 1 << 20
 #: functions that start before an address looked through for one holding
@@ -233,13 +232,10 @@ def unit_call_sites(dwarf: "DwarfBytes", offset: int) -> UnitCallSites:
         elif function is not False and tag in NESTING:
             at = unit.skip(abbreviation, at)
         elif abbreviation.children:
-            attributes, after = unit.attributes(at, SIBLING, abbreviation)
-            sibling = unit.reference(attributes[entries.DW_AT_SIBLING]) \
-                if entries.DW_AT_SIBLING in attributes else None
-            if sibling is not None and after < sibling <= unit.end:
-                at = sibling
+            at, skipped = unit.past_children(abbreviation, at)
+            if skipped:
                 continue
-            at, function = after, False
+            function = False
         else:
             at = unit.skip(abbreviation, at)
             continue

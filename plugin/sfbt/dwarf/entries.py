@@ -235,6 +235,9 @@ class AbbreviationTable:
                 return self.codes
 
 
+_SIBLING = frozenset((DW_AT_SIBLING,))
+
+
 class Unit:
     """One unit of .debug_info: its header, its abbreviations and the
     bases (low pc, string offsets, addresses, range lists) of its top
@@ -338,6 +341,20 @@ class Unit:
         if abbreviation.size is not None:
             return at + abbreviation.size
         return self.attributes(at, (), abbreviation)[1]
+
+    def past_children(self, abbreviation: Abbreviation, at: int) -> Tuple[int, bool]:
+        """(offset, True) of the next sibling of the entry with children
+        whose attributes start at ``at``, where its DW_AT_sibling says so
+        and stays inside the unit; else (offset after its attributes,
+        False): its children are to be read.  A sibling at the attributes'
+        end is not taken: the children (at least the null entry that
+        closes them) come first, so it points at the first child."""
+        attributes, after = self.attributes(at, _SIBLING, abbreviation)
+        if DW_AT_SIBLING in attributes:
+            sibling = self.reference(attributes[DW_AT_SIBLING])
+            if sibling is not None and after < sibling <= self.end:
+                return sibling, True
+        return after, False
 
     def attributes(self, at: int, wanted, abbreviation: Abbreviation = None):
         """({attribute: (form, value)} of the wanted attributes, offset

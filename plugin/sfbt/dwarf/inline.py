@@ -58,7 +58,6 @@ PARAMETERS = {0x05, 0x18}
 PARAMETERS_FORMAL = 0x05
 DW_AT_ARTIFICIAL = 0x34
 ARTIFICIAL = frozenset((DW_AT_ARTIFICIAL,))
-SIBLING = frozenset((entries.DW_AT_SIBLING,))
 #: (call, elementary interval) pairs a unit may hold: damaged ranges that
 #: overlap without end are refused (the C library's largest unit: 1439)
 MAX_MARKS = 1_000_000
@@ -311,13 +310,10 @@ def _calls(unit, left_out):
             else:
                 attributes, at = None, unit.skip(abbreviation, at)
         elif abbreviation.children:
-            attributes, after = unit.attributes(at, SIBLING, abbreviation)
-            sibling = unit.reference(attributes[entries.DW_AT_SIBLING]) \
-                if entries.DW_AT_SIBLING in attributes else None
-            if sibling is not None and after <= sibling <= unit.end:
-                at = sibling
+            at, skipped = unit.past_children(abbreviation, at)
+            if skipped:
                 continue
-            at, depth = after, None
+            depth = None
         else:
             at = unit.skip(abbreviation, at)
             continue

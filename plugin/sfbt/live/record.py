@@ -241,7 +241,8 @@ class Recorder:
         #: samples taken, walked when the sampling leaves time (in order)
         self._pending = deque()
         self._pending_bytes = 0
-        self._walked = {}  # tid -> ((registers, stack), trace id) of its latest walk
+        #: tid -> ((registers, stack), trace id, image map) of its latest walk
+        self._walked = {}
         self.writer = SampleWriter(self.archive, self.process.arch, label)
         self._marks = {}  # tid -> its idle mark (SeizedProcess.idle_mark) after its last stop
         self._awaited = {}  # tid -> its Pending sample while it is yet to stop
@@ -274,22 +275,31 @@ class Recorder:
         self._image_map = self.archive.add_image_map(
             encode_image_map(image_map(self.session)))
         self._maps_read = time.monotonic()
+        self._maps_read_ns = time.time_ns()
 
     def _refresh_mappings(self, keep_gone=False):
         if self.process.reread_mappings(keep_gone):
             self._new_session()
         self._maps_read = time.monotonic()
+        self._maps_read_ns = time.time_ns()
 
     def _walk(self, pending):
-        """The walk of a copied thread; where it ends outside every known
-        library, again with the mappings read anew (one loaded since)."""
+        """The walk of a copied thread; where one of its frames is in no
+        known module (a library loaded after the mappings were read and
+        before the copy: the walk may have gone on past it, by the return
+        address at SP or the frame pointers, leaving a frame without a
+        name), again in the session of the mappings read anew, if they
+        were read before the copy (a later reading would have held it)
+        and changed since the sample's session."""
         session = pending.session
         frames, stop = self.writer.walk(session, pending.state)
-        if stop is not None and frames and \
-                session.module_map().module_for(frames[-1].lookup_pc) is None:
-            self._refresh_mappings(keep_gone=True)
-            pending.image_map = self._image_map
-            frames, stop = self.writer.walk(self.session, pending.state)
+        module_for = session.module_map().module_for
+        if any(module_for(frame.lookup_pc) is None for frame in frames):
+            if self._maps_read_ns <= pending.time:
+                self._refresh_mappings(keep_gone=True)
+            if self.session is not session:
+                pending.image_map = self._image_map
+                frames, stop = self.writer.walk(self.session, pending.state)
         return frames, stop
 
     def sample(self):
@@ -412,17 +422,19 @@ class Recorder:
             if sample.dropped or (sample.state is None and sample.tid not in self._walked):
                 continue  # it exited before it was copied
             if sample.state is None:
-                trace_id = self._walked[sample.tid][1]
+                _, trace_id, sample.image_map = self._walked[sample.tid]
             else:
                 self._pending_bytes -= len(sample.state.stack)
                 key = (sample.state.registers, sample.state.stack)
                 previous = self._walked.get(sample.tid)
                 if previous is not None and previous[0] == key:
-                    trace_id = previous[1]
+                    # named by the modules it was walked with (its walk may
+                    # have read the mappings again: _walk)
+                    _, trace_id, sample.image_map = previous
                 else:
                     trace_id = self.writer.trace_id(*self._walk(sample))
                     self.stats.walks += 1
-                self._walked[sample.tid] = (key, trace_id)
+                self._walked[sample.tid] = (key, trace_id, sample.image_map)
             self._record(trace_id, sample)
 
     def _behind(self):

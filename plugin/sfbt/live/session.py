@@ -98,8 +98,8 @@ class SnapshotSession(Session):
     def past_main(self) -> bool:
         return self._past_main
 
-    def call_site_source(self, module: Module) -> Optional[FileSymbolizer]:
-        return self.describer.symbols(module)
+    def call_site_symbols(self) -> Describer:
+        return self.describer
 
     def in_main(self, lookup_pc: int) -> bool:
         found = self._in_main.get(lookup_pc)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+    from typing import Any, Dict, List, Optional, Protocol, Set, Tuple
 
     from ..dwarf.call_sites import CallSite, Target
     from .symbolizer import FileSymbolizer
@@ -31,7 +31,13 @@ if TYPE_CHECKING:
     #: the loaded modules (sfbt.unwind.modules.ModuleMap): ``modules``, in
     #: GDB's order, and ``module_for(pc)``
     ModuleMap = Any
-    SymbolsOf = Callable[[Module], Optional[FileSymbolizer]]
+
+    class Symbolizers(Protocol):
+        """Each module's FileSymbolizer (or None), made once: the
+        symbolizers of a session's module files (commands.session's
+        FileSymbolizers, the debugger-free Describer)."""
+
+        def symbols(self, module: Module) -> Optional[FileSymbolizer]: ...
     #: a call site where it runs: (load bias of its module, its site)
     Placed = Tuple[int, CallSite]
 
@@ -48,12 +54,13 @@ class _NoChain(Exception):
 
 class TailCalls:
     """The tail-call frames between two frames of a walk, over the
-    modules of ``module_map`` and their symbols (``symbols_of(module)``,
-    a FileSymbolizer or None)."""
+    modules of ``module_map`` and their symbols (``symbolizers``'
+    ``symbols(module)``, a FileSymbolizer or None); no session held, so
+    it is kept while the modules stay the same."""
 
-    def __init__(self, module_map: ModuleMap, symbols_of: SymbolsOf):
+    def __init__(self, module_map: ModuleMap, symbolizers: Symbolizers):
         self.module_map = module_map
-        self.symbols_of = symbols_of
+        self.symbolizers = symbolizers
         #: (module, name) -> the module's address of it, or None
         self._named: Dict[Tuple[Module, str], Optional[int]] = {}
 
@@ -78,7 +85,7 @@ class TailCalls:
         module = self.module_map.module_for(pc)
         if module is None:
             return 0, None
-        return module.load_bias, self.symbols_of(module)
+        return module.load_bias, self.symbolizers.symbols(module)
 
     def _site(self, return_pc: int) -> Optional[Placed]:
         """The call site returning to ``return_pc``, looked for in the unit
@@ -128,7 +135,7 @@ class TailCalls:
         for module in self.module_map.modules:
             key = (module, name)
             if key not in self._named:
-                symbols = self.symbols_of(module)
+                symbols = self.symbolizers.symbols(module)
                 address = symbols.symbol_address(name) if symbols is not None else None
                 self._named[key] = address + module.load_bias if address is not None \
                     else None

@@ -144,7 +144,8 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     (sfbt.archive.layout) prints them.  ``tail_calls(callee, caller)``,
     when given, gives the PCs of the tail-call frames between two frames
     (sfbt.symbols.tail_calls), each shown as a frame of its own named
-    after the innermost function at its PC - 1, as GDB's `bt` shows it.
+    after the innermost function at its PC - 1, as the debugger's `bt`
+    shows it (LLDB's marked ``[artificial]``).
     ``named_outer`` keeps the names of the frames other than the innermost
     one (lookup pc -> [(name, where)], escaped) from one backtrace to the
     next."""
@@ -189,6 +190,8 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     for level, (frame, pc, name, where, index, last) in enumerate(shown, first):
         line = layout.line(level, pc, name, where, index, last)
         own = layout.is_own(index, last)
+        if frame is None:
+            line += layout.tail_call_mark
         if verbose and frame is None:
             line += f"  [{TAIL_CALL_HOW}]"
         elif verbose and (own or layout.inline_how):
@@ -232,7 +235,7 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
         finder = session.tail_calls()
 
         def tail_calls(callee, caller):
-            return finder.between(caller.pc, callee.lookup_pc)
+            return finder.between(caller.pc, callee.lookup_pc, layout.unique_tail_calls)
     lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
                             layout, tail_calls, session.modules_kept().table("named frames"))
     return "\n".join(lines)

@@ -233,9 +233,18 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
     tail_calls = None
     if layout.tail_calls:
         finder = session.tail_calls()
+        # (caller pc, callee's lookup pc) -> the PCs between: the call
+        # sites say, which stay while the modules do (a deep recursion
+        # asks the same pair at every frame, a sweep at every step)
+        found = session.modules_kept().table("tail-call frames")
 
         def tail_calls(callee, caller):
-            return finder.between(caller.pc, callee.lookup_pc, layout.unique_tail_calls)
+            key = (caller.pc, callee.lookup_pc)
+            pcs = found.get(key)
+            if pcs is None:
+                pcs = found[key] = finder.between(caller.pc, callee.lookup_pc,
+                                                  layout.unique_tail_calls)
+            return pcs
     lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
                             layout, tail_calls, session.modules_kept().table("named frames"))
     return "\n".join(lines)

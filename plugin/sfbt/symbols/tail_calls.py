@@ -18,7 +18,10 @@ LLDB (its StackFrameList's FindInterveningFrames) shows the frames of a
 path only where it is the one path (``unique``): a second path, or a
 function reached twice on the way, and it shows none; a call it cannot
 resolve (indirect) or a function without call sites is a path that leads
-nowhere rather than the end of the search.
+nowhere rather than the end of the search; and it knows only the call
+sites that are children of their function's own entry (none nested in a
+block or an inlined call: a C library's call from inlined code, as
+__pthread_clockjoin_ex's to its futex wait, gives no frame).
 
 The search is bounded: MAX_VISITS call sites entered, MAX_DEPTH calls on a
 path; past either there is no chain (as for an ambiguous one)."""
@@ -74,6 +77,8 @@ class TailCalls:
             if site is None or entry is None:
                 return []
             if unique:
+                if site[1].nested:
+                    return []
                 return [bias + site.pc for bias, site in reversed(self._path(site, entry))]
             return _frames(self._chain(site, entry))
         except _NoChain:
@@ -210,6 +215,8 @@ class TailCalls:
                 except _NoChain:  # no DWARF function there: no calls out of it
                     continue
                 for tail in tails:
+                    if tail[1].nested:
+                        continue
                     visits[0] += 1
                     if visits[0] > MAX_VISITS or len(path) >= MAX_DEPTH:
                         raise _NoChain

@@ -119,6 +119,80 @@ def test_lldb_sframe_bt_equals_bt_with_its_artificial_frames(lldb, program):
     assert artificial_names[2] in ([], ["__GI_qsort"], ["qsort"]), artificial_names
 
 
+JOINING = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *run(void *arg) { for (;;) pause(); return arg; }
+int main(void)
+{
+    pthread_t thread;
+    pthread_create(&thread, 0, run, 0);
+    puts("ready");
+    fflush(stdout);
+    pthread_join(thread, 0);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def joining(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("joining")
+    source = directory / "joining.c"
+    source.write_text(JOINING)
+    program = directory / "joining"
+    subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", str(program), str(source),
+                    "-lpthread"], check=True, capture_output=True)
+    return program
+
+
+def test_a_call_into_a_library_by_its_versioned_name(gdb, joining):
+    """main calls pthread_join, which the C library's .symtab names
+    pthread_join@@GLIBC_2.34 (with libc6-dbg), and which jumps on to
+    __pthread_clockjoin_ex: GDB shows ___pthread_join as a tail-call
+    frame, and sframe-bt too (before: the name was not found, no frame)."""
+    with harness.Started([joining]) as running:
+        time.sleep(0.2)
+        out = run_gdb(gdb, ["-p", str(running.pid)], ["thread 1", "echo ==STOP==\\n",
+                                                      "test-gdb-pcs", GDB_FRAME_TYPES,
+                                                      "sframe-bt -v"])
+    section = split_sections(out, "==STOP==")[-1]
+    (expected,) = gdb_pcs(section)
+    ours = [(int(pc, 16), how) for _, pc, _, how in _OURS.findall(section)]
+    assert [pc for pc, _ in ours] == expected, section
+    tails = [int(pc, 16) for kind, pc in _TYPE.findall(section) if kind == "TAILCALL"]
+    assert [pc for pc, how in ours if how == "tailcall"] == tails, section
+
+
+def test_lldb_reads_a_functions_own_call_sites_only(lldb, joining):
+    """The main thread waits in pthread_join: __pthread_clockjoin_ex calls
+    the futex wait from code inlined into it, and that tail-jumps on.
+    With the C library's DWARF GDB shows a tail-call frame there; LLDB
+    reads only the call sites that are children of a function's own
+    entry and shows none: sframe-bt in LLDB neither (before: it showed
+    __GI___futex_abstimed_wait_cancelable64 [artificial]), and shows the
+    one LLDB shows, ___pthread_join (pthread_join's)."""
+    with harness.Started([joining]) as running:
+        time.sleep(0.2)
+        out = run_lldb(lldb, None, [
+            f"process attach -p {running.pid}", "thread select 1", mark("STOP"),
+            "test-lldb-pcs", "bt", mark("OURS"), "sframe-bt -v"])
+    theirs_text, ours_text = split_sections(out, "==STOP==")[-1].split("==OURS==\n")
+    (theirs,) = lldb_pcs(theirs_text)
+    frames = stack_frames(ours_text)
+    assert len(frames) >= 3 and frames[-1][2] == "main", ours_text
+    assert [pc for _, pc, _ in frames] == theirs[:len(frames)], out[-3000:]
+    artificial = re.findall(r"frame #\d+: (0x[0-9a-f]+) .*\[artificial\]$",
+                            theirs_text.split("`main")[0], re.M)
+    ours_artificial = re.findall(r"^#\d+\s+(0x[0-9a-f]+) in .*\[artificial\]  \[tailcall\]$",
+                                 ours_text, re.M)
+    assert [int(pc, 16) for pc in ours_artificial] == [int(pc, 16) for pc in artificial], \
+        out[-3000:]
+    assert "futex_abstimed_wait_cancelable" not in "".join(
+        line for line in ours_text.splitlines() if "[artificial]" in line)
+
+
 # -- crafted DWARF ----------------------------------------------------------------------------
 
 DW_FORM_REF4 = 0x13

@@ -26,6 +26,7 @@ exceptions, stacks of 50 to 350 frames), on every GDB of the matrix:
 
 Each test prints how many stops and lines agreed."""
 
+import json
 import os
 import random
 import re
@@ -34,8 +35,6 @@ import signal
 import subprocess
 import time
 from collections import Counter
-
-import pytest
 
 from conftest import ROOT, bench_module, require
 from differential import Plan, Program, run_plan, summary, sweep
@@ -91,7 +90,6 @@ def _stops(gdb, program, commands):
     problems = [line for line in out.splitlines()
                 if "Traceback" in line or "Python Exception" in line]
     assert not problems, problems[:3]
-    import json
     return [json.loads(line[7:]) for line in out.splitlines() if line.startswith("FRAMES ")]
 
 

@@ -8,6 +8,7 @@ import lldb
 
 from sfbt.arch import arch_for_debugger
 from sfbt.commands import CommandError, Session, Settings, Thread
+from sfbt.commands.kept import Kept
 from sfbt.errors import TargetMemoryError
 from sfbt.unwind.modules import ModuleMap, SFrameSources
 from sfbt.unwind.target import Module, Target
@@ -120,7 +121,12 @@ class LldbTarget(Target):
 
 class State:
     """The plugin's state in this LLDB: settings, SFrame data per module
-    (kept for the session) and the module map of the current stop."""
+    (kept for the session), the module map of the current stop and what
+    the commands keep for the modules (sfbt.commands.kept's ``modules``,
+    as in GDB), forgotten when the target's images (their files and load
+    addresses) or the process change.  What a stop read (the walk) is kept
+    for one command only: LLDB tells the plugin of no register or memory
+    write, and its stop id stays the same through them."""
 
     def __init__(self):
         self.settings = Settings("lldb")
@@ -131,10 +137,26 @@ class State:
         self.errors = collections.deque(maxlen=50)
         #: the frame provider's last plan per thread index: a summary line
         self.provider_plans = {}
+        self.modules = Kept("modules")
+        self._modules_key = None
 
     def _setting_changed(self, name, value):
         if name == "synthesize":
             self.sources.synthesize = bool(value)
+
+    def modules_kept(self, target):
+        """The modules' owner, forgotten first where the target's images
+        or the process changed since the last command (LLDB calls the
+        plugin on no event: checked at each command)."""
+        process = target.GetProcess()
+        key = (target.GetExecutable().fullpath, process.GetProcessID(), tuple(
+            (image.GetFileSpec().fullpath,
+             image.GetObjectFileHeaderAddress().GetLoadAddress(target))
+            for image in target.module_iter()))
+        if key != self._modules_key:
+            self.modules.forget()
+            self._modules_key = key
+        return self.modules
 
     def module_map(self, target, arch, frame0=None):
         """The module map, rebuilt when the target's images or the stop
@@ -182,7 +204,7 @@ class LldbSession(Session):
         self.running = _is_running(self.process)
         self._exe_ctx = exe_ctx
         self._arch = arch_of(target)
-        self._described = {}  # (lookup_pc, module) -> describe()
+        self._modules_kept = state.modules_kept(target)
 
     @property
     def arch(self):
@@ -227,14 +249,19 @@ class LldbSession(Session):
         return [(frames.GetFrameAtIndex(i).GetPC(), i == 0)
                 for i in range(frames.GetNumFrames())]
 
+    def modules_kept(self):
+        return self._modules_kept
+
     def describe(self, lookup_pc, module=None):
         """Without a process every image sits at its file addresses, which
         overlap: ``module`` then says which image the address is in.  Kept
-        for the session: a deep recursion repeats a few addresses."""
+        while the modules stay the same (a deep recursion repeats a few
+        addresses; the next command names the same ones)."""
+        described = self._modules_kept.table("descriptions")
         key = (lookup_pc, module)
-        if key not in self._described:
-            self._described[key] = self._describe(lookup_pc, module)
-        return self._described[key]
+        if key not in described:
+            described[key] = self._describe(lookup_pc, module)
+        return described[key]
 
     def _describe(self, lookup_pc, module):
         target = self.lldb_target

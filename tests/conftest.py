@@ -114,6 +114,15 @@ def without_pyelftools(tmp_path):
     return {"PYTHONPATH": str(package.parent)}
 
 
+@pytest.fixture(scope="session")
+def cxx_big(request):
+    """bench/cxx_big.py's C++ program (22 MB, -O2 -g --gsframe: about
+    30,000 template instances, calls inlined 10 deep), built once and kept
+    in pytest's cache directory (named by its sources' hash: a change to
+    them builds it again)."""
+    return bench_module("cxx_big").build(request.config.cache.mkdir("cxx_big"))
+
+
 # -- the debugger matrix (tests/debuggers.py) ---------------------------------
 
 import debuggers  # noqa: E402  (needs the environment set above)

@@ -252,9 +252,32 @@ def test_without_libstdcxx_names_stay_mangled(monkeypatch):
     ("operator()", "operator()"), ("main", "main"), ("main(int, char**)", "main"),
     ("a<b(c)>::f()", "a<b(c)>::f"), ("g() &&", "g"), ("twice<long int>(long)", "twice<long>"),
     ("P<long unsigned int, short int>::f(unsigned long)", "P<unsigned long, short>::f"),
-    ("s<f()::<lambda()> >::_M_run(void)", "s<f()::<lambda()> >::_M_run(void)")])
+    ("s<f()::<lambda()> >::_M_run(void)", "s<f()::<lambda()> >::_M_run(void)"),
+    # a demangled closure's name: GDB's parser refuses it, bt prints it whole
+    ("n::W<3>::go(long)::{lambda(long)#1}::operator()(long) const",
+     "n::W<3>::go(long)::{lambda(long)#1}::operator()(long) const"),
+    ("apply<f()::{lambda(long)#1}>(f()::{lambda(long)#1}, long)",
+     "apply<f()::{lambda(long)#1}>(f()::{lambda(long)#1}, long)"),
+    ("g({unnamed type#1})", "g({unnamed type#1})")])
 def test_without_parameters(name, bt_name):
     assert names.without_parameters(name) == bt_name
+
+
+@pytest.mark.parametrize("name, dropped", [
+    ("long n::tf<int>(int)", "n::tf<int>(int)"),
+    ("unsigned long app::f<std::pair<int, int> >(std::pair<int, int>)",
+     "app::f<std::pair<int, int> >(std::pair<int, int>)"),
+    ("long app::apply<f(long, int)::{lambda(long)#1}>(f(long, int)::{lambda(long)#1}, long)",
+     "app::apply<f(long, int)::{lambda(long)#1}>(f(long, int)::{lambda(long)#1}, long)"),
+    ("app::Worker<double>::run(int)", "app::Worker<double>::run(int)"),
+    ("bool std::operator< <int>(int const&, int const&)",
+     "bool std::operator< <int>(int const&, int const&)"),
+    ("main", "main")])
+def test_without_return_type(name, dropped):
+    """As GDB demangles a DWARF function's linkage name (DMGL_RET_DROP):
+    a template function's return type dropped; a name with an operator
+    left as it is."""
+    assert names.without_return_type(name) == dropped
 
 
 @pytest.mark.parametrize("name, main", [
@@ -310,3 +333,52 @@ def test_lldb_sframe_bt_names_and_main(lldb, program):
     assert main_thread[-1] == "main" and "Backtrace stopped" not in walks[0], walks[0]
     assert "std::thread::join()" in main_thread
     assert "app::Worker<double>::step" in worker
+
+
+LAMBDAS = r"""
+volatile long sink;
+__attribute__((noinline)) long leaf(long x) { sink += x; return x; }
+template <typename F> __attribute__((noinline)) long apply(F f, long x) { return f(x) + 1; }
+namespace n {
+struct S { long go(long x); };
+long S::go(long x) { auto a = [x](long v) { return leaf(v + x); }; return apply(a, x); }
+template <int K> struct T {
+    long go(long x) { auto b = [x](long v) { return leaf(v * K + x); }; return apply(b, x); }
+};
+}
+int main(int argc, char **argv)
+{
+    n::S s;
+    n::T<3> t;
+    return (int)(s.go(argc) + t.go(argc));
+}
+"""
+
+
+def test_lambdas_named_as_bt(gdb, tmp_path):
+    """A lambda in a template's member has a linkage name, and GDB prints
+    its frames by it demangled, whole (``n::T<3>::go(long)::{lambda(long)#1}
+    ::operator()(long) const``, ``apply<...{lambda(long)#1}>(..., long)``,
+    the return type dropped); one in a plain function has none
+    (``operator()``).  sframe-bt, inline frames and all, names each line
+    as bt does (before: ``operator()`` and the parameters cut)."""
+    from frame_lines import parsed, to_main, with_kinds
+    source = tmp_path / "lambdas.cc"
+    source.write_text(LAMBDAS)
+    program = tmp_path / "lambdas"
+    subprocess.run(["g++", "-O2", "-g", "-Wa,--gsframe", "-o", str(program), str(source)],
+                   check=True, capture_output=True)
+    commands = ["set print frame-arguments none", "break leaf", "run"]
+    for _ in range(2):
+        commands += ["echo @@bt\\n", "bt", "echo @@sframe\\n", "sframe-bt -v",
+                     "echo @@end\\n", "continue"]
+    out = gdb.run([program], commands)
+    pairs = re.findall(r"@@bt\n(.*?)@@sframe\n(.*?)@@end", out, re.S)
+    assert len(pairs) == 2, out[-3000:]
+    for bt, sframe in pairs:
+        theirs = [line[2:4] for line in to_main(parsed(bt))]
+        ours = [line[2:4] for line in to_main(with_kinds(parsed(sframe)))]
+        assert ours == theirs, (bt, sframe)
+    named = {line[2] for _, sframe in pairs for line in parsed(sframe)}
+    assert "n::T<3>::go(long)::{lambda(long)#1}::operator()(long) const" in named, named
+    assert "operator()" in named, named

@@ -8,9 +8,6 @@ Counted, never timed (bench/gdb_cxx.py times it)."""
 
 import re
 
-import pytest
-
-from conftest import bench_module
 from gdb_support import (build_recurse, compile_library, compile_program, gdb_pcs, run_gdb,
                          sframe_frames)
 
@@ -23,11 +20,6 @@ def counters(out):
     """[(disk reads, stop forgotten, modules forgotten)], one a KEPT line."""
     return [tuple(int(n) for n in line.split()[1:])
             for line in out.splitlines() if line.startswith("KEPT ")]
-
-
-@pytest.fixture(scope="module")
-def cxx_big(tmp_path_factory):
-    return bench_module("cxx_big").build(tmp_path_factory.mktemp("cxx_big"))
 
 
 def test_second_sframe_bt_and_after_stepi_read_nothing_again(gdb, cxx_big):

@@ -2,8 +2,9 @@
 (sfbt.dwarf.call_sites, sfbt.symbols.tail_calls): sframe-bt equals GDB's
 `bt` (PCs, and which frames are tail-call frames) on tail_calls.c's
 stops, `sfbt stack` equals `gdb -nx -p`'s frames, in LLDB sframe-bt
-equals bt without its [artificial] frames (not rebuilt there yet); the reader and the search bounded on
-crafted DWARF (loops, explosions of paths, too many call sites)."""
+equals bt with its [artificial] frames (LLDB's rule: one path, or none);
+the reader and the search bounded on crafted DWARF (loops, explosions of
+paths, too many call sites)."""
 
 import re
 import struct
@@ -115,24 +116,107 @@ def test_the_kept_tail_call_finder_holds_no_session(program):
     assert finder.between(main, inner - 1) == [middle, outer]
 
 
-def test_lldb_sframe_bt_equals_bt_but_for_its_artificial_frames(lldb, program):
-    """LLDB's bt shows the unambiguous chains as [artificial] frames
-    (middle, outer); sframe-bt in LLDB's layout does not rebuild them yet:
-    it equals LLDB's bt without them."""
-    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run", mark("STOP"),
-                                   "test-lldb-pcs", "bt", mark("OURS"), "sframe-bt -v"])
+def test_lldb_sframe_bt_equals_bt_with_its_artificial_frames(lldb, program):
+    """LLDB's bt shows the frames of a tail-call path where it is the one
+    path, marked [artificial] (middle and outer; none for the ambiguous
+    chain, where GDB shows shared; __GI_qsort with the C library's
+    DWARF); sframe-bt in LLDB's layout shows the same, to main.  Before:
+    it left them all out."""
+    out = run_lldb(lldb, program, ["breakpoint set -n stop_here", "run"]
+                   + [mark("STOP"), "test-lldb-pcs", "bt", mark("OURS"), "sframe-bt -v",
+                      "continue"] * 3)
+    stops = split_sections(out, "==STOP==")
+    assert len(stops) == 3, out[-3000:]
+    artificial_names = []
+    for stop in stops:
+        theirs_text, ours_text = stop.split("==OURS==\n")
+        (theirs,) = lldb_pcs(theirs_text)
+        artificial = re.findall(r"frame #\d+: (0x[0-9a-f]+) [^`]*`(\S+?)\(.*\[artificial\]$",
+                                theirs_text, re.M)
+        frames = stack_frames(ours_text)  # to main: sframe-bt in LLDB ends there
+        assert [pc for _, pc, _ in frames] == theirs[:len(frames)], stop[-3000:]
+        assert frames[-1][2] == "main", ours_text
+        ours_artificial = [(f"{int(pc, 16):#x}", name) for pc, name in re.findall(
+            r"^#\d+\s+(0x[0-9a-f]+) in (\S+) .*\[artificial\]  \[tailcall\]$", ours_text, re.M)]
+        assert ours_artificial == [(f"{int(pc, 16):#x}", name) for pc, name in artificial], \
+            stop[-3000:]
+        artificial_names.append([name for _, name in artificial])
+    assert artificial_names[:2] == [["middle", "outer"], []], artificial_names
+    assert artificial_names[2] in ([], ["__GI_qsort"], ["qsort"]), artificial_names
+
+
+JOINING = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *run(void *arg) { for (;;) pause(); return arg; }
+int main(void)
+{
+    pthread_t thread;
+    pthread_create(&thread, 0, run, 0);
+    puts("ready");
+    fflush(stdout);
+    pthread_join(thread, 0);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def joining(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("joining")
+    source = directory / "joining.c"
+    source.write_text(JOINING)
+    program = directory / "joining"
+    subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", str(program), str(source),
+                    "-lpthread"], check=True, capture_output=True)
+    return program
+
+
+def test_a_call_into_a_library_by_its_versioned_name(gdb, joining):
+    """main calls pthread_join, which the C library's .symtab names
+    pthread_join@@GLIBC_2.34 (with libc6-dbg), and which jumps on to
+    __pthread_clockjoin_ex: GDB shows ___pthread_join as a tail-call
+    frame, and sframe-bt too (before: the name was not found, no frame)."""
+    with harness.Started([joining]) as running:
+        time.sleep(0.2)
+        out = run_gdb(gdb, ["-p", str(running.pid)], ["thread 1", "echo ==STOP==\\n",
+                                                      "test-gdb-pcs", GDB_FRAME_TYPES,
+                                                      "sframe-bt -v"])
     section = split_sections(out, "==STOP==")[-1]
-    theirs_text, ours_text = section.split("==OURS==\n")
+    (expected,) = gdb_pcs(section)
+    ours = [(int(pc, 16), how) for _, pc, _, how in _OURS.findall(section)]
+    assert [pc for pc, _ in ours] == expected, section
+    tails = [int(pc, 16) for kind, pc in _TYPE.findall(section) if kind == "TAILCALL"]
+    assert [pc for pc, how in ours if how == "tailcall"] == tails, section
+
+
+def test_lldb_reads_a_functions_own_call_sites_only(lldb, joining):
+    """The main thread waits in pthread_join: __pthread_clockjoin_ex calls
+    the futex wait from code inlined into it, and that tail-jumps on.
+    With the C library's DWARF GDB shows a tail-call frame there; LLDB
+    reads only the call sites that are children of a function's own
+    entry and shows none: sframe-bt in LLDB neither (before: it showed
+    __GI___futex_abstimed_wait_cancelable64 [artificial]), and shows the
+    one LLDB shows, ___pthread_join (pthread_join's)."""
+    with harness.Started([joining]) as running:
+        time.sleep(0.2)
+        out = run_lldb(lldb, None, [
+            f"process attach -p {running.pid}", "thread select 1", mark("STOP"),
+            "test-lldb-pcs", "bt", mark("OURS"), "sframe-bt -v"])
+    theirs_text, ours_text = split_sections(out, "==STOP==")[-1].split("==OURS==\n")
     (theirs,) = lldb_pcs(theirs_text)
-    artificial = [int(pc, 16) for pc in
-                  re.findall(r"frame #\d+: (0x[0-9a-f]+) .*\[artificial\]$", theirs_text, re.M)]
-    assert len(artificial) == 2, theirs_text
     frames = stack_frames(ours_text)
-    expected = [pc for pc in theirs if pc not in artificial]
-    ours = [pc for _, pc, _ in frames]  # to main: sframe-bt in LLDB ends there
-    assert len(ours) == 3 and ours == expected[:len(ours)], section[-3000:]
-    assert [name for _, _, name in frames][:3] == ["stop_here", "inner", "main"], ours_text
-    assert "[tailcall]" not in ours_text
+    assert len(frames) >= 3 and frames[-1][2] == "main", ours_text
+    assert [pc for _, pc, _ in frames] == theirs[:len(frames)], out[-3000:]
+    artificial = re.findall(r"frame #\d+: (0x[0-9a-f]+) .*\[artificial\]$",
+                            theirs_text.split("`main")[0], re.M)
+    ours_artificial = re.findall(r"^#\d+\s+(0x[0-9a-f]+) in .*\[artificial\]  \[tailcall\]$",
+                                 ours_text, re.M)
+    assert [int(pc, 16) for pc in ours_artificial] == [int(pc, 16) for pc in artificial], \
+        out[-3000:]
+    assert "futex_abstimed_wait_cancelable" not in "".join(
+        line for line in ours_text.splitlines() if "[artificial]" in line)
 
 
 # -- crafted DWARF ----------------------------------------------------------------------------
@@ -223,6 +307,26 @@ def test_a_chain_of_tail_calls_and_what_an_ambiguous_one_keeps():
     found, _ = finder(call_graph({0: [(1, False)], 1: [(2, True), (3, True)],
                                   2: [(4, True)], 3: [(4, True)]}, 5))
     assert found.between(at(0, 1), at(4, 2)) == []
+
+
+def test_lldb_keeps_the_one_path_only():
+    """LLDB's rule (unique): the frames of the one path; none where two
+    paths lead to the callee (GDB keeps the calls they share) or a
+    function is reached twice; a function whose calls lead nowhere is
+    passed over."""
+    found, _ = finder(call_graph({0: [(1, False)], 1: [(2, True)], 2: [(3, True)]}, 4))
+    assert found.between(at(0, 1), at(3, 4), unique=True) == [at(2, 1), at(1, 1)]
+    assert found.between(at(0, 1), at(1, 4), unique=True) == []
+    diamond = {0: [(1, False)], 1: [(2, True), (3, True)], 2: [(4, True)], 3: [(4, True)],
+               4: [(5, True)]}
+    found, _ = finder(call_graph(diamond, 6))
+    assert found.between(at(0, 1), at(5, 2)) == [at(4, 1)]
+    assert found.between(at(0, 1), at(5, 2), unique=True) == []
+    # 1 jumps to 2 (which makes no call) or to 3, which jumps to 4: the
+    # one path is through 3
+    found, _ = finder(call_graph({0: [(1, False)], 1: [(2, True), (3, True)], 3: [(4, True)]},
+                                 5))
+    assert found.between(at(0, 1), at(4, 2), unique=True) == [at(3, 1), at(1, 2)]
 
 
 def test_a_loop_of_tail_calls_ends():

@@ -103,15 +103,25 @@ def without_parameters(name: str) -> str:
     ``app::pool``, ``X::operator()(int) const`` as ``X::operator()``),
     its types spelt as GDB reprints them (``twice<long int>(long)`` as
     ``twice<long>``); a name without one (``operator()``, ``main``), or
-    one GDB's C++ name parser refuses (``f<g()::<lambda()> >::h(void)``:
-    a part that starts with ``<``), as it is."""
+    one GDB's C++ name parser refuses (is_unparsed), as it is."""
     head = split_parameters(name)[0]
-    return canonical_types(head) if head != name and UNPARSED not in name else name
+    return canonical_types(head) if head != name and not is_unparsed(name) else name
 
 
 #: what makes a name one GDB cannot parse as C++: GCC's names of closures
-#: and unnamed types (``<lambda()>``) as a part of it
+#: and unnamed types in DWARF (``f()::<lambda()>``) as a part of it
 UNPARSED = "::<"
+#: the same in names the demangler gives (``f()::{lambda(long)#1}``,
+#: ``{unnamed type#1}``)
+UNPARSED_DEMANGLED = ("{lambda(", "{unnamed type#")
+
+
+def is_unparsed(name: str) -> bool:
+    """Whether GDB's C++ name parser refuses ``name`` (GDB's `bt` then
+    prints it whole, its parameters too: ``f()::{lambda(long)#1}::operator()(long)
+    const``): it has a closure's or an unnamed type's name in it, as GCC's
+    DWARF or the demangler spell them."""
+    return UNPARSED in name or any(part in name for part in UNPARSED_DEMANGLED)
 
 
 def split_parameters(name: str) -> Tuple[str, str]:
@@ -140,6 +150,31 @@ def split_parameters(name: str) -> Tuple[str, str]:
                     return name, ""
                 return head, name[at:]
     return name, ""
+
+
+_OPENING, _CLOSING = "(<[{", ")>]}"
+
+
+def without_return_type(name: str) -> str:
+    """A demangled function name without the return type the demangler
+    puts before a template function's name (``long n::tf<int>(int)`` as
+    ``n::tf<int>(int)``), as GDB's demangling of a DWARF function's
+    linkage name drops it (DMGL_RET_DROP, which __cxa_demangle lacks): the
+    name after its last space outside brackets, before its parameters.  A
+    name with an operator in it (whose ``<`` or ``new`` would be taken for
+    brackets or a type) as it is."""
+    head = split_parameters(name)[0]
+    if "operator" in head:
+        return name
+    depth, cut = 0, None
+    for at, character in enumerate(head):
+        if character in _OPENING:
+            depth += 1
+        elif character in _CLOSING:
+            depth -= 1
+        elif character == " " and depth == 0:
+            cut = at + 1
+    return name[cut:] if cut is not None else name
 
 
 #: GCC's spellings of integer types in DWARF names (``P<long unsigned int>``)

@@ -33,6 +33,11 @@ class Layout:
     #: whether the debugger's bt shows the frames tail calls left off the
     #: stack (sfbt.symbols.tail_calls)
     tail_calls = False
+    #: whether it shows them only where one path of tail calls leads to
+    #: the callee (LLDB's rule; GDB's keeps what every path shares)
+    unique_tail_calls = False
+    #: what follows a tail-call frame's line
+    tail_call_mark = ""
 
     @staticmethod
     def source_name(path):
@@ -88,11 +93,17 @@ class LldbLayout(Layout):
     """LLDB's `bt`: every line with the frame's address, a call inlined
     into the next line's function marked ``[inlined]``; the function the
     code is in (the last line, LLDB's frame of that stack frame) is the
-    frame's own line.  (LLDB shows, on the lines after the innermost,
+    frame's own line.  The frames of tail calls on the one path a caller's
+    call site has to its callee are frames of their own, marked
+    ``[artificial]``.  (LLDB shows, on the lines after the innermost,
     where the inlined code they call starts, and marks only the inline
     frames whose line does not sit inside a block nested in the inlined
     function, one of its local variables or of a loop, say: this layout
     shows the frame's address and marks every inlined call.)"""
+
+    tail_calls = True
+    unique_tail_calls = True
+    tail_call_mark = " [artificial]"
 
     @staticmethod
     def source_name(path):

@@ -144,7 +144,8 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     (sfbt.archive.layout) prints them.  ``tail_calls(callee, caller)``,
     when given, gives the PCs of the tail-call frames between two frames
     (sfbt.symbols.tail_calls), each shown as a frame of its own named
-    after the innermost function at its PC - 1, as GDB's `bt` shows it.
+    after the innermost function at its PC - 1, as the debugger's `bt`
+    shows it (LLDB's marked ``[artificial]``).
     ``named_outer`` keeps the names of the frames other than the innermost
     one (lookup pc -> [(name, where)], escaped) from one backtrace to the
     next."""
@@ -189,6 +190,8 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
     for level, (frame, pc, name, where, index, last) in enumerate(shown, first):
         line = layout.line(level, pc, name, where, index, last)
         own = layout.is_own(index, last)
+        if frame is None:
+            line += layout.tail_call_mark
         if verbose and frame is None:
             line += f"  [{TAIL_CALL_HOW}]"
         elif verbose and (own or layout.inline_how):
@@ -230,9 +233,18 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
     tail_calls = None
     if layout.tail_calls:
         finder = session.tail_calls()
+        # (caller pc, callee's lookup pc) -> the PCs between: the call
+        # sites say, which stay while the modules do (a deep recursion
+        # asks the same pair at every frame, a sweep at every step)
+        found = session.modules_kept().table("tail-call frames")
 
         def tail_calls(callee, caller):
-            return finder.between(caller.pc, callee.lookup_pc)
+            key = (caller.pc, callee.lookup_pc)
+            pcs = found.get(key)
+            if pcs is None:
+                pcs = found[key] = finder.between(caller.pc, callee.lookup_pc,
+                                                  layout.unique_tail_calls)
+            return pcs
     lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
                             layout, tail_calls, session.modules_kept().table("named frames"))
     return "\n".join(lines)

@@ -78,11 +78,14 @@ MAX_NAME = 1 << 16
 
 class CallSite(NamedTuple):
     """One call: the address it returns to (file address), what it calls
-    (Target) and whether it is a tail call (a jump)."""
+    (Target), whether it is a tail call (a jump) and whether its entry is
+    nested in a block or an inlined call of its function rather than a
+    child of the function's own entry (LLDB reads only those)."""
 
     pc: int
     target: Target
     tail: bool
+    nested: bool = False
 
 
 class UnitCallSites:
@@ -196,6 +199,8 @@ def unit_call_sites(dwarf: "DwarfBytes", offset: int) -> UnitCallSites:
     # whose tail calls its call sites add to (None: none, or not all
     # listed), or False for an entry whose children are passed over
     enclosing: List[Union[int, None, bool]] = [None]
+    # for each entry open around ``at``: whether it is a function's own
+    in_function = [False]
     count = 0
     while enclosing:
         if at >= unit.end:
@@ -203,6 +208,7 @@ def unit_call_sites(dwarf: "DwarfBytes", offset: int) -> UnitCallSites:
         abbreviation, at = unit.entry(at)
         if abbreviation is None:
             enclosing.pop()
+            in_function.pop()
             continue
         tag, function = abbreviation.tag, enclosing[-1]
         if function is not False and tag == DW_TAG_SUBPROGRAM:
@@ -224,7 +230,8 @@ def unit_call_sites(dwarf: "DwarfBytes", offset: int) -> UnitCallSites:
                     raise entries.DwarfFormatError(
                         f"unit at {unit.offset:#x}: more than {MAX_CALL_SITES} call sites")
                 tail = DW_AT_CALL_TAIL_CALL in attributes or DW_AT_GNU_TAIL_CALL in attributes
-                site = CallSite(unit.address(pc_value), callees.target(unit, attributes), tail)
+                site = CallSite(unit.address(pc_value), callees.target(unit, attributes), tail,
+                                not in_function[-1])
                 if site.pc not in sites:  # GDB keeps the first of one address
                     sites[site.pc] = site
                     if tail and function is not None:
@@ -241,6 +248,7 @@ def unit_call_sites(dwarf: "DwarfBytes", offset: int) -> UnitCallSites:
             continue
         if abbreviation.children:
             enclosing.append(function)
+            in_function.append(tag == DW_TAG_SUBPROGRAM)
     for listed in tail_calls.values():
         listed.reverse()  # GDB puts each on the front of its function's list
     return UnitCallSites(sites, tail_calls, functions)

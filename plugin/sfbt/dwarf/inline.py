@@ -25,7 +25,8 @@ parameters."""
 
 from bisect import bisect_right
 
-from ..names import UNPARSED, canonical_types, demangled, split_parameters, without_parameters
+from ..names import (UNPARSED, canonical_types, demangled, is_unparsed, without_parameters,
+                     without_return_type)
 from . import entries
 from .chains import UnitFrames
 from .entries import Unit
@@ -110,34 +111,36 @@ class _Names:
     def qualified(self, name, inlined):
         """The name GDB's `bt` prints for a name ``name`` gave: a _Pending
         one qualified by the scope of the entry that gives its DW_AT_name,
-        else its linkage name demangled without parameters.  A function's
-        own (not ``inlined``) whose name GDB cannot parse (UNPARSED) is
-        printed with its parameters (GDB's print name, which it cannot
-        take them off): taken from its linkage name, ``()`` as ``(void)``;
-        without one, ``(void)`` when it has none (GCC gives none to the
-        members of a class a lambda's type is an argument of: a
-        std::thread's ``_M_run``), else none (DWARF's types are not
+        else its linkage name demangled without return type and
+        parameters.  A name GDB cannot parse (names.is_unparsed) is its
+        print name whole (GDB cannot take its parameters off): with a
+        linkage name, that name demangled without return type (GDB's
+        physname: ``f<int>()::{lambda(long)#1}::operator()(long) const``,
+        where DW_AT_name qualifies a lambda's ``operator()`` by nothing, so
+        that one is asked wherever the scope is local); without one, of a
+        function's own (not ``inlined``) entry, its qualified DW_AT_name
+        with ``(void)`` when it has no parameters (GCC gives no linkage
+        name to the members of a class a lambda's type is an argument of:
+        a std::thread's ``_M_run``), else none (DWARF's types are not
         printed)."""
         if not isinstance(name, _Pending):
             return name
         scope = self.scopes.get(name.entry) if name.short is not None else None
-        linkage = None
-        if scope is None:
-            linkage = self._first(*name.linkage_from, LINKAGE_NAMES)[0]
-            text = without_parameters(demangled(linkage)) if linkage else name.short
-            if text is None:
-                return None
-        else:
+        text = None
+        if scope is not None:
             text = canonical_types(f"{scope}::{name.short}" if scope else name.short)
-        if not inlined and UNPARSED in text:
-            if linkage is None:
-                linkage = self._first(*name.linkage_from, LINKAGE_NAMES)[0]
-            if linkage:
-                parameters = split_parameters(demangled(linkage))[1]
-                text += "(void)" + parameters[2:] if parameters.startswith("()") \
-                    else parameters
-            elif name.entry not in self.with_parameters:
-                text += "(void)"
+        if text is None or isinstance(scope, _Local) or UNPARSED in text:
+            linkage = self._first(*name.linkage_from, LINKAGE_NAMES)[0]
+            physname = without_return_type(demangled(linkage)) if linkage else None
+            if physname is not None and (text is None or is_unparsed(physname)
+                                         or UNPARSED in text):
+                return self._counted(without_parameters(physname))
+            if text is None:
+                text = name.short
+                if text is None:
+                    return None
+        if not inlined and UNPARSED in text and name.entry not in self.with_parameters:
+            text += "(void)"
         return self._counted(text)
 
     def _first(self, unit, attributes, entry, keys):
@@ -201,21 +204,30 @@ class _Pending:
         self.short, self.entry, self.linkage_from = short, entry, linkage_from
 
 
+class _Local(str):
+    """A scope inside a function or an unnamed class (a lambda's): GDB's
+    determine_prefix names it by nothing, where a linkage name may name
+    it (``f<int>()::{lambda(long)#1}``)."""
+
+    __slots__ = ()
+
+
 def _scope_of_children(unit, tag, attributes, scope):
     """The C++ scope (``app::Worker<double>``) the children of an entry of
     ``tag`` are in, the entry being in ``scope``: a namespace's or a
     named class's name joins it, a function and an unnamed class start
-    none (GDB's determine_prefix), other entries keep it."""
+    none (GDB's determine_prefix: a _Local one), other entries keep it."""
     if tag == DW_TAG_NAMESPACE or tag in CLASSES:
         own = _own_name(unit, attributes, SHORT_NAMES)
         if own is None:
             own = "(anonymous namespace)" if tag == DW_TAG_NAMESPACE else None
         if own is None:
-            return ""
+            return _Local()
         joined = f"{scope}::{own}" if scope else own
-        return joined if len(joined) <= MAX_NAME else joined[:MAX_NAME] + CUT
+        joined = joined if len(joined) <= MAX_NAME else joined[:MAX_NAME] + CUT
+        return _Local(joined) if isinstance(scope, _Local) else joined
     if tag in (DW_TAG_SUBPROGRAM, DW_TAG_INLINED):
-        return ""
+        return _Local()
     return scope
 
 

@@ -179,7 +179,9 @@ class FunctionTable:
     def address_of(self, name: str) -> Optional[int]:
         """The start of the first symbol named ``name``, or None: the
         name's places in the string table (read once, whole) that a
-        symbol's name starts at."""
+        symbol's name starts at, the name alone or with its default
+        version (``pthread_join@@GLIBC_2.34``, in a C library's .symtab:
+        GDB's minimal symbol of it is named without)."""
         strings = self.strings
         if strings is None or not len(self.starts):
             return None
@@ -187,14 +189,15 @@ class FunctionTable:
             self._by_name = (self._read(strings.offset, min(strings.size, MAX_STRINGS)),
                              set(self.names))
         data, offsets = self._by_name
-        wanted = name.encode("utf-8", "surrogateescape") + b"\0"
+        encoded = name.encode("utf-8", "surrogateescape")
         best = None
-        at = data.find(wanted)
-        while at >= 0:
-            if at in offsets:
-                index = self.names.index(at)
-                best = index if best is None else min(best, index)
-            at = data.find(wanted, at + 1)
+        for wanted in (encoded + b"\0", encoded + b"@@"):
+            at = data.find(wanted)
+            while at >= 0:
+                if at in offsets:
+                    index = self.names.index(at)
+                    best = index if best is None else min(best, index)
+                at = data.find(wanted, at + 1)
         return self.starts[best] if best is not None else None
 
     @classmethod

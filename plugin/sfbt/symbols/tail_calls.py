@@ -14,6 +14,15 @@ when there is one path, none when the paths share nothing or anything is
 unknown on the way (an indirect call, a function without DWARF, a
 callee's name no module defines).
 
+LLDB (its StackFrameList's FindInterveningFrames) shows the frames of a
+path only where it is the one path (``unique``): a second path, or a
+function reached twice on the way, and it shows none; a call it cannot
+resolve (indirect) or a function without call sites is a path that leads
+nowhere rather than the end of the search; and it knows only the call
+sites that are children of their function's own entry (none nested in a
+block or an inlined call: a C library's call from inlined code, as
+__pthread_clockjoin_ex's to its futex wait, gives no frame).
+
 The search is bounded: MAX_VISITS call sites entered, MAX_DEPTH calls on a
 path; past either there is no chain (as for an ambiguous one)."""
 
@@ -64,16 +73,20 @@ class TailCalls:
         #: (module, name) -> the module's address of it, or None
         self._named: Dict[Tuple[Module, str], Optional[int]] = {}
 
-    def between(self, caller_pc: int, callee_pc: int) -> List[int]:
+    def between(self, caller_pc: int, callee_pc: int, unique: bool = False) -> List[int]:
         """The PCs of the tail-call frames between a caller frame whose PC
         (a return address) is ``caller_pc`` and the frame whose lookup PC
         (sfbt.unwind.walk.lookup_pc) is ``callee_pc``, innermost first;
-        [] for none."""
+        [] for none.  GDB's chain, or with ``unique`` LLDB's one path."""
         try:
             site = self._site(caller_pc)
             entry = self._function_start(callee_pc)
             if site is None or entry is None:
                 return []
+            if unique:
+                if site[1].nested:
+                    return []
+                return [bias + site.pc for bias, site in reversed(self._path(site, entry))]
             return _frames(self._chain(site, entry))
         except _NoChain:
             return []
@@ -179,6 +192,49 @@ class TailCalls:
         if result.pcs is None:
             raise _NoChain
         return result
+
+
+    def _path(self, first: Placed, callee: int) -> List[Placed]:
+        """LLDB's path of tail calls from the call site ``first`` to the
+        function starting at ``callee``: the one path, [] when there is
+        none; _NoChain when there are two or a function is reached twice."""
+        found: List[List[Placed]] = []
+        path: List[Placed] = []
+        reached: Set[int] = set()
+        visits = [0]
+
+        def search(placed: Placed) -> None:
+            try:
+                addresses = self._addresses(placed)
+            except _NoChain:  # a call LLDB cannot resolve: no path through it
+                return
+            for address in addresses:
+                if address == callee:
+                    if found:
+                        raise _NoChain
+                    found.append(list(path))
+                    continue
+                if address in reached:
+                    raise _NoChain
+                reached.add(address)
+                try:
+                    tails = self._tail_calls_of(address)
+                except _NoChain:  # no DWARF function there: no calls out of it
+                    continue
+                for tail in tails:
+                    if tail[1].nested:
+                        continue
+                    visits[0] += 1
+                    if visits[0] > MAX_VISITS or len(path) >= MAX_DEPTH:
+                        raise _NoChain
+                    path.append(tail)
+                    search(tail)
+                    path.pop()
+
+        if callee in self._addresses(first):
+            return []  # a direct call
+        search(first)
+        return found[0] if found else []
 
 
 class _Chain:

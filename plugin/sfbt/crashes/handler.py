@@ -97,7 +97,7 @@ def handle(arguments, stdin=0):
     try:
         try:
             core = StreamedCore(stdin, pid, module_files=_pipe_limit() > 0, copies=copies)
-            archive_bytes, details = _walked(core, tid, signal)
+            archive_bytes, details = _walked(core, tid, signal, store.repeated)
             entry.update(details)
         except StreamError as error:
             entry.update({"error": str(error), "bucket": f"unread-{signal}",
@@ -144,8 +144,10 @@ def _drain(descriptor, copies=()):
             copy(data)
 
 
-def _walked(core, tid, signal):
-    """(the crash's archive bytes, the index's fields of the walk)."""
+def _walked(core, tid, signal, repeated):
+    """(the crash's archive bytes, the index's fields of the walk); when
+    ``repeated(bucket)`` says the crash will only be counted, no thread
+    is walked after the crashing one (the first)."""
     from ..archive import cbf
     from ..archive.store import MAGIC, Archive
     from ..commands.save import capture, image_map
@@ -172,6 +174,10 @@ def _walked(core, tid, signal):
                         time_ns=now, architecture=core.arch.name, thread=thread.label,
                         reason=session.stop_reason(thread),
                         label="crashed" if thread.handle is crashed else "")
+        if thread.handle is crashed and repeated(bucket_of(signal, crashed_frames,
+                                                           session.modules)):
+            archive = None  # counted: no archive kept
+            break
     siginfo = core.siginfo or (signal, 0, 0, 0)
     details = {"executable": core.executable(), "threads": len(states),
                "threads_left_out": core.threads_left_out, "code": siginfo[2],
@@ -179,7 +185,7 @@ def _walked(core, tid, signal):
                "bucket": bucket_of(signal, crashed_frames, session.modules)}
     if not details["threads_left_out"]:
         del details["threads_left_out"]
-    return MAGIC + archive.pending_bytes(), details
+    return (MAGIC + archive.pending_bytes()) if archive else b"", details
 
 
 def main(arguments):

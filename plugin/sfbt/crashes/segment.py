@@ -1,0 +1,118 @@
+"""A segment of the crash store: an sfbt archive that crashes are
+appended to, under the store's lock, in one write each.  Each image
+(path, build id, size) is written once, in the segment's image table
+(KIND_IMAGE), and each crash's image map as its images' indexes and bases
+(KIND_PLACED_MAP): a crash of a program seen before adds its traces,
+events and a map of a few bytes a image."""
+
+import os
+import stat
+
+from ..archive.imagemap import decode_image_map
+from ..archive.store import (KIND_EVENT, KIND_IMAGE, KIND_IMAGE_MAP, KIND_PLACED_MAP,
+                             KIND_TRACE, MAGIC, ArchiveError, archive_budget, event_record,
+                             image_record_payload, iter_records, parse_archive,
+                             placed_map_payload, record_bytes, trace_record)
+from ..files import FileProblem
+
+#: the most of a segment read to append to it (segments close far earlier)
+MAX_SEGMENT_READ = 64 << 20
+
+
+class Segment:
+    """The segment file at ``path``, created (0600) if missing, opened to
+    append: its records read to know its image table, image maps, traces
+    and events; a torn last record (a handler killed midway) cut off."""
+
+    def __init__(self, path):
+        self.path = path
+        self.descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                  0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(self.descriptor).st_mode):
+                raise FileProblem(path, "not a regular file")
+            self._read()
+        except BaseException:
+            os.close(self.descriptor)
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        os.close(self.descriptor)
+
+    def _read(self):
+        self.images = {}  # (path, build id, size) -> table index
+        self.maps = {}  # placed map payload -> image map index
+        self.map_count = self.trace_count = self.event_count = 0
+        size = os.fstat(self.descriptor).st_size
+        with os.fdopen(os.dup(self.descriptor), "rb") as stream:
+            if stream.read(len(MAGIC)) != MAGIC:
+                self.end = 0  # new (or not an archive: begun again)
+                return
+            self.end = len(MAGIC)
+            budget = archive_budget()
+            try:
+                for at, kind, payload in iter_records(stream, self.path):
+                    if at >= MAX_SEGMENT_READ:
+                        break
+                    if kind == KIND_IMAGE:
+                        (image,) = decode_image_map(payload, budget).images
+                        self.images.setdefault(
+                            (image.path, image.build_id, image.end_of_text), len(self.images))
+                    elif kind in (KIND_IMAGE_MAP, KIND_PLACED_MAP):
+                        self.maps.setdefault((kind, payload), self.map_count)
+                        self.map_count += 1
+                    elif kind == KIND_TRACE:
+                        self.trace_count += 1
+                    elif kind == KIND_EVENT:
+                        self.event_count += 1
+                    self.end = at + 9 + len(payload)
+            except (ArchiveError, ValueError):
+                pass  # the records before the damage stay; it is cut off
+        if self.end < size:
+            os.ftruncate(self.descriptor, self.end)
+
+    def append(self, archive_bytes):
+        """Append the crash whose standalone archive is ``archive_bytes``
+        (one image map); (index of its first event here, its events)."""
+        crash, error = parse_archive(archive_bytes)
+        if error is not None:
+            raise error
+        out = [] if self.end else [MAGIC]
+        maps = {}  # the crash's map index -> this segment's
+        for index, map_bytes in enumerate(crash.image_maps):
+            image_map = decode_image_map(map_bytes)
+            places = []
+            for image in image_map.images:
+                key = (image.path, image.build_id, image.end_of_text - image.base)
+                number = self.images.get(key)
+                if number is None:
+                    number = self.images[key] = len(self.images)
+                    out.append(record_bytes(KIND_IMAGE, image_record_payload(
+                        image, image_map.platform, image_map.word_size)))
+                places.append((number, image.base))
+            kind, payload = (KIND_PLACED_MAP, placed_map_payload(places)) if places \
+                else (KIND_IMAGE_MAP, map_bytes)
+            maps[index] = self.maps.get((kind, payload))
+            if maps[index] is None:
+                maps[index] = self.maps[(kind, payload)] = self.map_count
+                self.map_count += 1
+                out.append(record_bytes(kind, payload))
+        traces = {}
+        for trace_id, trace in crash.traces.items():
+            self.trace_count += 1
+            traces[trace_id] = self.trace_count
+            out.append(trace_record(self.trace_count, trace.data))
+        for event in crash.events:
+            out.append(event_record(event, traces[event.trace_id], maps[event.image_map_index]))
+        data = b"".join(out)
+        written = os.pwrite(self.descriptor, data, self.end)
+        if written != len(data):
+            os.ftruncate(self.descriptor, self.end)
+            raise FileProblem(self.path, f"{written} of {len(data)} bytes written")
+        first = self.event_count
+        self.event_count += len(crash.events)
+        self.end += len(data)
+        return first, len(crash.events)

@@ -3,7 +3,8 @@ appended to, under the store's lock, in one write each.  Each image
 (path, build id, size) is written once, in the segment's image table
 (KIND_IMAGE), and each crash's image map as its images' indexes and bases
 (KIND_PLACED_MAP): a crash of a program seen before adds its traces,
-events and a map of a few bytes a image."""
+events and a map of a few bytes an image.  As in any archive, a trace
+(and a map) is stored once a file."""
 
 import os
 import stat
@@ -45,7 +46,8 @@ class Segment:
     def _read(self):
         self.images = {}  # (path, build id, size) -> table index
         self.maps = {}  # placed map payload -> image map index
-        self.map_count = self.trace_count = self.event_count = 0
+        self.traces = {}  # CBF bytes -> trace id: a trace is stored once a file
+        self.map_count = self.event_count = 0
         size = os.fstat(self.descriptor).st_size
         with os.fdopen(os.dup(self.descriptor), "rb") as stream:
             if stream.read(len(MAGIC)) != MAGIC:
@@ -65,7 +67,7 @@ class Segment:
                         self.maps.setdefault((kind, payload), self.map_count)
                         self.map_count += 1
                     elif kind == KIND_TRACE:
-                        self.trace_count += 1
+                        self.traces.setdefault(payload[12:], len(self.traces) + 1)
                     elif kind == KIND_EVENT:
                         self.event_count += 1
                     self.end = at + 9 + len(payload)
@@ -102,9 +104,10 @@ class Segment:
                 out.append(record_bytes(kind, payload))
         traces = {}
         for trace_id, trace in crash.traces.items():
-            self.trace_count += 1
-            traces[trace_id] = self.trace_count
-            out.append(trace_record(self.trace_count, trace.data))
+            traces[trace_id] = self.traces.get(trace.data)
+            if traces[trace_id] is None:
+                traces[trace_id] = self.traces[trace.data] = len(self.traces) + 1
+                out.append(trace_record(traces[trace_id], trace.data))
         for event in crash.events:
             out.append(event_record(event, traces[event.trace_id], maps[event.image_map_index]))
         data = b"".join(out)

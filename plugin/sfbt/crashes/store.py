@@ -272,11 +272,12 @@ class CrashStore:
         return number, first, events
 
     def _cap(self):
-        """Remove the oldest segments and cores (never the newest
-        segment) until the store fits in max_use, then the index's oldest
-        lines: rewritten to a quarter of the cap at most, so that not
-        every crash rewrites it."""
-        files = []  # (mtime, name, size)
+        """Keep the store within max_use: the index, past a quarter of
+        it, rewritten to its newest lines within an eighth (so that not
+        every crash rewrites it; its last line always stays: ids go on
+        from it); then the oldest segments and cores removed (never the
+        newest segment) until the files fit."""
+        files = []  # (segment number or 0, mtime, name, size)
         used = 0
         for name in os.listdir(self.path):
             if name == INDEX or name == KEPT or _segment_number(name) is not None or (
@@ -286,7 +287,9 @@ class CrashStore:
                 except FileNotFoundError:
                     continue
                 used += status.st_size
-                if name not in (INDEX, KEPT):
+                if name == INDEX and status.st_size > self.max_use // 4:
+                    used -= status.st_size - self._trim_index(self.max_use // 8)
+                elif name not in (INDEX, KEPT):
                     files.append((_segment_number(name) or 0, status.st_mtime, name,
                                   status.st_size))
         if used <= self.max_use:
@@ -305,19 +308,20 @@ class CrashStore:
             used -= size
             removed = removed or bool(number)
         if removed:  # the kept lines of segments gone
-            lines = [f"{bucket} {segment} {crash}\n" for bucket, places in self._kept().items()
-                     for segment, crash in places]
-            text = "".join(lines).encode()
-            old = len(self._read(KEPT, MAX_KEPT_BYTES))
+            text = "".join(f"{bucket} {segment} {crash}\n"
+                           for bucket, places in self._kept().items()
+                           for segment, crash in places).encode()
             replace_file(self.file(KEPT), lambda out: out.write(text), 0o600)
-            used += len(text) - old
-        if used > self.max_use:
-            data = self._read(INDEX, MAX_INDEX_BYTES)
-            keep = max(0, min(len(data), self.max_use // 4 - (used - len(data))))
-            cut = data.find(b"\n", len(data) - keep) + 1 if keep else len(data)
-            if 0 < cut < len(data) or keep == 0:
-                rest = data[cut:]
-                replace_file(self.file(INDEX), lambda out: out.write(rest), 0o600)
+
+    def _trim_index(self, keep):
+        """Rewrite the index to its newest lines within ``keep`` bytes (its
+        last line at least); its new size."""
+        data = self._read(INDEX, MAX_INDEX_BYTES + 1)
+        last = data.rfind(b"\n", 0, len(data) - 1) + 1
+        cut = min(last, data.find(b"\n", max(0, len(data) - keep)) + 1)
+        rest = data[cut:]
+        replace_file(self.file(INDEX), lambda out: out.write(rest), 0o600)
+        return len(rest)
 
     # -- reading ----------------------------------------------------------------------
     def _index(self):

@@ -10,12 +10,16 @@ records of their own, so appending only adds records and never rewrites
 old ones.
 """
 
-import hashlib
 import io
 import struct
 import zlib
 from array import array
 from typing import IO, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+try:  # hashlib's own, without loading OpenSSL (a sixth of the crash handler's imports)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
 
 from ..errors import LocatedError, left_out
 from ..files import locked_for_update, open_regular, replace_file, replace_locked
@@ -66,7 +70,7 @@ class ArchiveError(LocatedError):
 
 def trace_hash(data: bytes) -> int:
     """The 64-bit hash that picks a trace's bucket."""
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "little")
 
 
 def _write_varint(out: bytearray, value: int) -> None:
@@ -137,7 +141,8 @@ class ImageTable:
         count = varint()
         if count > end:  # each image takes two bytes at least
             raise ArchiveError(f"placed image map of {count} images in {end} bytes", offset)
-        images, base = [], 0
+        images: List[Image] = []
+        base = 0
         platform, word_size = "", 64
         for _ in range(count):
             index = varint()
@@ -578,7 +583,7 @@ class ArchiveReader:
     def _note(self, at: int, kind: int, payload: bytes) -> None:
         offset = at + _RECORD_HEAD.size
         if kind == KIND_IMAGE_MAP:
-            digest = hashlib.blake2b(payload, digest_size=16).digest()
+            digest = blake2b(payload, digest_size=16).digest()
             image_map = self._decoded_maps.get(digest)
             if image_map is None:
                 image_map = _check_image_map(payload, offset, self._budget)
@@ -734,7 +739,7 @@ class _StoredRecords:
         if kind in (KIND_IMAGE_MAP, KIND_PLACED_MAP):
             if kind == KIND_PLACED_MAP:
                 payload = encode_image_map(self.table.placed(payload, offset, self.budget))
-            digest = hashlib.blake2b(payload, digest_size=16).digest()
+            digest = blake2b(payload, digest_size=16).digest()
             if digest not in self.image_maps and kind == KIND_IMAGE_MAP:
                 _check_image_map(payload, offset, self.budget)
             self.image_maps.setdefault(digest, self.image_map_count)
@@ -762,7 +767,7 @@ class _StoredRecords:
         out = []
         for event in archive.events:
             map_bytes = archive.image_maps[event.image_map_index]
-            digest = hashlib.blake2b(map_bytes, digest_size=16).digest()
+            digest = blake2b(map_bytes, digest_size=16).digest()
             index = self.image_maps.get(digest)
             if index is None:
                 index = self.image_maps[digest] = self.image_map_count

@@ -25,11 +25,15 @@ files), then the oldest index lines."""
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import stat
 import time
+
+try:  # hashlib's own, without loading OpenSSL (a sixth of the crash handler's imports)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
 
 from ..files import FileProblem, open_directory, open_regular, replace_file
 
@@ -82,7 +86,7 @@ def bucket_of(signal, frames, modules):
             name = module.build_id or os.path.basename(getattr(module, "mapped_as", "")
                                                        or module.path)
             parts.append(f"{name}+{lookup - module.load_bias:x}")
-    return hashlib.blake2b("\n".join(parts).encode("utf-8", "surrogateescape"),
+    return blake2b("\n".join(parts).encode("utf-8", "surrogateescape"),
                            digest_size=8).hexdigest()
 
 

@@ -117,6 +117,8 @@ def test_cap_evicts_whole_segments_oldest_first(store):
     assert used <= store.max_use
     assert "seg-1.sfbt" not in names and len(names) >= 1
     entries = store.entries()
+    ids = [e["id"] for e in entries]  # the oldest lines gone too, the newest all there
+    assert ids == list(range(ids[0], 121)) and ids[0] > 1
     kept = [e for e in entries if e.get("file")]
     assert kept and kept[-1]["id"] == 120
     gone = [e for e in entries if "seg" in e and not e.get("file")]

@@ -276,13 +276,13 @@ class CrashStore:
         return number, first, events
 
     def _cap(self):
-        """Keep the store within max_use: the index, past a quarter of
-        it, rewritten to its newest lines within an eighth (so that not
-        every crash rewrites it; its last line always stays: ids go on
-        from it); then the oldest segments and cores removed (never the
-        newest segment) until the files fit."""
+        """Keep the store within max_use: the oldest segments and cores
+        removed first (never the newest segment), then, if the store is
+        still over, the index's oldest lines (rewritten to leave an eighth
+        of the cap free, so that not every crash rewrites it; its last
+        line stays: ids go on from it)."""
         files = []  # (segment number or 0, mtime, name, size)
-        used = 0
+        used = index_size = 0
         for name in os.listdir(self.path):
             if name == INDEX or name == KEPT or _segment_number(name) is not None or (
                     name.startswith("core-") and name.endswith(".xz")):
@@ -291,9 +291,9 @@ class CrashStore:
                 except FileNotFoundError:
                     continue
                 used += status.st_size
-                if name == INDEX and status.st_size > self.max_use // 4:
-                    used -= status.st_size - self._trim_index(self.max_use // 8)
-                elif name not in (INDEX, KEPT):
+                if name == INDEX:
+                    index_size = status.st_size
+                elif name != KEPT:
                     files.append((_segment_number(name) or 0, status.st_mtime, name,
                                   status.st_size))
         if used <= self.max_use:
@@ -316,16 +316,19 @@ class CrashStore:
                            for bucket, places in self._kept().items()
                            for segment, crash in places).encode()
             replace_file(self.file(KEPT), lambda out: out.write(text), 0o600)
+        if used > self.max_use:
+            self._trim_index(index_size - (used - self.max_use) - self.max_use // 8)
 
     def _trim_index(self, keep):
         """Rewrite the index to its newest lines within ``keep`` bytes (its
-        last line at least); its new size."""
+        last line at least)."""
         data = self._read(INDEX, MAX_INDEX_BYTES + 1)
-        last = data.rfind(b"\n", 0, len(data) - 1) + 1
-        cut = min(last, data.find(b"\n", max(0, len(data) - keep)) + 1)
-        rest = data[cut:]
-        replace_file(self.file(INDEX), lambda out: out.write(rest), 0o600)
-        return len(rest)
+        last = data.rfind(b"\n", 0, len(data) - 1) + 1  # where the last line starts
+        start = len(data) - max(0, keep)
+        cut = 0 if start <= 0 else min(last, data.find(b"\n", start - 1) + 1 or last)
+        if cut:
+            rest = data[cut:]
+            replace_file(self.file(INDEX), lambda out: out.write(rest), 0o600)
 
     # -- reading ----------------------------------------------------------------------
     def _index(self):

@@ -105,7 +105,7 @@ def handle(arguments, stdin=0):
             archive_bytes = b""
         if copies and core is not None:
             core.drain()  # the whole core first: a chained handler, a kept core
-        entry["handler_ms"] = _since_exec_ms(started)
+        entry["handler_ms"] = round(_since_exec_ms(started))
         entry["handler_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         stored = store.add(entry, archive_bytes, kept.keep if kept else None)
     finally:

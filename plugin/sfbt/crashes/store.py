@@ -66,6 +66,11 @@ REPEAT_FIELDS = ("id", "time", "pid", "tid", "uid", "gid", "signal", "code", "ad
                  "bucket")
 #: fields of a crash the index leaves out where it knows the executable
 _LEFT_OUT = ("command",)
+#: fields of a kept crash's line left out where they are what the rest
+#: of the line implies: the crashing thread the kernel's (tid), its
+#: threads all walked (the events of its seg)
+_IMPLIED = {"crashed_tid": lambda entry: entry.get("tid"),
+            "threads": lambda entry: entry["seg"][2]}
 
 
 def store_path(given=None):
@@ -209,6 +214,9 @@ class CrashStore:
             if archive_bytes and len(kept) < KEEP_PER_BUCKET:
                 segment, first, events = self._append_crash(archive_bytes)
                 entry["seg"] = [segment, first, events]
+                for key, same in _IMPLIED.items():  # (entries() puts them back)
+                    if key in entry and entry[key] == same(entry):
+                        del entry[key]
                 _append(self.file(KEPT), f"{entry['bucket']} {segment} {entry['id']}\n"
                         .encode())
             elif kept:  # counted: what differs from the bucket's kept crash
@@ -344,8 +352,12 @@ class CrashStore:
         by_id = {entry["id"]: entry for entry in entries}
         for entry in entries:
             place = entry.get("seg")
-            if _valid_place(place) and place[0] in segments:
-                entry["file"] = segment_name(place[0])
+            if _valid_place(place):
+                for key, same in _IMPLIED.items():
+                    if key not in entry:
+                        entry[key] = same(entry)
+                if place[0] in segments:
+                    entry["file"] = segment_name(place[0])
             first = by_id.get(entry.get("of"))
             if first is not None:
                 for key, value in first.items():

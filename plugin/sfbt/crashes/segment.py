@@ -9,7 +9,7 @@ events and a map of a few bytes an image.  As in any archive, a trace
 import os
 import stat
 
-from ..archive.imagemap import decode_image_map
+from ..archive.imagemap import ImageMapError, decode_image_map
 from ..archive.store import (KIND_EVENT, KIND_IMAGE, KIND_IMAGE_MAP, KIND_PLACED_MAP,
                              KIND_TRACE, MAGIC, ArchiveError, archive_budget, event_record,
                              image_record_payload, iter_records, parse_archive,
@@ -71,7 +71,7 @@ class Segment:
                     elif kind == KIND_EVENT:
                         self.event_count += 1
                     self.end = at + 9 + len(payload)
-            except (ArchiveError, ValueError):
+            except (ArchiveError, ImageMapError, ValueError):
                 pass  # the records before the damage stay; it is cut off
         if self.end < size:
             os.ftruncate(self.descriptor, self.end)

@@ -23,7 +23,10 @@ MAX_SEGMENT_READ = 64 << 20
 class Segment:
     """The segment file at ``path``, created (0600) if missing, opened to
     append: its records read to know its image table, image maps, traces
-    and events; a torn last record (a handler killed midway) cut off."""
+    and events.  ``damaged``: a record is torn (a handler killed midway)
+    or damaged; nothing more is appended to it (the index names its
+    crashes by their events' places, which must not change), and
+    readers read what comes before."""
 
     def __init__(self, path):
         self.path = path
@@ -51,7 +54,8 @@ class Segment:
         size = os.fstat(self.descriptor).st_size
         with os.fdopen(os.dup(self.descriptor), "rb") as stream:
             if stream.read(len(MAGIC)) != MAGIC:
-                self.end = 0  # new (or not an archive: begun again)
+                self.end = 0
+                self.damaged = size > 0  # not an archive: left as it is
                 return
             self.end = len(MAGIC)
             budget = archive_budget()
@@ -72,9 +76,8 @@ class Segment:
                         self.event_count += 1
                     self.end = at + 9 + len(payload)
             except (ArchiveError, ImageMapError, ValueError):
-                pass  # the records before the damage stay; it is cut off
-        if self.end < size:
-            os.ftruncate(self.descriptor, self.end)
+                pass
+        self.damaged = self.end < size
 
     def append(self, archive_bytes):
         """Append the crash whose standalone archive is ``archive_bytes``

@@ -272,16 +272,19 @@ class CrashStore:
 
     def _append_crash(self, archive_bytes):
         """Append a crash's archive to the newest segment (a new one when
-        it is full); (segment number, index of its first event there,
+        it is full or damaged); (segment number, index of its first event there,
         its events)."""
         from .segment import Segment
         segments = self.segments()
         number = max(segments, default=0)
         if not number or segments[number] >= self.segment_bytes:
             number += 1
-        with Segment(self.file(segment_name(number))) as segment:
-            first, events = segment.append(archive_bytes)
-        return number, first, events
+        while True:
+            with Segment(self.file(segment_name(number))) as segment:
+                if not segment.damaged:
+                    first, events = segment.append(archive_bytes)
+                    return number, first, events
+            number += 1  # a torn or damaged segment is left as it is
 
     def _cap(self):
         """Keep the store within max_use: the oldest segments and cores

@@ -254,6 +254,15 @@ def test_formats_and_buckets(installed, programs, tmp_path):
     assert f": 4 crashes\n" in by_repeat.stdout
     missing = run_sfbt("crashes", "show", "99999", "--store", installed)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    # five crashes kept of one program: each of its images written once
+    from sfbt.archive.imagemap import decode_image_map
+    from sfbt.archive.store import KIND_IMAGE, MAGIC, iter_records
+    (segment,) = installed.glob("seg-*.sfbt")
+    with open(segment, "rb") as stream:
+        assert stream.read(len(MAGIC)) == MAGIC
+        paths = [decode_image_map(payload).images[0].path
+                 for _, kind, payload in iter_records(stream) if kind == KIND_IMAGE]
+    assert str(programs["crasher"]) in paths and len(paths) == len(set(paths)), paths
 
 
 def test_install_and_uninstall_put_back_what_was_there(tmp_path):

@@ -26,12 +26,15 @@ class Describer:
     def __init__(self, module_map, executable=None, debug_files=None):
         self.module_map = module_map
         self.executable = executable
-        self.debug_files = debug_files  # None: found as module_symbols finds them
+        self.debug_files = debug_files  # None: made when a module is first named
         self._symbols = {}
 
     def symbols(self, module):
         """The module's FileSymbolizer, or None when it has no readable file."""
         if module not in self._symbols:
+            if self.debug_files is None:  # one for all modules: it remembers its searches
+                from ..debuginfo import DebugFiles
+                self.debug_files = DebugFiles()
             progress.doing(f"reading the symbols of {module.name}")
             self._symbols[module] = module_symbols(module, self.debug_files)
         return self._symbols[module]

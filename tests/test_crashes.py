@@ -133,9 +133,16 @@ def crash(program, mode, cwd, aslr=True):
 
 
 def entries(store, pid=None):
-    text = (store / "index").read_text() if (store / "index").exists() else ""
-    found = [json.loads(line) for line in text.splitlines()]
-    return [e for e in found if pid is None or e["pid"] == pid]
+    """The store's crashes (of process ``pid``), as `sfbt crashes` reads
+    them: a counted crash with its bucket's kept crash's fields, ``file``
+    the segment of a crash kept whole."""
+    return [e for e in entries_of(store) if pid is None or e["pid"] == pid]
+
+
+def index_lines(store):
+    """{id: length of its index line}: what the index holds of each crash."""
+    lines = (store / "index").read_bytes().splitlines(keepends=True)
+    return {json.loads(line)["id"]: len(line) for line in lines}
 
 
 def wait_entry(store, pid, timeout=60):
@@ -240,13 +247,22 @@ def test_formats_and_buckets(installed, programs, tmp_path):
     counted = wait_entry(installed, crash(programs["crasher"], "fpe", tmp_path))
     assert third.get("file") and fourth.get("file") and "file" not in counted
     assert counted["of"] == other["id"]
-    assert len(json.dumps(counted, separators=(",", ":"))) + 1 <= 200  # its index line
+    assert index_lines(installed)[counted["id"]] <= 200
     by_repeat = run_sfbt("crashes", "show", counted["id"], "--store", installed)
     assert by_repeat.returncode == 0, by_repeat.stderr
     assert by_repeat.stdout.startswith(f"Crash {other['id']} of ")
     assert f": 4 crashes\n" in by_repeat.stdout
     missing = run_sfbt("crashes", "show", "99999", "--store", installed)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    # five crashes kept of one program: each of its images written once
+    from sfbt.archive.imagemap import decode_image_map
+    from sfbt.archive.store import KIND_IMAGE, MAGIC, iter_records
+    (segment,) = installed.glob("seg-*.sfbt")
+    with open(segment, "rb") as stream:
+        assert stream.read(len(MAGIC)) == MAGIC
+        paths = [decode_image_map(payload).images[0].path
+                 for _, kind, payload in iter_records(stream) if kind == KIND_IMAGE]
+    assert str(programs["crasher"]) in paths and len(paths) == len(set(paths)), paths
 
 
 def test_install_and_uninstall_put_back_what_was_there(tmp_path):
@@ -327,9 +343,7 @@ def test_storm(installed, programs, tmp_path):
     for process in running:
         process.wait(timeout=120)
     found = entries(installed)
-    by_id = {entry["id"]: entry for entry in found}
-    ours = [e for e in found if by_id.get(e.get("of"), e).get("executable")
-            == str(programs["crasher"])]
+    ours = [e for e in found if e.get("executable") == str(programs["crasher"])]
     by_bucket = {}
     for entry in ours:
         by_bucket.setdefault(entry["bucket"], []).append(entry)
@@ -340,7 +354,8 @@ def test_storm(installed, programs, tmp_path):
         assert 1 <= len(kept) <= 3
         repeats = [e for e in group if "of" in e]
         assert len(repeats) == 47
-        assert max(len(json.dumps(e, separators=(",", ":"))) + 1 for e in repeats) <= 200
+        lines = index_lines(installed)
+        assert max(lines[e["id"]] for e in repeats) <= 200
     used = sum(f.stat().st_size for f in installed.iterdir() if f.is_file()
                and f.name != "sfbt" and f.name != "settings")
     assert used <= 96 << 10
@@ -387,20 +402,32 @@ def test_hostile_names_and_a_deleted_executable(installed, programs, tmp_path):
     assert " in __libc_start" in "".join(frames[5:])
 
 
+def exported(store, entry, directory):
+    """The crash exported as an archive of its own (show --format archive)."""
+    path = directory / f"crash-{entry['id']}.sfbt"
+    done = run_sfbt("crashes", "show", entry["id"], "--store", store, "--format", "archive",
+                    "-o", path)
+    assert done.returncode == 0, done.stderr
+    return path
+
+
 def test_cbf_load_opens_a_crash(gdb, lldb, installed, programs, tmp_path):
-    """A crash's archive is an sfbt archive: cbf-load prints its threads in
-    GDB and in LLDB, the crashing thread's labelled, its frames the ones
-    `sfbt crashes show` prints (show ends at main; the archive goes on)."""
+    """A crash exported (show --format archive) and the store's segment
+    that holds it (its images in the segment's image table) are sfbt
+    archives: cbf-load prints the crash's threads in GDB and in LLDB, the
+    crashing thread's labelled, its frames the ones `sfbt crashes show`
+    prints (show ends at main; the archive goes on)."""
     from gdb_support import run_gdb, sframe_frames
     from lldb_support import run_lldb, stack_frames
     entry = wait_entry(installed, crash(programs["crasher"], "lib", tmp_path))
-    archive = installed / entry["file"]
     shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
     assert shown.returncode == 0, shown.stderr
     (ours,) = [pcs for _, pcs, _ in shown_stacks(shown.stdout).values()]
-    in_gdb = run_gdb(gdb, [], [f"cbf-load {archive}"])
-    in_lldb = run_lldb(lldb, None, [f"cbf-load {archive}"])
-    for out, frames in ((in_gdb, sframe_frames), (in_lldb, stack_frames)):
+    runs = []
+    for archive in (exported(installed, entry, tmp_path), installed / entry["file"]):
+        runs.append((run_gdb(gdb, [], [f"cbf-load {archive}"]), sframe_frames))
+        runs.append((run_lldb(lldb, None, [f"cbf-load {archive}"]), stack_frames))
+    for out, frames in runs:
         assert "label 'crashed'" in out, out[-2000:]
         loaded = frames(out)
         assert [pc for _, pc, _ in loaded][:len(ours)] == ours
@@ -519,7 +546,8 @@ def test_crash_in_a_mount_and_pid_namespace(installed, programs, tmp_path):
     assert len(found) == 1, entries(installed)
     (entry,) = found
     assert entry["pid"] != 1 and entry["signal"] == signal.SIGSEGV
-    decoded = run_sfbt("cbf", "decode", installed / entry["file"])
+    own = exported(installed, entry, tmp_path)
+    decoded = run_sfbt("cbf", "decode", own)
     assert decoded.returncode == 0, decoded.stderr
     crashed = decoded.stdout.split("label 'crashed'")[1].split("Backtrace ")[0]
     addresses = re.findall(r"^#\d+\s+(0x[0-9a-f]+)", crashed, re.M)
@@ -531,7 +559,7 @@ def test_crash_in_a_mount_and_pid_namespace(installed, programs, tmp_path):
     sys.path.insert(0, str(PLUGIN))
     from sfbt.archive.store import read_archive
     from sfbt.elf import read_build_id
-    archive, error = read_archive(str(installed / entry["file"]))
+    archive, error = read_archive(str(own))
     assert error is None
     (image,) = [i for i in archive.image_map(0).images if i.path == f"{inside}/crasher"]
     assert image.build_id.hex() == read_build_id(str(programs["crasher"]))

@@ -10,18 +10,22 @@ records of their own, so appending only adds records and never rewrites
 old ones.
 """
 
-import hashlib
 import io
 import struct
 import zlib
 from array import array
 from typing import IO, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+try:  # hashlib's own, without loading OpenSSL (a sixth of the crash handler's imports)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
+
 from ..errors import LocatedError, left_out
 from ..files import locked_for_update, open_regular, replace_file, replace_locked
 from . import cbf
-from .imagemap import (DecodeBudget, ImageMap, ImageMapError, decode_image_map,
-                       encode_image_map)
+from .imagemap import (IMAGE_COST, DecodeBudget, Image, ImageMap, ImageMapError,
+                       decode_image_map, encode_image_map)
 from .recording import MAX_THREADS, Recording
 from .threads import SampledThread, sampled_thread
 
@@ -29,6 +33,12 @@ MAGIC = b"SFBTARC\x01"
 KIND_IMAGE_MAP = 1
 KIND_TRACE = 2
 KIND_EVENT = 3
+#: an image of the file's image table (a Compact Image Map of that one
+#: image at base 0): the table's entries are numbered from 0 in file order
+KIND_IMAGE = 4
+#: an image map by reference to the image table (PlacedImages): numbered
+#: with the image maps, as the map it stands for
+KIND_PLACED_MAP = 5
 _RECORD_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _TRACE_HEAD = struct.Struct("<IQ")
@@ -60,7 +70,98 @@ class ArchiveError(LocatedError):
 
 def trace_hash(data: bytes) -> int:
     """The 64-bit hash that picks a trace's bucket."""
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "little")
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    while value > 0x7F:
+        out.append(0x80 | value & 0x7F)
+        value >>= 7
+    out.append(value)
+
+
+def placed_map_payload(places: List[Tuple[int, int]]) -> bytes:
+    """The payload of a KIND_PLACED_MAP record: the image count, then for
+    each (table index, base) the index and the base's difference from the
+    previous image's base (from 0), zigzag-coded; all LEB128 varints."""
+    out = bytearray()
+    _write_varint(out, len(places))
+    last = 0
+    for index, base in places:
+        _write_varint(out, index)
+        delta = base - last
+        _write_varint(out, delta * 2 if delta >= 0 else -delta * 2 - 1)
+        last = base
+    return bytes(out)
+
+
+def image_record_payload(image: Image, platform: str, word_size: int) -> bytes:
+    """The payload of a KIND_IMAGE record: ``image`` at base 0."""
+    size = (image.end_of_text - image.base) & ((1 << word_size) - 1)
+    return encode_image_map(ImageMap(platform, [Image(image.path, 0, size, image.build_id)],
+                                     word_size))
+
+
+class ImageTable:
+    """A file's image table (KIND_IMAGE records), and the image maps its
+    KIND_PLACED_MAP records stand for: a store of many processes' maps
+    writes each image's path and build id once, and each map as the
+    images' indexes and bases."""
+
+    def __init__(self) -> None:
+        self.entries: List[ImageMap] = []  # each a map of one image at base 0
+
+    def add(self, payload: bytes, offset: int, budget: DecodeBudget) -> ImageMap:
+        entry = _check_image_map(payload, offset, budget)
+        if len(entry.images) != 1:
+            raise ArchiveError(f"image record holds {len(entry.images)} images, not 1",
+                               offset)
+        self.entries.append(entry)
+        return entry
+
+    def placed(self, payload: bytes, offset: int, budget: DecodeBudget) -> ImageMap:
+        """The ImageMap a KIND_PLACED_MAP payload stands for."""
+        at, end = 0, len(payload)
+
+        def varint() -> int:
+            nonlocal at
+            value, shift = 0, 0
+            while True:
+                if at >= end:
+                    raise ArchiveError("placed image map ends inside a number", offset + at)
+                byte = payload[at]
+                at += 1
+                value |= (byte & 0x7F) << shift
+                if not byte & 0x80:
+                    return value
+                shift += 7
+                if shift > 70:
+                    raise ArchiveError("placed image map: a number of over 10 bytes",
+                                       offset + at)
+        count = varint()
+        if count > end:  # each image takes two bytes at least
+            raise ArchiveError(f"placed image map of {count} images in {end} bytes", offset)
+        images: List[Image] = []
+        base = 0
+        platform, word_size = "", 64
+        for _ in range(count):
+            index = varint()
+            if index >= len(self.entries):
+                raise ArchiveError(f"placed image map names unknown image {index}",
+                                   offset + at)
+            entry = self.entries[index]
+            if not images:
+                platform, word_size = entry.platform, entry.word_size
+            zigzag = varint()
+            base = (base + (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)) \
+                & ((1 << word_size) - 1)
+            budget.spend(IMAGE_COST, offset)
+            image = entry.images[0]
+            images.append(Image(image.path, base, (base + image.end_of_text)
+                                & ((1 << word_size) - 1), image.build_id))
+        if at != end:
+            raise ArchiveError(f"{end - at} bytes after the placed image map", offset + at)
+        return ImageMap(platform, images, word_size)
 
 
 class Event:
@@ -143,6 +244,7 @@ class Archive:
         #: an event's strings and tail, packed once per distinct set (a
         #: recording repeats the same few)
         self._packed_strings: Dict[Tuple[Any, ...], bytes] = {}
+        self.image_table = ImageTable()  # of the file read (parse_archive)
 
     def _add_record(self, kind: int, payload: bytes) -> None:
         self._pending.append((kind, payload))
@@ -405,6 +507,11 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
     elif kind == KIND_EVENT:
         archive.add_event(_check_event(payload, offset, len(archive.traces),
                                        len(archive.image_maps)))
+    elif kind == KIND_IMAGE:
+        archive.image_table.add(payload, offset, budget)
+    elif kind == KIND_PLACED_MAP:
+        archive.add_image_map(encode_image_map(archive.image_table.placed(payload, offset,
+                                                                           budget)))
     else:
         raise ArchiveError(f"unknown record kind {kind}", at)
 
@@ -446,6 +553,7 @@ class ArchiveReader:
         self._maps: List[ImageMap] = []  # each image map record's
         self._decoded_maps: Dict[bytes, ImageMap] = {}  # by blake2b digest of its bytes
         self._budget = archive_budget()
+        self._table = ImageTable()
         self._trace_offsets = array("Q")  # where each trace's CBF bytes are
         self._trace_lengths = array("L")
         # each trace's first event record (payload), or None
@@ -475,7 +583,7 @@ class ArchiveReader:
     def _note(self, at: int, kind: int, payload: bytes) -> None:
         offset = at + _RECORD_HEAD.size
         if kind == KIND_IMAGE_MAP:
-            digest = hashlib.blake2b(payload, digest_size=16).digest()
+            digest = blake2b(payload, digest_size=16).digest()
             image_map = self._decoded_maps.get(digest)
             if image_map is None:
                 image_map = _check_image_map(payload, offset, self._budget)
@@ -508,6 +616,10 @@ class ArchiveReader:
                 others[group] = others.get(group, 0) + 1
             if self._first_events[index] is None:  # kept as bytes: a third of the memory
                 self._first_events[index] = payload
+        elif kind == KIND_IMAGE:
+            self._table.add(payload, offset, self._budget)
+        elif kind == KIND_PLACED_MAP:
+            self._maps.append(self._table.placed(payload, offset, self._budget))
         else:
             raise ArchiveError(f"unknown record kind {kind}", at)
 
@@ -579,6 +691,19 @@ def read_archive(path: str) -> Tuple[Archive, Optional[ArchiveError]]:
         return parse_archive(stream.read(), path)
 
 
+def trace_record(trace_id: int, data: bytes) -> bytes:
+    """The record of trace ``trace_id`` (its CBF ``data``)."""
+    return record_bytes(KIND_TRACE, _TRACE_HEAD.pack(trace_id, trace_hash(data)) + data)
+
+
+def event_record(event: Event, trace_id: int, image_map_index: int) -> bytes:
+    """The record of ``event``, naming trace ``trace_id`` and image map
+    ``image_map_index`` (of the file it is written to)."""
+    return record_bytes(KIND_EVENT, _EVENT_HEAD.pack(trace_id, image_map_index, event.time_ns)
+                        + _packed_event_strings((event.architecture, event.thread,
+                                                 event.reason, event.label), event.tail))
+
+
 def record_bytes(kind: int, payload: bytes) -> bytes:
     head = _RECORD_HEAD.pack(kind, len(payload))
     return head + payload + _CRC.pack(zlib.crc32(head + payload))
@@ -596,6 +721,7 @@ class _StoredRecords:
         self.image_maps: Dict[bytes, int] = {}  # digest -> index
         self.image_map_count = 0
         self.budget = archive_budget()
+        self.table = ImageTable()
         self.buckets: Dict[int, List[Tuple[int, int, int]]] = {}  # hash -> (id, offset, length)
         self.trace_count = 0
         self.size = len(MAGIC)
@@ -610,12 +736,16 @@ class _StoredRecords:
 
     def _note(self, at: int, kind: int, payload: bytes) -> None:
         offset = at + _RECORD_HEAD.size
-        if kind == KIND_IMAGE_MAP:
-            digest = hashlib.blake2b(payload, digest_size=16).digest()
-            if digest not in self.image_maps:
+        if kind in (KIND_IMAGE_MAP, KIND_PLACED_MAP):
+            if kind == KIND_PLACED_MAP:
+                payload = encode_image_map(self.table.placed(payload, offset, self.budget))
+            digest = blake2b(payload, digest_size=16).digest()
+            if digest not in self.image_maps and kind == KIND_IMAGE_MAP:
                 _check_image_map(payload, offset, self.budget)
             self.image_maps.setdefault(digest, self.image_map_count)
             self.image_map_count += 1
+        elif kind == KIND_IMAGE:
+            self.table.add(payload, offset, self.budget)
         elif kind == KIND_TRACE:
             trace_id, hashed, _ = _check_trace(payload, offset, self.trace_count + 1)
             self.buckets.setdefault(hashed, []).append(
@@ -637,7 +767,7 @@ class _StoredRecords:
         out = []
         for event in archive.events:
             map_bytes = archive.image_maps[event.image_map_index]
-            digest = hashlib.blake2b(map_bytes, digest_size=16).digest()
+            digest = blake2b(map_bytes, digest_size=16).digest()
             index = self.image_maps.get(digest)
             if index is None:
                 index = self.image_maps[digest] = self.image_map_count

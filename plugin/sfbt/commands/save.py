@@ -1,14 +1,11 @@
 """cbf-save: the current backtrace(s) in the Compact Backtrace Format."""
 
-import base64
 import itertools
-import json
 import os
-import shutil
 import time
 from typing import List
 
-from ..archive import cbf, lws
+from ..archive import cbf
 from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.store import Archive, save_archive
 from ..errors import CommandError, SfbtError
@@ -168,6 +165,8 @@ def save_captures(options: SaveOptions, captures: List[Capture], images: ImageMa
         (one,) = captures
         write_atomically(options.path, cbf.encode(one.frames, word_size, one.truncated))
     elif options.fmt == "json":
+        import base64  # (here: the crash handler imports capture and image_map only)
+        import json
         (one,) = captures
         data = cbf.encode(one.frames, word_size, one.truncated)
         document = {"architecture": architecture,
@@ -175,6 +174,8 @@ def save_captures(options: SaveOptions, captures: List[Capture], images: ImageMa
                     "imageMap": base64.b64encode(encode_image_map(images)).decode()}
         write_atomically(options.path, (json.dumps(document) + "\n").encode())
     else:
+        import shutil
+        from ..archive import lws
         # lws lines hold return addresses, looked up at address - 1:
         # a PC is stored as PC + 1.
         lines = [lws.encode([f.address + (f.kind == "pc") for f in c.frames[:31]], 0) + "\n"

@@ -93,7 +93,8 @@ def _run_list(args, error_type):
 def _run_show(args, error_type):
     from ..archive.symbolize import Symbolizer
     from ..files import write_atomically
-    from .show import crash_threads, show_json, show_pprof, show_text
+    from ..archive.store import MAGIC
+    from .show import crash_archive, crash_threads, show_json, show_pprof, show_text
     store = _store(args, error_type)
     found = store.find(args.crash)
     if not found:
@@ -111,12 +112,14 @@ def _run_show(args, error_type):
         raise error_type(f"crash {printable(args.crash)}: no backtraces of its bucket "
                          "are kept (removed for the size cap)")
     entry = kept[0]
-    if args.format == "pprof" and not args.output:
-        raise error_type("--format pprof needs -o FILE")
+    if args.format in ("pprof", "archive") and not args.output:
+        raise error_type(f"--format {args.format} needs -o FILE")
     symbolizer = Symbolizer(executables=args.exe, debug_dirs=args.debug_dir)
     try:
-        threads = crash_threads(store.file(entry["file"]))
-        if args.format == "pprof":
+        threads = crash_threads(store.file(entry["file"]), *entry["seg"][1:])
+        if args.format == "archive":
+            data = MAGIC + crash_archive(threads).pending_bytes()
+        elif args.format == "pprof":
             data = show_pprof(threads, symbolizer)
         elif args.format == "json":
             data = show_json(entry, count, threads, symbolizer).encode()
@@ -209,7 +212,9 @@ def _add_crashes(commands, error_type):
         **with_example("sfbt crashes show 3 --format json -o crash.json",
                        "crash 3's threads as JSON")))
     show.add_argument("crash", metavar="ID|BUCKET")
-    show.add_argument("--format", choices=("text", "json", "pprof"), default="text")
+    show.add_argument("--format", choices=("text", "json", "pprof", "archive"),
+                      default="text", help="archive: the crash as an sfbt archive of its "
+                      "own (cbf-load FILE opens it in GDB and LLDB)")
     show.add_argument("-o", "--output", metavar="FILE")
     show.add_argument("--exe", action="append", default=[], metavar="FILE",
                       help="an image's file, found by its build id")

@@ -97,7 +97,7 @@ def handle(arguments, stdin=0):
     try:
         try:
             core = StreamedCore(stdin, pid, module_files=_pipe_limit() > 0, copies=copies)
-            archive_bytes, details = _walked(core, tid, signal)
+            archive_bytes, details = _walked(core, tid, signal, store.repeated)
             entry.update(details)
         except StreamError as error:
             entry.update({"error": str(error), "bucket": f"unread-{signal}",
@@ -105,7 +105,7 @@ def handle(arguments, stdin=0):
             archive_bytes = b""
         if copies and core is not None:
             core.drain()  # the whole core first: a chained handler, a kept core
-        entry["handler_ms"] = _since_exec_ms(started)
+        entry["handler_ms"] = round(_since_exec_ms(started))
         entry["handler_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         stored = store.add(entry, archive_bytes, kept.keep if kept else None)
     finally:
@@ -144,8 +144,10 @@ def _drain(descriptor, copies=()):
             copy(data)
 
 
-def _walked(core, tid, signal):
-    """(the crash's archive bytes, the index's fields of the walk)."""
+def _walked(core, tid, signal, repeated):
+    """(the crash's archive bytes, the index's fields of the walk); when
+    ``repeated(bucket)`` says the crash will only be counted, no thread
+    is walked after the crashing one (the first)."""
     from ..archive import cbf
     from ..archive.store import MAGIC, Archive
     from ..commands.backtrace import walk
@@ -182,6 +184,10 @@ def _walked(core, tid, signal):
                         label="crashed" if thread.handle is crashed else "",
                         pid=core.pid, tid=thread.handle.tid, thread_name=thread.handle.name,
                         cut=cut_at is not None)
+        if thread.handle is crashed and repeated(bucket_of(signal, crashed_frames,
+                                                           session.modules)):
+            archive = None  # counted: no archive kept
+            break
     siginfo = core.siginfo or (signal, 0, 0, 0)
     details = {"executable": core.executable(), "threads": len(states),
                "mappings": core.mappings_count,
@@ -195,7 +201,7 @@ def _walked(core, tid, signal):
         details["stacks_cut"] = cut
     if crashed_cut_at is not None:
         details["crashed_stack_cut_at"] = crashed_cut_at
-    return MAGIC + archive.pending_bytes(), details
+    return (MAGIC + archive.pending_bytes()) if archive else b"", details
 
 
 def main(arguments):

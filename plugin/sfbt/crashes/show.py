@@ -8,6 +8,7 @@ import re
 import signal
 import time
 
+from ..errors import SfbtError
 from ..printable import printable
 
 #: a thread's label in the crash's archive: "NUMBER (TID)"
@@ -48,18 +49,36 @@ def crash_heading(entry, count):
             f"crash{'es' if count != 1 else ''}\n")
 
 
-def crash_threads(path):
-    """[(event, decoded backtrace, images)] of a crash's archive, in the
-    order its threads were numbered."""
+def crash_threads(path, first, count):
+    """[(event, decoded backtrace, image map, CBF bytes)] of the crash
+    whose events are the ``count`` from ``first`` on of the segment at
+    ``path``, in the order its threads were numbered."""
     from ..archive.store import read_archive
     archive, error = read_archive(path)
-    if error is not None:
-        raise error
-    threads = []
-    for event in archive.events:
-        decoded = archive.traces[event.trace_id].decoded()
-        threads.append((event, decoded, archive.image_map(event.image_map_index).images))
+    events = archive.events[first:first + count]
+    if len(events) < count:
+        raise error or SfbtError(f"{path}: {len(archive.events)} events, not "
+                                 f"{first + count}")
+    threads, maps = [], {}
+    for event in events:
+        trace = archive.traces[event.trace_id]
+        if event.image_map_index not in maps:
+            maps[event.image_map_index] = archive.image_map(event.image_map_index)
+        threads.append((event, trace.decoded(), maps[event.image_map_index], trace.data))
     return threads
+
+
+def crash_archive(threads):
+    """A standalone archive of a crash's threads (crash_threads): one
+    image map written whole, as cbf-save writes one."""
+    from ..archive.store import Archive
+    archive = Archive()
+    for event, _, image_map, data in threads:
+        archive.capture(data, image_map, time_ns=event.time_ns,
+                        architecture=event.architecture, thread=event.thread,
+                        reason=event.reason, label=event.label, pid=event.pid, tid=event.tid,
+                        thread_name=event.thread_name, cut=event.cut)
+    return archive
 
 
 def through_main(decoded, describe):
@@ -88,7 +107,8 @@ def show_text(entry, count, threads, symbolizer):
     from ..archive.report import FrameTexts
     lines = [crash_heading(entry, count)]
     texts = {}
-    for event, decoded, images in threads:
+    for event, decoded, image_map, _ in threads:
+        images = image_map.images
         key = id(images)
         if key not in texts:
             texts[key] = FrameTexts(symbolizer.describer(images))
@@ -103,8 +123,8 @@ def show_text(entry, count, threads, symbolizer):
 def show_json(entry, count, threads, symbolizer):
     from ..archive import cbf
     document = dict(entry, count=count, threads=[])
-    for event, decoded, images in threads:
-        describe = symbolizer.describer(images)
+    for event, decoded, image_map, _ in threads:
+        describe = symbolizer.describer(image_map.images)
         frames = []
         for frame in through_main(decoded, describe)[0]:
             if isinstance(frame, cbf.Omitted):
@@ -130,7 +150,8 @@ def show_pprof(threads, symbolizer):
     from ..outputs import Sample
     from ..outputs.pprof import PprofProfile
     profile = PprofProfile()
-    for event, decoded, images in threads:
+    for event, decoded, image_map, _ in threads:
+        images = image_map.images
         frames = through_main(decoded, symbolizer.describer(images))[0]
         profile.add(Sample(SavedTrace(None, frames, decoded.truncated, images, 1),
                            sampled_thread(event), decoded.truncated, 1))

@@ -1,13 +1,18 @@
 """The machine's crash store: a directory root owns (0700) holding
 
-- ``index``: one JSON line per crash (id, time, PID, UID, GID, signal,
-  code, fault address, executable, command, bucket, threads, and the file
-  of its backtraces when they were kept), rewritten whole under the lock
-  appends take (files.locked_for_update) and renamed into place, so that
-  concurrent crashes all land and a crash of the handler damages nothing;
-- ``crash-ID.sfbt``: the backtraces of a crash kept whole, an sfbt
-  archive (the format cbf-save and record write: cbf-load opens it), one
-  event per thread, the crashing thread's labelled ``crashed``;
+- ``index``: one JSON line per crash (what ``crashes list`` prints, and
+  where a kept crash's backtraces are), appended under the store's lock
+  in one write (O_APPEND), never rewritten but to drop its oldest lines
+  for the size cap; a line torn by a handler killed midway is passed
+  over;
+- ``seg-N.sfbt``: segments, sfbt archives (the format cbf-save and record
+  write: cbf-load opens them) that the crashes kept whole are appended
+  to, one event per thread, the crashing thread's labelled ``crashed``.
+  A segment writes each image (path, build id, size) once, in its image
+  table, and each crash's image map as the indexes and bases of its
+  images (archive.store.ImageTable);
+- ``kept``: a line ``BUCKET SEGMENT ID`` per crash kept whole, read to
+  tell a repeat of a bucket without reading the index;
 - ``core-BUCKET.xz``: with --keep-core, the core of a bucket's first crash;
 - ``settings``: the core_pattern and core_pipe_limit install replaced.
 
@@ -15,33 +20,57 @@ A bucket is a hash of the signal and the crashing thread's top frames as
 (build id, address in the file): stable across ASLR, and known without
 symbols.  The first KEEP_PER_BUCKET crashes of a bucket are kept whole;
 the rest are a line of the index each (counted).  The files together stay
-under ``max_use`` bytes: the oldest crash's files go first."""
+under ``max_use`` bytes: the oldest segments and cores go first (whole
+files), then the oldest index lines."""
 
-import hashlib
+import errno
+import fcntl
 import json
 import os
 import stat
+import time
 
-from ..files import FileProblem, locked_for_update, open_directory, open_regular, replace_file
+try:  # hashlib's own, without loading OpenSSL (a sixth of the crash handler's imports)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
+
+from ..files import FileProblem, open_directory, open_regular, replace_file
 
 #: the store when neither --store nor $SFBT_CRASH_STORE names another
 DEFAULT_STORE = "/var/lib/sfbt/crashes"
 STORE_VARIABLE = "SFBT_CRASH_STORE"
 INDEX = "index"
+KEPT = "kept"
+LOCK = "lock"
 SETTINGS = "settings"
+SEGMENT_PREFIX, SEGMENT_SUFFIX = "seg-", ".sfbt"
 #: crashes of a bucket whose backtraces are kept whole
 KEEP_PER_BUCKET = 3
 #: the store's size cap by default (systemd-coredump's MaxUse)
 DEFAULT_MAX_USE = 64 << 20
+#: a segment is closed (a new one begun) at max_use / SEGMENTS_PER_CAP
+#: bytes, within these bounds: the cap evicts whole segments
+SEGMENTS_PER_CAP = 8
+MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES = 4 << 10, 1 << 20
 #: the most of the index read; its oldest lines go past this many
 MAX_INDEX_BYTES = 16 << 20
-MAX_INDEX_LINES = 50_000
+MAX_KEPT_BYTES = 4 << 20
+#: seconds a handler waits for the store's lock
+LOCK_WAIT = 30.0
 #: frames of the crashing thread its bucket is made of
 BUCKET_FRAMES = 5
 #: what the index keeps of a crash counted in its bucket (the rest is the
-#: bucket's first crash's: "of" is its id)
+#: bucket's kept crash's: "of" is its id)
 REPEAT_FIELDS = ("id", "time", "pid", "tid", "uid", "gid", "signal", "code", "address",
-                 "bucket", "handler_ms", "handler_kb")
+                 "bucket")
+#: fields of a crash the index leaves out where it knows the executable
+_LEFT_OUT = ("command",)
+#: fields of a kept crash's line left out where they are what the rest
+#: of the line implies: the crashing thread the kernel's (tid), its
+#: threads all walked (the events of its seg)
+_IMPLIED = {"crashed_tid": lambda entry: entry.get("tid"),
+            "threads": lambda entry: entry["seg"][2]}
 
 
 def store_path(given=None):
@@ -62,8 +91,20 @@ def bucket_of(signal, frames, modules):
             name = module.build_id or os.path.basename(getattr(module, "mapped_as", "")
                                                        or module.path)
             parts.append(f"{name}+{lookup - module.load_bias:x}")
-    return hashlib.blake2b("\n".join(parts).encode("utf-8", "surrogateescape"),
+    return blake2b("\n".join(parts).encode("utf-8", "surrogateescape"),
                            digest_size=8).hexdigest()
+
+
+def segment_name(number):
+    return f"{SEGMENT_PREFIX}{number}{SEGMENT_SUFFIX}"
+
+
+def _segment_number(name):
+    if name.startswith(SEGMENT_PREFIX) and name.endswith(SEGMENT_SUFFIX):
+        digits = name[len(SEGMENT_PREFIX):-len(SEGMENT_SUFFIX)]
+        if digits.isdigit():
+            return int(digits)
+    return None
 
 
 class CrashStore:
@@ -89,92 +130,241 @@ class CrashStore:
     def file(self, name):
         return os.path.join(self.path, name)
 
-    # -- the index -------------------------------------------------------------------
-    def _index(self):
-        """The index's lines, oldest first (a damaged line left out)."""
+    @property
+    def segment_bytes(self):
+        return max(MIN_SEGMENT_BYTES, min(MAX_SEGMENT_BYTES,
+                                          self.max_use // SEGMENTS_PER_CAP))
+
+    def _read(self, name, limit):
+        """The bytes of the store's file ``name`` (at most ``limit``), b""
+        where there is none."""
         try:
-            with open_regular(self.file(INDEX)) as stream:
-                return _parse_index(stream)
+            with open_regular(self.file(name), limit) as stream:
+                return stream.read(limit)
         except FileNotFoundError:
-            return []
+            return b""
         except FileProblem as problem:
-            if problem.errno == 2:
-                return []
+            if problem.errno == errno.ENOENT:
+                return b""
             raise
+
+    # -- what is kept whole --------------------------------------------------------
+    def _kept(self):
+        """{bucket: [(segment, id)]} of the crashes kept whole, in the
+        segments there are."""
+        segments = self.segments()
+        kept = {}
+        for line in self._read(KEPT, MAX_KEPT_BYTES).split(b"\n"):
+            words = line.split()
+            if len(words) == 3 and words[1].isdigit() and words[2].isdigit() \
+                    and int(words[1]) in segments:
+                kept.setdefault(words[0].decode("ascii", "replace"), []).append(
+                    (int(words[1]), int(words[2])))
+        return kept
+
+    def repeated(self, bucket):
+        """Whether a crash of ``bucket`` will only be counted (its first
+        crashes are kept): the handler then walks no other thread."""
+        return len(self._kept().get(bucket, ())) >= KEEP_PER_BUCKET
+
+    def segments(self):
+        """{number: size} of the segments."""
+        found = {}
+        for name in os.listdir(self.path):
+            number = _segment_number(name)
+            if number is not None:
+                try:
+                    found[number] = os.lstat(self.file(name)).st_size
+                except FileNotFoundError:
+                    pass
+        return found
+
+    # -- adding a crash --------------------------------------------------------------
+    def _locked(self):
+        """The store's lock (a file in the 0700 store), held until the
+        descriptor returned is closed."""
+        descriptor = os.open(self.file(LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600)
+        deadline = time.monotonic() + LOCK_WAIT
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return descriptor
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(descriptor)
+                    raise FileProblem(self.file(LOCK), "another process holds the "
+                                      "store's lock; nothing was written") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def add(self, entry, archive_bytes, keep_core=None):
         """Add a crash (``entry``: a dict of the index's fields but id,
-        file, count) with its archive's bytes; ``keep_core(bucket, first)``
-        is called under the lock to keep the core of a bucket's first
-        crash.  Returns the entry as stored."""
-        index_path = self.file(INDEX)
-        with locked_for_update(index_path) as old:
-            entries = _parse_index(old) if old is not None else []
-            entry = dict(entry)
-            entry["id"] = entries[-1]["id"] + 1 if entries else 1
-            seen = sum(1 for e in entries if e.get("bucket") == entry["bucket"])
-            if not archive_bytes:  # a core that could not be read: counted
-                pass
-            elif seen < KEEP_PER_BUCKET:
-                name = f"crash-{entry['id']}.sfbt"
-                replace_file(self.file(name), lambda out: out.write(archive_bytes), 0o600)
-                entry["file"] = name
-            else:  # counted: what differs from the bucket's first crash
-                first = next(e for e in entries if e.get("bucket") == entry["bucket"])
+        seg, of) with its archive's bytes (a standalone archive of its
+        threads, or b"": counted only); ``keep_core(bucket, first)`` is
+        called under the lock to keep the core of a bucket's first crash.
+        Returns the entry as stored."""
+        lock = self._locked()
+        try:
+            entry = {key: value for key, value in entry.items()
+                     if key not in _LEFT_OUT or not entry.get("executable")}
+            entry["id"] = self._last_id() + 1
+            kept = self._kept().get(entry["bucket"], [])
+            if archive_bytes and len(kept) < KEEP_PER_BUCKET:
+                segment, first, events = self._append_crash(archive_bytes)
+                entry["seg"] = [segment, first, events]
+                for key, same in _IMPLIED.items():  # (entries() puts them back)
+                    if key in entry and entry[key] == same(entry):
+                        del entry[key]
+                _append(self.file(KEPT), f"{entry['bucket']} {segment} {entry['id']}\n"
+                        .encode())
+            elif kept:  # counted: what differs from the bucket's kept crash
                 entry = {key: entry[key] for key in REPEAT_FIELDS if key in entry}
-                entry["of"] = first["id"]
+                entry["of"] = kept[0][1]
             if keep_core is not None:
-                core_name = keep_core(entry["bucket"], seen == 0)
+                core_name = keep_core(entry["bucket"], not kept)
                 if core_name:
                     entry["core"] = core_name
-            entries.append(entry)
-            entries = self._capped(entries)
-            text = "".join(index_line(e) for e in entries).encode()
-            replace_file(index_path, lambda out: out.write(text), 0o600)
+            _append(self.file(INDEX), index_line(entry).encode(), self._index_ends_torn())
+            self._cap()
+        finally:
+            os.close(lock)
         return entry
 
-    def _capped(self, entries):
-        """``entries`` with the oldest crashes' files removed until the
-        store's files fit in max_use, and at most MAX_INDEX_LINES lines."""
-        entries = entries[-MAX_INDEX_LINES:]
-        sizes = {}
-        for entry in entries:
-            for key in ("file", "core"):
-                name = entry.get(key)
-                if name and name not in sizes:
+    def _last_id(self):
+        """The id of the index's last whole line (0: none)."""
+        try:
+            descriptor = os.open(self.file(INDEX), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return 0
+        try:
+            size = os.fstat(descriptor).st_size
+            step = 4096
+            while True:
+                start = max(0, size - step)
+                data = os.pread(descriptor, size - start, start)
+                for line in reversed(data.split(b"\n")[1 if start else 0:]):
                     try:
-                        sizes[name] = os.lstat(self.file(name)).st_size
-                    except OSError:
-                        entry[key] = None
-        used = sum(sizes.values()) + sum(len(index_line(e)) for e in entries)
-        for entry in entries[:-1]:  # the newest crash stays
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(entry, dict) and isinstance(entry.get("id"), int):
+                        return entry["id"]
+                if not start or step >= MAX_INDEX_BYTES:
+                    return 0
+                step *= 4
+        finally:
+            os.close(descriptor)
+
+    def _index_ends_torn(self):
+        """Whether the index's last line has no newline (its writer was
+        killed midway): the next line then starts on a line of its own."""
+        try:
+            descriptor = os.open(self.file(INDEX), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            size = os.fstat(descriptor).st_size
+            return size > 0 and os.pread(descriptor, 1, size - 1) != b"\n"
+        finally:
+            os.close(descriptor)
+
+    def _append_crash(self, archive_bytes):
+        """Append a crash's archive to the newest segment (a new one when
+        it is full or damaged); (segment number, index of its first event there,
+        its events)."""
+        from .segment import Segment
+        segments = self.segments()
+        number = max(segments, default=0)
+        if not number or segments[number] >= self.segment_bytes:
+            number += 1
+        while True:
+            with Segment(self.file(segment_name(number))) as segment:
+                if not segment.damaged:
+                    first, events = segment.append(archive_bytes)
+                    return number, first, events
+            number += 1  # a torn or damaged segment is left as it is
+
+    def _cap(self):
+        """Keep the store within max_use: the oldest segments and cores
+        removed first (never the newest segment), then, if the store is
+        still over, the index's oldest lines (rewritten to leave an eighth
+        of the cap free, so that not every crash rewrites it; its last
+        line stays: ids go on from it)."""
+        files = []  # (segment number or 0, mtime, name, size)
+        used = index_size = 0
+        for name in os.listdir(self.path):
+            if name == INDEX or name == KEPT or _segment_number(name) is not None or (
+                    name.startswith("core-") and name.endswith(".xz")):
+                try:
+                    status = os.lstat(self.file(name))
+                except FileNotFoundError:
+                    continue
+                used += status.st_size
+                if name == INDEX:
+                    index_size = status.st_size
+                elif name != KEPT:
+                    files.append((_segment_number(name) or 0, status.st_mtime, name,
+                                  status.st_size))
+        if used <= self.max_use:
+            return
+        newest = max((f[0] for f in files), default=0)
+        removed = False
+        for number, _, name, size in sorted(files, key=lambda f: (f[1], f[0])):
             if used <= self.max_use:
                 break
-            for key in ("file", "core"):
-                name = entry.get(key)
-                if name and name in sizes:
-                    try:
-                        os.unlink(self.file(name))
-                    except FileNotFoundError:
-                        pass
-                    used -= sizes.pop(name)
-                    for other in entries:
-                        if other.get(key) == name:
-                            other[key] = None
-        while used > self.max_use and len(entries) > 1:
-            used -= len(index_line(entries.pop(0)))
-        return entries
+            if number and number == newest:
+                continue
+            try:
+                os.unlink(self.file(name))
+            except FileNotFoundError:
+                pass
+            used -= size
+            removed = removed or bool(number)
+        if removed:  # the kept lines of segments gone
+            text = "".join(f"{bucket} {segment} {crash}\n"
+                           for bucket, places in self._kept().items()
+                           for segment, crash in places).encode()
+            replace_file(self.file(KEPT), lambda out: out.write(text), 0o600)
+        if used > self.max_use:
+            self._trim_index(index_size - (used - self.max_use) - self.max_use // 8)
+
+    def _trim_index(self, keep):
+        """Rewrite the index to its newest lines within ``keep`` bytes (its
+        last line at least)."""
+        data = self._read(INDEX, MAX_INDEX_BYTES + 1)
+        last = data.rfind(b"\n", 0, len(data) - 1) + 1  # where the last line starts
+        start = len(data) - max(0, keep)
+        cut = 0 if start <= 0 else min(last, data.find(b"\n", start - 1) + 1 or last)
+        if cut:
+            rest = data[cut:]
+            replace_file(self.file(INDEX), lambda out: out.write(rest), 0o600)
+
+    # -- reading ----------------------------------------------------------------------
+    def _index(self):
+        """The index's lines, oldest first (a damaged line left out)."""
+        return _parse_index(self._read(INDEX, MAX_INDEX_BYTES + 1))
 
     def entries(self):
         """The index's crashes, oldest first, a counted one with the
-        fields of its bucket's first crash it leaves out."""
+        fields of its bucket's kept crash it leaves out; ``file`` names
+        the segment of a crash kept whole, where it still is."""
         entries = self._index()
+        segments = self.segments()
         by_id = {entry["id"]: entry for entry in entries}
         for entry in entries:
+            place = entry.get("seg")
+            if _valid_place(place):
+                for key, same in _IMPLIED.items():
+                    if key not in entry:
+                        entry[key] = same(entry)
+                if place[0] in segments:
+                    entry["file"] = segment_name(place[0])
             first = by_id.get(entry.get("of"))
             if first is not None:
                 for key, value in first.items():
-                    if key not in REPEAT_FIELDS and key not in ("file", "core"):
+                    if key not in REPEAT_FIELDS and key not in ("seg", "file", "core"):
                         entry.setdefault(key, value)
         return entries
 
@@ -205,16 +395,36 @@ class CrashStore:
             pass
 
 
+def _valid_place(place):
+    return (isinstance(place, list) and len(place) == 3
+            and all(isinstance(n, int) and n >= 0 for n in place))
+
+
+def _append(path, data, new_line=False):
+    """Append ``data`` in one write (O_APPEND), on a line of its own
+    where ``new_line``."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise FileProblem(path, "not a regular file")
+        data = b"\n" + data if new_line else data
+        written = os.write(descriptor, data)
+        if written != len(data):  # a full disk: the line torn, passed over on read
+            raise FileProblem(path, f"{written} of {len(data)} bytes written")
+    finally:
+        os.close(descriptor)
+
+
 def index_line(entry):
     # ensure_ascii: a name's bytes that are not UTF-8 (surrogate escapes)
     # written as \udcXX and read back as they were
     return json.dumps(entry, separators=(",", ":")) + "\n"
 
 
-def _parse_index(stream):
-    data = stream.read(MAX_INDEX_BYTES + 1)
-    if len(data) > MAX_INDEX_BYTES:  # (never written so long: MAX_INDEX_LINES)
-        data = data[:data.rfind(b"\n", 0, MAX_INDEX_BYTES) + 1]
+def _parse_index(data):
+    if len(data) > MAX_INDEX_BYTES:  # (never written so long: the cap trims it)
+        data = data[data.find(b"\n", len(data) - MAX_INDEX_BYTES) + 1:]
     entries = []
     for line in data.split(b"\n"):
         try:

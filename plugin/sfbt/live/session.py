@@ -10,9 +10,7 @@ from ..arch import Arch
 
 from ..commands.session import Session, Thread
 from ..commands.settings import Settings
-from ..debuginfo import DebugFiles
 from ..names import is_main
-from ..symbols.symbolizer import FileSymbolizer
 from ..unwind.modules import ModuleMap, SFrameSources
 from ..unwind.target import Module
 from ..unwind.walk import Frame
@@ -23,6 +21,9 @@ from .symbols import Describer
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+    from ..debuginfo import DebugFiles
+    from ..symbols.symbolizer import FileSymbolizer
 
 #: frames walked at most per thread
 FRAME_LIMIT = 1000

@@ -6,15 +6,15 @@ there is one (sfbt.debuginfo), or of the vDSO's image read from memory."""
 import os
 
 from .. import progress
-from ..debuginfo import DebugFiles
-from ..dwarf.chains import expanded
-from ..symbols.symbolizer import module_symbolizer
 from .mappings import display_path
 
 
 def module_symbols(module, debug_files=None):
     """The FileSymbolizer of a module, or None; damaged tables give no
     names or lines (a stack prints what it can)."""
+    # (imported here: the crash handler makes a Describer and names nothing)
+    from ..debuginfo import DebugFiles
+    from ..symbols.symbolizer import module_symbolizer
     return module_symbolizer(module, debug_files or DebugFiles(), strict=False)
 
 
@@ -26,12 +26,15 @@ class Describer:
     def __init__(self, module_map, executable=None, debug_files=None):
         self.module_map = module_map
         self.executable = executable
-        self.debug_files = debug_files or DebugFiles()
+        self.debug_files = debug_files  # None: made when a module is first named
         self._symbols = {}
 
     def symbols(self, module):
         """The module's FileSymbolizer, or None when it has no readable file."""
         if module not in self._symbols:
+            if self.debug_files is None:  # one for all modules: it remembers its searches
+                from ..debuginfo import DebugFiles
+                self.debug_files = DebugFiles()
             progress.doing(f"reading the symbols of {module.name}")
             self._symbols[module] = module_symbols(module, self.debug_files)
         return self._symbols[module]
@@ -52,6 +55,7 @@ class Describer:
         calls = symbols.inlined(pc - module.load_bias) if symbols is not None else []
         if not calls:
             return [self(pc)]
+        from ..dwarf.chains import expanded
         name = symbols.function(pc - module.load_bias) or "??"
         return [(name, f" at {line[0]}:{line[1]}" if line else " ()")
                 for name, line in expanded(calls, name, symbols.line(pc - module.load_bias))]

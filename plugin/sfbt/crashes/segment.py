@@ -1,0 +1,124 @@
+"""A segment of the crash store: an sfbt archive that crashes are
+appended to, under the store's lock, in one write each.  Each image
+(path, build id, size) is written once, in the segment's image table
+(KIND_IMAGE), and each crash's image map as its images' indexes and bases
+(KIND_PLACED_MAP): a crash of a program seen before adds its traces,
+events and a map of a few bytes an image.  As in any archive, a trace
+(and a map) is stored once a file."""
+
+import os
+import stat
+
+from ..archive.imagemap import ImageMapError, decode_image_map
+from ..archive.store import (KIND_EVENT, KIND_IMAGE, KIND_IMAGE_MAP, KIND_PLACED_MAP,
+                             KIND_TRACE, MAGIC, ArchiveError, archive_budget, event_record,
+                             image_record_payload, iter_records, parse_archive,
+                             placed_map_payload, record_bytes, trace_record)
+from ..files import FileProblem
+
+#: the most of a segment read to append to it (segments close far earlier)
+MAX_SEGMENT_READ = 64 << 20
+
+
+class Segment:
+    """The segment file at ``path``, created (0600) if missing, opened to
+    append: its records read to know its image table, image maps, traces
+    and events.  ``damaged``: a record is torn (a handler killed midway)
+    or damaged; nothing more is appended to it (the index names its
+    crashes by their events' places, which must not change), and
+    readers read what comes before."""
+
+    def __init__(self, path):
+        self.path = path
+        self.descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                  0o600)
+        try:
+            if not stat.S_ISREG(os.fstat(self.descriptor).st_mode):
+                raise FileProblem(path, "not a regular file")
+            self._read()
+        except BaseException:
+            os.close(self.descriptor)
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        os.close(self.descriptor)
+
+    def _read(self):
+        self.images = {}  # (path, build id, size) -> table index
+        self.maps = {}  # placed map payload -> image map index
+        self.traces = {}  # CBF bytes -> trace id: a trace is stored once a file
+        self.map_count = self.event_count = 0
+        size = os.fstat(self.descriptor).st_size
+        with os.fdopen(os.dup(self.descriptor), "rb") as stream:
+            if stream.read(len(MAGIC)) != MAGIC:
+                self.end = 0
+                self.damaged = size > 0  # not an archive: left as it is
+                return
+            self.end = len(MAGIC)
+            budget = archive_budget()
+            try:
+                for at, kind, payload in iter_records(stream, self.path):
+                    if at >= MAX_SEGMENT_READ:
+                        break
+                    if kind == KIND_IMAGE:
+                        (image,) = decode_image_map(payload, budget).images
+                        self.images.setdefault(
+                            (image.path, image.build_id, image.end_of_text), len(self.images))
+                    elif kind in (KIND_IMAGE_MAP, KIND_PLACED_MAP):
+                        self.maps.setdefault((kind, payload), self.map_count)
+                        self.map_count += 1
+                    elif kind == KIND_TRACE:
+                        self.traces.setdefault(payload[12:], len(self.traces) + 1)
+                    elif kind == KIND_EVENT:
+                        self.event_count += 1
+                    self.end = at + 9 + len(payload)
+            except (ArchiveError, ImageMapError, ValueError):
+                pass
+        self.damaged = self.end < size
+
+    def append(self, archive_bytes):
+        """Append the crash whose standalone archive is ``archive_bytes``
+        (one image map); (index of its first event here, its events)."""
+        crash, error = parse_archive(archive_bytes)
+        if error is not None:
+            raise error
+        out = [] if self.end else [MAGIC]
+        maps = {}  # the crash's map index -> this segment's
+        for index, map_bytes in enumerate(crash.image_maps):
+            image_map = decode_image_map(map_bytes)
+            places = []
+            for image in image_map.images:
+                key = (image.path, image.build_id, image.end_of_text - image.base)
+                number = self.images.get(key)
+                if number is None:
+                    number = self.images[key] = len(self.images)
+                    out.append(record_bytes(KIND_IMAGE, image_record_payload(
+                        image, image_map.platform, image_map.word_size)))
+                places.append((number, image.base))
+            kind, payload = (KIND_PLACED_MAP, placed_map_payload(places)) if places \
+                else (KIND_IMAGE_MAP, map_bytes)
+            maps[index] = self.maps.get((kind, payload))
+            if maps[index] is None:
+                maps[index] = self.maps[(kind, payload)] = self.map_count
+                self.map_count += 1
+                out.append(record_bytes(kind, payload))
+        traces = {}
+        for trace_id, trace in crash.traces.items():
+            traces[trace_id] = self.traces.get(trace.data)
+            if traces[trace_id] is None:
+                traces[trace_id] = self.traces[trace.data] = len(self.traces) + 1
+                out.append(trace_record(traces[trace_id], trace.data))
+        for event in crash.events:
+            out.append(event_record(event, traces[event.trace_id], maps[event.image_map_index]))
+        data = b"".join(out)
+        written = os.pwrite(self.descriptor, data, self.end)
+        if written != len(data):
+            os.ftruncate(self.descriptor, self.end)
+            raise FileProblem(self.path, f"{written} of {len(data)} bytes written")
+        first = self.event_count
+        self.event_count += len(crash.events)
+        self.end += len(data)
+        return first, len(crash.events)

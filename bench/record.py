@@ -336,18 +336,6 @@ NICED = ('while :; do :; done & while :; do :; done & exec nice -n 19 "$0" "$1"'
 NICE_HZ = 999
 
 
-def schedstat_cpu(pid):
-    """Nanoseconds on a processor of the live threads of ``pid`` so far."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as stream:
-                total += int(stream.read().split()[0])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
 class BusyWindow:
     """Work per second of a BusyTarget over ``seconds``, the work per
     second of the target's own processor time, and the processor seconds
@@ -495,9 +483,9 @@ class SideBySide:
                  "-o", str(self.data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 text=True, start_new_session=True)
             time.sleep(WARM)
-            cpu, began, wall = schedstat_cpu(pid), time.monotonic_ns(), time.time_ns()
+            cpu, began, wall = run_time(pid), time.monotonic_ns(), time.time_ns()
             time.sleep(seconds)
-            self.cpu = (schedstat_cpu(pid) - cpu) / 1e9
+            self.cpu = run_time(pid) - cpu
             ended = time.monotonic_ns()
             time.sleep(0.2)
             for recorder in (sfbt, perf):

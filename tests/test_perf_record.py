@@ -74,15 +74,21 @@ def _leaves(archive):
     return leaves
 
 
-def _perf_self(pid, tmp_path, seconds=2):
-    """{symbol: self share} perf gives process ``pid`` sampled for ``seconds``."""
+def _perf_report(pid, tmp_path, seconds=2):
+    """`perf report --no-children --sort sym` of process ``pid`` sampled
+    by perf for ``seconds``."""
     data = tmp_path / "perf.data"
     subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-p", str(pid),
                     "-o", str(data), "--", "sleep", str(seconds)],
                    check=True, capture_output=True, timeout=60)
-    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
-                             "--sort", "sym", "-q"], check=True, capture_output=True,
-                            text=True, timeout=60).stdout
+    return subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
+                           "--sort", "sym", "-q"], check=True, capture_output=True,
+                          text=True, timeout=60).stdout
+
+
+def _perf_self(pid, tmp_path, seconds=2):
+    """{symbol: self share} perf gives process ``pid`` sampled for ``seconds``."""
+    report = _perf_report(pid, tmp_path, seconds)
     shares = {}
     for line in report.splitlines():
         match = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
@@ -349,13 +355,7 @@ def test_a_signal_ends_the_recording_on_perf_events_and_keeps_it(programs, tmp_p
 def _perf_kernel_share(pid, tmp_path, seconds=2):
     """The share of perf's samples of process ``pid`` taken in the kernel
     (its [k] symbols), sampled for ``seconds``."""
-    data = tmp_path / "kernel.data"
-    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "499", "-p", str(pid),
-                    "-o", str(data), "--", "sleep", str(seconds)],
-                   check=True, capture_output=True, timeout=60)
-    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
-                             "--sort", "sym", "-q"], check=True, capture_output=True,
-                            text=True, timeout=60).stdout
+    report = _perf_report(pid, tmp_path, seconds)
     return sum(float(share) for share in re.findall(r"^\s*([\d.]+)%\s+\[k\]", report, re.M)) / 100
 
 

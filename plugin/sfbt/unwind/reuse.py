@@ -12,7 +12,7 @@ previous walk's."""
 
 from __future__ import annotations
 
-from .walk import Frame, Unwinder
+from .walk import _PAGE_OFFSET, _PAGE_START, Frame, Unwinder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -135,8 +135,13 @@ class ReusingUnwinder(Unwinder):
     def read_word(self, address):
         if address < self._low:
             self._low = address
-        if address + self._word_size > self._high:
-            self._high = address + self._word_size
+        end = address + self._word_size
+        if end > self._high:
+            self._high = end
+        data = self._pages.get(address & _PAGE_START)  # Unwinder.read_word's common case
+        at = address & _PAGE_OFFSET
+        if data and at <= self._last_word:
+            return self._word(data, at)[0]
         return Unwinder.read_word(self, address)
 
     def is_signal_trampoline(self, pc, interrupted=False):

@@ -82,16 +82,18 @@ class PreviousWalk:
         """(frames after ``caller``, stop reason) where the new walk, at
         ``caller`` (whose stack copy is ``stack``), goes on as this one
         did; else None."""
-        if self._suffix is None:
-            self._prepare()
         level = caller.level
-        if level > self._rising:
+        if level >= len(self.frames):
             return None
         old = self.frames[level]
         if (old.pc != caller.pc or old.registers != caller.registers
                 or old.interrupted != caller.interrupted or old.how != caller.how
                 or old.cfa != caller.cfa or old.data_module is not caller.data_module
                 or old.signal_trampoline != caller.signal_trampoline):
+            return None
+        if self._suffix is None:  # only once a frame is the same: most are not
+            self._prepare()
+        if level > self._rising:
             return None
         span = self._suffix[level]
         if span is None:

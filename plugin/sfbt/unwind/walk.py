@@ -271,39 +271,42 @@ class Unwinder:
                 return None
             plan = self._plan(row)
             saved = self._saved_ops(module, address) if how == SYNTH else ()
-        if plan.ends is not None:
-            if plan.ends == SIGNAL_ROW:  # a v3 signal FDE: the kernel's frame, whatever its code
+        (ends, cfa_register, cfa_offset, cfa_deref, ra_saved_at, ra_rule, fp_saved_at,
+         fp_rule, mangled_ra) = plan.step
+        if ends is not None:
+            if ends == SIGNAL_ROW:  # a v3 signal FDE: the kernel's frame, whatever its code
                 registers = self._signal_frame_registers(level, known)
                 return registers, registers[self._sp], SIGNAL, None
             raise UnwindStop(STOP_OUTERMOST)
+        read_word = self.read_word
         sp_number = self._sp
-        base = known.get(plan.cfa_register)
+        base = known.get(cfa_register)
         if base is None:
-            base = self._register(known, level, plan.cfa_register)
-        cfa = (base + plan.cfa_offset) & _MASK64
-        if plan.cfa_deref:
-            cfa = self.read_word(cfa)
+            base = self._register(known, level, cfa_register)
+        cfa = (base + cfa_offset) & _MASK64
+        if cfa_deref:
+            cfa = read_word(cfa)
         caller_sp = (cfa + self._sp_from_cfa) & _MASK64
         old_sp = known.get(sp_number)
         # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
         # catches a frame that repeats itself.
         if old_sp is not None and caller_sp < old_sp:
             raise UnwindStop(STOP_NOT_UP)
-        if plan.ra_saved_at is not None:
-            ra = self.read_word((cfa + plan.ra_saved_at) & _MASK64)
-        elif plan.ra is not None:
-            ra = self._location(known, level, plan.ra, cfa)
+        if ra_saved_at is not None:
+            ra = read_word((cfa + ra_saved_at) & _MASK64)
+        elif ra_rule is not None:
+            ra = self._location(known, level, ra_rule, cfa)
         elif self._link_register:
             ra = self._register(known, level, self._ra)
         else:
             raise UnwindStop(f"no return address rule at PC {pc:#x}")
-        if plan.mangled_ra:
+        if mangled_ra:
             ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {sp_number: caller_sp, self._pc: ra}
         for number, kind, operand in saved:  # none of SP, PC, FP and RA
             if kind is _SAVED_AT:
                 try:
-                    value = self.read_word((cfa + operand) & _MASK64)
+                    value = read_word((cfa + operand) & _MASK64)
                 except TargetMemoryError:
                     continue
             elif kind is _IN_REGISTER:
@@ -313,15 +316,14 @@ class Unwinder:
             else:
                 value = (cfa + operand) & _MASK64
             registers[number] = value
-        fp_number = self._fp
-        if plan.fp_saved_at is not None:
-            registers[fp_number] = self.read_word((cfa + plan.fp_saved_at) & _MASK64)
-        elif plan.fp is not None:
-            registers[fp_number] = self._location(known, level, plan.fp, cfa)
+        if fp_saved_at is not None:
+            registers[self._fp] = read_word((cfa + fp_saved_at) & _MASK64)
+        elif fp_rule is not None:
+            registers[self._fp] = self._location(known, level, fp_rule, cfa)
         else:
-            fp = known.get(fp_number)
+            fp = known.get(self._fp)
             if fp is not None:
-                registers[fp_number] = fp
+                registers[self._fp] = fp
         if self._link_register:
             registers[self._ra] = ra
         return registers, cfa, how, module

@@ -281,10 +281,13 @@ class Encoder:
         self._count = 0  # entries added
 
     def add(self, entry):
-        if self._run and entry == self._entry:
-            self._run += 1
-            return
-        self._end_run()
+        run = self._run
+        if run:
+            if entry == self._entry:
+                self._run = run + 1
+                return
+            if run > 1:  # a run of one ends with nothing written
+                self._end_run()
         if isinstance(entry, Frame):
             self._last_address = _write_frame(self._out, entry, self._last_address,
                                               self.word_size)

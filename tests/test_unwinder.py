@@ -91,8 +91,9 @@ def test_step_by_the_row_at_pc_or_before_it():
 
 def test_step_plans_are_kept_per_row_and_checked_against_it():
     """The step reads a row through its RowPlan, made once per row and kept
-    on the module map for every walk of it; a plan found under a row's
-    identity but made from another row is not used."""
+    on the module map for every walk of it (and in the walk's memo of each
+    address); a plan found under a row's identity but made from another
+    row is not used."""
     target = build_amd64_stack()
     module_map = target.module_map()
     frames, _ = Unwinder(target, module_map).walk()
@@ -107,6 +108,11 @@ def test_step_plans_are_kept_per_row_and_checked_against_it():
     _, other = module_map.row_for(0x102f)
     assert other is not leaf_row
     plans[id(leaf_row)] = RowPlan(other, True)
+    # the walk's memo per address holds the plan it took: cleared, the
+    # next walk asks the plans again
+    step_plans = module_map.step_plans(X86_64.name)
+    assert step_plans[0x1210][1].row is leaf_row
+    step_plans.clear()
     frames, stop = Unwinder(target, module_map).walk()
     assert [f.pc for f in frames] == [0x1210, 0x1120, 0x1030, 0x1305]
     assert stop == "outermost frame" and plans[id(leaf_row)].row is leaf_row

@@ -281,10 +281,13 @@ class Encoder:
         self._count = 0  # entries added
 
     def add(self, entry):
-        if self._run and entry == self._entry:
-            self._run += 1
-            return
-        self._end_run()
+        run = self._run
+        if run:
+            if entry == self._entry:
+                self._run = run + 1
+                return
+            if run > 1:  # a run of one ends with nothing written
+                self._end_run()
         if isinstance(entry, Frame):
             self._last_address = _write_frame(self._out, entry, self._last_address,
                                               self.word_size)
@@ -309,23 +312,23 @@ class Encoder:
 
 
 def _write_frame(out, frame, last_address, bits):
-    mask = (1 << bits) - 1
-    if frame.address > mask:
-        raise EncodeError(f"address {frame.address:#x} does not fit a "
+    kind, address = frame
+    if address >> bits:
+        raise EncodeError(f"address {address:#x} does not fit a "
                          f"{bits}-bit word")
-    absolute = _signed_length(frame.address, bits)
+    absolute = _signed_length(address, bits)
     if last_address is None:
-        value, length, flag = frame.address, absolute, ADDRESS_ABSOLUTE
+        value, length, flag = address, absolute, ADDRESS_ABSOLUTE
     else:
-        delta = (frame.address - last_address) & mask
+        delta = (address - last_address) & ((1 << bits) - 1)
         relative = _signed_length(delta, bits)
         if absolute < relative:
-            value, length, flag = frame.address, absolute, ADDRESS_ABSOLUTE
+            value, length, flag = address, absolute, ADDRESS_ABSOLUTE
         else:
             value, length, flag = delta, relative, 0
-    out.append(_KIND_OPCODES[frame.kind] | flag | (length - 1))
+    out.append(_KIND_OPCODES[kind] | flag | (length - 1))
     out += (value & ((1 << 8 * length) - 1)).to_bytes(length, "big")
-    return frame.address
+    return address
 
 
 def _write_external(out, opcode, value):

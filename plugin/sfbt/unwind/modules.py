@@ -335,6 +335,7 @@ class ModuleMap:
         self._steps: Dict[bool, Dict[int, Step]] = {}
         self._rules: Dict[Tuple[Module, int], Optional[RegisterRules]] = {}
         self._plans: Dict[str, Dict[int, "RowPlan"]] = {}
+        self._step_plans: Dict[Tuple[str, bool], Dict[int, tuple]] = {}
         self._rule_registers: Optional[List[int]] = None
         #: {return address in a module: whether it is the first byte of
         #: the signal trampoline}, and {pc in a module where execution
@@ -392,6 +393,13 @@ class ModuleMap:
         kept as long as the rows, each plan holding the row it was made
         from (the step checks it is that row)."""
         return self._plans.setdefault(arch_name, {})
+
+    def step_plans(self, arch_name: str) -> Dict[int, tuple]:
+        """{lookup address: (module, RowPlan or None, how, the registers
+        DWARF CFI gives)}, the walk's memo of all a step needs at an
+        address (unwind.walk), as synthesis is now on or off."""
+        key = (arch_name, getattr(self.sources, "synthesize", True))
+        return self._step_plans.setdefault(key, {})
 
     def step_for(self, pc: int) -> Step:
         """(module, FrameRow or None, how: SFRAME, FLEX or SYNTH) for

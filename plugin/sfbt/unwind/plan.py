@@ -20,7 +20,7 @@ class RowPlan:
     """How the step unwinds a frame by one row on one architecture."""
 
     __slots__ = ("row", "ends", "cfa_register", "cfa_offset", "cfa_deref",
-                 "ra_saved_at", "ra", "fp_saved_at", "fp", "mangled_ra")
+                 "ra_saved_at", "ra", "fp_saved_at", "fp", "mangled_ra", "step")
 
     def __init__(self, row: FrameRow, has_signal_frame: bool):
         #: what it was made from: a cache of plans checks it
@@ -39,6 +39,10 @@ class RowPlan:
         #: the same for the caller's FP (both None: the FP is unchanged)
         self.fp_saved_at, self.fp = _saved_at(row.fp)
         self.mangled_ra = row.mangled_ra
+        #: all the above but the row, as the step reads them: in one
+        #: unpacking, not an attribute lookup each
+        self.step = (self.ends, self.cfa_register, self.cfa_offset, self.cfa_deref,
+                     self.ra_saved_at, self.ra, self.fp_saved_at, self.fp, self.mangled_ra)
 
 
 def _saved_at(rule):

@@ -12,7 +12,7 @@ previous walk's."""
 
 from __future__ import annotations
 
-from .walk import Frame, Unwinder
+from .walk import _PAGE_OFFSET, _PAGE_START, Frame, Unwinder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,16 +82,18 @@ class PreviousWalk:
         """(frames after ``caller``, stop reason) where the new walk, at
         ``caller`` (whose stack copy is ``stack``), goes on as this one
         did; else None."""
-        if self._suffix is None:
-            self._prepare()
         level = caller.level
-        if level > self._rising:
+        if level >= len(self.frames):
             return None
         old = self.frames[level]
         if (old.pc != caller.pc or old.registers != caller.registers
                 or old.interrupted != caller.interrupted or old.how != caller.how
                 or old.cfa != caller.cfa or old.data_module is not caller.data_module
                 or old.signal_trampoline != caller.signal_trampoline):
+            return None
+        if self._suffix is None:  # only once a frame is the same: most are not
+            self._prepare()
+        if level > self._rising:
             return None
         span = self._suffix[level]
         if span is None:
@@ -135,8 +137,13 @@ class ReusingUnwinder(Unwinder):
     def read_word(self, address):
         if address < self._low:
             self._low = address
-        if address + self._word_size > self._high:
-            self._high = address + self._word_size
+        end = address + self._word_size
+        if end > self._high:
+            self._high = end
+        data = self._pages.get(address & _PAGE_START)  # Unwinder.read_word's common case
+        at = address & _PAGE_OFFSET
+        if data and at <= self._last_word:
+            return self._word(data, at)[0]
         return Unwinder.read_word(self, address)
 
     def is_signal_trampoline(self, pc, interrupted=False):

@@ -32,6 +32,10 @@ _MASK64 = 0xFFFFFFFFFFFFFFFF
 _PAGE = 0x1000
 _PAGE_START = ~(_PAGE - 1)
 _PAGE_OFFSET = _PAGE - 1
+# How the step finds a register that DWARF CFI gives (Unwinder._saved_ops).
+_SAVED_AT = "saved at CFA + offset"
+_IN_REGISTER = "in a register"
+_CFA_PLUS = "CFA + offset"
 
 
 class UnwindStop(SfbtError):
@@ -128,6 +132,9 @@ class Unwinder:
                                    + {4: "I", 8: "Q"}[arch.pointer_size]).unpack_from
         self._steps = module_map.steps()
         self._plans = module_map.plans(arch.name)  # id(row) -> its RowPlan
+        #: lookup address -> (module, RowPlan or None, how, saved): all the
+        #: step needs of the address, found once (``saved``: _saved_ops)
+        self._step_plans = module_map.step_plans(arch.name)
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
         self._sp_from_cfa = arch.sp_from_cfa
         self._link_register = arch.has_link_register
@@ -252,61 +259,71 @@ class Unwinder:
         it), or None.  GDB's frame unwinder wants no more, once per frame."""
         address = pc - 1 if is_caller and pc else pc  # lookup_pc, once per frame
         if rows is None:
-            try:
-                module, row, how = (self._steps.get(address)
-                                    or self.module_map.step_for(address))
-            except SFrameError as error:
-                module = self.module_map.module_for(address)
-                raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
+            found = self._step_plans.get(address)
+            if found is None:
+                found = self._step_plan(address)
+            module, plan, how, saved = found
+            if plan is None:
+                return None
         else:
             module, row, how = rows(address)
-        if row is None:
-            return None
-        plan = self._plans.get(id(row))
-        if plan is None or plan.row is not row:
-            plan = self._plans[id(row)] = RowPlan(row, self.arch.signal_frame is not None)
-        if plan.ends is not None:
-            if plan.ends == SIGNAL_ROW:  # a v3 signal FDE: the kernel's frame, whatever its code
+            if row is None:
+                return None
+            plan = self._plan(row)
+            saved = self._saved_ops(module, address) if how == SYNTH else ()
+        (ends, cfa_register, cfa_offset, cfa_deref, ra_saved_at, ra_rule, fp_saved_at,
+         fp_rule, mangled_ra) = plan.step
+        if ends is not None:
+            if ends == SIGNAL_ROW:  # a v3 signal FDE: the kernel's frame, whatever its code
                 registers = self._signal_frame_registers(level, known)
                 return registers, registers[self._sp], SIGNAL, None
             raise UnwindStop(STOP_OUTERMOST)
+        read_word = self.read_word
         sp_number = self._sp
-        base = known.get(plan.cfa_register)
+        base = known.get(cfa_register)
         if base is None:
-            base = self._register(known, level, plan.cfa_register)
-        cfa = (base + plan.cfa_offset) & _MASK64
-        if plan.cfa_deref:
-            cfa = self.read_word(cfa)
+            base = self._register(known, level, cfa_register)
+        cfa = (base + cfa_offset) & _MASK64
+        if cfa_deref:
+            cfa = read_word(cfa)
         caller_sp = (cfa + self._sp_from_cfa) & _MASK64
         old_sp = known.get(sp_number)
         # A frameless leaf (AArch64, s390x) leaves SP unchanged; walk()
         # catches a frame that repeats itself.
         if old_sp is not None and caller_sp < old_sp:
             raise UnwindStop(STOP_NOT_UP)
-        if plan.ra_saved_at is not None:
-            ra = self.read_word((cfa + plan.ra_saved_at) & _MASK64)
-        elif plan.ra is not None:
-            ra = self._location(known, level, plan.ra, cfa)
+        if ra_saved_at is not None:
+            ra = read_word((cfa + ra_saved_at) & _MASK64)
+        elif ra_rule is not None:
+            ra = self._location(known, level, ra_rule, cfa)
         elif self._link_register:
             ra = self._register(known, level, self._ra)
         else:
             raise UnwindStop(f"no return address rule at PC {pc:#x}")
-        if plan.mangled_ra:
+        if mangled_ra:
             ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {sp_number: caller_sp, self._pc: ra}
-        if how == SYNTH:
-            rules = self.module_map.register_rules(module, address)
-            if rules:  # none of SP, PC, FP and RA
-                self._saved_registers(known, rules, cfa, registers)
-        fp_number = self._fp
-        if plan.fp_saved_at is not None:
-            registers[fp_number] = self.read_word((cfa + plan.fp_saved_at) & _MASK64)
-        elif plan.fp is not None:
-            registers[fp_number] = self._location(known, level, plan.fp, cfa)
+        for number, kind, operand in saved:  # none of SP, PC, FP and RA
+            if kind is _SAVED_AT:
+                try:
+                    value = read_word((cfa + operand) & _MASK64)
+                except TargetMemoryError:
+                    continue
+            elif kind is _IN_REGISTER:
+                value = known.get(operand)
+                if value is None:
+                    continue
+            else:
+                value = (cfa + operand) & _MASK64
+            registers[number] = value
+        if fp_saved_at is not None:
+            registers[self._fp] = read_word((cfa + fp_saved_at) & _MASK64)
+        elif fp_rule is not None:
+            registers[self._fp] = self._location(known, level, fp_rule, cfa)
         else:
-            fp = known.get(fp_number)
+            fp = known.get(self._fp)
             if fp is not None:
-                registers[fp_number] = fp
+                registers[self._fp] = fp
         if self._link_register:
             registers[self._ra] = ra
         return registers, cfa, how, module
@@ -337,30 +354,51 @@ class Unwinder:
         address = (base + location.offset) & _MASK64
         return self.read_word(address) if location.deref else address
 
-    def _saved_registers(self, known, rules, cfa, registers):
-        """Add to the caller's ``registers`` those that the DWARF rules of
-        a frame's PC give (``rules``: {register: Rule or None}; None:
-        unchanged), from the registers ``known`` in the frame: how the
-        caller's CFA rule finds a register it is based on (the
-        lazy-binding resolver's rbx)."""
+    def _plan(self, row):
+        """The RowPlan of ``row``, kept per row on the module map."""
+        plan = self._plans.get(id(row))
+        if plan is None or plan.row is not row:
+            plan = self._plans[id(row)] = RowPlan(row, self.arch.signal_frame is not None)
+        return plan
+
+    def _step_plan(self, address):
+        """Find and keep what the step needs at lookup address ``address``
+        by the module map's rows (see _step_plans)."""
+        try:
+            module, row, how = self._steps.get(address) or self.module_map.step_for(address)
+        except SFrameError as error:
+            module = self.module_map.module_for(address)
+            raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
+        if row is None:
+            found = (module, None, how, ())
+        else:
+            found = (module, self._plan(row), how,
+                     self._saved_ops(module, address) if how == SYNTH else ())
+        self._step_plans[address] = found
+        return found
+
+    def _saved_ops(self, module, address):
+        """The registers besides SP, PC, FP and RA that the DWARF CFI at
+        ``address`` (a row synthesized from it) gives the caller, as the
+        step computes them: ((register, _SAVED_AT, CFA offset) for one
+        saved in the frame, (register, _IN_REGISTER, where) for one in a
+        register of the frame (itself where unchanged), (register,
+        _CFA_PLUS, offset) for CFA + offset); registers with any other rule
+        (undefined, a DWARF expression) are not known in the caller."""
         from ..dwarf.cfa import OFFSET, REGISTER, SAME_VALUE, VAL_OFFSET
 
-        for number, rule in rules.items():
+        rules = self.module_map.register_rules(module, address)
+        ops = []
+        for number, rule in (rules or {}).items():
             if rule is None or rule.kind == SAME_VALUE:
-                value = known.get(number)
+                ops.append((number, _IN_REGISTER, number))
             elif rule.kind == OFFSET:
-                try:
-                    value = self.read_word((cfa + rule.operand) & _MASK64)
-                except TargetMemoryError:
-                    value = None
+                ops.append((number, _SAVED_AT, rule.operand))
             elif rule.kind == VAL_OFFSET:
-                value = (cfa + rule.operand) & _MASK64
+                ops.append((number, _CFA_PLUS, rule.operand))
             elif rule.kind == REGISTER:
-                value = known.get(rule.operand)
-            else:  # undefined, or a DWARF expression: not known
-                value = None
-            if value is not None:
-                registers[number] = value
+                ops.append((number, _IN_REGISTER, rule.operand))
+        return tuple(ops)
 
     def _caller_from_return_address_at_sp(self, frame):
         """Where the CFI has a hole (glibc's clone3 around its syscall): the

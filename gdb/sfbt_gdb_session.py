@@ -19,6 +19,7 @@ from sfbt.commands import CommandError, Session, Settings, Thread
 from sfbt.commands.kept import Kept
 from sfbt.elf import ElfError, image_in_memory, open_elf
 from sfbt.errors import TargetMemoryError
+from sfbt.frame_name import FrameName
 from sfbt.names import is_main, without_parameters
 from sfbt.unwind.modules import ModuleMap, SFrameSources
 from sfbt.unwind.target import Module, Target
@@ -443,15 +444,15 @@ class GdbSession(Session):
         return found
 
     def _describe(self, lookup_pc, module):
-        name = function_name(lookup_pc) or "??"
+        name = function_name(lookup_pc)
         sal = gdb.find_pc_line(lookup_pc)
         if sal.symtab is not None and sal.line:
-            return name, f" at {decoded(lambda: sal.symtab.filename)}:{sal.line}"
+            return FrameName(name, decoded(lambda: sal.symtab.filename), sal.line)
         if module is None:
             module = self.module_map().module_for(lookup_pc)
         if module is not None and module.path != gdb.current_progspace().filename:
-            return name, f" from {module.path}"
-        return name, " ()"
+            return FrameName(name, module=module.path)
+        return FrameName(name)
 
     def in_main(self, lookup_pc):
         return is_main(outer_function_name(lookup_pc))
@@ -478,15 +479,15 @@ class GdbSession(Session):
                 frame = frame.older()
         except gdb.error:
             return None
-        return frames or None
+        return frames[-1].replace(inlined=tuple(frames[:-1])) if frames else None
 
     def _describe_frame(self, frame):
         function = frame.function()
         name = _print_name(function) if function is not None else None
         sal = frame.find_sal()
         if sal.symtab is not None and sal.line:
-            return (name or function_name(frame.pc()) or "??",
-                    f" at {decoded(lambda: sal.symtab.filename)}:{sal.line}")
+            return FrameName(name or function_name(frame.pc()),
+                             decoded(lambda: sal.symtab.filename), sal.line)
         return self.describe(frame.pc())
 
     def stop_reason(self, thread):

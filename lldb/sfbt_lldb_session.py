@@ -10,6 +10,7 @@ from sfbt.arch import arch_for_debugger
 from sfbt.commands import CommandError, Session, Settings, Thread
 from sfbt.commands.kept import Kept
 from sfbt.errors import TargetMemoryError
+from sfbt.frame_name import FrameName
 from sfbt.unwind.modules import ModuleMap, SFrameSources
 from sfbt.unwind.target import Module, Target
 
@@ -279,19 +280,18 @@ class LldbSession(Session):
         elif context.GetSymbol().IsValid():
             name = context.GetSymbol().GetName()
         else:
-            name = "??"
+            name = None
         line = context.GetLineEntry()
         if line.IsValid() and line.GetLine():
-            return name, f" at {line.GetFileSpec().GetFilename()}:{line.GetLine()}"
+            return FrameName(name, line.GetFileSpec().GetFilename(), line.GetLine())
         if module is None:
             module = self.module_map().module_for(lookup_pc)
         if module is not None and module.path != target.GetExecutable().fullpath:
-            return name, f" from {module.path}"
-        return name, " ()"
+            return FrameName(name, module=module.path)
+        return FrameName(name)
 
     def outer_name(self, lookup_pc):
-        name, _ = self.describe(lookup_pc)
-        return None if name == "??" else name
+        return self.describe(lookup_pc).function
 
     def innermost_frames(self, thread):
         """LLDB's own frames down to its first one on the stack: the frames
@@ -302,17 +302,17 @@ class LldbSession(Session):
         while frame.IsValid():  # (not thread.frames: that unwinds them all)
             frames.append(self._describe_frame(frame))
             if not frame.IsInlined():
-                return frames
+                return frames[-1].replace(inlined=tuple(frames[:-1]))
             frame = thread.handle.GetFrameAtIndex(len(frames))
         return None  # no frame of a function's own: LLDB could not say
 
     def _describe_frame(self, frame):
-        """(name, where) of one of LLDB's frames: where its line entry says
+        """The FrameName of one of LLDB's frames: where its line entry says
         (for a function that calls an inlined one, the call's place)."""
         name = frame.GetFunctionName()
         line = frame.GetLineEntry()
         if name and line.IsValid() and line.GetLine():
-            return name, f" at {line.GetFileSpec().GetFilename()}:{line.GetLine()}"
+            return FrameName(name, line.GetFileSpec().GetFilename(), line.GetLine())
         return self.describe(frame.GetPC())
 
     def stop_reason(self, thread):

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "plugin" / "sfbt"
 #: bottom first; a module is placed by its first name under sfbt
 LAYERS = (
     {"__init__", "errors", "printable", "progress", "usage", "arch", "cache", "files",
-     "lazy", "lines", "names", "values"},
+     "lazy", "lines", "names", "values", "frame_name"},
     {"elf"},
     {"sframe", "debuginfo"},
     {"dwarf"},

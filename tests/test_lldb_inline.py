@@ -15,6 +15,7 @@ from lldb_support import frame_names, mark, run_lldb
 from sfbt.arch import X86_64
 from sfbt.commands.backtrace import backtrace_lines
 from sfbt.archive.layout import GdbLayout, LldbLayout
+from sfbt.frame_name import FrameName
 from sfbt.unwind.walk import Frame
 
 # `  * frame #0: 0x000055555555539c inlined`leaf(n=3) at inline_chain.c:24:15 [inlined]`,
@@ -158,8 +159,8 @@ def test_each_layout_puts_the_frames_own_facts_on_its_own_line():
     function's own line."""
     frames = [Frame(0, 0x1000, {X86_64.sp: 0x7000}),
               Frame(1, 0x2000, {X86_64.sp: 0x7100}, how="sframe", interrupted=False)]
-    named = {0x1000: [("leaf", " at a.c:3"), ("work", " at a.c:9")],
-             0x1fff: ("main", " at a.c:20")}
+    named = {0x1000: FrameName("work", "a.c", 9, inlined=(FrameName("leaf", "a.c", 3),)),
+             0x1fff: FrameName("main", "a.c", 20)}
 
     def lines(layout, count=None):
         return backtrace_lines(frames, None, count, True, True,

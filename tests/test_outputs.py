@@ -142,6 +142,32 @@ def run_sfbt_output(archive, tmp_path, form):
     return out.read_bytes()
 
 
+#: a frame named after its address (fold) or its image and offset (flame):
+#: its function unknown
+_UNNAMED = re.compile(r"(.*\+)?0x[0-9a-f]+")
+
+
+def test_fold_and_flame_name_frames_alike(recorded, tmp_path):
+    """`sfbt fold` and `sfbt flame` name frames through one namer (the
+    archive's Symbolizer): every stack has the same names, frame for frame,
+    in both, but where a function is unknown (each names it its way)."""
+    archive = recorded[0]
+
+    def known(stack):
+        return tuple("?" if _UNNAMED.fullmatch(name) else name for name in stack)
+    folded = Counter()
+    for stack, count in _folded(run_sfbt("fold", archive).stdout):
+        folded[known(stack)] += count
+    document = json.loads(run_sfbt_output(archive, tmp_path, "speedscope"))
+    names = [frame["name"] for frame in document["shared"]["frames"]]
+    (profile,) = document["profiles"]
+    drawn = Counter()
+    for sample, weight in zip(profile["samples"], profile["weights"]):
+        drawn[known(names[index] for index in sample)] += weight
+    assert drawn == folded
+    assert any(len(stack) > 3 and "?" not in stack for stack in folded), folded
+
+
 # -- pprof, decoded here -------------------------------------------------------
 
 def _varint(data, at):

@@ -2,7 +2,7 @@
 frame's lines and names, the joined lines and names of callers traces
 share) never changes what they print, in either debugger's layout,
 written here plainly as the layout is defined: each layout's line, folded
-stacks root first, the frame before a `pc` frame (not frame #0) the
+stacks root first (an unknown function named by its address), the frame before a `pc` frame (not frame #0) the
 kernel's signal trampoline."""
 
 import time
@@ -11,29 +11,43 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sfbt.archive.cbf import Frame, Omitted
-from sfbt.archive.layout import SIGNAL_TRAMPOLINE, GdbLayout, LldbLayout, frames_of
+from sfbt.archive.layout import SIGNAL_TRAMPOLINE, GdbLayout, LldbLayout
 from sfbt.archive.report import FrameNames, FrameTexts, folded_line, trace_heading
 from sfbt.archive.store import Event, SampleGroup
 from sfbt.archive.threads import sampled_thread
+from sfbt.frame_name import FrameName
 
 
 def describe(address):
-    """(name, where), or a list of them where calls were inlined (none at
-    all for some addresses)."""
+    """A FrameName: a function unknown, or in a library without a line,
+    or with calls inlined into it (one of them unknown, one with a name
+    to escape)."""
     if address % 11 == 0:
-        return []
+        return FrameName(None)
     if address % 7 == 0:
-        return [(f"inlined{address % 5}", " at a.h:3"), (f"outer{address % 3}", " at a.c:9")]
-    return f"f{address % 13}", f" from /lib/l{address % 2}.so"
+        return FrameName(f"outer{address % 3}", "src/a.c", 9, inlined=(
+            FrameName(f"inlined{address % 5}", "a.h", 3), FrameName("", "b\nh", 4),
+            FrameName(None, None, 0, "/lib/l.so")))
+    return FrameName(f"f{address % 13}\x1b", module=f"/lib/l{address % 2}.so")
 
 
-def name_of(address):
-    """A name, None (no name) or a list of them."""
-    if address % 5 == 0:
-        return None
-    if address % 7 == 0:
-        return ["inlined", "", None]
-    return f"f{address % 13}"
+def _escaped(text):
+    return text.replace("\n", "\\n").replace("\x1b", "\\033")
+
+
+def plain_where(layout, name):
+    if name.file is not None:
+        file = name.file if layout is GdbLayout else name.file.rsplit("/", 1)[-1]
+        return f" at {_escaped(file)}:{name.line}"
+    return f" from {name.module}" if name.module is not None else " ()"
+
+
+def plain_line(layout, level, pc, name, where, index, last):
+    if layout is GdbLayout:
+        text = f"{pc:#018x} in {name}{where}" if index == 0 else f"{name}{where}"
+    else:
+        text = f"{pc:#018x} in {name}{where}" + (" [inlined]" if index < last else "")
+    return f"#{level:<2} {text}"
 
 
 def _lookup(frame):
@@ -61,10 +75,12 @@ def plain_lines(frames, truncated, layout=GdbLayout):
             lines.append(f"#{level:<2} {entry.address:#018x} in <signal handler called>")
             level += 1
             continue
-        named = frames_of(describe(_lookup(entry)))
-        for index, (name, where) in enumerate(named):
-            lines.append(layout.line(level, entry.address, name, where, index,
-                                     len(named) - 1))
+        named = describe(_lookup(entry))
+        named = [*named.inlined, named]
+        for index, name in enumerate(named):
+            lines.append(plain_line(layout, level, entry.address,
+                                    _escaped(name.function or "??"),
+                                    plain_where(layout, name), index, len(named) - 1))
             level += 1
     if truncated:
         lines.append("Backtrace stopped: truncated")
@@ -77,9 +93,10 @@ def plain_folded(frames, weight):
         if is_trampoline(frames, at):
             names.append(SIGNAL_TRAMPOLINE)
         elif isinstance(entry, Frame):
-            found = name_of(_lookup(entry))
-            for name in found if isinstance(found, list) else [found]:
-                names.append(name if name is not None else f"{entry.address:#x}")
+            found = describe(_lookup(entry))
+            for name in [*found.inlined, found]:
+                names.append(_escaped(name.function) if name.function
+                             else f"{entry.address:#x}")
     return ";".join(reversed(names)) + f" {weight}"
 
 
@@ -114,7 +131,7 @@ def test_frame_texts_print_the_plain_layout(cases, layout):
 @settings(max_examples=300, deadline=None)
 @given(traces(), st.integers(1, 1000))
 def test_frame_names_fold_the_plain_names(cases, weight):
-    names = FrameNames(name_of)
+    names = FrameNames(describe)
     for frames, _, callers in cases + cases:
         assert names.folded(frames, weight, callers) == plain_folded(frames, weight)
         assert folded_line(names.names(frames), weight) == plain_folded(frames, weight)
@@ -126,7 +143,7 @@ def test_a_return_address_and_the_trampoline_at_it_are_remembered_apart():
     of the callers traces share): what is remembered of one is not
     printed for the other."""
     frame, callers = Frame("ra", 0x31), (Frame("pc", 0x40), Frame("ra", 0x50))
-    texts, names = FrameTexts(describe), FrameNames(name_of)
+    texts, names = FrameTexts(describe), FrameNames(describe)
     traces = [([Frame("pc", 1), frame, Frame("ra", 2)], ()), ([frame, *callers], callers)]
     for frames, shared in traces + traces:
         assert texts.text(frames, False, shared) == "\n".join(plain_lines(frames, False))
@@ -147,7 +164,7 @@ def test_what_is_kept_is_bounded(monkeypatch):
     monkeypatch.setattr(FrameTexts, "MAX_KEPT", 3)
     monkeypatch.setattr(FrameTexts, "MAX_KEPT_CHARACTERS", 200)
     monkeypatch.setattr(FrameNames, "MAX_KEPT_CHARACTERS", 20)
-    texts, names = FrameTexts(describe), FrameNames(name_of)
+    texts, names = FrameTexts(describe), FrameNames(describe)
     shared = [tuple(Frame("ra", a) for a in range(start, start + length))
               for start, length in ((1, 2), (20, 9), (40, 1))]
     for number in range(60):

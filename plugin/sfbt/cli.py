@@ -231,18 +231,6 @@ def _each_saved_file(path, read, symbolizer, bare_cbf=None, trust_files=False):
         raise CommandError(str(error))
 
 
-def _function_name(describe):
-    """trace_names' name_of: the functions' names (inline frames
-    included), None where one is "??"."""
-
-    def name_of(lookup):
-        named = describe(lookup)
-        if not isinstance(named, list):  # the usual (name, where)
-            return None if named[0] == "??" else named[0]
-        return [None if name == "??" else name for name, _ in named]
-    return name_of
-
-
 def _run_cbf_decode(args):
     from .archive import cbf
     from .archive.report import FrameTexts
@@ -271,8 +259,7 @@ def _run_fold(args):
     from .archive.report import FrameNames
     from .outputs import Options, write
     symbolizer = _symbolizer(args)
-    frame_names = _per_image_map(symbolizer,
-                                 lambda describe: FrameNames(_function_name(describe)))
+    frame_names = _per_image_map(symbolizer, FrameNames)
     options = Options(args.per_thread, frame_names=frame_names)
     counted = []
 

@@ -9,14 +9,15 @@ every line and marks inlined code ``[inlined]``.
 
 A layout gives a line after its level (``text``), which does not change
 with the level: a saved frame's texts are made once however often the
-frame is printed (report.FrameTexts).  ``name`` and ``where`` are
-printable text: whoever names the frame escapes them (sfbt.printable),
-where its answers are remembered, so that a hostile symbol or path
-cannot forge a line and a large archive escapes each name once.  (Not
-in report.py, which sframe-bt's text does not import: nor the archive's
-codecs it imports.)"""
+frame is printed (report.FrameTexts).  Every namer gives a frame's name
+as one record (sfbt.frame_name.FrameName); ``texts`` formats it here, the
+only place, escaping each name and path (sfbt.printable) so that a
+hostile symbol or path cannot forge a line.  (Not in report.py, which
+sframe-bt's text does not import: nor the archive's codecs it imports.)"""
 
 import os
+
+from ..printable import printable
 
 #: the kernel's signal trampoline as GDB's bt names it, and sframe-bt and
 #: every reader of a saved trace in either debugger's layout
@@ -58,14 +59,31 @@ class Layout:
         raise NotImplementedError
 
     @classmethod
+    def where(cls, name):
+        """What follows a FrameName's function on its line, escaped: ``
+        at FILE:LINE``, `` from LIBRARY`` or `` ()``."""
+        if name.file is not None:
+            return f" at {printable(cls.source_name(name.file))}:{name.line}"
+        if name.module is not None:
+            return f" from {printable(name.module)}"
+        return " ()"
+
+    @classmethod
+    def texts(cls, pc, name):
+        """The texts of the lines of the frame at ``pc`` named ``name`` (a
+        FrameName), innermost first: the calls inlined there, then the
+        function's own."""
+        lines = name.lines()
+        last = len(lines) - 1
+        return tuple(cls.text(pc, printable(line.function or "??"), cls.where(line),
+                              index, last)
+                     for index, line in enumerate(lines))
+
+    @classmethod
     def signal_trampoline_text(cls, pc):
         """The line of the kernel's signal trampoline at ``pc``: one line,
         named SIGNAL_TRAMPOLINE, with nothing after the name."""
         return cls.text(pc, SIGNAL_TRAMPOLINE, "", 0, 0)
-
-    @classmethod
-    def line(cls, level, pc, name, where, index, last):
-        return f"#{level:<2} {cls.text(pc, name, where, index, last)}"
 
 
 class GdbLayout(Layout):
@@ -113,13 +131,6 @@ class LldbLayout(Layout):
     def text(pc, name, where, index, last):
         text = f"{pc:#018x} in {name}{where}"
         return text + " [inlined]" if index < last else text
-
-
-def frames_of(named):
-    """[(name, where)], innermost first, of what a describe function
-    gives: one (name, where), or a list of them where the calls inlined
-    at the address come first (they are frames of their own)."""
-    return named if isinstance(named, list) else [named]
 
 
 #: the layout of each Session.debugger; any other (sfbt's own commands) GDB's

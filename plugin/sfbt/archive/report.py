@@ -71,8 +71,7 @@ class FrameTexts:
     """A frame's lines after their levels (``layout.text``, of
     sfbt.archive.layout: ``0xADDR in FUNC at FILE:LINE``, then in GDB's
     layout one line per frame of a call inlined there), from
-    ``describe(lookup address)`` -> (name, where) or a list of them
-    (frames_of), printable (sfbt.archive.layout), remembered per frame:
+    ``describe(lookup address)`` -> FrameName (sfbt.frame_name), remembered per frame:
     an archive's traces share most of their frames, and formatting a
     line costs more than finding the line's names.  The lines of the
     callers traces share are joined once (text).  The kernel's signal
@@ -96,13 +95,7 @@ class FrameTexts:
         address = frame[1]
         if frame.__class__ is cbf.SignalTrampoline:
             return (self.layout.signal_trampoline_text(address),)
-        named = self.describe(frame.lookup_address)
-        text = self.layout.text
-        if not isinstance(named, list):  # the usual (name, where)
-            return (text(address, named[0], named[1], 0, 0),)
-        last = len(named) - 1
-        return tuple(text(address, name, where, index, last)
-                     for index, (name, where) in enumerate(named))
+        return self.layout.texts(address, self.describe(frame.lookup_address))
 
     def lines(self, frames, truncated):
         """frame_lines of frames."""
@@ -173,9 +166,9 @@ def frame_lines(frames, truncated, describe, layout=GdbLayout):
     cbf.Frame.lookup_address (a return address at address - 1, as
     walk.Frame.lookup_pc does), but the kernel's signal trampoline
     (cbf.signal_trampolines), printed as sframe-bt prints it
-    (``0xADDR in <signal handler called>``).  ``describe(address)`` gives (name, where)
-    or a list of them (frames_of), printable (sfbt.archive.layout); a
-    FrameTexts of it, kept across traces, formats each frame once."""
+    (``0xADDR in <signal handler called>``).  ``describe(address)`` gives
+    its FrameName (sfbt.frame_name); a FrameTexts of it, kept across
+    traces, formats each frame once."""
     return FrameTexts(describe, layout).lines(frames, truncated)
 
 
@@ -225,14 +218,17 @@ def _heading(number, count, who, event, cut):
 
 
 class FrameNames:
-    """trace_names' names of each frame, from ``name_of(lookup address)``
-    (trace_names), remembered per frame as FrameTexts' lines are, and
-    those of the callers traces share joined once (folded)."""
+    """trace_names' names of each frame, from ``describe(lookup address)``
+    -> FrameName (trace_names), remembered per frame as FrameTexts' lines
+    are, and those of the callers traces share joined once (folded).
+    ``unnamed(frame)`` names a function not known (by default, by the
+    frame's address)."""
 
     MAX_KEPT_CHARACTERS = FrameTexts.MAX_KEPT_CHARACTERS
 
-    def __init__(self, name_of):
-        self.name_of = name_of
+    def __init__(self, describe, unnamed=None):
+        self.describe = describe
+        self.unnamed = unnamed or _address_name
         self._names = _Remembered(self._make, FrameTexts.MAX_KEPT)
         self._callers_folded = _PerCallers(self._folded, lambda value: len(value[0]),
                                            self.MAX_KEPT_CHARACTERS)
@@ -240,13 +236,13 @@ class FrameNames:
     def _make(self, frame):
         if frame.__class__ not in _FRAMES:
             return ()  # omitted frames have no names
-        address = frame[1]
         if frame.__class__ is cbf.SignalTrampoline:
             return (SIGNAL_TRAMPOLINE,)
-        found = self.name_of(frame.lookup_address)
-        if not isinstance(found, list):  # the usual one name
-            return (found if found is not None else f"{address:#x}",)
-        return tuple(name if name is not None else f"{address:#x}" for name in found)
+        functions = self.describe(frame.lookup_address).functions()
+        if not all(functions):
+            return tuple(printable(name) if name else self.unnamed(frame)
+                         for name in functions)
+        return tuple(map(printable, functions))
 
     def names(self, frames, following=None):
         """trace_names of frames, ``following`` the entry after them (the
@@ -273,18 +269,23 @@ class FrameNames:
         return f"{outer};{folded_line(inner, weight)}"
 
 
-def trace_names(frames, name_of):
+def _address_name(frame):
+    return f"{frame.address:#x}"
+
+
+def trace_names(frames, describe, unnamed=None):
     """The names of a trace's frames, innermost first (omitted frames left
-    out): ``name_of(lookup address)`` (as frame_lines looks up), printable
-    (sfbt.archive.layout), or the frame's address where it gives None; or a list
-    of them, innermost first, where calls were inlined at the address.
+    out): the functions of ``describe(lookup address)``'s FrameName (as
+    frame_lines looks up), escaped (sfbt.printable), the calls inlined at
+    the address first; a function not known named ``unnamed(frame)``
+    (by default by the frame's address).
     The kernel's signal trampoline (cbf.signal_trampolines) is named as
     sframe-bt names it, SIGNAL_TRAMPOLINE, whatever its symbol: the
     trampoline's symbol is often not there to read (a stripped libc,
     the vDSO) and is named differently by each C library, so samples of
     one stack would not fold into one.
-    A FrameNames of name_of, kept across traces, names each frame once."""
-    return FrameNames(name_of).names(frames)
+    A FrameNames of describe, kept across traces, names each frame once."""
+    return FrameNames(describe, unnamed).names(frames)
 
 
 def folded_line(names, weight):

@@ -237,8 +237,8 @@ def _lws_traces(stream):
 
 def saved_trace_lines(trace, make_describer, layout):
     """A saved trace's lines in ``layout`` (sframe-bt's, sfbt.archive.layout);
-    ``make_describer(images)`` gives describe(lookup address) -> (name,
-    where) (frame_lines)."""
+    ``make_describer(images)`` gives describe(lookup address) -> FrameName
+    (frame_lines)."""
     lines = [trace.heading] if trace.heading else []
     return lines + frame_lines(trace.frames, trace.truncated, make_describer(trace.images),
                                layout)

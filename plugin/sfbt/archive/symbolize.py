@@ -2,9 +2,10 @@
 found by build id among the files given (--exe, --debug-dir) or at the
 image's path, and its separate debug file; names and lines come from that
 file's FileSymbolizer (sfbt.symbols), the kernel's (``[kernel.kallsyms]``)
-from /proc/kallsyms where the running kernel is the one recorded; shown
-as the debugger asked for shows them (GDB by default: sfbt's own
-commands print GDB's layout).
+from /proc/kallsyms where the running kernel is the one recorded; each
+frame's as one FrameName (sfbt.frame_name), printed in the layout of the
+debugger asked for (GDB's by default: sfbt's own commands print GDB's
+layout).
 
 An archive is its writer's data: an image's file it names is read only if
 the archive's owner could read it (``read_images_as``), unless the user
@@ -14,14 +15,12 @@ import errno
 import os
 
 from ..debuginfo import DebugFiles
-from ..dwarf.chains import expanded
 from ..elf import ElfError
 from ..files import TRUSTED, FileProblem
-from ..printable import printable
+from ..frame_name import UNKNOWN, FrameName
 from ..symbols.kallsyms import KERNEL_IMAGE, recorded_kernel
 from ..symbols.symbolizer import FileSymbolizer, with_debug_file
 from .imagemap import PerImageMap, image_finder
-from .layout import layout_of
 
 
 class Symbolizer:
@@ -29,16 +28,18 @@ class Symbolizer:
     files given with --exe and in --debug-dir, else the image's own path),
     and its separate debug file (``debug_files``), and symbolizes run-time
     addresses against them as ``debugger``'s bt would (a Session.debugger:
-    which line of several at an address, how a source file is named)."""
+    which line of several at an address).  ``strict``: a damaged table
+    of a file raises ElfError naming it (`cbf decode` says so), else it
+    gives no names (sfbt.symbols.symbolizer.FileSymbolizer)."""
 
     def __init__(self, executables=(), debug_dirs=(), debug_files=None, debugger="gdb",
-                 trust_files=False):
+                 trust_files=False, strict=True):
         self._debugger = debugger
+        self._strict = strict
         self._trust_files = trust_files
         self._read_as = TRUSTED
         #: the image files named by the archive that were not read: path -> why
         self.refused = {}
-        self._source_name = layout_of(debugger).source_name
         self._candidates = list(executables)
         for directory in debug_dirs:
             for root, _, names in os.walk(directory):
@@ -47,7 +48,6 @@ class Symbolizer:
         self._by_path = {}  # (path, ReadAs) -> FileSymbolizer or None
         self._by_build_id = None
         self._for_image = {}  # (path, build id) -> FileSymbolizer or None
-        self._from = {}  # path -> " from PATH", one string for every frame
         self._describers = PerImageMap(self._describer)
 
     def read_images_as(self, read_as):
@@ -60,7 +60,7 @@ class Symbolizer:
         key = (path, read_as)
         if key not in self._by_path:
             try:
-                self._by_path[key] = FileSymbolizer(read_as.open(path), path,
+                self._by_path[key] = FileSymbolizer(read_as.open(path), path, self._strict,
                                                     debugger=self._debugger)
             except FileProblem as problem:
                 if problem.errno == errno.EACCES:
@@ -98,7 +98,8 @@ class Symbolizer:
                 return found
         read_as = TRUSTED if image.path in self._candidates else self._read_as  # --exe
         own = self._open(image.path, read_as) \
-            if image.path and os.path.exists(image.path) else None
+            if image.path and not _is_pseudo_path(image.path) and os.path.exists(image.path) \
+            else None
         if own is not None and (not build_id or own.build_id in (None, build_id)):
             return own
         if not build_id and len(self._candidates) == 1:
@@ -113,23 +114,23 @@ class Symbolizer:
                                what)
 
     def describe_file_address(self, address):
-        """(function, location suffix) for an address of the --exe file
-        itself (a non-PIE program's run-time addresses are its file's),
-        escaped (sfbt.printable)."""
+        """The FrameName (sfbt.frame_name) of an address of the --exe file
+        itself (a non-PIE program's run-time addresses are its file's)."""
         if not self._candidates:
-            return "??", " ()"
+            return UNKNOWN
         symbolizer = self._open(self._candidates[0])
         symbolizer = self._with_debug_file(symbolizer, None, self._candidates[0]) \
             if symbolizer is not None else None
         if symbolizer is None:
-            return "??", " ()"
-        name = printable(symbolizer.function(address) or "??")
-        line = symbolizer.line(address)
-        return name, f" at {printable(line[0])}:{line[1]}" if line else " ()"
+            return UNKNOWN
+        location = symbolizer.line(address)
+        file, line = location if location is not None else (None, 0)
+        return FrameName(symbolizer.function(address), file, line)
 
     def describer(self, images):
-        """describe(address) for the images of one image map, remembering
-        its answers (an archive's traces share most of their addresses)."""
+        """describe(address) -> FrameName for the images of one image map,
+        remembering its answers (an archive's traces share most of their
+        addresses)."""
         return self._describers(images)
 
     def _describer(self, images):
@@ -147,33 +148,21 @@ class Symbolizer:
         return describe
 
     def describe(self, address, images):
-        """(function, location suffix) in sframe-bt's words, escaped
-        (sfbt.printable); a list of them, innermost first, where calls
-        were inlined at the address (sfbt.archive.layout.frames_of)."""
+        """The FrameName (sfbt.frame_name) of a run-time address in one of
+        ``images``, the calls inlined there included."""
         image = next((i for i in images if i.base <= address < i.end_of_text), None)
         return self._describe_in(address, image)
 
     def _describe_in(self, address, image):
         if image is None:
-            return "??", " ()"
-        where = self._from.get(image.path)
-        if where is None:
-            where = self._from[image.path] = f" from {printable(image.path)}"
+            return UNKNOWN
         symbolizer = self.for_image(image)
         if symbolizer is None:
-            return "??", where
-        file_address = address - image.base + symbolizer.base_address
-        function = symbolizer.function(file_address) or "??"
-        line = symbolizer.line(file_address)
-        calls = symbolizer.inlined(file_address)
-        if calls:
-            return [(printable(name), self._at(line) if line else where)
-                    for name, line in expanded(calls, function, line)]
-        name = printable(function)
-        if line is not None:
-            return name, self._at(line)
-        return name, where
+            return FrameName(None, module=image.path)
+        return symbolizer.frame_name(address - image.base + symbolizer.base_address, image.path)
 
-    def _at(self, line):
-        """`` at FILE:LINE`` of a (file, line), escaped."""
-        return f" at {printable(self._source_name(line[0]))}:{line[1]}"
+
+def _is_pseudo_path(path):
+    """Whether an image's path is the kernel's name of a mapping with no
+    file (``[vdso]``), not a file that may stand in the current directory."""
+    return path.startswith("[") and path.endswith("]")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..archive.layout import SIGNAL_TRAMPOLINE, frames_of, layout_of
+from ..archive.layout import layout_of
 from ..errors import CommandError
+from ..frame_name import UNKNOWN
 from ..printable import printable
 from ..unwind.walk import STOP_LIMIT, Frame, Unwinder
 from .session import Session, Thread
@@ -133,53 +134,51 @@ def registers_line(frame: Frame, arch) -> str:
 
 
 def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
-                    layout, tail_calls=None, named_outer=None) -> List[str]:
-    """sframe-bt's output.  ``describe(frame)`` gives (name, where), or,
-    where inline frames are expanded, a list of them, innermost first:
-    the frames of the calls inlined at the frame's PC, then the frame's
-    own function; it is asked once per lookup PC, the innermost frame
-    apart (a deep recursion repeats a few).  They are escaped here
-    (sfbt.printable).  Inline frames are numbered and counted (N, -N) as
-    frames of their own, as `bt` does, and printed as ``layout``
-    (sfbt.archive.layout) prints them.  ``tail_calls(callee, caller)``,
-    when given, gives the PCs of the tail-call frames between two frames
-    (sfbt.symbols.tail_calls), each shown as a frame of its own named
-    after the innermost function at its PC - 1, as the debugger's `bt`
-    shows it (LLDB's marked ``[artificial]``).
-    ``named_outer`` keeps the names of the frames other than the innermost
-    one (lookup pc -> [(name, where)], escaped) from one backtrace to the
-    next."""
-    rows = []  # (frame, pc, name, where, index among the frame's lines, last index)
-    outer = {} if named_outer is None else named_outer
+                    layout, tail_calls=None, kept_texts=None) -> List[str]:
+    """sframe-bt's output.  ``describe(frame, lookup pc)`` gives the
+    frame's FrameName (sfbt.frame_name): the calls inlined at the frame's
+    PC, then the frame's own function; it is asked once per lookup PC, the
+    innermost frame apart (a deep recursion repeats a few).  Inline frames
+    are numbered and counted (N, -N) as frames of their own, as `bt` does,
+    and printed as ``layout`` (sfbt.archive.layout) prints them.
+    ``tail_calls(callee, caller)``, when given, gives the PCs of the
+    tail-call frames between two frames (sfbt.symbols.tail_calls), each
+    shown as a frame of its own named after the innermost function at its
+    PC - 1, as the debugger's `bt` shows it (LLDB's marked
+    ``[artificial]``).  ``kept_texts`` keeps the texts of the
+    frames other than the innermost one ((pc, lookup pc, tail call) ->
+    layout.texts) from one backtrace to the next."""
+    rows = []  # (frame, pc, text, index among the frame's lines, last index)
+    outer = {} if kept_texts is None else kept_texts
     innermost = {}  # the innermost frame's
-    unnamed = {}  # (innermost, lookup pc) -> the frames describe() failed on, this time
+    unnamed = {}  # the frames describe() failed on, this time
 
-    def named(frame, is_innermost, lookup_pc):
-        described = innermost if is_innermost else outer
-        found = described.get(lookup_pc) or unnamed.get((is_innermost, lookup_pc))
+    def texts(frame, is_innermost, pc, lookup_pc, tail_call=False):
+        kept = innermost if is_innermost else outer
+        key = (pc, lookup_pc, tail_call)
+        found = kept.get(key) or unnamed.get((is_innermost, key))
         if found is None:
             try:
-                found = described[lookup_pc] = [
-                    (printable(name), printable(where))
-                    for name, where in frames_of(describe(frame, lookup_pc))]
+                name = describe(frame, lookup_pc)
+                found = kept[key] = layout.texts(pc, name.as_tail_call() if tail_call
+                                                 else name)
             except Exception:  # a frame the debugger cannot name is still shown
-                found = unnamed[is_innermost, lookup_pc] = [("??", " ()")]
+                found = unnamed[is_innermost, key] = layout.texts(pc, UNKNOWN)
         return found
 
     for number, frame in enumerate(frames):
         if frame.signal_trampoline:
-            rows.append((frame, frame.pc, SIGNAL_TRAMPOLINE, "", 0, 0))
+            rows.append((frame, frame.pc, layout.signal_trampoline_text(frame.pc), 0, 0))
             continue
-        lines = named(frame, frame.level == 0, frame.lookup_pc)
+        lines = texts(frame, frame.level == 0, frame.pc, frame.lookup_pc)
         last = len(lines) - 1
-        for index, (name, where) in enumerate(lines):
-            rows.append((frame, frame.pc, name, where, index, last))
+        for index, text in enumerate(lines):
+            rows.append((frame, frame.pc, text, index, last))
         caller = frames[number + 1] if number + 1 < len(frames) else None
         if tail_calls is None or caller is None or caller.signal_trampoline:
             continue
         for pc in tail_calls(frame, caller):
-            name, where = named(None, False, pc - 1)[0]
-            rows.append((None, pc, name, where, 0, 0))
+            rows.append((None, pc, texts(None, False, pc, pc - 1, True)[0], 0, 0))
     shown, more = rows, False
     if count is not None and count >= 0:
         shown, more = rows[:count], len(rows) > count
@@ -187,8 +186,8 @@ def backtrace_lines(frames, stop, count, verbose, full, describe, arch,
         shown = rows[count:]
     first = len(rows) - len(shown) if count is not None and count < 0 else 0
     lines = []
-    for level, (frame, pc, name, where, index, last) in enumerate(shown, first):
-        line = layout.line(level, pc, name, where, index, last)
+    for level, (frame, pc, text, index, last) in enumerate(shown, first):
+        line = f"#{level:<2} {text}"
         own = layout.is_own(index, last)
         if frame is None:
             line += layout.tail_call_mark
@@ -228,7 +227,7 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
     def describe(frame, lookup_pc):
         if frame is not None and frame.level == 0 and innermost:
             return innermost
-        return session.describe_frames(lookup_pc)
+        return session.frame_name(lookup_pc)
     layout = layout_of(session.debugger)
     tail_calls = None
     if layout.tail_calls:
@@ -246,5 +245,5 @@ def sframe_bt(session: Session, words, thread: Optional[Thread] = None) -> str:
                                                   layout.unique_tail_calls)
             return pcs
     lines = backtrace_lines(frames, stop, count, verbose, full, describe, session.arch,
-                            layout, tail_calls, session.modules_kept().table("named frames"))
+                            layout, tail_calls, session.modules_kept().table("frame texts"))
     return "\n".join(lines)

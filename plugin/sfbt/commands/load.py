@@ -4,11 +4,12 @@ import os
 from typing import Optional
 
 from ..archive.imagemap import PerImageMap, image_finder
-from ..archive.layout import frames_of, layout_of
+from ..archive.layout import layout_of
 from ..archive.saved import SavedFile, saved_trace_lines
 from ..archive.symbolize import Symbolizer
 from ..errors import CommandError, SfbtError
 from ..files import FileProblem
+from ..frame_name import UNKNOWN
 from ..printable import printable
 from .session import Session
 
@@ -94,9 +95,8 @@ def cbf_load(session: Optional[Session], words, debugger: str = "gdb"):
             if unloaded is not None:
                 return offline.describe(now, [unloaded])
             if not modules or now >= ADDRESS_END:
-                return "??", " ()"
-            named = session.describe_frames(now, module)
-            return [(printable(name), printable(where)) for name, where in frames_of(named)]
+                return UNKNOWN
+            return session.frame_name(now, module)
         return describe
 
     lines = []

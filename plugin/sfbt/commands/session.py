@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..arch import Arch
 from ..archive.layout import layout_of
+from ..frame_name import FrameName
 from ..names import is_main
 from ..unwind.modules import ModuleMap
 from ..unwind.target import Module, Target
@@ -108,17 +109,19 @@ class Session:
         return address."""
         raise NotImplementedError
 
-    def describe(self, lookup_pc: int, module: Optional[Module] = None) -> Tuple[str, str]:
-        """(function name, location suffix) in bt's words: ``" at
-        FILE:LINE"``, ``" from LIBRARY"`` or ``" ()"``.  ``lookup_pc`` is
-        inside the instruction (a return address minus 1); ``module`` says
-        which image it is in when addresses of images overlap (no process)."""
+    def describe(self, lookup_pc: int, module: Optional[Module] = None) -> FrameName:
+        """The debugger's name of the frame at ``lookup_pc``, without the
+        calls inlined there (frame_name() adds them): its function, and its
+        line, else the library it is in (FrameName.module: None for the
+        program itself).  ``lookup_pc`` is inside the instruction (a
+        return address minus 1); ``module`` says which image it is in when
+        addresses of images overlap (no process)."""
         raise NotImplementedError
 
     def in_main(self, lookup_pc: int) -> bool:
         """Whether ``lookup_pc`` is in main's own frame (main's code, or a
         function inlined into main): where bt stops unless past-main."""
-        return is_main(self.describe(lookup_pc)[0])
+        return is_main(self.describe(lookup_pc).function)
 
     def stop_reason(self, thread: Thread) -> str:
         """The signal that stopped ``thread`` (``"SIGSEGV"``), or "stopped"."""
@@ -138,12 +141,11 @@ class Session:
         kept: Kept = self.__dict__.setdefault(f"_kept_{lifetime}", Kept(lifetime))
         return kept
 
-    def describe_frames(self, lookup_pc: int, module: Optional[Module] = None) -> Any:
-        """describe() with the calls inlined at ``lookup_pc`` as frames of
-        their own: [(name, where)], innermost first (the calls' chain from
-        DWARF, sfbt.dwarf.inline), or describe()'s (name, where) where
-        none was inlined.  The innermost frame is described as describe()
-        describes it, the function's own frame named by outer_name()."""
+    def frame_name(self, lookup_pc: int, module: Optional[Module] = None) -> FrameName:
+        """describe() with the calls inlined at ``lookup_pc`` (their chain
+        from DWARF, sfbt.dwarf.inline), each a frame of its own.  The
+        innermost line is named as describe() names it, the function's own
+        by outer_name()."""
         described = self.describe(lookup_pc, module)
         if module is None:
             module = self.module_map().module_for(lookup_pc)
@@ -156,13 +158,14 @@ class Session:
         calls = symbols.inlined(lookup_pc - module.load_bias) if symbols else []
         if not calls:
             return described
-        from ..dwarf.chains import expanded
+        from ..dwarf.chains import chain_name
         outer = (self.outer_name(lookup_pc) or symbols.function(lookup_pc - module.load_bias)
-                 or described[0])
-        frames = [(name, f" at {self.source_name(line[0])}:{line[1]}" if line else " ()")
-                  for name, line in expanded(calls, outer, None)]
-        frames[0] = (frames[0][0], described[1])
-        return frames
+                 or described.function)
+        named = chain_name(calls, outer, None)
+        innermost = named.inlined[0]
+        first = FrameName(innermost.function, described.file, described.line,
+                          described.module)
+        return named.replace(inlined=(first, *named.inlined[1:]))
 
     def tail_calls(self) -> "TailCalls":
         """What finds the frames tail calls left off the stack
@@ -226,12 +229,12 @@ class Session:
         None to take the symbol table's."""
         return None
 
-    def innermost_frames(self, thread: Thread) -> Optional[List[Tuple[str, str]]]:
-        """The debugger's own frames of ``thread``'s innermost stack frame,
-        innermost first: those of the calls inlined there that it shows
-        (at the entry of inlined calls GDB and LLDB stepped to, fewer than
-        the DWARF chain has; at a breakpoint on one, all), then the
-        function's own; None to let describe_frames() describe it."""
+    def innermost_frames(self, thread: Thread) -> Optional[FrameName]:
+        """The name of ``thread``'s innermost stack frame as the debugger's
+        own frames give it: the calls inlined there that it shows (at the
+        entry of inlined calls GDB and LLDB stepped to, fewer than the
+        DWARF chain has; at a breakpoint on one, all), then the function's
+        own; None to let frame_name() name it."""
         return None
 
     def backtrace_limit(self) -> Optional[int]:

@@ -88,9 +88,7 @@ def through_main(decoded, describe):
     for index, frame in enumerate(decoded.frames):
         if isinstance(frame, cbf.Omitted):
             continue
-        named = describe(frame.lookup_address)
-        outer = named[-1][0] if isinstance(named, list) else named[0]
-        if outer == "main":
+        if describe(frame.lookup_address).function == "main":
             return decoded.frames[:index + 1], ()
     return decoded.frames, decoded.callers
 
@@ -122,6 +120,7 @@ def show_text(entry, count, threads, symbolizer):
 
 def show_json(entry, count, threads, symbolizer):
     from ..archive import cbf
+    from ..archive.layout import GdbLayout
     document = dict(entry, count=count, threads=[])
     for event, decoded, image_map, _ in threads:
         describe = symbolizer.describer(image_map.images)
@@ -130,10 +129,10 @@ def show_json(entry, count, threads, symbolizer):
             if isinstance(frame, cbf.Omitted):
                 continue
             named = describe(frame.lookup_address)
-            names = named if isinstance(named, list) else [named]
             frames.append({"address": frame.address, "kind": frame.kind,
-                           "functions": [name for name, _ in names],
-                           "where": names[0][1].strip()})
+                           "functions": [printable(name or "??")
+                                         for name in named.functions()],
+                           "where": GdbLayout.where(named.lines()[0]).strip()})
         match = _LABEL.match(event.thread)
         document["threads"].append({"thread": event.thread,
                                     "tid": int(match[2]) if match else None,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from ..frame_name import FrameName
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NamedTuple
@@ -144,14 +146,17 @@ class UnitLookup:
             return None
 
 
-def expanded(calls, function, line):
-    """[(name, (file, line) or None)] of the frames at one address,
-    innermost first: each inlined call's function (``calls``, innermost
-    first) at the place inside it (the line table's ``line`` for the
-    innermost), then ``function`` at the outermost call's site."""
-    frames = []
+def chain_name(calls, function, location, module=None):
+    """The FrameName of the frame at one address whose code is that of
+    the calls inlined there (``calls``, innermost first): each call's
+    function a line of its own, at the place inside it (the line table's
+    ``location``, a (file, line) or None, for the innermost), then
+    ``function``'s own at the outermost call's site; ``module`` the
+    library each line without a place is said to be from."""
+    names = []
     for call in calls:
-        frames.append((call.name, line))
-        line = (call.file, call.line) if call.file is not None else None
-    frames.append((function, line))
-    return frames
+        file, line = location if location is not None else (None, 0)
+        names.append(FrameName(call.name, file, line, module))
+        location = (call.file, call.line) if call.file is not None else None
+    file, line = location if location is not None else (None, 0)
+    return FrameName(function, file, line, module, tuple(names))

@@ -10,6 +10,7 @@ from ..arch import Arch
 
 from ..commands.session import Session, Thread
 from ..commands.settings import Settings
+from ..frame_name import FrameName
 from ..names import is_main
 from ..unwind.modules import ModuleMap, SFrameSources
 from ..unwind.target import Module
@@ -89,7 +90,7 @@ class SnapshotSession(Session):
     def debugger_frames(self, thread: Thread) -> List[Tuple[int, bool]]:
         return []  # no debugger: SFrame's frames are all there are
 
-    def describe(self, lookup_pc: int, module: Optional[Module] = None) -> Tuple[str, str]:
+    def describe(self, lookup_pc: int, module: Optional[Module] = None) -> FrameName:
         return self.describer(lookup_pc)
 
     def inline_source(self, module: Module) -> Optional[FileSymbolizer]:

@@ -6,6 +6,7 @@ there is one (sfbt.debuginfo), or of the vDSO's image read from memory."""
 import os
 
 from .. import progress
+from ..frame_name import UNKNOWN, FrameName
 from .mappings import display_path
 
 
@@ -19,8 +20,8 @@ def module_symbols(module, debug_files=None):
 
 
 class Describer:
-    """describe(module map, lookup pc) -> (name, where) in sframe-bt's
-    words, with names and lines from each module's files (and their debug
+    """describe(lookup pc) -> FrameName (sfbt.frame_name) over a module
+    map, with names and lines from each module's files (and their debug
     files, found through ``debug_files``)."""
 
     def __init__(self, module_map, executable=None, debug_files=None):
@@ -46,34 +47,20 @@ class Describer:
             return "??"
         return symbols.function(pc - module.load_bias) or "??"
 
-    def frames(self, pc):
-        """[(name, where)] of the frames at pc, innermost first: one per
-        call inlined there (sfbt.dwarf.inline), then the function's own,
-        each at the place the frame inside it was called from."""
-        module = self.module_map.module_for(pc)
-        symbols = self.symbols(module) if module is not None else None
-        calls = symbols.inlined(pc - module.load_bias) if symbols is not None else []
-        if not calls:
-            return [self(pc)]
-        from ..dwarf.chains import expanded
-        name = symbols.function(pc - module.load_bias) or "??"
-        return [(name, f" at {line[0]}:{line[1]}" if line else " ()")
-                for name, line in expanded(calls, name, symbols.line(pc - module.load_bias))]
-
     def __call__(self, pc):
-        """(name, where) of the function that holds pc, without its
-        inline frames."""
+        """The FrameName of the function that holds pc, without the calls
+        inlined there (the session's frame_name() adds them)."""
         module = self.module_map.module_for(pc)
         if module is None:
-            return "??", " ()"
+            return UNKNOWN
         symbols = self.symbols(module)
         name = line = None
         if symbols is not None:
             name = symbols.function(pc - module.load_bias)
             line = symbols.line(pc - module.load_bias)
         if line is not None:
-            return name or "??", f" at {line[0]}:{line[1]}"
+            return FrameName(name, line[0], line[1])
         if self.executable is not None and os.path.realpath(module.path) == os.path.realpath(
                 self.executable):
-            return name or "??", " ()"
-        return name or "??", f" from {display_path(module)}"
+            return FrameName(name)
+        return FrameName(name, module=display_path(module))

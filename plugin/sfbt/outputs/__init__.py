@@ -89,9 +89,7 @@ class Options:
         self.title = title
         if frame_names is None:
             from .names import ImageNamer
-            namer = ImageNamer()
-            frame_names = PerImageMap(lambda images: FrameNames(
-                lambda lookup: namer.names(lookup, images)))
+            frame_names = PerImageMap(ImageNamer().frame_names)
         self.frame_names = frame_names
 
 

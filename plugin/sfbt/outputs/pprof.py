@@ -181,18 +181,20 @@ class PprofProfile:
         found = self._locations.get(key)
         if found is None:
             lines = []
-            named = self.namer.frames(address, images)
+            named = self.namer.frame_name(address, images).lines()
+            names = self.namer.function_names(address, images)
             if trampoline:
                 # pprof takes a system name with "<" for C++ and cuts
                 # the template parameters out, all of this one: the
                 # symbol at the address is the system name instead
-                named = [(SIGNAL_TRAMPOLINE, None, named[-1][0])]
+                lines_named = [(SIGNAL_TRAMPOLINE, "", 0, names[-1])]
             else:
-                named = [(name, place, name) for name, place in named]
-            for name, place, system_name in named:
-                function = self._function(name, place[0] or "" if place else "", system_name)
+                lines_named = [(name, line.file or "", line.line if line.file is not None else 0,
+                                name) for name, line in zip(names, named)]
+            for name, file, line, system_name in lines_named:
+                function = self._function(name, file, system_name)
                 lines.append(_bytes(LOCATION_LINE, _number(LINE_FUNCTION_ID, function)
-                                    + _number(LINE_LINE, place[1] if place else 0)))
+                                    + _number(LINE_LINE, line)))
             number = len(self._locations) + 1
             found = self._locations[key] = (number, b"".join((
                 _number(LOCATION_ID, number),

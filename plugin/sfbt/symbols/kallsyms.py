@@ -14,6 +14,7 @@ import sys
 from bisect import bisect_right
 
 from ..elf import gnu_build_id
+from ..frame_name import FrameName
 
 #: perf's name of the kernel's image
 KERNEL_IMAGE = "[kernel.kallsyms]"
@@ -55,6 +56,11 @@ class Kallsyms:
     @staticmethod
     def inlined(address):
         return []
+
+    def frame_name(self, address, module=None):
+        """The FrameName of a run-time address: its function, said to be
+        from ``module`` (no line, no inlined calls)."""
+        return FrameName(self.function(address), module=module)
 
 
 def _read_bounded(path, limit):

@@ -28,13 +28,14 @@ import struct
 
 from ..cache import MAX_ENTRY_BYTES, Cache, identity
 from ..debuginfo import DebugFiles
-from ..dwarf.chains import InlinedCall, UnitLookup
+from ..dwarf.chains import InlinedCall, UnitLookup, chain_name
 from ..dwarf.compressed import compression, expansion_limit, inflated_size
 from ..dwarf.line_program import DwarfBytes, every_unit_rows, unit_rows
 from ..dwarf.units import UnitIndex, top_entry_ranges
 from ..elf import SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB, ElfError, ElfImage
 from ..errors import left_out
 from ..files import open_regular
+from ..frame_name import FrameName
 from .line_table import LineTable, Location
 from .minimal_names import printed_name
 from .plt import StubTable, in_plt, plt_table
@@ -223,6 +224,13 @@ class FileSymbolizer:
         where no unit says what it holds."""
         lookup = self._unit_lookup(address)
         return lookup.chain(address) if lookup is not None else []
+
+    def frame_name(self, address: int, module: Optional[str] = None) -> FrameName:
+        """The name of the frame at a file address: its function and line,
+        and the calls inlined there (sfbt.dwarf.chains.chain_name);
+        ``module``, the library it is said to be from where no line is known."""
+        return chain_name(self.inlined(address), self.function(address), self.line(address),
+                          module)
 
     def inlined_if_read(self, address: int) -> Optional[List[InlinedCall]]:
         """inlined(address), or None where the unit's entries would have

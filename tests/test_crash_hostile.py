@@ -20,9 +20,9 @@ import time
 
 import pytest
 
-from conftest import PLUGIN, require, run_sfbt
-from test_crashes import (CORE_PATTERN, CORE_PIPE_LIMIT, _read, _write, _writable, entries,
-                          machine_lock, programs, shown_stacks, wait_entry)
+from conftest import PLUGIN, run_sfbt
+from test_crashes import (_read, _write, entries, installed_store, programs, shown_stacks,
+                          wait_entry)
 
 assert programs  # the fixture, used by name
 MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
@@ -35,17 +35,8 @@ MAX_HANDLER_KB = 100 << 10
 def held(tmp_path):
     """A store, sfbt's handler installed for it alone (the held process
     read), the machine's settings put back after."""
-    require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
-    store = tmp_path / "store"
-    with machine_lock() as saved:
-        done = run_sfbt("crashes", "install", "--store", store)
-        assert done.returncode == 0, done.stderr
-        try:
-            yield store
-        finally:
-            gone = run_sfbt("crashes", "uninstall", "--store", store)
-            assert gone.returncode == 0, gone.stderr
-            assert (_read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)) == saved
+    with installed_store(tmp_path) as store:
+        yield store
 
 
 def run_crash(program, *arguments, cwd, timeout=300):

@@ -8,6 +8,7 @@ that cores of other processes crashing meanwhile still go where they
 went."""
 
 import atexit
+import contextlib
 import fcntl
 import json
 import lzma
@@ -76,13 +77,15 @@ def machine_lock():
             os.close(descriptor)
 
 
-@pytest.fixture
-def installed(tmp_path):
-    """A store, sfbt's handler installed (--chain --keep-core) for it."""
+@contextlib.contextmanager
+def installed_store(tmp_path, *options):
+    """A store, sfbt's handler installed for it (`crashes install` with
+    ``options``), under the machine's lock; uninstalled after, and the
+    machine's settings checked to be as they were."""
     require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
     store = tmp_path / "store"
     with machine_lock() as saved:
-        done = run_sfbt("crashes", "install", "--chain", "--keep-core", "--store", store)
+        done = run_sfbt("crashes", "install", *options, "--store", store)
         assert done.returncode == 0, done.stderr
         try:
             yield store
@@ -90,6 +93,13 @@ def installed(tmp_path):
             gone = run_sfbt("crashes", "uninstall", "--store", store)
             assert gone.returncode == 0, gone.stderr
             assert (_read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)) == saved
+
+
+@pytest.fixture
+def installed(tmp_path):
+    """A store, sfbt's handler installed (--chain --keep-core) for it."""
+    with installed_store(tmp_path, "--chain", "--keep-core") as store:
+        yield store
 
 
 @pytest.fixture(scope="module")

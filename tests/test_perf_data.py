@@ -84,26 +84,31 @@ def recordings(tmp_path_factory):
 
 
 def _perf_stacks(data):
-    """[user frames' function names, outermost first] of each sample, as
-    `perf script` unwinds it (kernel frames and perf's [unknown] end
-    marker left out; inlined frames kept, as sfbt keeps them)."""
+    """([user frames' function names, outermost first] of each sample
+    that has any, as `perf script` unwinds it (kernel frames and perf's
+    [unknown] end marker left out; inlined frames kept, as sfbt keeps
+    them), how many samples `perf script` prints)."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
                             capture_output=True, text=True, timeout=300, check=True).stdout
-    stacks = []
+    stacks, samples = [], 0
     for block in script.split("\n\n"):
+        samples += bool(block.strip())
         names = []
         for line in block.splitlines()[1:]:
             match = re.match(r"\s*([0-9a-f]+) (.*)", line)
             if match and int(match[1], 16) < 0xffff800000000000:
                 names.append(re.sub(r" \(inlined\)$", "", match[2]))
+        if names and names[0].startswith("__vdso_"):
+            names = names[1:]  # a perf.data holds no vDSO: sfbt's stacks start below it
         if names:
             stacks.append(tuple(reversed(names)))
-    return stacks
+    return stacks, samples
 
 
 #: how perf names what sfbt names otherwise: the signal trampoline
 #: (libc's __restore_rt, in no symbol table perf reads) is GDB's
-#: "<signal handler called>" to sfbt
+#: "<signal handler called>" to sfbt; a PLT slot of an IRELATIVE
+#: relocation, GDB's "*ABS*+0xADDR@plt", is perf's "@plt"
 _PERF_NAMES = {"<signal handler called>": "[unknown]"}
 
 
@@ -117,6 +122,7 @@ def _sfbt_stacks(data):
     for line in folded.stdout.splitlines():
         stack, count = line.rsplit(" ", 1)
         stacks[tuple("[unknown]" if re.fullmatch(r"0x[0-9a-f]+", name)
+                      else "@plt" if re.fullmatch(r"\*ABS\*\+0x[0-9a-f]+@plt", name)
                       else _PERF_NAMES.get(name, name)
                       for name in stack.split(";"))] += int(count)
     return stacks
@@ -138,11 +144,13 @@ def _report_self_shares(data):
 @pytest.mark.parametrize("name", ["busy", "attached", "python"])
 def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
     data = recordings[name]
-    perf = _perf_stacks(data)
+    perf, samples = _perf_stacks(data)
     sfbt = _sfbt_stacks(data)
     # every sample of the file, each walked once (a loaded machine gives
-    # the program little time: perf starts slowly, and it shares the CPUs)
-    assert sum(sfbt.values()) == len(perf) >= 20
+    # the program little time: perf starts slowly, and it shares the CPUs);
+    # perf shows no user frame where its own unwinding of a sample fails
+    assert sum(sfbt.values()) == samples >= 20
+    assert len(perf) >= 0.99 * samples
     # the hottest functions (the innermost frame) and their shares
     perf_leaves = collections.Counter(stack[-1] for stack in perf)
     sfbt_leaves = collections.Counter()
@@ -156,12 +164,14 @@ def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
     assert hottest == max(report, key=report.get)
     assert abs(count / len(perf) - report[hottest]) <= 0.03, (count, report)
     # each sample perf unwinds to the stack's start (main and on), sfbt
-    # unwinds to the same functions
+    # unwinds to the same functions; where perf's own unwinding stops
+    # short (a few samples of a loaded machine), sfbt may go on to the start
     whole = collections.Counter(stack for stack in perf if stack[0] in _OUTERMOST)
     assert sum(whole.values()) >= 0.2 * len(perf)
     sfbt_whole = collections.Counter({stack: count for stack, count in sfbt.items()
                                       if stack[0] in _OUTERMOST})
-    assert whole == sfbt_whole, (list(whole - sfbt_whole)[:2], list(sfbt_whole - whole)[:2])
+    assert not whole - sfbt_whole, (list(whole - sfbt_whole)[:2], list(sfbt_whole - whole)[:2])
+    assert sum((sfbt_whole - whole).values()) <= 0.02 * samples, list(sfbt_whole - whole)[:2]
     if name != "python":
         assert any("main" in stack for stack in whole)
         assert any("start_thread" in stack for stack in whole)

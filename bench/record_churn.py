@@ -49,10 +49,12 @@ AT_ONCE = 4
 
 
 def descriptors(pid, target):
-    """(descriptors, thread descriptors) process ``pid`` holds open: all of
-    them, and those of a thread of ``target`` other than its main one
-    (/proc/TARGET/task/TID/...).  One closed while they are listed is not
-    counted."""
+    """(descriptors, thread descriptors, module descriptors) process
+    ``pid`` holds open: all of them, those of a thread of ``target`` other
+    than its main one (/proc/TARGET/task/TID/...), and those of the files
+    ``target`` maps or their separate debug files (opened once a frame in
+    them is first walked or named: a set bounded by the modules).  One
+    closed while they are listed is not counted."""
     links = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -62,13 +64,17 @@ def descriptors(pid, target):
     task = re.compile(rf"/proc/{target}/task/(\d+)/")
     thread_links = [link for link in links
                     if (match := task.match(link)) and int(match[1]) != target]
-    return len(links), len(thread_links)
+    with open(f"/proc/{target}/maps") as maps:
+        mapped = {line.split(None, 5)[5].strip() for line in maps if len(line.split()) > 5}
+    module_links = [link for link in links
+                    if link in mapped or link.startswith("/usr/lib/debug/")]
+    return len(links), len(thread_links), len(module_links)
 
 
 def record_churn(directory, seconds, every, hz, say=print):
     """Record the churning program for ``seconds``, calling ``say`` with
-    (elapsed seconds, resident KiB, descriptors, thread descriptors, see
-    ``descriptors``) every ``every`` seconds; returns these figures and
+    (elapsed seconds, resident KiB, descriptors, thread descriptors, module
+    descriptors, see ``descriptors``) every ``every`` seconds; returns these figures and
     `sfbt record`'s (exit status, stdout, stderr)."""
     program = build_program(directory, "churn")
     target = subprocess.Popen([program, str(seconds + 30)], stdout=subprocess.PIPE,
@@ -109,11 +115,12 @@ def main():
     parser.add_argument("--hz", type=float, default=99.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sfbt-churn-") as directory:
-        print("seconds  resident MiB  descriptors  of threads")
+        print("seconds  resident MiB  descriptors  of threads  of modules")
         figures, (code, out, err) = record_churn(
             directory, args.seconds, args.every, args.hz,
-            lambda elapsed, kb, fds, thread_fds: print(
-                f"{elapsed:7.1f}  {kb / 1024:12.1f}  {fds:11d}  {thread_fds:10d}", flush=True))
+            lambda elapsed, kb, fds, thread_fds, module_fds: print(
+                f"{elapsed:7.1f}  {kb / 1024:12.1f}  {fds:11d}  {thread_fds:10d}"
+                f"  {module_fds:10d}", flush=True))
         print(out.strip() or f"sfbt record ended with {code}: {err.strip()}")
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import require, run_sfbt
 from gdb_support import compile_program
+from test_perf_record import user_self_shares
 from test_stack import Running
 
 #: the frames a whole stack ends at (outermost first in a folded line)
@@ -133,12 +134,7 @@ def _report_self_shares(data):
     report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
                              "--sort", "sym", "-q", "-g", "none"], capture_output=True,
                             text=True, timeout=300, check=True).stdout
-    shares = {}
-    for line in report.splitlines():
-        match = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
-        if match:
-            shares[match[2]] = float(match[1]) / 100
-    return shares
+    return user_self_shares(report)
 
 
 @pytest.mark.parametrize("name", ["busy", "attached", "python"])

@@ -86,15 +86,20 @@ def _perf_report(pid, tmp_path, seconds=2):
                           text=True, timeout=60).stdout
 
 
-def _perf_self(pid, tmp_path, seconds=2):
-    """{symbol: self share} perf gives process ``pid`` sampled for ``seconds``."""
-    report = _perf_report(pid, tmp_path, seconds)
+def user_self_shares(report):
+    """{symbol: self share} of the user symbols (``[.]``) of a `perf report
+    --stdio --no-children --sort sym` text."""
     shares = {}
     for line in report.splitlines():
         match = re.match(r"\s*([\d.]+)%\s+\[\.\]\s+(\S+)", line)
         if match:
             shares[match[2]] = float(match[1]) / 100
     return shares
+
+
+def _perf_self(pid, tmp_path, seconds=2):
+    """{symbol: self share} perf gives process ``pid`` sampled for ``seconds``."""
+    return user_self_shares(_perf_report(pid, tmp_path, seconds))
 
 
 def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):

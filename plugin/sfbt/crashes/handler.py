@@ -4,9 +4,9 @@ each core (core_pattern "|..."), the core on standard input.
 The core is read as it streams (crashes.streamed), every thread walked
 by the unwinder `sfbt stack --core` uses (a SnapshotSession over the
 kept stacks, the modules read through /proc/PID/map_files), and one
-crash added to the store (crashes.store); then the rest of the core is
-drained.  With a chained handler (install --chain), the whole core is
-handed on as it is read.  Nothing is written outside the store (sfbt's
+crash added to the store (crashes.store); then the pipe is let go of
+unread, which ends the kernel's dump.  With a chained handler (install
+--chain) or a kept core, the whole core is read and handed on.  Nothing is written outside the store (sfbt's
 cache is the store's own) but by the chained handler."""
 
 import os
@@ -109,11 +109,13 @@ def handle(arguments, stdin=0):
         entry["handler_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         stored = store.add(entry, archive_bytes, kept.keep if kept else None)
     finally:
-        if core is not None:
-            core.drain()  # the kernel writes the rest: read and let go
-            core.close()
-        else:  # the rest of a core not read: still handed on
+        if copies and core is None:  # a core not read: still handed on
             _drain(stdin, copies)
+        elif copies:
+            core.drain()
+        if core is not None:
+            core.close()
+        _release(stdin)
         if kept is not None:
             kept.discard()
         if chained is not None:
@@ -133,6 +135,18 @@ def _since_exec_ms(started):
         return round((time.clock_gettime(time.CLOCK_BOOTTIME) - began) * 1000, 1)
     except (OSError, ValueError, IndexError):
         return round((time.monotonic() - started) * 1000, 1)
+
+
+def _release(descriptor):
+    """Let go of the core's pipe unread: the kernel's next write to it
+    fails, which ends the dump (the rest of a 2 GB core is seconds of the
+    kernel's copying) and releases the process it holds.  The descriptor
+    is made /dev/null's, not closed (sys.stdin holds it)."""
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(null, descriptor, inheritable=False)
+    finally:
+        os.close(null)
 
 
 def _drain(descriptor, copies=()):
@@ -215,7 +229,7 @@ def main(arguments):
         from ..printable import printable
         _log(f"sfbt crash-handler: {printable(str(error))}")
         try:
-            _drain(0)
+            _release(0)
         except OSError:
             pass
     return 0

@@ -9,9 +9,10 @@ pointer up (at most ``stack_limit`` bytes a thread, and all threads
 together at most ``total_limit``), the vDSO, and the first page of each
 mapped file (its build id): read from the process's memory while the
 kernel holds it (core_pipe_limit > 0: the same bytes, its threads
-stopped), else from the stream.  The rest goes by unread (spliced to
-/dev/null) when ``drain`` is called: the kernel waits until the pipe is
-read to its end.
+stopped), else from the stream.  What is passed over is spliced to
+/dev/null; ``drain`` reads the rest (for a chained handler or a kept
+core: the handler otherwise lets go of the pipe unread, which ends the
+kernel's dump).
 
 Modules are read through /proc/PID/map_files/START-END, the very files the
 process mapped (root may open those links, and the kernel keeps /proc/PID

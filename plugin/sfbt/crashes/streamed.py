@@ -25,10 +25,10 @@ import os
 import struct
 from bisect import bisect_right
 
-from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage
+from ..elf import PN_XNUM, PT_LOAD, PT_NOTE, ElfError, ElfImage
 from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
-from ..live.core_notes import (ET_CORE, PN_XNUM, PHDR_FORMAT, NT_PRSTATUS, NT_PRPSINFO,
+from ..live.core_notes import (ET_CORE, PHDR_FORMAT, NT_PRSTATUS, NT_PRPSINFO,
                                NT_AUXV, NT_SIGINFO, NT_FILE, AT_ENTRY, AT_SYSINFO_EHDR, PF_W,
                                PRPSINFO_UID, PRPSINFO_FNAME, PRSTATUS_SIGNAL, PRSTATUS_PID,
                                PRSTATUS_REGISTERS, PRSTATUS_TAIL)

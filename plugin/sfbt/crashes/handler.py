@@ -6,8 +6,9 @@ by the unwinder `sfbt stack --core` uses (a SnapshotSession over the
 kept stacks, the modules read through /proc/PID/map_files), and one
 crash added to the store (crashes.store); then the pipe is let go of
 unread, which ends the kernel's dump.  With a chained handler (install
---chain) or a kept core, the whole core is read and handed on.  Nothing is written outside the store (sfbt's
-cache is the store's own) but by the chained handler."""
+--chain) or a kept core, the whole core is read and handed on.  Nothing
+is written outside the store (sfbt's cache is the store's own) but by
+the chained handler."""
 
 import os
 import resource

@@ -164,6 +164,7 @@ def _walked(core, tid, signal, repeated):
     ``repeated(bucket)`` says the crash will only be counted, no thread
     is walked after the crashing one (the first)."""
     from ..archive import cbf
+    from ..archive.imagemap import encode_image_map
     from ..archive.store import MAGIC, Archive
     from ..commands.backtrace import walk
     from ..commands.save import cbf_frames, image_map
@@ -181,6 +182,7 @@ def _walked(core, tid, signal, repeated):
     images = image_map(session)
     word_size = 8 * core.arch.pointer_size
     archive = Archive()
+    images_index = archive.add_image_map(encode_image_map(images))  # once, not a thread
     now = time.time_ns()
     crashed_frames, cut, crashed_cut_at = [], 0, None
     for thread in session.threads():
@@ -193,12 +195,13 @@ def _walked(core, tid, signal, repeated):
         one = cbf_frames(frames)
         if thread.handle is crashed:
             crashed_frames, crashed_cut_at = one, cut_at
-        archive.capture(cbf.encode(one, word_size, stop == STOP_LIMIT or cut_at is not None),
-                        images, time_ns=now, architecture=core.arch.name, thread=thread.label,
-                        reason=session.stop_reason(thread),
-                        label="crashed" if thread.handle is crashed else "",
-                        pid=core.pid, tid=thread.handle.tid, thread_name=thread.handle.name,
-                        cut=cut_at is not None)
+        trace = archive.add_trace(cbf.encode(one, word_size,
+                                             stop == STOP_LIMIT or cut_at is not None))
+        archive.stream_event(trace, images_index, now,
+                             (core.arch.name, thread.label, session.stop_reason(thread),
+                              "crashed" if thread.handle is crashed else ""),
+                             (core.pid, thread.handle.tid, thread.handle.name,
+                              cut_at is not None))
         if thread.handle is crashed and repeated(bucket_of(signal, crashed_frames,
                                                            session.modules)):
             archive = None  # counted: no archive kept

@@ -87,6 +87,12 @@ class _Pipe:
 
     def read(self, size):
         """``size`` bytes, or StreamError where the core ends before."""
+        end = self._used + size
+        if end <= len(self._ahead):  # the common case: a note's fields
+            data = self._ahead[self._used:end]
+            self._used = end
+            self.at += size
+            return data
         parts, left = [], size
         while left:
             if self._used < len(self._ahead):
@@ -109,10 +115,15 @@ class _Pipe:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def skip_to(self, offset):
-        if offset < self.at:
+        size = offset - self.at
+        if size < 0:
             raise StreamError(f"data at byte {offset} comes before byte {self.at}, "
                               "already read (not a core the kernel streamed)")
-        self._discard(offset - self.at)
+        if self._used + size <= len(self._ahead):  # within what is read ahead
+            self._used += size
+            self.at = offset
+        else:
+            self._discard(size)
 
     def drain(self):
         """Read the rest of the stream (until its writer closes it)."""

@@ -187,12 +187,15 @@ def main():
         print("\n10 threads, 2 GB of memory (crasher big): the handler, from the kernel "
               "starting it to its record written, and eu-stack --core on the saved core")
         times, memory, theirs, their_memory, ratios = [], [], [], [], []
-        for _ in range(args.rounds):
-            sfbt("crashes", "install", "--store", store)
+        for round_number in range(args.rounds):
+            # a store a round: a bucket's crashes after its first few are
+            # only counted, without the handler's figures
+            big_store = work / f"store-big-{round_number}"
+            sfbt("crashes", "install", "--store", big_store)
             try:
-                entry = entry_of(store, crash(program, "big", work))
+                entry = entry_of(big_store, crash(program, "big", work))
             finally:
-                sfbt("crashes", "uninstall", "--store", store)
+                sfbt("crashes", "uninstall", "--store", big_store)
             with open(CORE_PATTERN, "w") as stream:
                 stream.write(f"{cores}/core.%p\n")
             core = cores / f"core.{crash(program, 'big', work)}"

@@ -54,7 +54,7 @@ for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.num):
     thread.switch()
     pcs = []
     frame = gdb.newest_frame()
-    while frame is not None:
+    while frame is not None and (LIMIT is None or len(pcs) < LIMIT):
         if frame.type() != gdb.INLINE_FRAME:
             pcs.append(("t%#x" if frame.type() == gdb.TAILCALL_FRAME else "%#x") % frame.pc())
         try:
@@ -201,13 +201,14 @@ def sfbt_command(*arguments, cwd=None):
 
 # -- GDB's side -------------------------------------------------------------------
 
-def gdb_threads(gdb_command, arguments, directory, tail_calls=True):
+def gdb_threads(gdb_command, arguments, directory, tail_calls=True, limit=None):
     """{tid: (thread number, [pc, ...])} of GDB (``gdb -nx -batch``) on
     ``arguments`` (``-p PID``, or an executable and a core); without
     ``tail_calls``, GDB's tail-call frames left out (to compare with saved
-    stacks, which hold the frames on the stack only)."""
+    stacks, which hold the frames on the stack only); each thread's first
+    ``limit`` frames only, where given."""
     script = Path(directory) / "gdb_pcs.py"
-    script.write_text(GDB_PCS)
+    script.write_text(f"LIMIT = {limit!r}\n" + GDB_PCS)
     result = subprocess.run([gdb_command, "-nx", "-batch", "-ex", "set pagination off",
                              "-x", str(script), *map(str, arguments)],
                             capture_output=True, text=True, timeout=300,

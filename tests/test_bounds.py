@@ -5,6 +5,7 @@ in its output or one line naming the file and offset."""
 
 import os
 import resource
+import struct
 import subprocess
 import sys
 
@@ -258,3 +259,29 @@ def test_cbf_load_in_gdb_stops_at_the_archive_limit(gdb, tmp_path):
     assert "Traceback" not in out and "Python Exception" not in out
     peak = int(out.split("MAXRSS ")[1].split()[0])  # KiB
     assert peak < MEMORY >> 10, out
+
+
+def test_pn_xnum_cores_that_lie_are_refused(tmp_path):
+    """e_phnum PN_XNUM (65,535 or more headers, their count in section
+    header 0's sh_info): a count below PN_XNUM, one past the headers read
+    (a core claiming 2**32 - 1 mappings), or no section header to hold
+    it: one line each, nothing read past the bound."""
+    def lying(count, section=True):
+        data = bytearray(stack_core())
+        struct.pack_into("<H", data, 56, 0xFFFF)  # e_phnum
+        if section:
+            shoff = len(data)
+            header = bytearray(64)
+            struct.pack_into("<I", header, 44, count)  # sh_info
+            data += header
+            struct.pack_into("<Q", data, 40, shoff)  # e_shoff
+            struct.pack_into("<HH", data, 58, 64, 1)  # e_shentsize, e_shnum
+        return bytes(data)
+    for name, data, said in (
+            ("few", lying(3), "counted 3 in section header 0 (fewer than 65535)"),
+            ("many", lying(0xFFFFFFFF), "4294967295 program headers (PN_XNUM), more than "
+                                        "the 299593 read"),
+            ("none", lying(0, section=False), "no section header to give their count")):
+        core = tmp_path / f"{name}.core"
+        core.write_bytes(data)
+        one_line(run_bounded("stack", "--core", core), said)

@@ -9,20 +9,24 @@ getrusage at its end, and handler_ms, from the kernel starting it to its
 record written) and the crash's whole time, the kernel's writing of the
 core included."""
 
+import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import PLUGIN, run_sfbt
-from test_crashes import (_read, _write, entries, installed_store, programs, shown_stacks,
-                          wait_entry)
+from conftest import PLUGIN, require, run_sfbt
+from live_harness import gdb_threads, parse_stacks
+from test_crashes import (CORE_PATTERN, _no_aslr, _read, _write, _writable, entries,
+                          installed_store, machine_lock, programs, shown_stacks, wait_entry)
 
 assert programs  # the fixture, used by name
 MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
@@ -39,12 +43,21 @@ def held(tmp_path):
         yield store
 
 
-def run_crash(program, *arguments, cwd, timeout=300):
+def run_crash(program, *arguments, cwd, timeout=300, aslr=True, stack=None):
     """Run the crasher until it crashes: (its PID, seconds from its
     "ready" to its being reaped: the kernel holds it until the handler
-    exits)."""
+    exits).  Its RLIMIT_CORE is unlimited (a core file pattern needs it),
+    its RLIMIT_STACK ``stack`` where given."""
+
+    def limits():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)
+        if stack is not None:
+            resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
+        if not aslr:
+            _no_aslr()
     process = subprocess.Popen([str(program), *map(str, arguments)], cwd=cwd,
-                               stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                               stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               preexec_fn=limits)
     assert process.stdout.readline().strip() == b"ready"
     started = time.monotonic()
     process.wait(timeout=timeout)
@@ -147,10 +160,10 @@ def test_ten_thousand_threads(held, programs, tmp_path):
     assert all(len(pcs) >= 4 for _, pcs, crashed in stacks.values() if not crashed)
 
 
-@pytest.fixture
-def many_mappings():
+@contextlib.contextmanager
+def raised_map_count():
     """vm.max_map_count raised to let a process map 70,000 times (under
-    the lock the held fixture holds), put back after."""
+    the machine's lock), put back after."""
     saved = _read(MAX_MAP_COUNT)
     _write(MAX_MAP_COUNT, str(max(int(saved), 100000)))
     try:
@@ -158,6 +171,31 @@ def many_mappings():
     finally:
         _write(MAX_MAP_COUNT, saved)
         assert _read(MAX_MAP_COUNT) == saved
+
+
+@pytest.fixture
+def many_mappings():
+    """raised_map_count, under the lock the held fixture holds."""
+    with raised_map_count():
+        yield
+
+
+@contextlib.contextmanager
+def cores_to_files(directory):
+    """The kernel writing each core to ``directory``/core.PID (under the
+    machine's lock, its settings put back after)."""
+    require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
+    with machine_lock():
+        _write(CORE_PATTERN, f"{directory}/core.%p")
+        yield
+
+
+def gdb_frames_equal(gdb, program, core, directory, ours):
+    """{tid: [pc, ...]} of GDB's `thread apply all bt` on ``core``, and
+    asserts ``ours`` ({tid: (number, [pc, ...])}) is equal to it."""
+    theirs = gdb_threads(gdb.command, [program, core], directory, tail_calls=False)
+    assert ours == theirs
+    return theirs
 
 
 def test_seventy_thousand_mappings(held, many_mappings, programs, tmp_path):
@@ -172,6 +210,71 @@ def test_seventy_thousand_mappings(held, many_mappings, programs, tmp_path):
     stacks = shown_stacks(show(held, entry))
     ((_, pcs, _),) = stacks.values()
     assert len(pcs) == 5  # segv four times, main
+
+
+@pytest.fixture(scope="module")
+def many_mappings_core(programs, tmp_path_factory):
+    """The kernel's core file of a crash with 70,000 more mappings."""
+    directory = tmp_path_factory.mktemp("pn-xnum")
+    with cores_to_files(directory), raised_map_count():
+        pid, _ = run_crash(programs["crasher"], "maps", 70000, cwd=directory)
+    return directory / f"core.{pid}"
+
+
+def test_a_core_file_of_seventy_thousand_mappings(gdb, programs, many_mappings_core,
+                                                  tmp_path):
+    """`sfbt stack --core` on the kernel's core of more than 65,534
+    mappings: e_phnum is PN_XNUM, the count in section header 0's sh_info
+    (what the streamed reader counts where the notes start); every thread's
+    frames GDB's on the same core."""
+    core = many_mappings_core
+    with open(core, "rb") as stream:
+        header = stream.read(64)
+    assert struct.unpack_from("<H", header, 56) == (0xFFFF,)  # e_phnum: PN_XNUM
+    result = run_sfbt("stack", "--core", core, programs["crasher"])
+    assert result.returncode == 0, result.stderr
+    ours = {tid: (s.number, s.pcs) for tid, s in parse_stacks(result.stdout).items()}
+    theirs = gdb_threads(gdb.command, [programs["crasher"], core], tmp_path, tail_calls=False)
+    assert ours == theirs
+    ((_, pcs),) = theirs.values()
+    assert len(pcs) == 5  # segv four times, main (where GDB and sfbt stack end)
+
+
+@pytest.fixture(scope="module")
+def main_thread_1gb(programs, tmp_path_factory):
+    """The main thread 1 GB of stack deep (ulimit -s unlimited), crashed
+    twice without ASLR (the same addresses): (the handler's index entry,
+    seconds the crash took, `crashes show`'s text) of the crash the
+    handler read from the held process, and the kernel's core file of the
+    other."""
+    directory = tmp_path_factory.mktemp("deep-main")
+    with installed_store(directory) as store:
+        pid, seconds = run_crash(programs["crasher"], "deepmain", 1024, cwd=directory,
+                                 aslr=False, stack=resource.RLIM_INFINITY)
+        entry = wait_entry(store, pid)
+        text = show(store, entry)
+    with cores_to_files(directory):
+        pid, _ = run_crash(programs["crasher"], "deepmain", 1024, cwd=directory,
+                           aslr=False, stack=resource.RLIM_INFINITY)
+    core = directory / f"core.{pid}"
+    yield entry, seconds, text, core
+    core.unlink()
+
+
+def test_a_1gb_stack_on_the_main_thread(gdb, programs, main_thread_1gb, tmp_path):
+    """The main thread 1 GB of stack deep: the handler bounded as on a
+    thread, the walk cut where its 512 KiB kept end; its frames, up to
+    there, GDB's on a core of the same crash."""
+    entry, seconds, text, core = main_thread_1gb
+    bounded(entry, seconds, 60)
+    assert entry["stacks_cut"] == 1 and entry["crashed_stack_cut_at"] > 0
+    ((number, kept, crashed),) = shown_stacks(text).values()
+    assert crashed and number == 1
+    assert text.rstrip().endswith("\nBacktrace stopped: truncated"), text
+    ((_, theirs),) = gdb_threads(gdb.command, [programs["crasher"], core], tmp_path,
+                                 tail_calls=False, limit=20).values()
+    # segv four times and deep's frames as many as 512 KiB hold: GDB's first
+    assert 11 <= len(kept) <= 13 and kept == theirs[:len(kept)], (kept, theirs)
 
 
 def test_names_that_are_not_utf8(held, programs, tmp_path):
@@ -203,7 +306,6 @@ def test_a_made_up_core_of_too_many_mappings(tmp_path):
     """PN_XNUM cores that are not as the kernel writes them, or of more
     mappings than are read: counted with the reason, exit 0, nothing read
     past the headers' bound (the core claims gigabytes of them)."""
-    import struct
     from test_crashes import _handler, entries_of
     store = tmp_path / "store"
     store.mkdir(mode=0o700)

@@ -38,6 +38,12 @@ SHT_DYNSYM = 11
 SHF_COMPRESSED = 0x800
 SHT_GNU_SFRAME = 0x6FFFFFF4
 SHN_LORESERVE = 0xFF00
+#: e_phnum of an image of 65,535 program headers or more (a core of that
+#: many mappings): the count is section header 0's sh_info
+PN_XNUM = 0xFFFF
+#: bytes of program headers read at most where PN_XNUM says there are
+#: more than e_phnum holds (299,593 of 56 bytes)
+MAX_XNUM_HEADER_BYTES = 16 << 20
 NT_GNU_BUILD_ID = 3
 
 _EHDR = struct.Struct("HHIQQQIHHHHHH")  # e_type ... e_shstrndx, after e_ident
@@ -189,20 +195,44 @@ class ElfImage:
     def _table(self, offset, entry_size, count, layout, what):
         if count == 0:
             return []
-        if entry_size < layout.size or count > 0xFFFF:
+        if entry_size < layout.size or count * entry_size > max(
+                0xFFFF * entry_size, MAX_XNUM_HEADER_BYTES):
             raise ElfError(f"{what} entries of {entry_size} bytes (x{count}) are not "
                            "64-bit ELF ones")
         if offset >= 1 << 48:
             raise ElfError(f"{what} offset {offset:#x} is beyond any file")
         data = self._read(self.base + offset, entry_size * count)
+        if entry_size == layout.size:  # one pass: a core may have 70,000 headers
+            return list(struct.iter_unpack(self.header.endian + layout.format, data))
         unpack = struct.Struct(self.header.endian + layout.format).unpack_from
         return [unpack(data, i * entry_size) for i in range(count)]
+
+    def segment_count(self) -> int:
+        """How many program headers there are: e_phnum, or where it is
+        PN_XNUM (65,535 or more: a core of that many mappings), section
+        header 0's sh_info, as Linux writes a core (an image in memory
+        has no section header to say: ElfError)."""
+        header = self.header
+        if header.phnum != PN_XNUM:
+            return header.phnum
+        if self.in_memory or not header.shoff or header.shentsize < _SHDR.size:
+            raise ElfError(f"{PN_XNUM} program headers (PN_XNUM) and no section header "
+                           "to give their count")
+        (first,) = self._table(header.shoff, header.shentsize, 1, _SHDR, "section header")
+        count = first[7]  # sh_info
+        if count < PN_XNUM:
+            raise ElfError(f"PN_XNUM program headers, counted {count} in section header 0 "
+                           f"(fewer than {PN_XNUM})", header.shoff)
+        if count * header.phentsize > MAX_XNUM_HEADER_BYTES:
+            raise ElfError(f"{count} program headers (PN_XNUM), more than the "
+                           f"{MAX_XNUM_HEADER_BYTES // header.phentsize} read", header.shoff)
+        return count
 
     def segments(self) -> list:
         """The program headers."""
         if self._segments is None:
             header = self.header
-            rows = self._table(header.phoff, header.phentsize, header.phnum, _PHDR,
+            rows = self._table(header.phoff, header.phentsize, self.segment_count(), _PHDR,
                                "program header")
             self._segments = [Segment(p_type, flags, offset, vaddr, filesz, memsz)
                               for p_type, flags, offset, vaddr, _, filesz, memsz, _

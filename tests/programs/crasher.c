@@ -5,7 +5,7 @@
    (10 threads and 2 GB of touched memory, then segv), later (segv once
    a line is read from stdin), many N (N threads waiting, then segv),
    deep MB (segv in a thread MB megabytes of stack deep, in frames of
-   64 KiB), maps N (segv with N more mappings), names (segv in a thread
+   64 KiB), deepmain MB (the same on the main thread), maps N (segv with N more mappings), names (segv in a thread
    whose name, and its process's, are not UTF-8).  Each crash is a few
    calls deep.  Prints "ready" first. */
 #include <pthread.h>
@@ -208,6 +208,8 @@ int main(int argc, char **argv)
         pthread_attr_setstacksize(&huge, (megabytes + 64) << 20);
         pthread_create(&thread, &huge, deep_thread, (void *)(megabytes * 16));
         pthread_join(thread, NULL);
+    } else if (!strcmp(mode, "deepmain") && argc > 2) {
+        deep(atol(argv[2]) * 16); /* on the main thread: ulimit -s must allow it */
     } else if (!strcmp(mode, "maps") && argc > 2) {
         long count = atol(argv[2]);
         char *pages = mmap(NULL, count * 4096L, PROT_NONE,

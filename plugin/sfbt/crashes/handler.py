@@ -4,10 +4,11 @@ each core (core_pattern "|..."), the core on standard input.
 The core is read as it streams (crashes.streamed), every thread walked
 by the unwinder `sfbt stack --core` uses (a SnapshotSession over the
 kept stacks, the modules read through /proc/PID/map_files), and one
-crash added to the store (crashes.store); then the rest of the core is
-drained.  With a chained handler (install --chain), the whole core is
-handed on as it is read.  Nothing is written outside the store (sfbt's
-cache is the store's own) but by the chained handler."""
+crash added to the store (crashes.store); then the pipe is let go of
+unread, which ends the kernel's dump.  With a chained handler (install
+--chain) or a kept core, the whole core is read and handed on.  Nothing
+is written outside the store (sfbt's cache is the store's own) but by
+the chained handler."""
 
 import os
 import resource
@@ -109,11 +110,13 @@ def handle(arguments, stdin=0):
         entry["handler_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         stored = store.add(entry, archive_bytes, kept.keep if kept else None)
     finally:
-        if core is not None:
-            core.drain()  # the kernel writes the rest: read and let go
-            core.close()
-        else:  # the rest of a core not read: still handed on
+        if copies and core is None:  # a core not read: still handed on
             _drain(stdin, copies)
+        elif copies:
+            core.drain()
+        if core is not None:
+            core.close()
+        _release(stdin)
         if kept is not None:
             kept.discard()
         if chained is not None:
@@ -135,6 +138,18 @@ def _since_exec_ms(started):
         return round((time.monotonic() - started) * 1000, 1)
 
 
+def _release(descriptor):
+    """Let go of the core's pipe unread: the kernel's next write to it
+    fails, which ends the dump (the rest of a 2 GB core is seconds of the
+    kernel's copying) and releases the process it holds.  The descriptor
+    is made /dev/null's, not closed (sys.stdin holds it)."""
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(null, descriptor, inheritable=False)
+    finally:
+        os.close(null)
+
+
 def _drain(descriptor, copies=()):
     while True:
         data = os.read(descriptor, 1 << 20)
@@ -149,6 +164,7 @@ def _walked(core, tid, signal, repeated):
     ``repeated(bucket)`` says the crash will only be counted, no thread
     is walked after the crashing one (the first)."""
     from ..archive import cbf
+    from ..archive.imagemap import encode_image_map
     from ..archive.store import MAGIC, Archive
     from ..commands.backtrace import walk
     from ..commands.save import cbf_frames, image_map
@@ -166,6 +182,7 @@ def _walked(core, tid, signal, repeated):
     images = image_map(session)
     word_size = 8 * core.arch.pointer_size
     archive = Archive()
+    images_index = archive.add_image_map(encode_image_map(images))  # once, not a thread
     now = time.time_ns()
     crashed_frames, cut, crashed_cut_at = [], 0, None
     for thread in session.threads():
@@ -178,12 +195,13 @@ def _walked(core, tid, signal, repeated):
         one = cbf_frames(frames)
         if thread.handle is crashed:
             crashed_frames, crashed_cut_at = one, cut_at
-        archive.capture(cbf.encode(one, word_size, stop == STOP_LIMIT or cut_at is not None),
-                        images, time_ns=now, architecture=core.arch.name, thread=thread.label,
-                        reason=session.stop_reason(thread),
-                        label="crashed" if thread.handle is crashed else "",
-                        pid=core.pid, tid=thread.handle.tid, thread_name=thread.handle.name,
-                        cut=cut_at is not None)
+        trace = archive.add_trace(cbf.encode(one, word_size,
+                                             stop == STOP_LIMIT or cut_at is not None))
+        archive.stream_event(trace, images_index, now,
+                             (core.arch.name, thread.label, session.stop_reason(thread),
+                              "crashed" if thread.handle is crashed else ""),
+                             (core.pid, thread.handle.tid, thread.handle.name,
+                              cut_at is not None))
         if thread.handle is crashed and repeated(bucket_of(signal, crashed_frames,
                                                            session.modules)):
             archive = None  # counted: no archive kept
@@ -215,7 +233,7 @@ def main(arguments):
         from ..printable import printable
         _log(f"sfbt crash-handler: {printable(str(error))}")
         try:
-            _drain(0)
+            _release(0)
         except OSError:
             pass
     return 0

@@ -9,9 +9,10 @@ pointer up (at most ``stack_limit`` bytes a thread, and all threads
 together at most ``total_limit``), the vDSO, and the first page of each
 mapped file (its build id): read from the process's memory while the
 kernel holds it (core_pipe_limit > 0: the same bytes, its threads
-stopped), else from the stream.  The rest goes by unread (spliced to
-/dev/null) when ``drain`` is called: the kernel waits until the pipe is
-read to its end.
+stopped), else from the stream.  What is passed over is spliced to
+/dev/null; ``drain`` reads the rest (for a chained handler or a kept
+core: the handler otherwise lets go of the pipe unread, which ends the
+kernel's dump).
 
 Modules are read through /proc/PID/map_files/START-END, the very files the
 process mapped (root may open those links, and the kernel keeps /proc/PID
@@ -24,10 +25,10 @@ import os
 import struct
 from bisect import bisect_right
 
-from ..elf import PT_LOAD, PT_NOTE, ElfError, ElfImage
+from ..elf import PN_XNUM, PT_LOAD, PT_NOTE, ElfError, ElfImage
 from ..errors import SfbtError, TargetMemoryError
 from ..files import open_regular
-from ..live.core_notes import (ET_CORE, PN_XNUM, PHDR_FORMAT, NT_PRSTATUS, NT_PRPSINFO,
+from ..live.core_notes import (ET_CORE, PHDR_FORMAT, NT_PRSTATUS, NT_PRPSINFO,
                                NT_AUXV, NT_SIGINFO, NT_FILE, AT_ENTRY, AT_SYSINFO_EHDR, PF_W,
                                PRPSINFO_UID, PRPSINFO_FNAME, PRSTATUS_SIGNAL, PRSTATUS_PID,
                                PRSTATUS_REGISTERS, PRSTATUS_TAIL)
@@ -86,6 +87,12 @@ class _Pipe:
 
     def read(self, size):
         """``size`` bytes, or StreamError where the core ends before."""
+        end = self._used + size
+        if end <= len(self._ahead):  # the common case: a note's fields
+            data = self._ahead[self._used:end]
+            self._used = end
+            self.at += size
+            return data
         parts, left = [], size
         while left:
             if self._used < len(self._ahead):
@@ -108,10 +115,15 @@ class _Pipe:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def skip_to(self, offset):
-        if offset < self.at:
+        size = offset - self.at
+        if size < 0:
             raise StreamError(f"data at byte {offset} comes before byte {self.at}, "
                               "already read (not a core the kernel streamed)")
-        self._discard(offset - self.at)
+        if self._used + size <= len(self._ahead):  # within what is read ahead
+            self._used += size
+            self.at = offset
+        else:
+            self._discard(size)
 
     def drain(self):
         """Read the rest of the stream (until its writer closes it)."""

@@ -6,8 +6,6 @@ is.  Kept apart from either reader so that the crash handler imports
 nothing more than these numbers."""
 
 ET_CORE = 4
-#: e_phnum of a core of 65,535 mappings or more (the count is elsewhere)
-PN_XNUM = 0xFFFF
 #: an ELF64 program header: p_type, p_flags, p_offset, p_vaddr, p_paddr,
 #: p_filesz, p_memsz, p_align (without its byte order)
 PHDR_FORMAT = "IIQQQQQQ"

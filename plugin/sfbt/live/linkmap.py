@@ -1,11 +1,13 @@
-"""The shared libraries a core's memory lists: the dynamic linker's
-``r_debug`` (found through DT_DEBUG in the executable's dynamic section)
-and its chain of ``link_map`` entries, each a library's load bias
-(``l_addr``) and name (``l_name``).  GDB reads the same list
-(solib-svr4) where a core has no file list (NT_FILE: qemu-user's cores,
-some dumpers and older kernels).
+"""The shared libraries a process's (or a core's) memory lists: the
+dynamic linker's ``r_debug`` (found through DT_DEBUG in the executable's
+dynamic section) and its chain of ``link_map`` entries, each a library's
+load bias (``l_addr``), name (``l_name``) and dynamic section (``l_ld``).
+GDB reads the same list (solib-svr4): its libraries are those, named by
+``l_name``.  sfbt reads it for the libraries of a core that has no file
+list (NT_FILE: qemu-user's cores, some dumpers and older kernels), and
+for the name a library's frames are said to be ``from`` (LibraryNames).
 
-The memory is the core's, written by the process: every read is bounded
+The memory is the process's: every read is bounded
 (MAX_DYNAMIC_BYTES of dynamic section, MAX_ENTRIES entries, MAX_NAME
 bytes of a name) and a chain that loops ends the list.  What cannot be
 read ends the list there: the entries before it are kept and ``problem``
@@ -13,18 +15,24 @@ says why."""
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 
+from ..elf import ElfError, memory_image
 from ..errors import TargetMemoryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, List, NamedTuple, Optional
+    from typing import Callable, Dict, List, NamedTuple, Optional
+
+    from ..unwind.target import Module
 else:
     from ..values import NamedTuple
 
 DT_NULL = 0
 DT_DEBUG = 21
+PT_DYNAMIC = 2
 #: the most bytes of a dynamic section read (a few hundred in practice)
 MAX_DYNAMIC_BYTES = 64 << 10
 #: the most link_map entries followed (a process with more libraries is
@@ -33,18 +41,20 @@ MAX_ENTRIES = 4096
 #: the longest library name read (PATH_MAX)
 MAX_NAME = 4096
 #: offsets in struct r_debug (64-bit) of r_map, and in struct link_map of
-#: l_addr, l_name and l_next
+#: l_addr, l_name, l_ld and l_next
 R_MAP = 8
-L_ADDR, L_NAME, L_NEXT = 0, 8, 24
+L_ADDR, L_NAME, L_LD, L_NEXT = 0, 8, 16, 24
 _NAME_CHUNK = 256
 
 
 class LinkMapEntry(NamedTuple):
-    """One loaded object: where its link_map is, its load bias, its name."""
+    """One loaded object: where its link_map is, its load bias, its name,
+    where its dynamic section is (0: not known)."""
 
     address: int
     load_bias: int
     name: str
+    dynamic: int = 0
 
 
 class LinkMap(NamedTuple):
@@ -95,7 +105,7 @@ def read_link_map(read: Callable[[int, int], bytes], r_debug: int, endian: str) 
             record = read(address, L_NEXT + 8)
         except TargetMemoryError:
             return LinkMap(entries, f"a link map entry at {address:#x} cannot be read")
-        load_bias, name_at = struct.unpack_from(endian + "QQ", record, L_ADDR)
+        load_bias, name_at, dynamic = struct.unpack_from(endian + "QQQ", record, L_ADDR)
         (following,) = word.unpack_from(record, L_NEXT)
         if not first:
             name = read_name(read, name_at)
@@ -103,7 +113,7 @@ def read_link_map(read: Callable[[int, int], bytes], r_debug: int, endian: str) 
                 return LinkMap(entries, f"the name of the link map entry at {address:#x} "
                                f"(at {name_at:#x}) cannot be read or is longer than "
                                f"{MAX_NAME} bytes")
-            entries.append(LinkMapEntry(address, load_bias, name))
+            entries.append(LinkMapEntry(address, load_bias, name, dynamic))
         first = False
         address = following
     return LinkMap(entries)
@@ -129,3 +139,94 @@ def read_name(read, address) -> Optional[str]:
             return name.decode("utf-8", "surrogateescape") if len(name) < MAX_NAME else None
         name += chunk
     return None
+
+
+def executable_r_debug(read: Callable[[int, int], bytes], executable: Module,
+                       endian: str) -> Optional[int]:
+    """The address of ``r_debug`` that DT_DEBUG holds in the dynamic
+    section of ``executable`` (its program headers and dynamic section
+    read from memory, as the process has them); None where there is none
+    (a static program) or it cannot be read."""
+    reader = _MemoryReader(read)
+    try:
+        image = memory_image(reader, executable.image_base)
+        dynamic = next((s for s in image.segments() if s.type == PT_DYNAMIC),
+                       None) if image is not None else None
+    except (TargetMemoryError, ElfError, struct.error):
+        return None
+    if dynamic is None:
+        return None
+    return r_debug_address(read, executable.load_bias + dynamic.vaddr, dynamic.memsz, endian)
+
+
+class _MemoryReader:
+    """A Target's read_memory over a read function."""
+
+    def __init__(self, read):
+        self.read_memory = read
+
+
+class LibraryNames:
+    """The name GDB gives each library of a process or a core in its
+    frames (``from LIB``): the ``l_name`` of the link map entry loaded at
+    the module's load bias with its dynamic section in the module's
+    range, as GDB opens it first (under ``sysroot`` when one is given and
+    the name is absolute, else the name itself, relative ones from the
+    current directory: the name GDB shows), where that is the very file the module is read
+    from (same device and inode: ``os.stat`` only, nothing is opened by a
+    name the process wrote).  ``__call__(module)`` is that name, or None
+    (no link map, no entry, or another file, or none, at that name: the
+    mapped path is shown).  The list is read on the first call, through
+    ``r_debug()`` (its address or None) and ``read``; a list cut short
+    names the entries before the cut."""
+
+    def __init__(self, read: Callable[[int, int], bytes], r_debug: Callable[[], Optional[int]],
+                 endian: str, sysroot: Optional[str] = None):
+        self._read = read
+        self._r_debug = r_debug
+        self._endian = endian
+        self._sysroot = sysroot
+        self._entries: Optional[Dict[int, List[LinkMapEntry]]] = None  # by load bias
+        self._names: Dict[Module, Optional[str]] = {}
+
+    def __call__(self, module: Module) -> Optional[str]:
+        if module not in self._names:
+            self._names[module] = self._name(module)
+        return self._names[module]
+
+    def _name(self, module: Module) -> Optional[str]:
+        if module.image is not None:  # the vDSO: GDB lists it as no library
+            return None
+        for entry in self._by_bias().get(module.load_bias, ()):
+            if module.start <= entry.dynamic < module.end and entry.name:
+                path = self._opened_as(entry.name)
+                return path if path is not None and _same_file(path, module.path) else None
+        return None
+
+    def _opened_as(self, name: str) -> Optional[str]:
+        """The path GDB opens first for a library named ``name``, or None
+        where it would open none (a name that is no path)."""
+        if "\0" in name:
+            return None
+        if self._sysroot and name.startswith("/"):
+            return os.path.join(self._sysroot, name.lstrip("/"))
+        return name
+
+    def _by_bias(self) -> Dict[int, List[LinkMapEntry]]:
+        if self._entries is None:
+            self._entries = {}
+            r_debug = self._r_debug()
+            if r_debug is not None:
+                for entry in read_link_map(self._read, r_debug, self._endian).entries:
+                    self._entries.setdefault(entry.load_bias, []).append(entry)
+        return self._entries
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Whether ``path`` and ``other`` are one regular file (device and
+    inode, through their links)."""
+    try:
+        one, two = os.stat(path), os.stat(other)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(two.st_mode) and (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)

@@ -24,7 +24,7 @@ from ..errors import TargetMemoryError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, NamedTuple, Optional
+    from typing import Callable, Dict, List, NamedTuple, Optional, Set
 
     from ..unwind.target import Module
 else:
@@ -93,7 +93,7 @@ def read_link_map(read: Callable[[int, int], bytes], r_debug: int, endian: str) 
         address = word.unpack(read(r_debug + R_MAP, 8))[0]
     except TargetMemoryError:
         return LinkMap(entries, f"r_debug at {r_debug:#x} cannot be read")
-    seen = set()
+    seen: Set[int] = set()
     first = True
     while address:
         if address in seen:
@@ -119,7 +119,7 @@ def read_link_map(read: Callable[[int, int], bytes], r_debug: int, endian: str) 
     return LinkMap(entries)
 
 
-def read_name(read, address) -> Optional[str]:
+def read_name(read: Callable[[int, int], bytes], address: int) -> Optional[str]:
     """The NUL-terminated name at ``address``, read a chunk at a time
     (never past the page it ends in); None where it cannot be read or is
     longer than MAX_NAME bytes."""
@@ -162,7 +162,7 @@ def executable_r_debug(read: Callable[[int, int], bytes], executable: Module,
 class _MemoryReader:
     """A Target's read_memory over a read function."""
 
-    def __init__(self, read):
+    def __init__(self, read: Callable[[int, int], bytes]):
         self.read_memory = read
 
 

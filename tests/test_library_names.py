@@ -131,6 +131,37 @@ def test_from_is_gdbs_library_name(gdb, linked, named, tmp_path):
     assert ours[0][1] == f" from {name}" and ours[1][1] == f" from {name}", ours
 
 
+def interpreter(program):
+    """The dynamic linker ``program`` names (PT_INTERP)."""
+    from sfbt.elf import open_elf
+    stream, image = open_elf(str(program))
+    with stream:
+        (segment,) = [s for s in image.segments() if s.type == 3]
+        return image.read(segment.offset, segment.filesz).rstrip(b"\0").decode()
+
+
+def test_the_dynamic_linker_run_as_the_program(gdb, linked):
+    """`ld.so PROGRAM LIBRARY`: the process's program is the dynamic
+    linker, whose dynamic section has no DT_DEBUG; the list is found
+    through its `_r_debug` symbol, as GDB finds it, and the library's
+    frames say the name it was loaded by, as gdb -nx -p's."""
+    directory, program = linked
+    name = str(directory / "linkdir" / LIBRARY)
+    stopped = Stopped.__new__(Stopped)
+    stopped.process = subprocess.Popen([interpreter(program), str(program), name],
+                                       cwd=directory, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, text=True)
+    assert stopped.process.stdout.readline().strip() == "ready"
+    stopped.pid = stopped.process.pid
+    with stopped:
+        stopped.stop()
+        ours = wheres(sfbt_stack([stopped.pid], directory))
+        theirs = wheres(gdb_bt(gdb, ["-p", stopped.pid], directory))
+    # (GDB knows no symbols of the program it did not load: its frames
+    # after the library's are not compared)
+    assert ours[:2] == theirs[:2] and ours[0][1] == f" from {name}", (ours, theirs)
+
+
 def test_vdso_frames_name_no_library(gdb, linked):
     """A thread in clock_gettime: the vDSO's frame has no `from`, as
     GDB's (the old code said `from linux-vdso.so.1`); every frame's

@@ -40,8 +40,7 @@ from .core_notes import (ET_CORE, NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE, NT
                          PRPSINFO_UID, PRPSINFO_PID, PRPSINFO_FNAME, PRSTATUS_PID,
                          PRSTATUS_REGISTERS, PRSTATUS_TAIL)
 from .images import CoreImages, memory_build_id
-from .linkmap import (LibraryNames, executable_r_debug, r_debug_address, read_link_map,
-                      read_name)
+from .linkmap import LibraryNames, find_r_debug, r_debug_address, read_link_map, read_name
 from .mappings import Mapping, file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState
 
@@ -507,12 +506,8 @@ class Core:
         return LibraryNames(self.read_memory, self._r_debug, self._endian, self.sysroot)
 
     def _r_debug(self):
-        """Where the core's r_debug is (DT_DEBUG of its program, the module
-        its entry point AT_ENTRY is in), or None."""
-        entry = self.auxv.get(AT_ENTRY)
-        program = next((m for m in self.modules() if entry is not None
-                        and m.start <= entry < m.end and m.image is None), None)
-        return executable_r_debug(self.read_memory, program, self._endian) if program else None
+        """Where the core's r_debug is (sfbt.live.linkmap.find_r_debug), or None."""
+        return find_r_debug(self.read_memory, self.modules(), self.auxv, self._endian)
 
     def _vdso_bytes(self, base):
         i = bisect_right(self._load_starts, base) - 1

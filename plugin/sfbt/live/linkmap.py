@@ -19,8 +19,9 @@ import os
 import stat
 import struct
 
-from ..elf import ElfError, memory_image
+from ..elf import SHT_DYNSYM, ElfError, ElfImage, memory_image, read_elf
 from ..errors import TargetMemoryError
+from .core_notes import AT_BASE, AT_ENTRY
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +41,11 @@ MAX_DYNAMIC_BYTES = 64 << 10
 MAX_ENTRIES = 4096
 #: the longest library name read (PATH_MAX)
 MAX_NAME = 4096
+#: the most dynamic symbols and bytes of their names read looking for
+#: the dynamic linker's R_DEBUG_SYMBOL (its table holds a few dozen)
+MAX_DYNAMIC_SYMBOLS = 1 << 16
+MAX_DYNAMIC_STRINGS = 1 << 20
+R_DEBUG_SYMBOL = b"_r_debug"
 #: offsets in struct r_debug (64-bit) of r_map, and in struct link_map of
 #: l_addr, l_name, l_ld and l_next
 R_MAP = 8
@@ -141,12 +147,31 @@ def read_name(read: Callable[[int, int], bytes], address: int) -> Optional[str]:
     return None
 
 
+def find_r_debug(read: Callable[[int, int], bytes], modules: List[Module],
+                 auxv: Dict[int, int], endian: str) -> Optional[int]:
+    """Where ``r_debug`` is, as GDB's solib-svr4 finds it: DT_DEBUG in the
+    dynamic section of the program (the module its entry point AT_ENTRY
+    is in), else the ``_r_debug`` symbol of the dynamic linker (the module
+    at AT_BASE; the program itself where AT_BASE is 0: the dynamic linker
+    run as a program, ``ld.so ./prog``); None where neither gives one (a
+    static program)."""
+    def module_at(address: Optional[int]) -> Optional[Module]:
+        return next((m for m in modules if address and m.image is None
+                     and m.start <= address < m.end), None)
+    program = module_at(auxv.get(AT_ENTRY))
+    found = executable_r_debug(read, program, endian) if program is not None else None
+    if found is None:
+        loader = module_at(auxv.get(AT_BASE)) or program
+        found = loader_r_debug(loader) if loader is not None else None
+    return found
+
+
 def executable_r_debug(read: Callable[[int, int], bytes], executable: Module,
                        endian: str) -> Optional[int]:
     """The address of ``r_debug`` that DT_DEBUG holds in the dynamic
     section of ``executable`` (its program headers and dynamic section
     read from memory, as the process has them); None where there is none
-    (a static program) or it cannot be read."""
+    (a static program, the dynamic linker) or it cannot be read."""
     reader = _MemoryReader(read)
     try:
         image = memory_image(reader, executable.image_base)
@@ -157,6 +182,28 @@ def executable_r_debug(read: Callable[[int, int], bytes], executable: Module,
     if dynamic is None:
         return None
     return r_debug_address(read, executable.load_bias + dynamic.vaddr, dynamic.memsz, endian)
+
+
+def loader_r_debug(loader: Module) -> Optional[int]:
+    """The run-time address of ``_r_debug`` among the dynamic symbols of
+    the file ``loader`` is read from (the module's own file: found as the
+    mapped one), or None."""
+    def find(image: ElfImage) -> Optional[int]:
+        symbols = image.section(type=SHT_DYNSYM)
+        sections = image.sections()
+        if symbols is None or not symbols.link < len(sections):
+            return None
+        strings = sections[symbols.link]
+        names = image.read(strings.offset, min(strings.size, MAX_DYNAMIC_STRINGS))
+        table = image.read(symbols.offset, min(symbols.size, MAX_DYNAMIC_SYMBOLS * 24))
+        wanted = R_DEBUG_SYMBOL + b"\0"
+        for name_at, _, _, section, value, _ in struct.iter_unpack(
+                image.header.endian + "IBBHQQ", table[:len(table) // 24 * 24]):
+            if section and names[name_at:name_at + len(wanted)] == wanted:
+                return value
+        return None
+    found = read_elf(loader.path, find)
+    return None if found is None else loader.load_bias + found
 
 
 class _MemoryReader:

@@ -12,9 +12,8 @@ from ..arch import with_register_sets
 from ..elf import ElfError, open_elf
 from ..errors import SfbtError
 from . import ptrace
-from .core_notes import AT_ENTRY
 from .images import ProcessImages
-from .linkmap import LibraryNames, executable_r_debug
+from .linkmap import LibraryNames, find_r_debug
 from .mappings import VDSO, file_modules, mappings_of, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
@@ -238,18 +237,16 @@ class Process:
         return LibraryNames(self.read_memory, lambda: self._r_debug(endian), endian)
 
     def _r_debug(self, endian):
-        """Where the process's r_debug is (DT_DEBUG of its program, the
-        module its entry point AT_ENTRY is in), or None."""
+        """Where the process's r_debug is (sfbt.live.linkmap.find_r_debug),
+        or None."""
         try:
             with open(f"/proc/{self.reader}/auxv", "rb") as stream:
                 data = stream.read(1 << 16)
         except OSError:
             return None
         words = struct.unpack(f"{endian}{len(data) // 8}Q", data[:len(data) // 8 * 8])
-        entry = dict(zip(words[::2], words[1::2])).get(AT_ENTRY)
-        program = next((m for m in self.modules() if entry is not None
-                        and m.start <= entry < m.end and m.image is None), None)
-        return executable_r_debug(self.read_memory, program, endian) if program else None
+        return find_r_debug(self.read_memory, self.modules(), dict(zip(words[::2], words[1::2])),
+                            endian)
 
     def threads(self, fresh_names=True):
         """[(tid, name)], the main thread first, then as /proc/PID/task

@@ -4,9 +4,10 @@ names, and the one rule of which is main.
 GDB demangles with libiberty's demangler, which libstdc++ exports as
 ``abi::__cxa_demangle``; sfbt calls that one through ctypes (no parser
 of its own), and spells the four standard substitutions it abbreviates
-(``std::string``...) as GDB does, in full.  A name longer than MAX_MANGLED, one the demangler refuses
-and any name where libstdc++ cannot be loaded (said once, as a note of
-what was left out) stay as they are.  ``without_parameters`` is GDB's
+(``std::string``...) as GDB does, in full.  A name longer than
+MAX_MANGLED, one the demangler refuses and any name where libstdc++
+cannot be loaded (said once, as a note of what was left out) stay as
+they are.  ``without_parameters`` is GDB's
 cp_remove_params for the names of its frames: GDB's `bt` prints a DWARF
 function's name without its parameter list (``app::pool``), a minimal
 symbol's with it (``std::thread::join()``)."""

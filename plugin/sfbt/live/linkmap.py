@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+from types import SimpleNamespace
 
 from ..elf import SHT_DYNSYM, ElfError, ElfImage, memory_image, read_elf
 from ..errors import TargetMemoryError
@@ -172,9 +173,8 @@ def executable_r_debug(read: Callable[[int, int], bytes], executable: Module,
     section of ``executable`` (its program headers and dynamic section
     read from memory, as the process has them); None where there is none
     (a static program, the dynamic linker) or it cannot be read."""
-    reader = _MemoryReader(read)
     try:
-        image = memory_image(reader, executable.image_base)
+        image = memory_image(SimpleNamespace(read_memory=read), executable.image_base)
         dynamic = next((s for s in image.segments() if s.type == PT_DYNAMIC),
                        None) if image is not None else None
     except (TargetMemoryError, ElfError, struct.error):
@@ -206,22 +206,15 @@ def loader_r_debug(loader: Module) -> Optional[int]:
     return None if found is None else loader.load_bias + found
 
 
-class _MemoryReader:
-    """A Target's read_memory over a read function."""
-
-    def __init__(self, read: Callable[[int, int], bytes]):
-        self.read_memory = read
-
-
 class LibraryNames:
     """The name GDB gives each library of a process or a core in its
     frames (``from LIB``): the ``l_name`` of the link map entry loaded at
     the module's load bias with its dynamic section in the module's
     range, as GDB opens it first (under ``sysroot`` when one is given and
     the name is absolute, else the name itself, relative ones from the
-    current directory: the name GDB shows), where that is the very file the module is read
-    from (same device and inode: ``os.stat`` only, nothing is opened by a
-    name the process wrote).  ``__call__(module)`` is that name, or None
+    current directory: the name GDB shows), where that is the very file
+    the module is read from (same device and inode: ``os.stat`` only,
+    nothing is opened by a name the process wrote).  ``__call__(module)`` is that name, or None
     (no link map, no entry, or another file, or none, at that name: the
     mapped path is shown).  The list is read on the first call, through
     ``r_debug()`` (its address or None) and ``read``; a list cut short
@@ -247,14 +240,11 @@ class LibraryNames:
         for entry in self._by_bias().get(module.load_bias, ()):
             if module.start <= entry.dynamic < module.end and entry.name:
                 path = self._opened_as(entry.name)
-                return path if path is not None and _same_file(path, module.path) else None
+                return path if _same_file(path, module.path) else None
         return None
 
-    def _opened_as(self, name: str) -> Optional[str]:
-        """The path GDB opens first for a library named ``name``, or None
-        where it would open none (a name that is no path)."""
-        if "\0" in name:
-            return None
+    def _opened_as(self, name: str) -> str:
+        """The path GDB opens first for a library named ``name``."""
         if self._sysroot and name.startswith("/"):
             return os.path.join(self._sysroot, name.lstrip("/"))
         return name

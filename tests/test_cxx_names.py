@@ -220,6 +220,31 @@ def test_demangled(mangled, printed):
     assert names.demangled(mangled) == printed
 
 
+#: libstdc++'s functions whose names hold the standard substitutions
+#: libiberty spells two ways (Ss, So, Si, Sd; a constructor, a destructor)
+STANDARD_SUBSTITUTIONS = ["_ZNSs4_Rep9_S_createEmmRKSaIcE", "_ZNSo5flushEv", "_ZNSi3getEv",
+                          "_ZNSdD0Ev", "_ZNSsC1EPKcRKSaIcE",
+                          "_ZSt4endlIcSt11char_traitsIcEERSt13basic_ostreamIT_T0_ES6_"]
+
+
+def test_standard_substitutions_spelled_as_gdb(gdb):
+    """std::string, std::ostream... spelled out as GDB prints them
+    (``std::basic_string<char, std::char_traits<char>, std::allocator<char>
+    >::_Rep::_S_create(...)``, where __cxa_demangle says
+    ``std::string::_Rep::_S_create(...)``: a difference found on a stop in
+    libstdc++ during exception unwinding): equal to gdb -nx's `info symbol`
+    in libstdc++; a class named ``string`` in a namespace ``std`` of the
+    program's own keeps its name."""
+    library = subprocess.run(["gcc", "-print-file-name=libstdc++.so.6"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    out = gdb.run([library], [f"info symbol {name}" for name in STANDARD_SUBSTITUTIONS],
+                  plugin=False)
+    theirs = [line.split(" in section ")[0] for line in out.splitlines()
+              if " in section " in line]
+    assert [names.demangled(name) for name in STANDARD_SUBSTITUTIONS] == theirs, out
+    assert names.demangled("_ZN5mylib3std6stringC1Ev") == "mylib::std::string::string()"
+
+
 def test_demangler_bounds():
     """A name over the length cap, one the demangler refuses however deep
     it nests, bytes that are not UTF-8 and a NUL inside stay as they are,

@@ -3,9 +3,11 @@ names, and the one rule of which is main.
 
 GDB demangles with libiberty's demangler, which libstdc++ exports as
 ``abi::__cxa_demangle``; sfbt calls that one through ctypes (no parser
-of its own).  A name longer than MAX_MANGLED, one the demangler refuses
-and any name where libstdc++ cannot be loaded (said once, as a note of
-what was left out) stay as they are.  ``without_parameters`` is GDB's
+of its own), and spells the four standard substitutions it abbreviates
+(``std::string``...) as GDB does, in full.  A name longer than
+MAX_MANGLED, one the demangler refuses and any name where libstdc++
+cannot be loaded (said once, as a note of what was left out) stay as
+they are.  ``without_parameters`` is GDB's
 cp_remove_params for the names of its frames: GDB's `bt` prints a DWARF
 function's name without its parameter list (``app::pool``), a minimal
 symbol's with it (``std::thread::join()``)."""
@@ -90,7 +92,31 @@ def demangled(name: str) -> str:
         free(text)
     if len(result) > MAX_DEMANGLED:
         return name
-    return result.decode("utf-8", "surrogateescape")
+    return _verbose(name, result.decode("utf-8", "surrogateescape"))
+
+
+#: the standard substitutions libiberty spells two ways: (mangled, as
+#: __cxa_demangle prints it, as GDB prints it: libiberty's DMGL_VERBOSE
+#: spelling, c++filt's too: ``std::basic_string<char, ...>::append(...)``
+#: where __cxa_demangle says ``std::string::append(...)``)
+_STANDARD_SUBSTITUTIONS = tuple(
+    (mangled, re.compile(r"(?<![\w:])" + re.escape(short) + r"(?!\w)"), full)
+    for mangled, short, full in (
+        ("Ss", "std::string",
+         "std::basic_string<char, std::char_traits<char>, std::allocator<char> >"),
+        ("Si", "std::istream", "std::basic_istream<char, std::char_traits<char> >"),
+        ("So", "std::ostream", "std::basic_ostream<char, std::char_traits<char> >"),
+        ("Sd", "std::iostream", "std::basic_iostream<char, std::char_traits<char> >")))
+
+
+def _verbose(mangled: str, text: str) -> str:
+    """__cxa_demangle's ``text`` of ``mangled`` with the standard
+    substitutions spelled out as GDB spells them (only those the mangled
+    name may hold: a name no substitution gave is never written so)."""
+    for substitution, short, full in _STANDARD_SUBSTITUTIONS:
+        if substitution in mangled:
+            text = short.sub(full, text)
+    return text
 
 
 #: what may follow a C++ function's parameter list in a printed name

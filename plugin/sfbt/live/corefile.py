@@ -40,7 +40,7 @@ from .core_notes import (ET_CORE, NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE, NT
                          PRPSINFO_UID, PRPSINFO_PID, PRPSINFO_FNAME, PRSTATUS_PID,
                          PRSTATUS_REGISTERS, PRSTATUS_TAIL)
 from .images import CoreImages, memory_build_id
-from .linkmap import r_debug_address, read_link_map, read_name
+from .linkmap import LibraryNames, find_r_debug, r_debug_address, read_link_map, read_name
 from .mappings import Mapping, file_modules, parse_nt_file, vdso_module
 from .memory import ThreadState
 
@@ -498,6 +498,16 @@ class Core:
                     modules.append(module)
             self._modules = modules
         return self._modules
+
+    def library_names(self):
+        """The LibraryNames (sfbt.live.linkmap) of the core's modules: the
+        link map in its memory, read when a library's frame is first
+        named, its names looked for under ``sysroot`` as GDB's."""
+        return LibraryNames(self.read_memory, self._r_debug, self._endian, self.sysroot)
+
+    def _r_debug(self):
+        """Where the core's r_debug is (sfbt.live.linkmap.find_r_debug), or None."""
+        return find_r_debug(self.read_memory, self.modules(), self.auxv, self._endian)
 
     def _vdso_bytes(self, base):
         i = bisect_right(self._load_starts, base) - 1

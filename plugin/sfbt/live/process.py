@@ -4,6 +4,7 @@ a time as that takes."""
 
 import errno
 import os
+import struct
 import time
 from bisect import bisect_left, bisect_right
 
@@ -12,6 +13,7 @@ from ..elf import ElfError, open_elf
 from ..errors import SfbtError
 from . import ptrace
 from .images import ProcessImages
+from .linkmap import LibraryNames, find_r_debug
 from .mappings import VDSO, file_modules, mappings_of, read_maps, vdso_module
 from .memory import CachedReads, ThreadState, stack_range
 
@@ -227,6 +229,24 @@ class Process:
                         modules.append(vdso)
             self._modules = modules
         return self._modules
+
+    def library_names(self):
+        """The LibraryNames (sfbt.live.linkmap) of the process's modules:
+        its link map read when a library's frame is first named."""
+        endian = ">" if self.arch.big_endian else "<"
+        return LibraryNames(self.read_memory, lambda: self._r_debug(endian), endian)
+
+    def _r_debug(self, endian):
+        """Where the process's r_debug is (sfbt.live.linkmap.find_r_debug),
+        or None."""
+        try:
+            with open(f"/proc/{self.reader}/auxv", "rb") as stream:
+                data = stream.read(1 << 16)
+        except OSError:
+            return None
+        words = struct.unpack(f"{endian}{len(data) // 8}Q", data[:len(data) // 8 * 8])
+        return find_r_debug(self.read_memory, self.modules(), dict(zip(words[::2], words[1::2])),
+                            endian)
 
     def threads(self, fresh_names=True):
         """[(tid, name)], the main thread first, then as /proc/PID/task

@@ -46,7 +46,8 @@ class SnapshotSession(Session):
                  executable: Optional[str] = None, sources: Optional[SFrameSources] = None,
                  mappings: Optional[List[Mapping]] = None,
                  debug_files: Optional[DebugFiles] = None,
-                 virtual_address_bits: Optional[int] = None, past_main: bool = False):
+                 virtual_address_bits: Optional[int] = None, past_main: bool = False,
+                 library_names: Optional[Callable[[Module], Optional[str]]] = None):
         self._arch = arch
         #: what strips AArch64 return addresses (a core's NT_ARM_PAC_MASK)
         self.virtual_address_bits = virtual_address_bits
@@ -60,7 +61,9 @@ class SnapshotSession(Session):
         self.sources = sources if sources is not None else SFrameSources()
         memory = ThreadTarget(arch, ThreadState(0, "", {}), read, modules)
         self._module_map = ModuleMap(modules, memory, self.sources)
-        self.describer = Describer(self._module_map, executable, debug_files)
+        #: ``library_names(module)``: the name a library's frames are said
+        #: to be from (sfbt.live.linkmap.LibraryNames), None: its mapped path
+        self.describer = Describer(self._module_map, executable, debug_files, library_names)
         self._in_main: Dict[int, bool] = {}  # lookup pc -> whether it is in main, every walk
         #: a live process's mappings: a walk that ends at a PC in none of
         #: them says so
@@ -172,7 +175,8 @@ def process_session(pid: int, only: Optional[int] = None,
             pass  # it exited since: the mappings read before are all there is
         return SnapshotSession(process.arch, process.modules(), process.read, numbered,
                                process.executable, sources=sources,
-                               mappings=process.mappings)
+                               mappings=process.mappings,
+                               library_names=process.library_names())
     finally:
         process.close()
 
@@ -199,5 +203,6 @@ def core_session(path: str, executable: Optional[str] = None, only: Optional[int
             raise CoreError(f"{path} has no thread {only}")
     return (SnapshotSession(core.arch, core.modules(), core.read_memory, numbered,
                             core.executable,
-                            virtual_address_bits=core.virtual_address_bits),
+                            virtual_address_bits=core.virtual_address_bits,
+                            library_names=core.library_names()),
             core.check_unchanged, core.refused)

@@ -22,12 +22,17 @@ def module_symbols(module, debug_files=None):
 class Describer:
     """describe(lookup pc) -> FrameName (sfbt.frame_name) over a module
     map, with names and lines from each module's files (and their debug
-    files, found through ``debug_files``)."""
+    files, found through ``debug_files``).  A frame without a line in a
+    library is said to be from it as GDB says: by ``library_names(module)``
+    (sfbt.live.linkmap.LibraryNames: the link map's name) where that gives
+    one, else by the path it was mapped by; the program's frames and the
+    vDSO's name no library (GDB lists neither among its libraries)."""
 
-    def __init__(self, module_map, executable=None, debug_files=None):
+    def __init__(self, module_map, executable=None, debug_files=None, library_names=None):
         self.module_map = module_map
         self.executable = executable
         self.debug_files = debug_files  # None: made when a module is first named
+        self.library_names = library_names
         self._symbols = {}
 
     def symbols(self, module):
@@ -60,7 +65,8 @@ class Describer:
             line = symbols.line(pc - module.load_bias)
         if line is not None:
             return FrameName(name, line[0], line[1])
-        if self.executable is not None and os.path.realpath(module.path) == os.path.realpath(
-                self.executable):
+        if module.image is not None or self.executable is not None and os.path.realpath(
+                module.path) == os.path.realpath(self.executable):
             return FrameName(name)
-        return FrameName(name, module=display_path(module))
+        linked = self.library_names(module) if self.library_names is not None else None
+        return FrameName(name, module=linked or display_path(module))

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 #: bumped when what the cache holds changes meaning
-CACHE_FORMAT = 11
+CACHE_FORMAT = 12
 CACHE = Cache("symbols")
 #: the unit key of a file's whole line table (a file where no unit says
 #: what addresses it holds)

@@ -10,11 +10,19 @@ records of their own, so appending only adds records and never rewrites
 old ones.
 """
 
+from __future__ import annotations
+
 import io
 import struct
 import zlib
 from array import array
-from typing import IO, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+#: typing (and the re it imports) kept off the crash handler's imports
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
+
+    from .threads import SampledThread, SampleGroup
 
 try:  # hashlib's own, without loading OpenSSL (a sixth of the crash handler's imports)
     from _blake2 import blake2b
@@ -26,8 +34,6 @@ from ..files import locked_for_update, open_regular, replace_file, replace_locke
 from . import cbf
 from .imagemap import (IMAGE_COST, DecodeBudget, Image, ImageMap, ImageMapError,
                        decode_image_map, encode_image_map)
-from .recording import MAX_THREADS, Recording
-from .threads import SampledThread, sampled_thread
 
 MAGIC = b"SFBTARC\x01"
 KIND_IMAGE_MAP = 1
@@ -516,19 +522,6 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
         raise ArchiveError(f"unknown record kind {kind}", at)
 
 
-#: the thread of the samples of threads past MAX_THREADS in one archive
-MORE_THREADS = SampledThread(0, 0, "", "[more threads]")
-
-
-class SampleGroup(NamedTuple):
-    """The captures of one trace by one thread (None: the events name
-    none), cut or not, and how many."""
-
-    thread: Optional[SampledThread]
-    cut: bool
-    weight: int
-
-
 class ArchiveReader:
     """An archive read from a file a record at a time: a first pass notes
     where each image map and trace is, how often each trace was captured
@@ -567,6 +560,7 @@ class ArchiveReader:
         self._other_groups: Dict[int, Dict[int, int]] = {}
         self._thread_numbers: Dict[Tuple[str, int, int, str], int] = {}
         self._threads: List[Optional[SampledThread]] = []
+        from .recording import Recording  # (a reader's: the crash handler only writes)
         self.recording = Recording()
         start = stream.read(len(MAGIC))
         self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)
@@ -626,6 +620,8 @@ class ArchiveReader:
     def _thread_number(self, event: Event) -> int:
         """The number of the event's thread in ``_threads``; past
         MAX_THREADS of them, the number of MORE_THREADS (said once)."""
+        from .recording import MAX_THREADS
+        from .threads import sampled_thread
         key = (event.thread, event.pid, event.tid, event.thread_name)
         number = self._thread_numbers.get(key)
         if number is None:
@@ -636,6 +632,8 @@ class ArchiveReader:
         return number
 
     def _more_threads(self) -> int:
+        from .recording import MAX_THREADS
+        from .threads import MORE_THREADS
         key = ("", -1, -1, "")  # no event's: their ids are unsigned
         number = self._thread_numbers.get(key)
         if number is None:
@@ -655,6 +653,7 @@ class ArchiveReader:
     def traces(self) -> Iterator[Tuple[int, Event, List[SampleGroup], cbf.Backtrace]]:
         """(number, first Event, its SampleGroups, decoded Backtrace) for
         each captured trace, in id order."""
+        from .threads import SampleGroup
         budget = self.frame_budget
         decoder = cbf.TraceDecoder()
         for number, (offset, length) in enumerate(

@@ -68,15 +68,17 @@ def _pipe_limit():
         return 0
 
 
-def handle(arguments, stdin=0):
+def handle(arguments, stdin=0, settings=None):
     """Handle one core; returns the entry stored (of a core sfbt cannot
-    read: what the kernel said, and why)."""
+    read: what the kernel said, and why).  ``settings``: install's (the
+    launcher holds them), else read from the store."""
     pid, tid, signal, seconds, uid, gid = (int(a) for a in arguments[:6])
     command = arguments[6] if len(arguments) > 6 else ""
     started = time.monotonic()
     store = CrashStore()
     os.environ["XDG_CACHE_HOME"] = store.file("cache")  # sfbt's cache: the store's
-    settings = store.saved_settings() or {}
+    if settings is None:
+        settings = store.saved_settings() or {}
     if isinstance(settings.get("max_use"), int):
         store.max_use = settings["max_use"]
     chained = kept = None
@@ -204,13 +206,14 @@ def _walked(core, tid, signal, repeated):
     return (MAGIC + archive.pending_bytes()) if archive else b"", details
 
 
-def main(arguments):
+def main(arguments, settings=None):
     """The crash-handler command: never a traceback, always exit 0 (the
-    kernel ignores the status; a failure is written to the kernel's log)."""
+    kernel ignores the status; a failure is written to the kernel's log).
+    ``settings``: the store's, as the launcher holds them."""
     try:
         if len(arguments) < 6:
             raise ValueError("usage: sfbt crash-handler %P %i %s %t %u %g %e")
-        handle(arguments)
+        handle(arguments, settings=settings)
     except Exception as error:  # one line in the kernel's log, never a traceback
         from ..printable import printable
         _log(f"sfbt crash-handler: {printable(str(error))}")

@@ -25,7 +25,6 @@ files), then the oldest index lines."""
 
 import errno
 import fcntl
-import json
 import os
 import stat
 import time
@@ -209,7 +208,7 @@ class CrashStore:
         try:
             entry = {key: value for key, value in entry.items()
                      if key not in _LEFT_OUT or not entry.get("executable")}
-            entry["id"] = self._last_id() + 1
+            entry = {"id": self._last_id() + 1, **entry}  # first: _last_id reads it
             kept = self._kept().get(entry["bucket"], [])
             if archive_bytes and len(kept) < KEEP_PER_BUCKET:
                 segment, first, events = self._append_crash(archive_bytes)
@@ -233,7 +232,10 @@ class CrashStore:
         return entry
 
     def _last_id(self):
-        """The id of the index's last whole line (0: none)."""
+        """The id of the index's last whole line (0: none): the number a
+        line begins with (``{"id":N,``), without the json module (re and
+        enum with it: a fifth of the handler's imports), or, for a line
+        an older sfbt wrote, its JSON's."""
         try:
             descriptor = os.open(self.file(INDEX), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -244,13 +246,10 @@ class CrashStore:
             while True:
                 start = max(0, size - step)
                 data = os.pread(descriptor, size - start, start)
-                for line in reversed(data.split(b"\n")[1 if start else 0:]):
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(entry, dict) and isinstance(entry.get("id"), int):
-                        return entry["id"]
+                for line in reversed(data.split(b"\n")[1 if start else 0:-1]):
+                    number = _leading_id(line)
+                    if number is not None:
+                        return number
                 if not start or step >= MAX_INDEX_BYTES:
                     return 0
                 step *= 4
@@ -377,6 +376,7 @@ class CrashStore:
 
     # -- install's settings ---------------------------------------------------------
     def saved_settings(self):
+        import json
         try:
             with open_regular(self.file(SETTINGS), 1 << 16) as stream:
                 settings = json.loads(stream.read())
@@ -385,6 +385,7 @@ class CrashStore:
         return settings if isinstance(settings, dict) else None
 
     def save_settings(self, settings):
+        import json
         data = json.dumps(settings).encode()
         replace_file(self.file(SETTINGS), lambda out: out.write(data), 0o600)
 
@@ -417,12 +418,49 @@ def _append(path, data, new_line=False):
 
 
 def index_line(entry):
-    # ensure_ascii: a name's bytes that are not UTF-8 (surrogate escapes)
-    # written as \udcXX and read back as they were
-    return json.dumps(entry, separators=(",", ":")) + "\n"
+    """``entry`` as a line of JSON, compact, ASCII (a name's bytes that are
+    not UTF-8, surrogate escapes, written as \\udcXX and read back as they
+    were), as json.dumps writes it, without importing json: its values
+    are numbers, strings and lists of numbers."""
+    return "{" + ",".join(f"{_json_string(key)}:{_json_value(value)}"
+                          for key, value in entry.items()) + "}\n"
+
+
+def _json_value(value):
+    if isinstance(value, str):
+        return _json_string(value)
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_json_value(item) for item in value) + "]"
+    raise TypeError(f"an index line holds no {type(value).__name__}")
+
+
+def _json_string(text):
+    try:
+        from _json import encode_basestring_ascii
+    except ImportError:  # pragma: no cover (CPython has it)
+        from json.encoder import encode_basestring_ascii
+    return encode_basestring_ascii(text)
+
+
+def _leading_id(line):
+    """The id of an index line: the number after its opening ``{"id":``
+    (as index_line writes it), else its JSON's (an older sfbt's line);
+    None for a line that is not a crash's."""
+    head = b'{"id":'
+    if line.startswith(head):
+        digits = line[len(head):len(head) + 20].split(b",", 1)[0]
+        if digits.isdigit() and line.endswith(b"}"):
+            return int(digits)
+    entries = _parse_index(line)
+    return entries[0]["id"] if entries else None
 
 
 def _parse_index(data):
+    import json
     if len(data) > MAX_INDEX_BYTES:  # (never written so long: the cap trims it)
         data = data[data.find(b"\n", len(data) - MAX_INDEX_BYTES) + 1:]
     entries = []

@@ -93,6 +93,19 @@ def test_two_crashes_of_one_program_write_its_images_once(store):
     assert decoded.stdout.count(f"from {LIBC}") == 2
 
 
+def test_a_kept_crash_is_a_short_line(store):
+    """A kept crash's index line: short names, the fields the rest of the
+    line implies left out, the executable named by its number in the
+    segment's image table; read back whole."""
+    add(store, 1, program="/srv/" + "long-directory-name/" * 5 + "crasher")
+    (line,) = open(store.file("index"), "rb").read().splitlines()
+    assert len(line) <= 120 and b"crasher" not in line, line
+    (entry,) = store.entries()
+    assert entry["executable"] == "/srv/" + "long-directory-name/" * 5 + "crasher"
+    assert (entry["tid"], entry["gid"], entry["threads"], entry["crashed_tid"],
+            entry["seg"]) == (4001, 0, 1, 4001, [1, 0, 1])
+
+
 def test_repeats_counted_in_small_lines(store):
     for number in range(KEEP_PER_BUCKET + 3):
         add(store, number + 1, bucket="feedfacefeedface")
@@ -122,6 +135,9 @@ def test_cap_evicts_whole_segments_oldest_first(store):
     kept = [e for e in entries if e.get("file")]
     assert kept and kept[-1]["id"] == 120
     gone = [e for e in entries if "seg" in e and not e.get("file")]
+    # a line names its executable by the segment's image table; the cap
+    # wrote the path into the lines of the crashes of the segments it removed
+    assert gone and all(e["executable"] == PROGRAM for e in entries)
     # what is kept is the newest; every kept crash shows its three threads
     assert all(e["id"] > g["id"] for e in kept for g in gone)
     shown = run_sfbt("crashes", "show", kept[0]["id"], "--store", store.path)

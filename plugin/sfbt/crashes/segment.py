@@ -28,10 +28,10 @@ class Segment:
     crashes by their events' places, which must not change), and
     readers read what comes before."""
 
-    def __init__(self, path):
+    def __init__(self, path, create=True):
         self.path = path
-        self.descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                  0o600)
+        flags = os.O_RDWR | os.O_CREAT if create else os.O_RDONLY
+        self.descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             if not stat.S_ISREG(os.fstat(self.descriptor).st_mode):
                 raise FileProblem(path, "not a regular file")
@@ -48,6 +48,7 @@ class Segment:
 
     def _read(self):
         self.images = {}  # (path, build id, size) -> table index
+        self.image_paths = []  # the table's paths, in its order
         self.maps = {}  # placed map payload -> image map index
         self.traces = {}  # CBF bytes -> trace id: a trace is stored once a file
         self.map_count = self.event_count = 0
@@ -66,7 +67,9 @@ class Segment:
                     if kind == KIND_IMAGE:
                         (image,) = decode_image_map(payload, budget).images
                         self.images.setdefault(
-                            (image.path, image.build_id, image.end_of_text), len(self.images))
+                            (image.path, image.build_id, image.end_of_text),
+                            len(self.image_paths))
+                        self.image_paths.append(image.path)
                     elif kind in (KIND_IMAGE_MAP, KIND_PLACED_MAP):
                         self.maps.setdefault((kind, payload), self.map_count)
                         self.map_count += 1
@@ -81,12 +84,14 @@ class Segment:
 
     def append(self, archive_bytes):
         """Append the crash whose standalone archive is ``archive_bytes``
-        (one image map); (index of its first event here, its events)."""
+        (one image map); (index of its first event here, its events,
+        {its images' paths: their numbers in the image table})."""
         crash, error = parse_archive(archive_bytes)
         if error is not None:
             raise error
         out = [] if self.end else [MAGIC]
         maps = {}  # the crash's map index -> this segment's
+        numbers = {}  # the crash's images' paths -> their table numbers
         for index, map_bytes in enumerate(crash.image_maps):
             image_map = decode_image_map(map_bytes)
             places = []
@@ -94,10 +99,12 @@ class Segment:
                 key = (image.path, image.build_id, image.end_of_text - image.base)
                 number = self.images.get(key)
                 if number is None:
-                    number = self.images[key] = len(self.images)
+                    number = self.images[key] = len(self.image_paths)
+                    self.image_paths.append(image.path)
                     out.append(record_bytes(KIND_IMAGE, image_record_payload(
                         image, image_map.platform, image_map.word_size)))
                 places.append((number, image.base))
+                numbers.setdefault(image.path, number)
             kind, payload = (KIND_PLACED_MAP, placed_map_payload(places)) if places \
                 else (KIND_IMAGE_MAP, map_bytes)
             maps[index] = self.maps.get((kind, payload))
@@ -121,4 +128,11 @@ class Segment:
         first = self.event_count
         self.event_count += len(crash.events)
         self.end += len(data)
-        return first, len(crash.events)
+        return first, len(crash.events), numbers
+
+
+def image_paths(path):
+    """The paths of the image table of the segment at ``path``, in table
+    order (what is read before any damage)."""
+    with Segment(path, create=False) as segment:
+        return segment.image_paths

@@ -65,11 +65,23 @@ REPEAT_FIELDS = ("id", "time", "pid", "tid", "uid", "gid", "signal", "code", "ad
                  "bucket")
 #: fields of a crash the index leaves out where it knows the executable
 _LEFT_OUT = ("command",)
-#: fields of a kept crash's line left out where they are what the rest
-#: of the line implies: the crashing thread the kernel's (tid), its
-#: threads all walked (the events of its seg)
-_IMPLIED = {"crashed_tid": lambda entry: entry.get("tid"),
-            "threads": lambda entry: entry["seg"][2]}
+#: fields of a line left out where they are what the rest of the line
+#: implies: the thread the kernel named the process's (tid), the group
+#: the user's (gid), of a kept crash, the crashing thread the kernel's
+#: (crashed_tid), its threads all walked (the events of its seg), its
+#: stacks read from the held process (memory_from)
+_IMPLIED = {"tid": lambda entry: entry.get("pid"),
+            "gid": lambda entry: entry.get("uid")}
+_IMPLIED_KEPT = {"crashed_tid": lambda entry: entry.get("tid"),
+                 "threads": lambda entry: entry["seg"][2],
+                 "memory_from": lambda entry: "process"}
+#: the index's names of the fields every crash has (a line is some 100
+#: bytes: its names were half of it); a line an older sfbt wrote has the
+#: long names, read as they are
+_SHORT_NAMES = {"time": "t", "pid": "p", "uid": "u", "signal": "s", "code": "c",
+                "address": "a", "bucket": "b", "executable": "x", "mappings": "m",
+                "handler_ms": "ms", "handler_kb": "kb", "seg": "at"}
+_LONG_NAMES = {short: name for name, short in _SHORT_NAMES.items()}
 
 
 def store_path(given=None):
@@ -210,22 +222,30 @@ class CrashStore:
                      if key not in _LEFT_OUT or not entry.get("executable")}
             entry = {"id": self._last_id() + 1, **entry}  # first: _last_id reads it
             kept = self._kept().get(entry["bucket"], [])
+            written = dict(entry)  # what the line holds (entries() puts the rest back)
             if archive_bytes and len(kept) < KEEP_PER_BUCKET:
-                segment, first, events = self._append_crash(archive_bytes)
-                entry["seg"] = [segment, first, events]
-                for key, same in _IMPLIED.items():  # (entries() puts them back)
-                    if key in entry and entry[key] == same(entry):
-                        del entry[key]
+                segment, first, events, image_numbers = self._append_crash(archive_bytes)
+                entry["seg"] = written["seg"] = [segment, first, events]
+                for key, same in _IMPLIED_KEPT.items():
+                    if key in written and written[key] == same(written):
+                        del written[key]
+                if written.get("executable") in image_numbers:  # the segment's image
+                    written["executable"] = image_numbers[written["executable"]]
                 _append(self.file(KEPT), f"{entry['bucket']} {segment} {entry['id']}\n"
                         .encode())
             elif kept:  # counted: what differs from the bucket's kept crash
                 entry = {key: entry[key] for key in REPEAT_FIELDS if key in entry}
                 entry["of"] = kept[0][1]
+                written = dict(entry)
             if keep_core is not None:
                 core_name = keep_core(entry["bucket"], not kept)
                 if core_name:
-                    entry["core"] = core_name
-            _append(self.file(INDEX), index_line(entry).encode(), self._index_ends_torn())
+                    entry["core"] = written["core"] = core_name
+            for key, same in _IMPLIED.items():
+                if key in written and written[key] == same(written):
+                    del written[key]
+            written = {_SHORT_NAMES.get(key, key): value for key, value in written.items()}
+            _append(self.file(INDEX), index_line(written).encode(), self._index_ends_torn())
             self._cap()
         finally:
             os.close(lock)
@@ -272,7 +292,7 @@ class CrashStore:
     def _append_crash(self, archive_bytes):
         """Append a crash's archive to the newest segment (a new one when
         it is full or damaged); (segment number, index of its first event there,
-        its events)."""
+        its events, {image path: its number in the segment's image table})."""
         from .segment import Segment
         segments = self.segments()
         number = max(segments, default=0)
@@ -281,8 +301,7 @@ class CrashStore:
         while True:
             with Segment(self.file(segment_name(number))) as segment:
                 if not segment.damaged:
-                    first, events = segment.append(archive_bytes)
-                    return number, first, events
+                    return (number, *segment.append(archive_bytes))
             number += 1  # a torn or damaged segment is left as it is
 
     def _cap(self):
@@ -309,25 +328,53 @@ class CrashStore:
         if used <= self.max_use:
             return
         newest = max((f[0] for f in files), default=0)
-        removed = False
+        removed = {}  # segment number -> its image table's paths
         for number, _, name, size in sorted(files, key=lambda f: (f[1], f[0])):
             if used <= self.max_use:
                 break
             if number and number == newest:
                 continue
+            if number:
+                removed[number] = self._image_paths(number)
             try:
                 os.unlink(self.file(name))
             except FileNotFoundError:
                 pass
             used -= size
-            removed = removed or bool(number)
-        if removed:  # the kept lines of segments gone
+        if removed:  # their crashes' executables named, the kept lines of segments gone
+            self._name_executables(removed)
             text = "".join(f"{bucket} {segment} {crash}\n"
                            for bucket, places in self._kept().items()
                            for segment, crash in places).encode()
             replace_file(self.file(KEPT), lambda out: out.write(text), 0o600)
         if used > self.max_use:
             self._trim_index(index_size - (used - self.max_use) - self.max_use // 8)
+
+    def _name_executables(self, removed):
+        """Rewrite the index lines of the crashes kept in the ``removed``
+        segments ({number: its image table's paths}) that name their
+        executable by its number in that table: with its path."""
+        import json
+        data = self._read(INDEX, MAX_INDEX_BYTES + 1)
+        lines = data.split(b"\n")
+        changed = False
+        for at, line in enumerate(lines):
+            if b'"x":' not in line or b'"at":' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            place, number = entry.get("at"), entry.get("x")
+            if (isinstance(number, int) and _valid_place(place)
+                    and place[0] in removed):
+                table = removed[place[0]]
+                entry["x"] = table[number] if 0 <= number < len(table) else ""
+                lines[at] = index_line(entry)[:-1].encode()
+                changed = True
+        if changed:
+            text = b"\n".join(lines)
+            replace_file(self.file(INDEX), lambda out: out.write(text), 0o600)
 
     def _trim_index(self, keep):
         """Rewrite the index to its newest lines within ``keep`` bytes (its
@@ -352,20 +399,37 @@ class CrashStore:
         entries = self._index()
         segments = self.segments()
         by_id = {entry["id"]: entry for entry in entries}
+        paths = {}  # segment number -> its image table's paths
         for entry in entries:
             place = entry.get("seg")
             if _valid_place(place):
-                for key, same in _IMPLIED.items():
+                for key, same in _IMPLIED_KEPT.items():
                     if key not in entry:
                         entry[key] = same(entry)
                 if place[0] in segments:
                     entry["file"] = segment_name(place[0])
+                if isinstance(entry.get("executable"), int):
+                    if place[0] not in paths:
+                        paths[place[0]] = self._image_paths(place[0])
+                    table = paths[place[0]]
+                    number = entry["executable"]
+                    entry["executable"] = table[number] if 0 <= number < len(table) else ""
+        for entry in entries:
             first = by_id.get(entry.get("of"))
             if first is not None:
                 for key, value in first.items():
                     if key not in REPEAT_FIELDS and key not in ("seg", "file", "core"):
                         entry.setdefault(key, value)
         return entries
+
+    def _image_paths(self, number):
+        """The paths of segment ``number``'s image table ([] where it is
+        gone)."""
+        from .segment import image_paths
+        try:
+            return image_paths(self.file(segment_name(number)))
+        except (OSError, FileProblem):
+            return []
 
     def find(self, which):
         """The crashes ``which`` names: an id, or a bucket (its prefix)."""
@@ -470,5 +534,9 @@ def _parse_index(data):
         except ValueError:
             continue
         if isinstance(entry, dict) and isinstance(entry.get("id"), int):
+            entry = {_LONG_NAMES.get(key, key): value for key, value in entry.items()}
+            for key, same in _IMPLIED.items():
+                if key not in entry:
+                    entry[key] = same(entry)
             entries.append(entry)
     return entries

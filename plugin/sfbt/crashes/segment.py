@@ -2,18 +2,21 @@
 appended to, under the store's lock, in one write each.  Each image
 (path, build id, size) is written once, in the segment's image table
 (KIND_IMAGE), and each crash's image map as its images' indexes and bases
-(KIND_PLACED_MAP): a crash of a program seen before adds its traces,
-events and a map of a few bytes an image.  As in any archive, a trace
-(and a map) is stored once a file."""
+(KIND_PLACED_MAP), and its threads' events as one KIND_CRASH record
+(what they share written once, a few bytes a thread, its traces new to
+the segment inline): a crash of a program seen before adds that record
+and a map of a few bytes an image.  As in any archive, a trace (and a
+map) is stored once a file."""
 
 import os
 import stat
 
 from ..archive.imagemap import ImageMapError, decode_image_map
-from ..archive.store import (KIND_EVENT, KIND_IMAGE, KIND_IMAGE_MAP, KIND_PLACED_MAP,
-                             KIND_TRACE, MAGIC, ArchiveError, archive_budget, event_record,
-                             image_record_payload, iter_records, parse_archive,
-                             placed_map_payload, record_bytes, trace_record)
+from ..archive.store import (KIND_CRASH, KIND_EVENT, KIND_IMAGE, KIND_IMAGE_MAP,
+                             KIND_PLACED_MAP, KIND_TRACE, MAGIC, ArchiveError, archive_budget,
+                             crash_events, crash_payload, event_record, image_record_payload,
+                             iter_records, parse_archive, placed_map_payload, record_bytes,
+                             trace_record)
 from ..files import FileProblem
 
 #: the most of a segment read to append to it (segments close far earlier)
@@ -77,6 +80,12 @@ class Segment:
                         self.traces.setdefault(payload[12:], len(self.traces) + 1)
                     elif kind == KIND_EVENT:
                         self.event_count += 1
+                    elif kind == KIND_CRASH:
+                        traces, events = crash_events(payload, at + 5, len(self.traces),
+                                                      self.map_count)
+                        for start, end in traces:
+                            self.traces.setdefault(payload[start:end], len(self.traces) + 1)
+                        self.event_count += len(events)
                     self.end = at + 9 + len(payload)
             except (ArchiveError, ImageMapError, ValueError):
                 pass
@@ -112,14 +121,32 @@ class Segment:
                 maps[index] = self.maps[(kind, payload)] = self.map_count
                 self.map_count += 1
                 out.append(record_bytes(kind, payload))
-        traces = {}
-        for trace_id, trace in crash.traces.items():
-            traces[trace_id] = self.traces.get(trace.data)
-            if traces[trace_id] is None:
-                traces[trace_id] = self.traces[trace.data] = len(self.traces) + 1
-                out.append(trace_record(traces[trace_id], trace.data))
-        for event in crash.events:
-            out.append(event_record(event, traces[event.trace_id], maps[event.image_map_index]))
+        first_event = crash.events[0] if crash.events else None
+        if first_event is not None and all(
+                (e.image_map_index, e.time_ns, e.architecture, e.pid)
+                == (first_event.image_map_index, first_event.time_ns,
+                    first_event.architecture, first_event.pid) for e in crash.events):
+            threads = []  # one KIND_CRASH record, its new traces inline
+            for event in crash.events:
+                data = crash.traces[event.trace_id].data
+                trace_id = self.traces.get(data)
+                if trace_id is None:
+                    trace_id = self.traces[data] = len(self.traces) + 1
+                    threads.append((event, trace_id, data))
+                else:
+                    threads.append((event, trace_id, None))
+            out.append(record_bytes(KIND_CRASH, crash_payload(
+                maps[first_event.image_map_index], threads)))
+        else:  # (not a crash as the handler makes one) a record a trace and an event
+            traces = {}
+            for trace_id, trace in crash.traces.items():
+                traces[trace_id] = self.traces.get(trace.data)
+                if traces[trace_id] is None:
+                    traces[trace_id] = self.traces[trace.data] = len(self.traces) + 1
+                    out.append(trace_record(traces[trace_id], trace.data))
+            for event in crash.events:
+                out.append(event_record(event, traces[event.trace_id],
+                                        maps[event.image_map_index]))
         data = b"".join(out)
         written = os.pwrite(self.descriptor, data, self.end)
         if written != len(data):

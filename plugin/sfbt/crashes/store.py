@@ -75,13 +75,15 @@ _IMPLIED = {"tid": lambda entry: entry.get("pid"),
 _IMPLIED_KEPT = {"crashed_tid": lambda entry: entry.get("tid"),
                  "threads": lambda entry: entry["seg"][2],
                  "memory_from": lambda entry: "process"}
-#: the index's names of the fields every crash has (a line is some 100
-#: bytes: its names were half of it); a line an older sfbt wrote has the
-#: long names, read as they are
-_SHORT_NAMES = {"time": "t", "pid": "p", "uid": "u", "signal": "s", "code": "c",
-                "address": "a", "bucket": "b", "executable": "x", "mappings": "m",
-                "handler_ms": "ms", "handler_kb": "kb", "seg": "at"}
-_LONG_NAMES = {short: name for name, short in _SHORT_NAMES.items()}
+#: a kept crash's line, and a counted crash's: a JSON array of these
+#: fields' values in this order (their names were half of a line), then,
+#: where the crash has any, an object of its other fields; "seg" is its
+#: three numbers; null for a field the crash has not.  Other lines (a core not read), and the lines of an
+#: older sfbt, are an object of every field.
+KEPT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket",
+             "executable", "mappings", "handler_ms", "handler_kb", "seg")
+REPEAT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket", "of")
+_LINE_LENGTHS = {len(KEPT_LINE) + 2: KEPT_LINE, len(REPEAT_LINE): REPEAT_LINE}
 
 
 def store_path(given=None):
@@ -220,7 +222,7 @@ class CrashStore:
         try:
             entry = {key: value for key, value in entry.items()
                      if key not in _LEFT_OUT or not entry.get("executable")}
-            entry = {"id": self._last_id() + 1, **entry}  # first: _last_id reads it
+            entry = {"id": self._last_id() + 1, **entry}
             kept = self._kept().get(entry["bucket"], [])
             written = dict(entry)  # what the line holds (entries() puts the rest back)
             if archive_bytes and len(kept) < KEEP_PER_BUCKET:
@@ -244,8 +246,8 @@ class CrashStore:
             for key, same in _IMPLIED.items():
                 if key in written and written[key] == same(written):
                     del written[key]
-            written = {_SHORT_NAMES.get(key, key): value for key, value in written.items()}
-            _append(self.file(INDEX), index_line(written).encode(), self._index_ends_torn())
+            _append(self.file(INDEX), index_line(_line_value(written)).encode(),
+                    self._index_ends_torn())
             self._cap()
         finally:
             os.close(lock)
@@ -358,20 +360,23 @@ class CrashStore:
         data = self._read(INDEX, MAX_INDEX_BYTES + 1)
         lines = data.split(b"\n")
         changed = False
+        executable, seg = KEPT_LINE.index("executable"), KEPT_LINE.index("seg")
         for at, line in enumerate(lines):
-            if b'"x":' not in line or b'"at":' not in line:
+            if not line.startswith(b"["):
                 continue
             try:
-                entry = json.loads(line)
+                value = json.loads(line)
             except ValueError:
                 continue
-            place, number = entry.get("at"), entry.get("x")
-            if (isinstance(number, int) and _valid_place(place)
-                    and place[0] in removed):
-                table = removed[place[0]]
-                entry["x"] = table[number] if 0 <= number < len(table) else ""
-                lines[at] = index_line(entry)[:-1].encode()
-                changed = True
+            positional = value[:-1] if value and isinstance(value[-1], dict) else value
+            if len(positional) != len(KEPT_LINE) + 2 or \
+                    not isinstance(positional[executable], int) or \
+                    positional[seg] not in removed:
+                continue
+            table, number = removed[positional[seg]], positional[executable]
+            value[executable] = table[number] if 0 <= number < len(table) else ""
+            lines[at] = index_line(value)[:-1].encode()
+            changed = True
         if changed:
             text = b"\n".join(lines)
             replace_file(self.file(INDEX), lambda out: out.write(text), 0o600)
@@ -481,16 +486,51 @@ def _append(path, data, new_line=False):
         os.close(descriptor)
 
 
-def index_line(entry):
-    """``entry`` as a line of JSON, compact, ASCII (a name's bytes that are
+def _line_value(entry):
+    """What the index line of ``entry`` (the fields it holds) is: an
+    array (KEPT_LINE, REPEAT_LINE) where it has their fields, else an
+    object."""
+    for fields in (KEPT_LINE, REPEAT_LINE):
+        if fields[-1] in entry:  # (null for a field it has not)
+            value = []
+            for key in fields:
+                value += entry[key] if key == "seg" else [entry.get(key)]
+            rest = {key: entry[key] for key in entry if key not in fields}
+            return value + [rest] if rest else value
+    return entry
+
+
+def _line_entry(value):
+    """The fields of an index line's JSON ``value`` (None: not a crash's)."""
+    if isinstance(value, list):
+        rest = value.pop() if value and isinstance(value[-1], dict) else {}
+        fields = _LINE_LENGTHS.get(len(value))
+        if fields is None:
+            return None
+        if fields is KEPT_LINE:
+            value = value[:-3] + [value[-3:]]
+        value = {**rest, **{key: item for key, item in zip(fields, value)
+                            if item is not None}}
+    if not isinstance(value, dict) or not isinstance(value.get("id"), int):
+        return None
+    for key, same in _IMPLIED.items():
+        if key not in value:
+            value[key] = same(value)
+    return value
+
+
+def index_line(value):
+    """``value`` as a line of JSON, compact, ASCII (a name's bytes that are
     not UTF-8, surrogate escapes, written as \\udcXX and read back as they
     were), as json.dumps writes it, without importing json: its values
-    are numbers, strings and lists of numbers."""
-    return "{" + ",".join(f"{_json_string(key)}:{_json_value(value)}"
-                          for key, value in entry.items()) + "}\n"
+    are numbers, strings, lists and objects of them."""
+    return _json_value(value) + "\n"
 
 
 def _json_value(value):
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_json_string(key)}:{_json_value(item)}"
+                              for key, item in value.items()) + "}"
     if isinstance(value, str):
         return _json_string(value)
     if isinstance(value, bool) or value is None:
@@ -511,13 +551,12 @@ def _json_string(text):
 
 
 def _leading_id(line):
-    """The id of an index line: the number after its opening ``{"id":``
-    (as index_line writes it), else its JSON's (an older sfbt's line);
+    """The id of an index line: the number after its opening ``[`` (as
+    index_line writes a crash's), else its JSON's (a line of an object);
     None for a line that is not a crash's."""
-    head = b'{"id":'
-    if line.startswith(head):
-        digits = line[len(head):len(head) + 20].split(b",", 1)[0]
-        if digits.isdigit() and line.endswith(b"}"):
+    if line.startswith(b"["):
+        digits = line[1:21].split(b",", 1)[0]
+        if digits.isdigit() and line.endswith(b"]"):
             return int(digits)
     entries = _parse_index(line)
     return entries[0]["id"] if entries else None
@@ -533,10 +572,7 @@ def _parse_index(data):
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("id"), int):
-            entry = {_LONG_NAMES.get(key, key): value for key, value in entry.items()}
-            for key, same in _IMPLIED.items():
-                if key not in entry:
-                    entry[key] = same(entry)
+        entry = _line_entry(entry)
+        if entry is not None:
             entries.append(entry)
     return entries

@@ -119,9 +119,11 @@ def _write_text(out: bytearray, text: str) -> None:
     out += data
 
 
-def crash_payload(image_map_index: int,
+def crash_payload(image_map: Union[int, bytes],
                   threads: List[Tuple[Event, int, Optional[bytes]]]) -> bytes:
-    """The payload of a KIND_CRASH record: the image map's index, the time
+    """The payload of a KIND_CRASH record: its image map (its index plus
+    one, or 0 and a KIND_PLACED_MAP payload as a string: a map of its own,
+    numbered as the next image map of the file), the time
     (ns), architecture, process id and stop reason of the first event,
     the count of ``threads``, then for each (event, trace id, CBF bytes
     where the trace is new here, else None): its CRASH_ flags, its thread
@@ -132,8 +134,13 @@ def crash_payload(image_map_index: int,
     process."""
     first = threads[0][0]
     out = bytearray()
-    for number in (image_map_index, first.time_ns):
-        _write_varint(out, number)
+    if isinstance(image_map, int):
+        _write_varint(out, image_map + 1)
+    else:
+        _write_varint(out, 0)
+        _write_varint(out, len(image_map))
+        out += image_map
+    _write_varint(out, first.time_ns)
     _write_text(out, first.architecture)
     _write_varint(out, first.pid)
     _write_text(out, first.reason)
@@ -163,10 +170,11 @@ def crash_payload(image_map_index: int,
 
 
 def crash_events(payload: bytes, offset: int, trace_count: int, image_map_count: int
-                 ) -> Tuple[List[Tuple[int, int]], List[Event]]:
-    """([(start, end) in ``payload`` of each new trace's CBF bytes], the
-    events) of a KIND_CRASH record at ``offset`` of a file holding
-    ``trace_count`` traces and ``image_map_count`` image maps before it."""
+                 ) -> Tuple[Optional[Tuple[int, int]], List[Tuple[int, int]], List[Event]]:
+    """((start, end) in ``payload`` of its own placed map's payload, or
+    None; [(start, end) of each new trace's CBF bytes]; the events) of a
+    KIND_CRASH record at ``offset`` of a file holding ``trace_count``
+    traces and ``image_map_count`` image maps before it."""
     at, end = 0, len(payload)
 
     def varint() -> int:
@@ -196,9 +204,13 @@ def crash_events(payload: bytes, offset: int, trace_count: int, image_map_count:
         start, stop = span()
         return payload[start:stop].decode("utf-8", "surrogateescape")
 
-    index, time_ns = varint(), varint()
-    if index >= image_map_count:
+    index = varint() - 1
+    placed = None
+    if index < 0:
+        placed, index = span(), image_map_count
+    elif index >= image_map_count:
         raise ArchiveError(f"crash record names unknown image map {index}", offset)
+    time_ns = varint()
     architecture, pid, reason = text(), varint(), text()
     count = varint()
     if count > end:  # each thread takes three bytes at least
@@ -233,7 +245,7 @@ def crash_events(payload: bytes, offset: int, trace_count: int, image_map_count:
                             label, pid, tid, name, bool(flags & CRASH_CUT)))
     if at != end:
         raise ArchiveError(f"{end - at} bytes after the crash record's threads", offset + at)
-    return traces, events
+    return placed, traces, events
 
 
 def image_record_payload(image: Image, platform: str, word_size: int) -> bytes:
@@ -654,8 +666,11 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
         archive.add_image_map(encode_image_map(archive.image_table.placed(payload, offset,
                                                                            budget)))
     elif kind == KIND_CRASH:
-        traces, events = crash_events(payload, offset, len(archive.traces),
-                                      len(archive.image_maps))
+        placed, traces, events = crash_events(payload, offset, len(archive.traces),
+                                              len(archive.image_maps))
+        if placed is not None:
+            archive.add_image_map(encode_image_map(archive.image_table.placed(
+                payload[placed[0]:placed[1]], offset + placed[0], budget)))
         for start, end in traces:
             if archive.add_trace(payload[start:end]) != len(archive.traces):
                 raise ArchiveError("crash record repeats a trace of the file", offset + start)
@@ -742,8 +757,11 @@ class ArchiveReader:
         elif kind == KIND_PLACED_MAP:
             self._maps.append(self._table.placed(payload, offset, self._budget))
         elif kind == KIND_CRASH:
-            traces, events = crash_events(payload, offset, len(self._trace_offsets),
-                                          len(self._maps))
+            placed, traces, events = crash_events(payload, offset, len(self._trace_offsets),
+                                                  len(self._maps))
+            if placed is not None:
+                self._maps.append(self._table.placed(payload[placed[0]:placed[1]],
+                                                     offset + placed[0], self._budget))
             for start, end in traces:
                 self._trace_offsets.append(offset + start)
                 self._trace_lengths.append(end - start)
@@ -913,7 +931,10 @@ class _StoredRecords:
         elif kind == KIND_EVENT:
             _check_event(payload, offset, self.trace_count, self.image_map_count)
         elif kind == KIND_CRASH:
-            traces, _ = crash_events(payload, offset, self.trace_count, self.image_map_count)
+            placed, traces, _ = crash_events(payload, offset, self.trace_count,
+                                             self.image_map_count)
+            if placed is not None:
+                self._note(at, KIND_PLACED_MAP, payload[placed[0]:placed[1]])
             for start, end in traces:
                 self.trace_count += 1
                 self.buckets.setdefault(trace_hash(payload[start:end]), []).append(

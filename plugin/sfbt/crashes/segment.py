@@ -81,8 +81,13 @@ class Segment:
                     elif kind == KIND_EVENT:
                         self.event_count += 1
                     elif kind == KIND_CRASH:
-                        traces, events = crash_events(payload, at + 5, len(self.traces),
-                                                      self.map_count)
+                        placed, traces, events = crash_events(
+                            payload, at + 5, len(self.traces), self.map_count)
+                        if placed is not None:
+                            self.maps.setdefault(
+                                (KIND_PLACED_MAP, payload[placed[0]:placed[1]]),
+                                self.map_count)
+                            self.map_count += 1
                         for start, end in traces:
                             self.traces.setdefault(payload[start:end], len(self.traces) + 1)
                         self.event_count += len(events)
@@ -120,13 +125,20 @@ class Segment:
             if maps[index] is None:
                 maps[index] = self.maps[(kind, payload)] = self.map_count
                 self.map_count += 1
-                out.append(record_bytes(kind, payload))
+                out.append((kind, payload))
         first_event = crash.events[0] if crash.events else None
-        if first_event is not None and all(
-                (e.image_map_index, e.time_ns, e.architecture, e.pid)
-                == (first_event.image_map_index, first_event.time_ns,
-                    first_event.architecture, first_event.pid) for e in crash.events):
-            threads = []  # one KIND_CRASH record, its new traces inline
+        one_record = first_event is not None and all(
+            (e.image_map_index, e.time_ns, e.architecture, e.pid)
+            == (first_event.image_map_index, first_event.time_ns,
+                first_event.architecture, first_event.pid) for e in crash.events)
+        image_map = maps.get(first_event.image_map_index) if one_record else None
+        if one_record and len(crash.image_maps) == 1 and out and isinstance(out[-1], tuple) \
+                and out[-1][0] == KIND_PLACED_MAP:
+            image_map = out.pop()[1]  # the crash's new map: in its record
+        out = [record if isinstance(record, bytes) else record_bytes(*record)
+               for record in out]
+        if one_record:
+            threads = []  # one KIND_CRASH record, its map and new traces inline
             for event in crash.events:
                 data = crash.traces[event.trace_id].data
                 trace_id = self.traces.get(data)
@@ -135,8 +147,7 @@ class Segment:
                     threads.append((event, trace_id, data))
                 else:
                     threads.append((event, trace_id, None))
-            out.append(record_bytes(KIND_CRASH, crash_payload(
-                maps[first_event.image_map_index], threads)))
+            out.append(record_bytes(KIND_CRASH, crash_payload(image_map, threads)))
         else:  # (not a crash as the handler makes one) a record a trace and an event
             traces = {}
             for trace_id, trace in crash.traces.items():

@@ -57,6 +57,10 @@ CRASH_LABEL = 8  # a label string follows
 CRASH_REASON = 16  # a stop reason follows (else the record's)
 CRASH_NAME = 32  # a thread name follows (else the previous thread's; "" first)
 CRASH_THREAD = 64  # a thread string follows (else "N (TID)", N its place from 1)
+#: a KIND_CRASH record's image map: its own, its bases in pages or in
+#: bytes, else the index of one before it plus CRASH_MAP_INDEX
+CRASH_MAP_PAGES, CRASH_MAP_BYTES, CRASH_MAP_INDEX = 0, 1, 2
+CRASH_PAGE = 4096
 _RECORD_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _TRACE_HEAD = struct.Struct("<IQ")
@@ -119,12 +123,15 @@ def _write_text(out: bytearray, text: str) -> None:
     out += data
 
 
-def crash_payload(image_map: Union[int, bytes],
+def crash_payload(image_map: Union[int, List[Tuple[int, int]]],
                   threads: List[Tuple[Event, int, Optional[bytes]]]) -> bytes:
     """The payload of a KIND_CRASH record: its image map (its index plus
-    one, or 0 and a KIND_PLACED_MAP payload as a string: a map of its own,
-    numbered as the next image map of the file), the time
-    (ns), architecture, process id and stop reason of the first event,
+    CRASH_MAP_INDEX, or the (table index, base) of its images, a map of its
+    own numbered as the next image map of the file: CRASH_MAP_PAGES and
+    the KIND_PLACED_MAP payload of its bases in pages, as a string, or,
+    where a base is not a page's, CRASH_MAP_BYTES and the payload), the
+    time (seconds * 2, + 1 and the nanoseconds where there are), the
+    architecture, process id and stop reason of the first event,
     the count of ``threads``, then for each (event, trace id, CBF bytes
     where the trace is new here, else None): its CRASH_ flags, its thread
     id's difference from the process id (zigzag), its trace (CBF bytes, or
@@ -135,12 +142,18 @@ def crash_payload(image_map: Union[int, bytes],
     first = threads[0][0]
     out = bytearray()
     if isinstance(image_map, int):
-        _write_varint(out, image_map + 1)
+        _write_varint(out, image_map + CRASH_MAP_INDEX)
     else:
-        _write_varint(out, 0)
-        _write_varint(out, len(image_map))
-        out += image_map
-    _write_varint(out, first.time_ns)
+        pages = all(base % CRASH_PAGE == 0 for _, base in image_map)
+        _write_varint(out, CRASH_MAP_PAGES if pages else CRASH_MAP_BYTES)
+        placed = placed_map_payload([(index, base // CRASH_PAGE if pages else base)
+                                     for index, base in image_map])
+        _write_varint(out, len(placed))
+        out += placed
+    seconds, nanoseconds = divmod(first.time_ns, 10**9)
+    _write_varint(out, seconds * 2 + bool(nanoseconds))
+    if nanoseconds:
+        _write_varint(out, nanoseconds)
     _write_text(out, first.architecture)
     _write_varint(out, first.pid)
     _write_text(out, first.reason)
@@ -170,9 +183,10 @@ def crash_payload(image_map: Union[int, bytes],
 
 
 def crash_events(payload: bytes, offset: int, trace_count: int, image_map_count: int
-                 ) -> Tuple[Optional[Tuple[int, int]], List[Tuple[int, int]], List[Event]]:
-    """((start, end) in ``payload`` of its own placed map's payload, or
-    None; [(start, end) of each new trace's CBF bytes]; the events) of a
+                 ) -> Tuple[Optional[Tuple[int, int, int]], List[Tuple[int, int]],
+                            List[Event]]:
+    """((start, end) in ``payload`` of its own placed map's payload and
+    the unit of its bases, or None; [(start, end) of each new trace's CBF bytes]; the events) of a
     KIND_CRASH record at ``offset`` of a file holding ``trace_count``
     traces and ``image_map_count`` image maps before it."""
     at, end = 0, len(payload)
@@ -204,13 +218,17 @@ def crash_events(payload: bytes, offset: int, trace_count: int, image_map_count:
         start, stop = span()
         return payload[start:stop].decode("utf-8", "surrogateescape")
 
-    index = varint() - 1
+    index = varint()
     placed = None
-    if index < 0:
-        placed, index = span(), image_map_count
-    elif index >= image_map_count:
-        raise ArchiveError(f"crash record names unknown image map {index}", offset)
-    time_ns = varint()
+    if index < CRASH_MAP_INDEX:
+        unit = CRASH_PAGE if index == CRASH_MAP_PAGES else 1
+        placed, index = (*span(), unit), image_map_count
+    else:
+        index -= CRASH_MAP_INDEX
+        if index >= image_map_count:
+            raise ArchiveError(f"crash record names unknown image map {index}", offset)
+    seconds = varint()
+    time_ns = (seconds >> 1) * 10**9 + (varint() if seconds & 1 else 0)
     architecture, pid, reason = text(), varint(), text()
     count = varint()
     if count > end:  # each thread takes three bytes at least
@@ -272,8 +290,10 @@ class ImageTable:
         self.entries.append(entry)
         return entry
 
-    def placed(self, payload: bytes, offset: int, budget: DecodeBudget) -> ImageMap:
-        """The ImageMap a KIND_PLACED_MAP payload stands for."""
+    def placed(self, payload: bytes, offset: int, budget: DecodeBudget,
+               unit: int = 1) -> ImageMap:
+        """The ImageMap a KIND_PLACED_MAP payload stands for (its bases'
+        differences in ``unit``s of bytes: pages, in a KIND_CRASH record)."""
         at, end = 0, len(payload)
 
         def varint() -> int:
@@ -306,7 +326,7 @@ class ImageTable:
             if not images:
                 platform, word_size = entry.platform, entry.word_size
             zigzag = varint()
-            base = (base + (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)) \
+            base = (base + unit * (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)) \
                 & ((1 << word_size) - 1)
             budget.spend(IMAGE_COST, offset)
             image = entry.images[0]
@@ -670,7 +690,7 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
                                               len(archive.image_maps))
         if placed is not None:
             archive.add_image_map(encode_image_map(archive.image_table.placed(
-                payload[placed[0]:placed[1]], offset + placed[0], budget)))
+                payload[placed[0]:placed[1]], offset + placed[0], budget, placed[2])))
         for start, end in traces:
             if archive.add_trace(payload[start:end]) != len(archive.traces):
                 raise ArchiveError("crash record repeats a trace of the file", offset + start)
@@ -761,7 +781,8 @@ class ArchiveReader:
                                                   len(self._maps))
             if placed is not None:
                 self._maps.append(self._table.placed(payload[placed[0]:placed[1]],
-                                                     offset + placed[0], self._budget))
+                                                     offset + placed[0], self._budget,
+                                                     placed[2]))
             for start, end in traces:
                 self._trace_offsets.append(offset + start)
                 self._trace_lengths.append(end - start)
@@ -934,7 +955,11 @@ class _StoredRecords:
             placed, traces, _ = crash_events(payload, offset, self.trace_count,
                                              self.image_map_count)
             if placed is not None:
-                self._note(at, KIND_PLACED_MAP, payload[placed[0]:placed[1]])
+                map_bytes = encode_image_map(self.table.placed(
+                    payload[placed[0]:placed[1]], offset + placed[0], self.budget, placed[2]))
+                self.image_maps.setdefault(blake2b(map_bytes, digest_size=16).digest(),
+                                           self.image_map_count)
+                self.image_map_count += 1
             for start, end in traces:
                 self.trace_count += 1
                 self.buckets.setdefault(trace_hash(payload[start:end]), []).append(

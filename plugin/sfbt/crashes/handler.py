@@ -99,7 +99,7 @@ def handle(arguments, stdin=0, settings=None):
     try:
         try:
             core = StreamedCore(stdin, pid, module_files=_pipe_limit() > 0, copies=copies)
-            archive_bytes, details = _walked(core, tid, signal, store.repeated)
+            archive_bytes, details = _walked(core, tid, signal, seconds, store.repeated)
             entry.update(details)
         except StreamError as error:
             entry.update({"error": str(error), "bucket": f"unread-{signal}",
@@ -146,8 +146,9 @@ def _drain(descriptor, copies=()):
             copy(data)
 
 
-def _walked(core, tid, signal, repeated):
-    """(the crash's archive bytes, the index's fields of the walk); when
+def _walked(core, tid, signal, seconds, repeated):
+    """(the crash's archive bytes, the index's fields of the walk), its
+    events at the time the kernel gave (``seconds``, %t); when
     ``repeated(bucket)`` says the crash will only be counted, no thread
     is walked after the crashing one (the first)."""
     from ..archive import cbf
@@ -168,7 +169,7 @@ def _walked(core, tid, signal, repeated):
     images = image_map(session)
     word_size = 8 * core.arch.pointer_size
     archive = Archive()
-    now = time.time_ns()
+    now = seconds * 10**9  # (a whole second: a crash record holds it in 5 bytes, not 9)
     crashed_frames, cut, crashed_cut_at = [], 0, None
     for thread in session.threads():
         core.missed = None

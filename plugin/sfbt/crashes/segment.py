@@ -83,10 +83,7 @@ class Segment:
                     elif kind == KIND_CRASH:
                         placed, traces, events = crash_events(
                             payload, at + 5, len(self.traces), self.map_count)
-                        if placed is not None:
-                            self.maps.setdefault(
-                                (KIND_PLACED_MAP, payload[placed[0]:placed[1]]),
-                                self.map_count)
+                        if placed is not None:  # its own map (not one to reuse)
                             self.map_count += 1
                         for start, end in traces:
                             self.traces.setdefault(payload[start:end], len(self.traces) + 1)
@@ -125,7 +122,7 @@ class Segment:
             if maps[index] is None:
                 maps[index] = self.maps[(kind, payload)] = self.map_count
                 self.map_count += 1
-                out.append((kind, payload))
+                out.append((kind, payload, places))
         first_event = crash.events[0] if crash.events else None
         one_record = first_event is not None and all(
             (e.image_map_index, e.time_ns, e.architecture, e.pid)
@@ -134,8 +131,8 @@ class Segment:
         image_map = maps.get(first_event.image_map_index) if one_record else None
         if one_record and len(crash.image_maps) == 1 and out and isinstance(out[-1], tuple) \
                 and out[-1][0] == KIND_PLACED_MAP:
-            image_map = out.pop()[1]  # the crash's new map: in its record
-        out = [record if isinstance(record, bytes) else record_bytes(*record)
+            image_map = out.pop()[2]  # the crash's new map: in its record
+        out = [record if isinstance(record, bytes) else record_bytes(*record[:2])
                for record in out]
         if one_record:
             threads = []  # one KIND_CRASH record, its map and new traces inline

@@ -95,12 +95,13 @@ def test_two_crashes_of_one_program_write_its_images_once(store):
 def test_a_kept_crash_is_a_short_line(store):
     """A kept crash's index line: its fields' values in their order (no
     names), the fields the rest of the line implies left out, the
-    executable named by its number in the segment's image table; read
-    back whole."""
+    executable named by its number in the segment's image table, the
+    bucket left to the kept list; read back whole."""
     add(store, 1, program="/srv/" + "long-directory-name/" * 5 + "crasher")
     (line,) = open(store.file("index"), "rb").read().splitlines()
-    assert len(line) <= 70 and b"crasher" not in line, line
+    assert len(line) <= 60 and b"crasher" not in line and b"00001" not in line, line
     (entry,) = store.entries()
+    assert entry["bucket"] == f"{1:016x}"
     assert entry["executable"] == "/srv/" + "long-directory-name/" * 5 + "crasher"
     assert (entry["tid"], entry["gid"], entry["threads"], entry["crashed_tid"],
             entry["seg"]) == (4001, 0, 1, 4001, [1, 0, 1])
@@ -152,8 +153,8 @@ def test_cap_evicts_whole_segments_oldest_first(store):
 
 def test_cap_names_the_executables_of_the_segments_it_removes(store):
     """A kept crash's line names its executable by its number in its
-    segment's image table: the cap writes the path into the lines of the
-    crashes of the segments it removes."""
+    segment's image table, and leaves its bucket to the kept list: the cap
+    writes both into the lines of the crashes of the segments it removes."""
     store.max_use = 8 << 10  # segments of 4 KiB
     for number in range(1, 31):
         add(store, number, threads=20, program=f"/srv/app{number % 3}/crasher")
@@ -162,6 +163,7 @@ def test_cap_names_the_executables_of_the_segments_it_removes(store):
     assert gone and len(entries) == 30 and "seg-1.sfbt" not in os.listdir(store.path)
     assert [e["executable"] for e in entries] == \
         [f"/srv/app{number % 3}/crasher" for number in range(1, 31)]
+    assert [e["bucket"] for e in entries] == [f"{number:016x}" for number in range(1, 31)]
     listed = run_sfbt("crashes", "list", "--store", store.path)
     assert listed.returncode == 0, listed.stderr
     assert [row.split()[-1] for row in listed.stdout.splitlines()[1:]] == \

@@ -175,6 +175,16 @@ class CrashStore:
                     (int(words[1]), int(words[2])))
         return kept
 
+    def _kept_buckets(self):
+        """{id: bucket} of every line of the kept list (a kept crash's
+        index line leaves its bucket to it)."""
+        buckets = {}
+        for line in self._read(KEPT, MAX_KEPT_BYTES).split(b"\n"):
+            words = line.split()
+            if len(words) == 3 and words[2].isdigit():
+                buckets[int(words[2])] = words[0].decode("ascii", "replace")
+        return buckets
+
     def repeated(self, bucket):
         """Whether a crash of ``bucket`` will only be counted (its first
         crashes are kept): the handler then walks no other thread."""
@@ -233,6 +243,7 @@ class CrashStore:
                         del written[key]
                 if written.get("executable") in image_numbers:  # the segment's image
                     written["executable"] = image_numbers[written["executable"]]
+                del written["bucket"]  # the kept list's line holds it
                 _append(self.file(KEPT), f"{entry['bucket']} {segment} {entry['id']}\n"
                         .encode())
             elif kept:  # counted: what differs from the bucket's kept crash
@@ -343,8 +354,8 @@ class CrashStore:
             except FileNotFoundError:
                 pass
             used -= size
-        if removed:  # their crashes' executables named, the kept lines of segments gone
-            self._name_executables(removed)
+        if removed:  # their crashes' lines made whole, the kept lines of segments gone
+            self._complete_lines(removed)
             text = "".join(f"{bucket} {segment} {crash}\n"
                            for bucket, places in self._kept().items()
                            for segment, crash in places).encode()
@@ -352,11 +363,14 @@ class CrashStore:
         if used > self.max_use:
             self._trim_index(index_size - (used - self.max_use) - self.max_use // 8)
 
-    def _name_executables(self, removed):
+    def _complete_lines(self, removed):
         """Rewrite the index lines of the crashes kept in the ``removed``
-        segments ({number: its image table's paths}) that name their
-        executable by its number in that table: with its path."""
+        segments ({number: its image table's paths}) with what they left
+        to the segment and the kept list: the executable's path where
+        they name it by its number in that table, and the bucket."""
         import json
+        buckets = self._kept_buckets()
+        bucket = KEPT_LINE.index("bucket")
         data = self._read(INDEX, MAX_INDEX_BYTES + 1)
         lines = data.split(b"\n")
         changed = False
@@ -369,12 +383,13 @@ class CrashStore:
             except ValueError:
                 continue
             positional = value[:-1] if value and isinstance(value[-1], dict) else value
-            if len(positional) != len(KEPT_LINE) + 2 or \
-                    not isinstance(positional[executable], int) or \
-                    positional[seg] not in removed:
+            if len(positional) != len(KEPT_LINE) + 2 or positional[seg] not in removed:
                 continue
-            table, number = removed[positional[seg]], positional[executable]
-            value[executable] = table[number] if 0 <= number < len(table) else ""
+            if isinstance(positional[executable], int):
+                table, number = removed[positional[seg]], positional[executable]
+                value[executable] = table[number] if 0 <= number < len(table) else ""
+            if value[bucket] is None:
+                value[bucket] = buckets.get(value[0], "")
             lines[at] = index_line(value)[:-1].encode()
             changed = True
         if changed:
@@ -405,9 +420,14 @@ class CrashStore:
         segments = self.segments()
         by_id = {entry["id"]: entry for entry in entries}
         paths = {}  # segment number -> its image table's paths
+        buckets = None
         for entry in entries:
             place = entry.get("seg")
             if _valid_place(place):
+                if "bucket" not in entry:
+                    if buckets is None:
+                        buckets = self._kept_buckets()
+                    entry["bucket"] = buckets.get(entry["id"], "")
                 for key, same in _IMPLIED_KEPT.items():
                     if key not in entry:
                         entry[key] = same(entry)

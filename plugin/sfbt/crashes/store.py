@@ -78,8 +78,9 @@ _IMPLIED_KEPT = {"crashed_tid": lambda entry: entry.get("tid"),
 #: a kept crash's line, and a counted crash's: a JSON array of these
 #: fields' values in this order (their names were half of a line), then,
 #: where the crash has any, an object of its other fields; "seg" is its
-#: three numbers; null for a field the crash has not.  Other lines (a core not read), and the lines of an
-#: older sfbt, are an object of every field.
+#: three numbers; null for a field the crash has not.  Other lines (a
+#: core not read), and the lines of an older sfbt, are an object of
+#: every field.
 KEPT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket",
              "executable", "mappings", "handler_ms", "handler_kb", "seg")
 REPEAT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket", "of")
@@ -266,9 +267,9 @@ class CrashStore:
 
     def _last_id(self):
         """The id of the index's last whole line (0: none): the number a
-        line begins with (``{"id":N,``), without the json module (re and
-        enum with it: a fifth of the handler's imports), or, for a line
-        an older sfbt wrote, its JSON's."""
+        line begins with (``[N,``), without the json module (re and enum
+        with it: a fifth of the handler's imports), or, for a line of an
+        object, its JSON's."""
         try:
             descriptor = os.open(self.file(INDEX), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -383,7 +384,8 @@ class CrashStore:
             except ValueError:
                 continue
             positional = value[:-1] if value and isinstance(value[-1], dict) else value
-            if len(positional) != len(KEPT_LINE) + 2 or positional[seg] not in removed:
+            if len(positional) != len(KEPT_LINE) + 2 or not isinstance(value[0], int) \
+                    or not isinstance(positional[seg], int) or positional[seg] not in removed:
                 continue
             if isinstance(positional[executable], int):
                 table, number = removed[positional[seg]], positional[executable]

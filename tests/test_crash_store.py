@@ -12,7 +12,8 @@ import pytest
 from conftest import run_sfbt
 from sfbt.archive import cbf
 from sfbt.archive.imagemap import Image, ImageMap
-from sfbt.archive.store import (KIND_CRASH, KIND_IMAGE, KIND_PLACED_MAP, MAGIC, Archive,
+from sfbt.archive.store import (CRASH_MAP_INDEX, CRASH_MAP_PAGES, KIND_CRASH, KIND_IMAGE,
+                                KIND_PLACED_MAP, MAGIC, Archive,
                                 image_record_payload, iter_records, placed_map_payload,
                                 read_archive, record_bytes)
 from sfbt.crashes.store import KEEP_PER_BUCKET, CrashStore
@@ -105,6 +106,21 @@ def test_a_kept_crash_is_a_short_line(store):
     assert entry["executable"] == "/srv/" + "long-directory-name/" * 5 + "crasher"
     assert (entry["tid"], entry["gid"], entry["threads"], entry["crashed_tid"],
             entry["seg"]) == (4001, 0, 1, 4001, [1, 0, 1])
+
+
+def test_crashes_placed_alike_share_their_map(store):
+    """Two crashes of a program placed at the same addresses (no ASLR),
+    each added by a handler of its own: the second names the first's map
+    (no map of its own), and both are shown."""
+    for number in (1, 2):
+        store.add({"time": 1_795_900_000, "pid": 4000 + number, "uid": 0, "signal": 11,
+                   "code": 1, "address": 0, "executable": PROGRAM,
+                   "bucket": f"{number:016x}"}, crash_archive(0))
+    first, second = [payload for kind, payload in records(store.file("seg-1.sfbt"))
+                     if kind == KIND_CRASH]
+    assert first[0] == CRASH_MAP_PAGES and second[0] == CRASH_MAP_INDEX
+    for crash_id in (1, 2):
+        assert shown_pcs(store, crash_id) == [0x555500000101, 0x7f0000029d90]
 
 
 def test_repeats_counted_in_small_lines(store):

@@ -117,6 +117,27 @@ def placed_map_payload(places: List[Tuple[int, int]]) -> bytes:
     return bytes(out)
 
 
+def placed_places(payload: bytes, unit: int = 1) -> List[Tuple[int, int]]:
+    """The (table index, base) of each image of a KIND_PLACED_MAP payload
+    (its bases' differences in ``unit``s); ValueError where it is
+    damaged."""
+    numbers: List[int] = []
+    value, shift = 0, 0
+    for byte in payload:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            numbers.append(value)
+            value, shift = 0, 0
+    if shift or not numbers or len(numbers) != 1 + 2 * numbers[0]:
+        raise ValueError("a damaged placed image map")
+    places, base = [], 0
+    for index, zigzag in zip(numbers[1::2], numbers[2::2]):
+        base += unit * (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)
+        places.append((index, base))
+    return places
+
+
 def _write_text(out: bytearray, text: str) -> None:
     data = text.encode("utf-8", "surrogateescape")
     _write_varint(out, len(data))
@@ -689,8 +710,12 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
         placed, traces, events = crash_events(payload, offset, len(archive.traces),
                                               len(archive.image_maps))
         if placed is not None:
-            archive.add_image_map(encode_image_map(archive.image_table.placed(
+            number = len(archive.image_maps)
+            index = archive.add_image_map(encode_image_map(archive.image_table.placed(
                 payload[placed[0]:placed[1]], offset + placed[0], budget, placed[2])))
+            for event in events:  # (a map the file had: the archive keeps it once)
+                if event.image_map_index == number:
+                    event.image_map_index = index
         for start, end in traces:
             if archive.add_trace(payload[start:end]) != len(archive.traces):
                 raise ArchiveError("crash record repeats a trace of the file", offset + start)

@@ -15,8 +15,8 @@ from ..archive.imagemap import ImageMapError, decode_image_map
 from ..archive.store import (KIND_CRASH, KIND_EVENT, KIND_IMAGE, KIND_IMAGE_MAP,
                              KIND_PLACED_MAP, KIND_TRACE, MAGIC, ArchiveError, archive_budget,
                              crash_events, crash_payload, event_record, image_record_payload,
-                             iter_records, parse_archive, placed_map_payload, record_bytes,
-                             trace_record)
+                             iter_records, parse_archive, placed_map_payload, placed_places,
+                             record_bytes, trace_record)
 from ..files import FileProblem
 
 #: the most of a segment read to append to it (segments close far earlier)
@@ -83,7 +83,10 @@ class Segment:
                     elif kind == KIND_CRASH:
                         placed, traces, events = crash_events(
                             payload, at + 5, len(self.traces), self.map_count)
-                        if placed is not None:  # its own map (not one to reuse)
+                        if placed is not None:  # its own map, keyed as append keys it
+                            self.maps.setdefault((KIND_PLACED_MAP, placed_map_payload(
+                                placed_places(payload[placed[0]:placed[1]], placed[2]))),
+                                self.map_count)
                             self.map_count += 1
                         for start, end in traces:
                             self.traces.setdefault(payload[start:end], len(self.traces) + 1)

@@ -24,7 +24,6 @@ Run (as root): python3 bench/crashes.py [--rounds N] [--skip-big]
 
 import argparse
 import atexit
-import json
 import os
 import shutil
 import statistics
@@ -67,7 +66,7 @@ PYTHON_CRASH = ["/usr/bin/python3", "-c", "import os, signal; os.kill(os.getpid(
                 "signal.SIGSEGV)"]
 
 
-MODES = ("segv", "abort", "fpe", "threads", "lib") + (
+MODES = ("segv", "abort", "bus", "fpe", "handler", "threads", "lib") + (
     ("python3",) if os.path.exists(PYTHON_CRASH[0]) else ())
 
 
@@ -102,9 +101,11 @@ def store_bytes(store):
 
 
 def index(store):
-    path = store / "index"
-    return [json.loads(line) for line in path.read_text().splitlines()] \
-        if path.exists() else []
+    """The store's crashes as `sfbt crashes list` reads them (the index's
+    short names long, a counted crash with its kept crash's fields)."""
+    sys.path.insert(0, str(PLUGIN))
+    from sfbt.crashes.store import CrashStore
+    return CrashStore(str(store)).entries() if (store / "index").exists() else []
 
 
 def entry_of(store, pid):

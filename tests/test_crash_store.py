@@ -5,7 +5,6 @@ archive's readers.  Segments write each image once, the cap evicts whole
 segments, a torn append is cut off, a damaged image table is an error
 naming its offset."""
 
-import json
 import os
 
 import pytest
@@ -13,7 +12,8 @@ import pytest
 from conftest import run_sfbt
 from sfbt.archive import cbf
 from sfbt.archive.imagemap import Image, ImageMap
-from sfbt.archive.store import (KIND_IMAGE, KIND_PLACED_MAP, MAGIC, Archive,
+from sfbt.archive.store import (CRASH_MAP_INDEX, CRASH_MAP_PAGES, KIND_CRASH, KIND_IMAGE,
+                                KIND_PLACED_MAP, MAGIC, Archive,
                                 image_record_payload, iter_records, placed_map_payload,
                                 read_archive, record_bytes)
 from sfbt.crashes.store import KEEP_PER_BUCKET, CrashStore
@@ -75,11 +75,11 @@ def test_two_crashes_of_one_program_write_its_images_once(store):
     grown = os.path.getsize(store.file("seg-1.sfbt")) - size_one
     written = records(store.file("seg-1.sfbt"))
     kinds = [kind for kind, _ in written]
-    assert kinds.count(KIND_IMAGE) == 2 and kinds.count(KIND_PLACED_MAP) == 2
-    # the second crash added its map (two indexes and bases), trace and
-    # event: what the first did, less the images
+    # each crash one record: its map (two indexes and bases), its trace
+    # and its event; the second crash added what the first did, less the images
+    assert kinds == [KIND_IMAGE, KIND_IMAGE, KIND_CRASH, KIND_CRASH]
     images = sum(9 + len(payload) for kind, payload in written if kind == KIND_IMAGE)
-    assert grown == size_one - len(MAGIC) - images and grown < 130, (grown, size_one)
+    assert grown == size_one - len(MAGIC) - images and grown < 90, (grown, size_one)
     assert first["seg"] == [1, 0, 1] and second["seg"] == [1, 1, 1]
     # each crash read back where ASLR put it
     assert shown_pcs(store, 1) == [0x555500000100 + (1 << 12) + 1, 0x7f0000029d90 + (1 << 12)]
@@ -93,13 +93,44 @@ def test_two_crashes_of_one_program_write_its_images_once(store):
     assert decoded.stdout.count(f"from {LIBC}") == 2
 
 
+def test_a_kept_crash_is_a_short_line(store):
+    """A kept crash's index line: its fields' values in their order (no
+    names), the fields the rest of the line implies left out, the
+    executable named by its number in the segment's image table, the
+    bucket left to the kept list; read back whole."""
+    add(store, 1, program="/srv/" + "long-directory-name/" * 5 + "crasher")
+    (line,) = open(store.file("index"), "rb").read().splitlines()
+    assert len(line) <= 60 and b'"' not in line, line  # no path, no bucket
+    (entry,) = store.entries()
+    assert entry["bucket"] == f"{1:016x}"
+    assert entry["executable"] == "/srv/" + "long-directory-name/" * 5 + "crasher"
+    assert (entry["tid"], entry["gid"], entry["threads"], entry["crashed_tid"],
+            entry["seg"]) == (4001, 0, 1, 4001, [1, 0, 1])
+
+
+def test_crashes_placed_alike_share_their_map(store):
+    """Two crashes of a program placed at the same addresses (no ASLR),
+    each added by a handler of its own: the second names the first's map
+    (no map of its own), and both are shown."""
+    for number in (1, 2):
+        store.add({"time": 1_795_900_000, "pid": 4000 + number, "uid": 0, "signal": 11,
+                   "code": 1, "address": 0, "executable": PROGRAM,
+                   "bucket": f"{number:016x}"}, crash_archive(0))
+    first, second = [payload for kind, payload in records(store.file("seg-1.sfbt"))
+                     if kind == KIND_CRASH]
+    assert first[0] == CRASH_MAP_PAGES and second[0] == CRASH_MAP_INDEX
+    for crash_id in (1, 2):
+        assert shown_pcs(store, crash_id) == [0x555500000101, 0x7f0000029d90]
+
+
 def test_repeats_counted_in_small_lines(store):
     for number in range(KEEP_PER_BUCKET + 3):
         add(store, number + 1, bucket="feedfacefeedface")
     lines = open(store.file("index"), "rb").read().splitlines(keepends=True)
-    repeats = [json.loads(line) for line in lines if b'"of"' in line]
+    repeats = [e for e in store.entries() if "of" in e]
     assert len(repeats) == 3 and {e["of"] for e in repeats} == {1}
-    assert max(len(line) for line in lines if b'"of"' in line) <= 200
+    assert [len(line) for line in lines[KEEP_PER_BUCKET:]] and \
+        max(len(line) for line in lines[KEEP_PER_BUCKET:]) <= 200
     assert store.repeated("feedfacefeedface") and not store.repeated("0" * 16)
     listed = run_sfbt("crashes", "list", "--store", store.path)
     assert listed.returncode == 0, listed.stderr
@@ -134,6 +165,25 @@ def test_cap_evicts_whole_segments_oldest_first(store):
     # the kept lines name live segments only
     for line in open(store.file("kept")).read().splitlines():
         assert f"seg-{line.split()[1]}.sfbt" in names
+
+
+def test_cap_names_the_executables_of_the_segments_it_removes(store):
+    """A kept crash's line names its executable by its number in its
+    segment's image table, and leaves its bucket to the kept list: the cap
+    writes both into the lines of the crashes of the segments it removes."""
+    store.max_use = 8 << 10  # segments of 4 KiB
+    for number in range(1, 31):
+        add(store, number, threads=20, program=f"/srv/app{number % 3}/crasher")
+    entries = store.entries()
+    gone = [e for e in entries if "seg" in e and not e.get("file")]
+    assert gone and len(entries) == 30 and "seg-1.sfbt" not in os.listdir(store.path)
+    assert [e["executable"] for e in entries] == \
+        [f"/srv/app{number % 3}/crasher" for number in range(1, 31)]
+    assert [e["bucket"] for e in entries] == [f"{number:016x}" for number in range(1, 31)]
+    listed = run_sfbt("crashes", "list", "--store", store.path)
+    assert listed.returncode == 0, listed.stderr
+    assert [row.split()[-1] for row in listed.stdout.splitlines()[1:]] == \
+        [f"/srv/app{number % 3}/crasher" for number in range(1, 31)]
 
 
 def test_a_torn_append_is_left_behind(store):

@@ -150,9 +150,13 @@ def entries(store, pid=None):
 
 
 def index_lines(store):
-    """{id: length of its index line}: what the index holds of each crash."""
-    lines = (store / "index").read_bytes().splitlines(keepends=True)
-    return {json.loads(line)["id"]: len(line) for line in lines}
+    """{id: length of its index line}: what the index holds of each crash
+    (a line an array of values, the id first, or an object)."""
+    lengths = {}
+    for line in (store / "index").read_bytes().splitlines(keepends=True):
+        value = json.loads(line)
+        lengths[value[0] if isinstance(value, list) else value["id"]] = len(line)
+    return lengths
 
 
 def wait_entry(store, pid, timeout=60):

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from sfbt.archive.cbf import Frame, Omitted
 from sfbt.archive.layout import SIGNAL_TRAMPOLINE, GdbLayout, LldbLayout
 from sfbt.archive.report import FrameNames, FrameTexts, folded_line, trace_heading
-from sfbt.archive.store import Event, SampleGroup
-from sfbt.archive.threads import sampled_thread
+from sfbt.archive.store import Event
+from sfbt.archive.threads import SampleGroup, sampled_thread
 from sfbt.frame_name import FrameName
 
 

@@ -2,7 +2,6 @@
 asked for (so that a walk, which reads sections, imports neither the
 dumper nor the writer nor the synthesis cache)."""
 
-import importlib
 import sys
 
 
@@ -13,7 +12,10 @@ def lazy_exports(package, module_of):
     def __getattr__(name):
         if name not in module_of:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{module_of[name]}", package), name)
+        # __import__, not importlib's import_module: the importlib package
+        # (and warnings with it) is not on the crash handler's imports
+        module = __import__(f"{package}.{module_of[name]}", fromlist=("_",))
+        value = getattr(module, name)
         setattr(sys.modules[package], name, value)
         return value
     return __getattr__

@@ -14,7 +14,6 @@ symbol's with it (``std::thread::join()``)."""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from .errors import left_out
@@ -209,14 +208,21 @@ _GCC_TYPES = {"long long unsigned int": "unsigned long long", "long long int": "
               "long unsigned int": "unsigned long", "long int": "long",
               "short unsigned int": "unsigned short", "short int": "short",
               "__int128 unsigned": "unsigned __int128"}
-_GCC_TYPE = re.compile(r"\b(?:" + "|".join(_GCC_TYPES) + r")\b")
+
+
+@lru_cache(maxsize=1)
+def _gcc_type():
+    """The pattern of _GCC_TYPES' names, compiled when first needed (re
+    kept off the crash handler's imports)."""
+    import re
+    return re.compile(r"\b(?:" + "|".join(_GCC_TYPES) + r")\b")
 
 
 def canonical_types(name: str) -> str:
     """A C++ name from DWARF with its template arguments' integer types
     spelt as GDB's canonical names spell them (GDB's
     cp_canonicalize_string: ``twice<long int>`` as ``twice<long>``)."""
-    return _GCC_TYPE.sub(lambda found: _GCC_TYPES[found.group()], name) if "<" in name \
+    return _gcc_type().sub(lambda found: _GCC_TYPES[found.group()], name) if "<" in name \
         else name
 
 

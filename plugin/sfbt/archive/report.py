@@ -185,7 +185,7 @@ HEADING_THREADS = 3
 
 def trace_heading(number, event, groups):
     """The heading of a stored trace: how often it was captured (its
-    store.SampleGroups), by which threads (each named, up to
+    threads.SampleGroups), by which threads (each named, up to
     HEADING_THREADS: a stack threads share is not headed with one
     thread's name), how many captures were cut, and its first capture's
     reason, time and label (event)."""

@@ -15,8 +15,9 @@ from ..lines import bounded_lines
 from . import cbf, lws
 from .imagemap import decode_image_map
 from .report import frame_lines, trace_heading
-from .store import (MAGIC, ArchiveError, ArchiveReader, SampleGroup, is_archive,
+from .store import (MAGIC, ArchiveError, ArchiveReader, is_archive,
                     iter_records, record_bytes)
+from .threads import SampleGroup
 
 
 class SavedFormError(SfbtError):
@@ -31,7 +32,7 @@ class SavedTrace:
     images: list
     weight: int
     callers: tuple = ()  # cbf.Backtrace.callers
-    #: who captured it, how often (store.SampleGroup: thread, cut, weight);
+    #: who captured it, how often (threads.SampleGroup: thread, cut, weight);
     #: one group of no thread for the forms that hold no events
     groups: List[SampleGroup] = field(default_factory=list)
 

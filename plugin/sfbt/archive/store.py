@@ -10,11 +10,19 @@ records of their own, so appending only adds records and never rewrites
 old ones.
 """
 
+from __future__ import annotations
+
 import io
 import struct
 import zlib
 from array import array
-from typing import IO, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+#: typing (and the re it imports) kept off the crash handler's imports
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Union
+
+    from .threads import SampledThread, SampleGroup
 
 try:  # hashlib's own, without loading OpenSSL (a sixth of the crash handler's imports)
     from _blake2 import blake2b
@@ -26,8 +34,6 @@ from ..files import locked_for_update, open_regular, replace_file, replace_locke
 from . import cbf
 from .imagemap import (IMAGE_COST, DecodeBudget, Image, ImageMap, ImageMapError,
                        decode_image_map, encode_image_map)
-from .recording import MAX_THREADS, Recording
-from .threads import SampledThread, sampled_thread
 
 MAGIC = b"SFBTARC\x01"
 KIND_IMAGE_MAP = 1
@@ -39,6 +45,22 @@ KIND_IMAGE = 4
 #: an image map by reference to the image table (PlacedImages): numbered
 #: with the image maps, as the map it stands for
 KIND_PLACED_MAP = 5
+#: one crash's threads (the crash store's segments): their events in one
+#: record, what they share written once, the traces not in the file
+#: before inline (numbered after the file's traces, in order)
+KIND_CRASH = 6
+#: flags of a thread in a KIND_CRASH record
+CRASH_CUT = 1  # the event is cut
+CRASH_NEW_TRACE = 2  # its trace follows (length, CBF bytes), else a trace id
+CRASH_CRASHED = 4  # labelled "crashed" (else no label, unless CRASH_LABEL)
+CRASH_LABEL = 8  # a label string follows
+CRASH_REASON = 16  # a stop reason follows (else the record's)
+CRASH_NAME = 32  # a thread name follows (else the previous thread's; "" first)
+CRASH_THREAD = 64  # a thread string follows (else "N (TID)", N its place from 1)
+#: a KIND_CRASH record's image map: its own, its bases in pages or in
+#: bytes, else the index of one before it plus CRASH_MAP_INDEX
+CRASH_MAP_PAGES, CRASH_MAP_BYTES, CRASH_MAP_INDEX = 0, 1, 2
+CRASH_PAGE = 4096
 _RECORD_HEAD = struct.Struct("<BI")
 _CRC = struct.Struct("<I")
 _TRACE_HEAD = struct.Struct("<IQ")
@@ -95,6 +117,176 @@ def placed_map_payload(places: List[Tuple[int, int]]) -> bytes:
     return bytes(out)
 
 
+def placed_places(payload: bytes, unit: int = 1) -> List[Tuple[int, int]]:
+    """The (table index, base) of each image of a KIND_PLACED_MAP payload
+    (its bases' differences in ``unit``s); ValueError where it is
+    damaged."""
+    numbers: List[int] = []
+    value, shift = 0, 0
+    for byte in payload:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            numbers.append(value)
+            value, shift = 0, 0
+    if shift or not numbers or len(numbers) != 1 + 2 * numbers[0]:
+        raise ValueError("a damaged placed image map")
+    places, base = [], 0
+    for index, zigzag in zip(numbers[1::2], numbers[2::2]):
+        base += unit * (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)
+        places.append((index, base))
+    return places
+
+
+def _write_text(out: bytearray, text: str) -> None:
+    data = text.encode("utf-8", "surrogateescape")
+    _write_varint(out, len(data))
+    out += data
+
+
+def crash_payload(image_map: Union[int, List[Tuple[int, int]]],
+                  threads: List[Tuple[Event, int, Optional[bytes]]]) -> bytes:
+    """The payload of a KIND_CRASH record: its image map (its index plus
+    CRASH_MAP_INDEX, or the (table index, base) of its images, a map of its
+    own numbered as the next image map of the file: CRASH_MAP_PAGES and
+    the KIND_PLACED_MAP payload of its bases in pages, as a string, or,
+    where a base is not a page's, CRASH_MAP_BYTES and the payload), the
+    time (seconds * 2, + 1 and the nanoseconds where there are), the
+    architecture, process id and stop reason of the first event,
+    the count of ``threads``, then for each (event, trace id, CBF bytes
+    where the trace is new here, else None): its CRASH_ flags, its thread
+    id's difference from the process id (zigzag), its trace (CBF bytes, or
+    id), and its strings that differ from what the flags imply; LEB128
+    varints, a string a varint length and UTF-8 (a name's bytes as they
+    were).  Every event has the first one's map, time, architecture and
+    process."""
+    first = threads[0][0]
+    out = bytearray()
+    if isinstance(image_map, int):
+        _write_varint(out, image_map + CRASH_MAP_INDEX)
+    else:
+        pages = all(base % CRASH_PAGE == 0 for _, base in image_map)
+        _write_varint(out, CRASH_MAP_PAGES if pages else CRASH_MAP_BYTES)
+        placed = placed_map_payload([(index, base // CRASH_PAGE if pages else base)
+                                     for index, base in image_map])
+        _write_varint(out, len(placed))
+        out += placed
+    seconds, nanoseconds = divmod(first.time_ns, 10**9)
+    _write_varint(out, seconds * 2 + bool(nanoseconds))
+    if nanoseconds:
+        _write_varint(out, nanoseconds)
+    _write_text(out, first.architecture)
+    _write_varint(out, first.pid)
+    _write_text(out, first.reason)
+    _write_varint(out, len(threads))
+    name = ""
+    for place, (event, trace_id, data) in enumerate(threads, 1):
+        label = event.label if event.label != "crashed" else ""
+        flags = (CRASH_CUT * event.cut | CRASH_NEW_TRACE * (data is not None)
+                 | CRASH_CRASHED * (event.label == "crashed") | CRASH_LABEL * bool(label)
+                 | CRASH_REASON * (event.reason != first.reason)
+                 | CRASH_NAME * (event.thread_name != name)
+                 | CRASH_THREAD * (event.thread != f"{place} ({event.tid})"))
+        out.append(flags)
+        delta = event.tid - first.pid
+        _write_varint(out, delta * 2 if delta >= 0 else -delta * 2 - 1)
+        if data is not None:
+            _write_varint(out, len(data))
+            out += data
+        else:
+            _write_varint(out, trace_id)
+        for flag, text in ((CRASH_LABEL, label), (CRASH_REASON, event.reason),
+                           (CRASH_NAME, event.thread_name), (CRASH_THREAD, event.thread)):
+            if flags & flag:
+                _write_text(out, text)
+        name = event.thread_name
+    return bytes(out)
+
+
+def crash_events(payload: bytes, offset: int, trace_count: int, image_map_count: int
+                 ) -> Tuple[Optional[Tuple[int, int, int]], List[Tuple[int, int]],
+                            List[Event]]:
+    """((start, end) in ``payload`` of its own placed map's payload and
+    the unit of its bases, or None; [(start, end) of each new trace's CBF bytes]; the events) of a
+    KIND_CRASH record at ``offset`` of a file holding ``trace_count``
+    traces and ``image_map_count`` image maps before it."""
+    at, end = 0, len(payload)
+
+    def varint() -> int:
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            if at >= end:
+                raise ArchiveError("crash record ends inside a number", offset + at)
+            byte = payload[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 70:
+                raise ArchiveError("crash record: a number of over 10 bytes", offset + at)
+
+    def span() -> Tuple[int, int]:
+        nonlocal at
+        size = varint()
+        if at + size > end:
+            raise ArchiveError("crash record ends inside a string", offset + at)
+        at += size
+        return at - size, at
+
+    def text() -> str:
+        start, stop = span()
+        return payload[start:stop].decode("utf-8", "surrogateescape")
+
+    index = varint()
+    placed = None
+    if index < CRASH_MAP_INDEX:
+        unit = CRASH_PAGE if index == CRASH_MAP_PAGES else 1
+        placed, index = (*span(), unit), image_map_count
+    else:
+        index -= CRASH_MAP_INDEX
+        if index >= image_map_count:
+            raise ArchiveError(f"crash record names unknown image map {index}", offset)
+    seconds = varint()
+    time_ns = (seconds >> 1) * 10**9 + (varint() if seconds & 1 else 0)
+    architecture, pid, reason = text(), varint(), text()
+    count = varint()
+    if count > end:  # each thread takes three bytes at least
+        raise ArchiveError(f"crash record of {count} threads in {end} bytes", offset)
+    traces: List[Tuple[int, int]] = []
+    events: List[Event] = []
+    name = ""
+    for place in range(1, count + 1):
+        if at >= end:
+            raise ArchiveError("crash record ends inside a thread", offset + at)
+        flags = payload[at]
+        at += 1
+        zigzag = varint()
+        tid = pid + (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)
+        if flags & CRASH_NEW_TRACE:
+            traces.append(span())
+            trace_id = trace_count + len(traces)
+        else:
+            trace_id = varint()
+            if not 1 <= trace_id <= trace_count + len(traces):
+                raise ArchiveError(f"crash record names unknown trace {trace_id}",
+                                   offset + at)
+        label = text() if flags & CRASH_LABEL else (
+            "crashed" if flags & CRASH_CRASHED else "")
+        thread_reason = text() if flags & CRASH_REASON else reason
+        name = text() if flags & CRASH_NAME else name
+        thread = text() if flags & CRASH_THREAD else f"{place} ({tid})"
+        if not (0 <= tid <= 0xFFFFFFFF and pid <= 0xFFFFFFFF and time_ns < 1 << 64):
+            raise ArchiveError("crash record: a thread id, process id or time out of "
+                               "range", offset + at)
+        events.append(Event(trace_id, index, time_ns, architecture, thread, thread_reason,
+                            label, pid, tid, name, bool(flags & CRASH_CUT)))
+    if at != end:
+        raise ArchiveError(f"{end - at} bytes after the crash record's threads", offset + at)
+    return placed, traces, events
+
+
 def image_record_payload(image: Image, platform: str, word_size: int) -> bytes:
     """The payload of a KIND_IMAGE record: ``image`` at base 0."""
     size = (image.end_of_text - image.base) & ((1 << word_size) - 1)
@@ -119,8 +311,10 @@ class ImageTable:
         self.entries.append(entry)
         return entry
 
-    def placed(self, payload: bytes, offset: int, budget: DecodeBudget) -> ImageMap:
-        """The ImageMap a KIND_PLACED_MAP payload stands for."""
+    def placed(self, payload: bytes, offset: int, budget: DecodeBudget,
+               unit: int = 1) -> ImageMap:
+        """The ImageMap a KIND_PLACED_MAP payload stands for (its bases'
+        differences in ``unit``s of bytes: pages, in a KIND_CRASH record)."""
         at, end = 0, len(payload)
 
         def varint() -> int:
@@ -153,7 +347,7 @@ class ImageTable:
             if not images:
                 platform, word_size = entry.platform, entry.word_size
             zigzag = varint()
-            base = (base + (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)) \
+            base = (base + unit * (zigzag >> 1 if not zigzag & 1 else -(zigzag >> 1) - 1)) \
                 & ((1 << word_size) - 1)
             budget.spend(IMAGE_COST, offset)
             image = entry.images[0]
@@ -512,21 +706,23 @@ def _parse_record(archive: Archive, at: int, kind: int, payload: bytes,
     elif kind == KIND_PLACED_MAP:
         archive.add_image_map(encode_image_map(archive.image_table.placed(payload, offset,
                                                                            budget)))
+    elif kind == KIND_CRASH:
+        placed, traces, events = crash_events(payload, offset, len(archive.traces),
+                                              len(archive.image_maps))
+        if placed is not None:
+            number = len(archive.image_maps)
+            index = archive.add_image_map(encode_image_map(archive.image_table.placed(
+                payload[placed[0]:placed[1]], offset + placed[0], budget, placed[2])))
+            for event in events:  # (a map the file had: the archive keeps it once)
+                if event.image_map_index == number:
+                    event.image_map_index = index
+        for start, end in traces:
+            if archive.add_trace(payload[start:end]) != len(archive.traces):
+                raise ArchiveError("crash record repeats a trace of the file", offset + start)
+        for event in events:
+            archive.add_event(event)
     else:
         raise ArchiveError(f"unknown record kind {kind}", at)
-
-
-#: the thread of the samples of threads past MAX_THREADS in one archive
-MORE_THREADS = SampledThread(0, 0, "", "[more threads]")
-
-
-class SampleGroup(NamedTuple):
-    """The captures of one trace by one thread (None: the events name
-    none), cut or not, and how many."""
-
-    thread: Optional[SampledThread]
-    cut: bool
-    weight: int
 
 
 class ArchiveReader:
@@ -556,8 +752,9 @@ class ArchiveReader:
         self._table = ImageTable()
         self._trace_offsets = array("Q")  # where each trace's CBF bytes are
         self._trace_lengths = array("L")
-        # each trace's first event record (payload), or None
-        self._first_events: List[Optional[bytes]] = []
+        # each trace's first event record (payload, or the Event of a
+        # KIND_CRASH record), or None
+        self._first_events: List[Union[bytes, Event, None]] = []
         #: each trace's captures per group, a group being thread number * 2
         #: + cut (threads numbered in ``_threads`` by what their events say
         #: of them): its first group and that group's count in arrays (most
@@ -567,6 +764,7 @@ class ArchiveReader:
         self._other_groups: Dict[int, Dict[int, int]] = {}
         self._thread_numbers: Dict[Tuple[str, int, int, str], int] = {}
         self._threads: List[Optional[SampledThread]] = []
+        from .recording import Recording  # (a reader's: the crash handler only writes)
         self.recording = Recording()
         start = stream.read(len(MAGIC))
         self.frame_budget = max(cbf.DEFAULT_LIMIT, FRAMES_PER_BYTE * size)
@@ -597,35 +795,56 @@ class ArchiveReader:
             self._first_groups.append(-1)
             self._first_counts.append(0)
         elif kind == KIND_EVENT:
-            event = _check_event(payload, offset, len(self._trace_offsets),
-                                 len(self._maps))
-            self.recording.add(event)
-            index = event.trace_id - 1
-            thread = self._thread_numbers.get(
-                (event.thread, event.pid, event.tid, event.thread_name))
-            if thread is None:
-                thread = self._thread_number(event)
-            group = thread * 2 + event.cut
-            if self._first_groups[index] == group:
-                self._first_counts[index] += 1
-            elif self._first_groups[index] < 0:
-                self._first_groups[index] = group
-                self._first_counts[index] = 1
-            else:
-                others = self._other_groups.setdefault(index, {})
-                others[group] = others.get(group, 0) + 1
-            if self._first_events[index] is None:  # kept as bytes: a third of the memory
-                self._first_events[index] = payload
+            self._note_event(_check_event(payload, offset, len(self._trace_offsets),
+                                          len(self._maps)), payload)
         elif kind == KIND_IMAGE:
             self._table.add(payload, offset, self._budget)
         elif kind == KIND_PLACED_MAP:
             self._maps.append(self._table.placed(payload, offset, self._budget))
+        elif kind == KIND_CRASH:
+            placed, traces, events = crash_events(payload, offset, len(self._trace_offsets),
+                                                  len(self._maps))
+            if placed is not None:
+                self._maps.append(self._table.placed(payload[placed[0]:placed[1]],
+                                                     offset + placed[0], self._budget,
+                                                     placed[2]))
+            for start, end in traces:
+                self._trace_offsets.append(offset + start)
+                self._trace_lengths.append(end - start)
+                self._first_events.append(None)
+                self._first_groups.append(-1)
+                self._first_counts.append(0)
+            for event in events:
+                self._note_event(event, event)
         else:
             raise ArchiveError(f"unknown record kind {kind}", at)
+
+    def _note_event(self, event: Event, kept: Union[bytes, Event]) -> None:
+        """Count ``event``; ``kept`` is what is kept of its trace's first
+        (its record's payload, or the Event of a KIND_CRASH record)."""
+        self.recording.add(event)
+        index = event.trace_id - 1
+        thread = self._thread_numbers.get(
+            (event.thread, event.pid, event.tid, event.thread_name))
+        if thread is None:
+            thread = self._thread_number(event)
+        group = thread * 2 + event.cut
+        if self._first_groups[index] == group:
+            self._first_counts[index] += 1
+        elif self._first_groups[index] < 0:
+            self._first_groups[index] = group
+            self._first_counts[index] = 1
+        else:
+            others = self._other_groups.setdefault(index, {})
+            others[group] = others.get(group, 0) + 1
+        if self._first_events[index] is None:  # kept as bytes: a third of the memory
+            self._first_events[index] = kept
 
     def _thread_number(self, event: Event) -> int:
         """The number of the event's thread in ``_threads``; past
         MAX_THREADS of them, the number of MORE_THREADS (said once)."""
+        from .recording import MAX_THREADS
+        from .threads import sampled_thread
         key = (event.thread, event.pid, event.tid, event.thread_name)
         number = self._thread_numbers.get(key)
         if number is None:
@@ -636,6 +855,8 @@ class ArchiveReader:
         return number
 
     def _more_threads(self) -> int:
+        from .recording import MAX_THREADS
+        from .threads import MORE_THREADS
         key = ("", -1, -1, "")  # no event's: their ids are unsigned
         number = self._thread_numbers.get(key)
         if number is None:
@@ -655,6 +876,7 @@ class ArchiveReader:
     def traces(self) -> Iterator[Tuple[int, Event, List[SampleGroup], cbf.Backtrace]]:
         """(number, first Event, its SampleGroups, decoded Backtrace) for
         each captured trace, in id order."""
+        from .threads import SampleGroup
         budget = self.frame_budget
         decoder = cbf.TraceDecoder()
         for number, (offset, length) in enumerate(
@@ -662,7 +884,8 @@ class ArchiveReader:
             payload = self._first_events[number - 1]
             if payload is None:
                 continue
-            event = _check_event(payload, 0, len(self._trace_offsets), len(self._maps))
+            event = payload if isinstance(payload, Event) else \
+                _check_event(payload, 0, len(self._trace_offsets), len(self._maps))
             limit = min(cbf.DEFAULT_LIMIT, budget)
             decoded = decoder.decode(self._read(offset, length), limit)
             if decoded.over_limit and limit < cbf.DEFAULT_LIMIT:
@@ -753,6 +976,19 @@ class _StoredRecords:
             self.trace_count += 1
         elif kind == KIND_EVENT:
             _check_event(payload, offset, self.trace_count, self.image_map_count)
+        elif kind == KIND_CRASH:
+            placed, traces, _ = crash_events(payload, offset, self.trace_count,
+                                             self.image_map_count)
+            if placed is not None:
+                map_bytes = encode_image_map(self.table.placed(
+                    payload[placed[0]:placed[1]], offset + placed[0], self.budget, placed[2]))
+                self.image_maps.setdefault(blake2b(map_bytes, digest_size=16).digest(),
+                                           self.image_map_count)
+                self.image_map_count += 1
+            for start, end in traces:
+                self.trace_count += 1
+                self.buckets.setdefault(trace_hash(payload[start:end]), []).append(
+                    (self.trace_count, offset + start, end - start))
         else:
             raise ArchiveError(f"unknown record kind {kind}", at)
 

@@ -43,3 +43,16 @@ def sampled_thread(event: "Event") -> Optional[SampledThread]:
     if not (tid or event.thread):
         return None
     return SampledThread(pid, tid, name, event.thread)
+
+
+#: the thread of the samples of threads past recording.MAX_THREADS in one archive
+MORE_THREADS = SampledThread(0, 0, "", "[more threads]")
+
+
+class SampleGroup(NamedTuple):
+    """The captures of one trace by one thread (None: the events name
+    none), cut or not, and how many."""
+
+    thread: Optional[SampledThread]
+    cut: bool
+    weight: int

@@ -1,9 +1,14 @@
 """cbf-save: the current backtrace(s) in the Compact Backtrace Format."""
 
+from __future__ import annotations
+
 import itertools
 import os
 import time
-from typing import List
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing and its re kept off the crash handler's imports)
+    from typing import List
 
 from ..archive import cbf
 from ..archive.imagemap import Image, ImageMap, encode_image_map

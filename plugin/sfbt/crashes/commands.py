@@ -42,7 +42,8 @@ def _run_install(args, error_type):
     if args.max_use is not None:
         settings["max_use"] = args.max_use
     try:
-        replace_file(launcher, lambda out: out.write(launcher_text(store.path).encode()),
+        replace_file(launcher, lambda out: out.write(launcher_text(store.path, settings)
+                                                  .encode()),
                      0o700)
         store.save_settings(settings)
         write_setting(CORE_PIPE_LIMIT, str(max(int(pipe_limit or 0), PIPE_LIMIT)))

@@ -69,15 +69,17 @@ def _pipe_limit():
         return 0
 
 
-def handle(arguments, stdin=0):
+def handle(arguments, stdin=0, settings=None):
     """Handle one core; returns the entry stored (of a core sfbt cannot
-    read: what the kernel said, and why)."""
+    read: what the kernel said, and why).  ``settings``: install's (the
+    launcher holds them), else read from the store."""
     pid, tid, signal, seconds, uid, gid = (int(a) for a in arguments[:6])
     command = arguments[6] if len(arguments) > 6 else ""
     started = time.monotonic()
     store = CrashStore()
     os.environ["XDG_CACHE_HOME"] = store.file("cache")  # sfbt's cache: the store's
-    settings = store.saved_settings() or {}
+    if settings is None:
+        settings = store.saved_settings() or {}
     if isinstance(settings.get("max_use"), int):
         store.max_use = settings["max_use"]
     chained = kept = None
@@ -98,7 +100,7 @@ def handle(arguments, stdin=0):
     try:
         try:
             core = StreamedCore(stdin, pid, module_files=_pipe_limit() > 0, copies=copies)
-            archive_bytes, details = _walked(core, tid, signal, store.repeated)
+            archive_bytes, details = _walked(core, tid, signal, seconds, store.repeated)
             entry.update(details)
         except StreamError as error:
             entry.update({"error": str(error), "bucket": f"unread-{signal}",
@@ -159,8 +161,9 @@ def _drain(descriptor, copies=()):
             copy(data)
 
 
-def _walked(core, tid, signal, repeated):
-    """(the crash's archive bytes, the index's fields of the walk); when
+def _walked(core, tid, signal, seconds, repeated):
+    """(the crash's archive bytes, the index's fields of the walk), its
+    events at the time the kernel gave (``seconds``, %t); when
     ``repeated(bucket)`` says the crash will only be counted, no thread
     is walked after the crashing one (the first)."""
     from ..archive import cbf
@@ -183,7 +186,7 @@ def _walked(core, tid, signal, repeated):
     word_size = 8 * core.arch.pointer_size
     archive = Archive()
     images_index = archive.add_image_map(encode_image_map(images))  # once, not a thread
-    now = time.time_ns()
+    now = seconds * 10**9  # (a whole second: a crash record holds it in 5 bytes, not 9)
     crashed_frames, cut, crashed_cut_at = [], 0, None
     for thread in session.threads():
         core.missed = None
@@ -222,13 +225,14 @@ def _walked(core, tid, signal, repeated):
     return (MAGIC + archive.pending_bytes()) if archive else b"", details
 
 
-def main(arguments):
+def main(arguments, settings=None):
     """The crash-handler command: never a traceback, always exit 0 (the
-    kernel ignores the status; a failure is written to the kernel's log)."""
+    kernel ignores the status; a failure is written to the kernel's log).
+    ``settings``: the store's, as the launcher holds them."""
     try:
         if len(arguments) < 6:
             raise ValueError("usage: sfbt crash-handler %P %i %s %t %u %g %e")
-        handle(arguments)
+        handle(arguments, settings=settings)
     except Exception as error:  # one line in the kernel's log, never a traceback
         from ..printable import printable
         _log(f"sfbt crash-handler: {printable(str(error))}")

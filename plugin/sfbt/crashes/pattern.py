@@ -35,9 +35,12 @@ def write_setting(path, value):
         stream.write(value + "\n")
 
 
-def launcher_text(store_path):
+def launcher_text(store_path, settings):
     """The sfbt command line the kernel runs: this Python, this sfbt, its
-    store fixed (the kernel gives a handler no environment to name it)."""
+    store fixed (the kernel gives a handler no environment to name it),
+    and the store's ``settings`` (a dict of strings, numbers and booleans)
+    as a literal, which the handler takes instead of reading the store's
+    settings file (JSON: the json module is a fifth of its imports)."""
     plugin = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return (f"#!{sys.executable} -IS\n"
             "import os, sys\n"
@@ -52,7 +55,7 @@ def launcher_text(store_path):
             f"os.environ['SFBT_CRASH_STORE'] = {store_path!r}\n"
             "if sys.argv[1:2] == ['crash-handler']:  # the kernel: no argparse\n"
             "    from sfbt.crashes.handler import main\n"
-            "    sys.exit(main(sys.argv[2:]))\n"
+            f"    sys.exit(main(sys.argv[2:], {settings!r}))\n"
             "from sfbt.cli import main\n"
             "sys.exit(main())\n")
 

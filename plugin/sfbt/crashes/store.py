@@ -25,7 +25,6 @@ files), then the oldest index lines."""
 
 import errno
 import fcntl
-import json
 import os
 import stat
 import time
@@ -66,11 +65,26 @@ REPEAT_FIELDS = ("id", "time", "pid", "tid", "uid", "gid", "signal", "code", "ad
                  "bucket")
 #: fields of a crash the index leaves out where it knows the executable
 _LEFT_OUT = ("command",)
-#: fields of a kept crash's line left out where they are what the rest
-#: of the line implies: the crashing thread the kernel's (tid), its
-#: threads all walked (the events of its seg)
-_IMPLIED = {"crashed_tid": lambda entry: entry.get("tid"),
-            "threads": lambda entry: entry["seg"][2]}
+#: fields of a line left out where they are what the rest of the line
+#: implies: the thread the kernel named the process's (tid), the group
+#: the user's (gid), of a kept crash, the crashing thread the kernel's
+#: (crashed_tid), its threads all walked (the events of its seg), its
+#: stacks read from the held process (memory_from)
+_IMPLIED = {"tid": lambda entry: entry.get("pid"),
+            "gid": lambda entry: entry.get("uid")}
+_IMPLIED_KEPT = {"crashed_tid": lambda entry: entry.get("tid"),
+                 "threads": lambda entry: entry["seg"][2],
+                 "memory_from": lambda entry: "process"}
+#: a kept crash's line, and a counted crash's: a JSON array of these
+#: fields' values in this order (their names were half of a line), then,
+#: where the crash has any, an object of its other fields; "seg" is its
+#: three numbers; null for a field the crash has not.  Other lines (a
+#: core not read), and the lines of an older sfbt, are an object of
+#: every field.
+KEPT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket",
+             "executable", "mappings", "handler_ms", "handler_kb", "seg")
+REPEAT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket", "of")
+_LINE_LENGTHS = {len(KEPT_LINE) + 2: KEPT_LINE, len(REPEAT_LINE): REPEAT_LINE}
 
 
 def store_path(given=None):
@@ -162,6 +176,16 @@ class CrashStore:
                     (int(words[1]), int(words[2])))
         return kept
 
+    def _kept_buckets(self):
+        """{id: bucket} of every line of the kept list (a kept crash's
+        index line leaves its bucket to it)."""
+        buckets = {}
+        for line in self._read(KEPT, MAX_KEPT_BYTES).split(b"\n"):
+            words = line.split()
+            if len(words) == 3 and words[2].isdigit():
+                buckets[int(words[2])] = words[0].decode("ascii", "replace")
+        return buckets
+
     def repeated(self, bucket):
         """Whether a crash of ``bucket`` will only be counted (its first
         crashes are kept): the handler then walks no other thread."""
@@ -209,31 +233,43 @@ class CrashStore:
         try:
             entry = {key: value for key, value in entry.items()
                      if key not in _LEFT_OUT or not entry.get("executable")}
-            entry["id"] = self._last_id() + 1
+            entry = {"id": self._last_id() + 1, **entry}
             kept = self._kept().get(entry["bucket"], [])
+            written = dict(entry)  # what the line holds (entries() puts the rest back)
             if archive_bytes and len(kept) < KEEP_PER_BUCKET:
-                segment, first, events = self._append_crash(archive_bytes)
-                entry["seg"] = [segment, first, events]
-                for key, same in _IMPLIED.items():  # (entries() puts them back)
-                    if key in entry and entry[key] == same(entry):
-                        del entry[key]
+                segment, first, events, image_numbers = self._append_crash(archive_bytes)
+                entry["seg"] = written["seg"] = [segment, first, events]
+                for key, same in _IMPLIED_KEPT.items():
+                    if key in written and written[key] == same(written):
+                        del written[key]
+                if written.get("executable") in image_numbers:  # the segment's image
+                    written["executable"] = image_numbers[written["executable"]]
+                del written["bucket"]  # the kept list's line holds it
                 _append(self.file(KEPT), f"{entry['bucket']} {segment} {entry['id']}\n"
                         .encode())
             elif kept:  # counted: what differs from the bucket's kept crash
                 entry = {key: entry[key] for key in REPEAT_FIELDS if key in entry}
                 entry["of"] = kept[0][1]
+                written = dict(entry)
             if keep_core is not None:
                 core_name = keep_core(entry["bucket"], not kept)
                 if core_name:
-                    entry["core"] = core_name
-            _append(self.file(INDEX), index_line(entry).encode(), self._index_ends_torn())
+                    entry["core"] = written["core"] = core_name
+            for key, same in _IMPLIED.items():
+                if key in written and written[key] == same(written):
+                    del written[key]
+            _append(self.file(INDEX), index_line(_line_value(written)).encode(),
+                    self._index_ends_torn())
             self._cap()
         finally:
             os.close(lock)
         return entry
 
     def _last_id(self):
-        """The id of the index's last whole line (0: none)."""
+        """The id of the index's last whole line (0: none): the number a
+        line begins with (``[N,``), without the json module (re and enum
+        with it: a fifth of the handler's imports), or, for a line of an
+        object, its JSON's."""
         try:
             descriptor = os.open(self.file(INDEX), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -244,13 +280,10 @@ class CrashStore:
             while True:
                 start = max(0, size - step)
                 data = os.pread(descriptor, size - start, start)
-                for line in reversed(data.split(b"\n")[1 if start else 0:]):
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(entry, dict) and isinstance(entry.get("id"), int):
-                        return entry["id"]
+                for line in reversed(data.split(b"\n")[1 if start else 0:-1]):
+                    number = _leading_id(line)
+                    if number is not None:
+                        return number
                 if not start or step >= MAX_INDEX_BYTES:
                     return 0
                 step *= 4
@@ -273,7 +306,7 @@ class CrashStore:
     def _append_crash(self, archive_bytes):
         """Append a crash's archive to the newest segment (a new one when
         it is full or damaged); (segment number, index of its first event there,
-        its events)."""
+        its events, {image path: its number in the segment's image table})."""
         from .segment import Segment
         segments = self.segments()
         number = max(segments, default=0)
@@ -282,8 +315,7 @@ class CrashStore:
         while True:
             with Segment(self.file(segment_name(number))) as segment:
                 if not segment.damaged:
-                    first, events = segment.append(archive_bytes)
-                    return number, first, events
+                    return (number, *segment.append(archive_bytes))
             number += 1  # a torn or damaged segment is left as it is
 
     def _cap(self):
@@ -310,25 +342,61 @@ class CrashStore:
         if used <= self.max_use:
             return
         newest = max((f[0] for f in files), default=0)
-        removed = False
+        removed = {}  # segment number -> its image table's paths
         for number, _, name, size in sorted(files, key=lambda f: (f[1], f[0])):
             if used <= self.max_use:
                 break
             if number and number == newest:
                 continue
+            if number:
+                removed[number] = self._image_paths(number)
             try:
                 os.unlink(self.file(name))
             except FileNotFoundError:
                 pass
             used -= size
-            removed = removed or bool(number)
-        if removed:  # the kept lines of segments gone
+        if removed:  # their crashes' lines made whole, the kept lines of segments gone
+            self._complete_lines(removed)
             text = "".join(f"{bucket} {segment} {crash}\n"
                            for bucket, places in self._kept().items()
                            for segment, crash in places).encode()
             replace_file(self.file(KEPT), lambda out: out.write(text), 0o600)
         if used > self.max_use:
             self._trim_index(index_size - (used - self.max_use) - self.max_use // 8)
+
+    def _complete_lines(self, removed):
+        """Rewrite the index lines of the crashes kept in the ``removed``
+        segments ({number: its image table's paths}) with what they left
+        to the segment and the kept list: the executable's path where
+        they name it by its number in that table, and the bucket."""
+        import json
+        buckets = self._kept_buckets()
+        bucket = KEPT_LINE.index("bucket")
+        data = self._read(INDEX, MAX_INDEX_BYTES + 1)
+        lines = data.split(b"\n")
+        changed = False
+        executable, seg = KEPT_LINE.index("executable"), KEPT_LINE.index("seg")
+        for at, line in enumerate(lines):
+            if not line.startswith(b"["):
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            positional = value[:-1] if value and isinstance(value[-1], dict) else value
+            if len(positional) != len(KEPT_LINE) + 2 or not isinstance(value[0], int) \
+                    or not isinstance(positional[seg], int) or positional[seg] not in removed:
+                continue
+            if isinstance(positional[executable], int):
+                table, number = removed[positional[seg]], positional[executable]
+                value[executable] = table[number] if 0 <= number < len(table) else ""
+            if value[bucket] is None:
+                value[bucket] = buckets.get(value[0], "")
+            lines[at] = index_line(value)[:-1].encode()
+            changed = True
+        if changed:
+            text = b"\n".join(lines)
+            replace_file(self.file(INDEX), lambda out: out.write(text), 0o600)
 
     def _trim_index(self, keep):
         """Rewrite the index to its newest lines within ``keep`` bytes (its
@@ -353,20 +421,42 @@ class CrashStore:
         entries = self._index()
         segments = self.segments()
         by_id = {entry["id"]: entry for entry in entries}
+        paths = {}  # segment number -> its image table's paths
+        buckets = None
         for entry in entries:
             place = entry.get("seg")
             if _valid_place(place):
-                for key, same in _IMPLIED.items():
+                if "bucket" not in entry:
+                    if buckets is None:
+                        buckets = self._kept_buckets()
+                    entry["bucket"] = buckets.get(entry["id"], "")
+                for key, same in _IMPLIED_KEPT.items():
                     if key not in entry:
                         entry[key] = same(entry)
                 if place[0] in segments:
                     entry["file"] = segment_name(place[0])
+                if isinstance(entry.get("executable"), int):
+                    if place[0] not in paths:
+                        paths[place[0]] = self._image_paths(place[0])
+                    table = paths[place[0]]
+                    number = entry["executable"]
+                    entry["executable"] = table[number] if 0 <= number < len(table) else ""
+        for entry in entries:
             first = by_id.get(entry.get("of"))
             if first is not None:
                 for key, value in first.items():
                     if key not in REPEAT_FIELDS and key not in ("seg", "file", "core"):
                         entry.setdefault(key, value)
         return entries
+
+    def _image_paths(self, number):
+        """The paths of segment ``number``'s image table ([] where it is
+        gone)."""
+        from .segment import image_paths
+        try:
+            return image_paths(self.file(segment_name(number)))
+        except (OSError, FileProblem):
+            return []
 
     def find(self, which):
         """The crashes ``which`` names: an id, or a bucket (its prefix)."""
@@ -377,6 +467,7 @@ class CrashStore:
 
     # -- install's settings ---------------------------------------------------------
     def saved_settings(self):
+        import json
         try:
             with open_regular(self.file(SETTINGS), 1 << 16) as stream:
                 settings = json.loads(stream.read())
@@ -385,6 +476,7 @@ class CrashStore:
         return settings if isinstance(settings, dict) else None
 
     def save_settings(self, settings):
+        import json
         data = json.dumps(settings).encode()
         replace_file(self.file(SETTINGS), lambda out: out.write(data), 0o600)
 
@@ -416,13 +508,84 @@ def _append(path, data, new_line=False):
         os.close(descriptor)
 
 
-def index_line(entry):
-    # ensure_ascii: a name's bytes that are not UTF-8 (surrogate escapes)
-    # written as \udcXX and read back as they were
-    return json.dumps(entry, separators=(",", ":")) + "\n"
+def _line_value(entry):
+    """What the index line of ``entry`` (the fields it holds) is: an
+    array (KEPT_LINE, REPEAT_LINE) where it has their fields, else an
+    object."""
+    for fields in (KEPT_LINE, REPEAT_LINE):
+        if fields[-1] in entry:  # (null for a field it has not)
+            value = []
+            for key in fields:
+                value += entry[key] if key == "seg" else [entry.get(key)]
+            rest = {key: entry[key] for key in entry if key not in fields}
+            return value + [rest] if rest else value
+    return entry
+
+
+def _line_entry(value):
+    """The fields of an index line's JSON ``value`` (None: not a crash's)."""
+    if isinstance(value, list):
+        rest = value.pop() if value and isinstance(value[-1], dict) else {}
+        fields = _LINE_LENGTHS.get(len(value))
+        if fields is None:
+            return None
+        if fields is KEPT_LINE:
+            value = value[:-3] + [value[-3:]]
+        value = {**rest, **{key: item for key, item in zip(fields, value)
+                            if item is not None}}
+    if not isinstance(value, dict) or not isinstance(value.get("id"), int):
+        return None
+    for key, same in _IMPLIED.items():
+        if key not in value:
+            value[key] = same(value)
+    return value
+
+
+def index_line(value):
+    """``value`` as a line of JSON, compact, ASCII (a name's bytes that are
+    not UTF-8, surrogate escapes, written as \\udcXX and read back as they
+    were), as json.dumps writes it, without importing json: its values
+    are numbers, strings, lists and objects of them."""
+    return _json_value(value) + "\n"
+
+
+def _json_value(value):
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_json_string(key)}:{_json_value(item)}"
+                              for key, item in value.items()) + "}"
+    if isinstance(value, str):
+        return _json_string(value)
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_json_value(item) for item in value) + "]"
+    raise TypeError(f"an index line holds no {type(value).__name__}")
+
+
+def _json_string(text):
+    try:
+        from _json import encode_basestring_ascii
+    except ImportError:  # pragma: no cover (CPython has it)
+        from json.encoder import encode_basestring_ascii
+    return encode_basestring_ascii(text)
+
+
+def _leading_id(line):
+    """The id of an index line: the number after its opening ``[`` (as
+    index_line writes a crash's), else its JSON's (a line of an object);
+    None for a line that is not a crash's."""
+    if line.startswith(b"["):
+        digits = line[1:21].split(b",", 1)[0]
+        if digits.isdigit() and line.endswith(b"]"):
+            return int(digits)
+    entries = _parse_index(line)
+    return entries[0]["id"] if entries else None
 
 
 def _parse_index(data):
+    import json
     if len(data) > MAX_INDEX_BYTES:  # (never written so long: the cap trims it)
         data = data[data.find(b"\n", len(data) - MAX_INDEX_BYTES) + 1:]
     entries = []
@@ -431,6 +594,7 @@ def _parse_index(data):
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("id"), int):
+        entry = _line_entry(entry)
+        if entry is not None:
             entries.append(entry)
     return entries

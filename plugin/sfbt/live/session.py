@@ -30,6 +30,18 @@ if TYPE_CHECKING:
 FRAME_LIMIT = 1000
 
 
+def signal_name(number: int) -> str:
+    """A signal's name as ``signal.Signals(number).name`` gives it (of
+    aliases, the first in alphabetical order: SIGABRT, not SIGIOT), from
+    _signal's constants: the signal module builds an enum, and enum is a
+    large part of the crash handler's imports."""
+    import _signal
+    names = sorted(name for name, value in vars(_signal).items()
+                   if value == number and isinstance(value, int)
+                   and name.startswith("SIG") and not name.startswith("SIG_"))
+    return names[0] if names else f"signal {number}"
+
+
 class SnapshotSession(Session):
     """Captured threads of one process (or core) with one module map, one
     SFrame cache and one symbolizer.  ``numbered`` is [(thread number,
@@ -116,11 +128,7 @@ class SnapshotSession(Session):
         number = thread.handle.signal
         if not number:
             return "stopped"
-        import signal  # a core's: not for a process's threads, stopped by sfbt
-        try:
-            return signal.Signals(number).name
-        except ValueError:
-            return f"signal {number}"
+        return signal_name(number)
 
     def backtrace_limit(self) -> Optional[int]:
         return FRAME_LIMIT

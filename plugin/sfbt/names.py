@@ -98,14 +98,20 @@ def demangled(name: str) -> str:
 #: __cxa_demangle prints it, as GDB prints it: libiberty's DMGL_VERBOSE
 #: spelling, c++filt's too: ``std::basic_string<char, ...>::append(...)``
 #: where __cxa_demangle says ``std::string::append(...)``)
-_STANDARD_SUBSTITUTIONS = tuple(
-    (mangled, re.compile(r"(?<![\w:])" + re.escape(short) + r"(?!\w)"), full)
-    for mangled, short, full in (
-        ("Ss", "std::string",
-         "std::basic_string<char, std::char_traits<char>, std::allocator<char> >"),
-        ("Si", "std::istream", "std::basic_istream<char, std::char_traits<char> >"),
-        ("So", "std::ostream", "std::basic_ostream<char, std::char_traits<char> >"),
-        ("Sd", "std::iostream", "std::basic_iostream<char, std::char_traits<char> >")))
+_STANDARD_SUBSTITUTIONS = (
+    ("Ss", "std::string",
+     "std::basic_string<char, std::char_traits<char>, std::allocator<char> >"),
+    ("Si", "std::istream", "std::basic_istream<char, std::char_traits<char> >"),
+    ("So", "std::ostream", "std::basic_ostream<char, std::char_traits<char> >"),
+    ("Sd", "std::iostream", "std::basic_iostream<char, std::char_traits<char> >"))
+
+
+@lru_cache(maxsize=None)
+def _spelled_short(short: str):
+    """The pattern of a standard substitution's short spelling, compiled
+    when first needed (re kept off the crash handler's imports)."""
+    import re
+    return re.compile(r"(?<![\w:])" + re.escape(short) + r"(?!\w)")
 
 
 def _verbose(mangled: str, text: str) -> str:
@@ -114,7 +120,7 @@ def _verbose(mangled: str, text: str) -> str:
     name may hold: a name no substitution gave is never written so)."""
     for substitution, short, full in _STANDARD_SUBSTITUTIONS:
         if substitution in mangled:
-            text = short.sub(full, text)
+            text = _spelled_short(short).sub(full, text)
     return text
 
 

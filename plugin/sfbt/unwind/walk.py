@@ -226,7 +226,13 @@ class Unwinder:
         found = self.caller_registers(frame.pc, not frame.interrupted, frame.registers, level)
         if found is not None:
             registers, cfa, how, module = found
-            return self._frame(level + 1, registers, cfa, how, module)
+            if how == SIGNAL:
+                return self._frame(level + 1, registers, cfa, how, module)
+            pc = registers[self._pc]  # _frame's common case, inline: once per frame
+            trampoline = self._kept_trampolines.get(pc)
+            if trampoline is None:
+                trampoline = self.is_signal_trampoline(pc)
+            return Frame(level + 1, pc, registers, how, module, False, trampoline, cfa)
         caller = self._caller_from_return_address_at_sp(frame)
         if caller is not None:
             return caller
@@ -488,12 +494,17 @@ class Unwinder:
     def walk(self, limit=None, is_last=None, outer=None):
         """(frames, stop reason or None): at most ``limit`` frames.
         ``is_last(frame)`` may end the walk early without a reason (as GDB
-        stops at main).  ``outer(frame)``, asked of each frame found while
-        every SP is above the one before: (the frames after it, the stop
-        reason) where the walk is known to go on as those, else None
-        (unwind.reuse).  Never raises: any failure of a step ends the walk
-        with its reason; the frames found so far are kept."""
+        stops at main).  ``outer``, where the walk may go on as an earlier
+        one did (unwind.reuse): ``outer.starts`` holds the (CFA, PC) of
+        the frames it may go on from, and ``outer(frame)``, asked of such
+        a frame found while every SP is above the one before, gives (the
+        frames after it, the stop reason) where the walk is known to go on
+        as those, else None.  After the walk, ``loop_checked`` says whether
+        some frame's SP was not above all before it.  Never raises: any
+        failure of a step ends the walk with its reason; the frames found
+        so far are kept."""
         frames = []
+        self.loop_checked = False
         # Frames make no reference cycles: the collector's passes over a
         # growing list of them would only cost time.
         collecting = gc.isenabled()
@@ -513,8 +524,11 @@ class Unwinder:
     def _walk(self, frames, limit, is_last, outer):
         """Fill ``frames``; the stop reason, or raise it."""
         sp_number = self._sp
+        caller_of = self.caller
+        append = frames.append
+        starts = () if outer is None else outer.starts
         frame = self.innermost()
-        frames.append(frame)
+        append(frame)
         # A stack that leads back to a frame already walked (signal frames
         # whose saved SPs point at each other) ends the walk, as GDB's
         # frame stash does.  While each SP is above all before it no frame
@@ -527,7 +541,7 @@ class Unwinder:
                 return None
             if limit is not None and len(frames) >= limit:
                 return STOP_LIMIT
-            caller = self.caller(frame)
+            caller = caller_of(frame)
             sp = caller.registers.get(sp_number)
             if top is not None and sp is not None and sp > top:
                 top = sp
@@ -535,6 +549,7 @@ class Unwinder:
                     seen.add((sp, caller.pc))
             else:
                 if seen is None:
+                    self.loop_checked = True
                     seen = {(f.registers.get(sp_number), f.pc) for f in frames}
                 key = (sp, caller.pc)
                 if key in seen:
@@ -542,11 +557,11 @@ class Unwinder:
                         return STOP_NOT_UP
                     return STOP_LOOP
                 seen.add(key)
-            frames.append(caller)
+            append(caller)
             if not caller.pc and not caller.interrupted:
                 # A return address of 0 ends the stack (GDB: "zero PC").
                 return None
-            if outer is not None and seen is None:
+            if seen is None and (caller.cfa, caller.pc) in starts:
                 found = outer(caller)
                 if found is not None:
                     frames.extend(found[0])

@@ -117,6 +117,7 @@ class ReusingUnwinder(Unwinder):
         self._stack = stack
         self._previous = previous
         self._lows: List[int] = []
+        self._reads = self._lows  # Unwinder._walk notes where each step's begin
         self._highs: List[int] = []
         self._marks: List[int] = []
         self.latest: Optional[PreviousWalk] = None
@@ -151,10 +152,6 @@ class ReusingUnwinder(Unwinder):
         if self.module_map.module_for(pc) is not None:
             del self._lows[noted:], self._highs[noted:]
         return found
-
-    def caller(self, frame):
-        self._marks.append(len(self._lows))
-        return Unwinder.caller(self, frame)
 
     def walk(self, limit=None, is_last=None):
         previous, stack = self._previous, self._stack

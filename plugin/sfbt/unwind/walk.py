@@ -569,10 +569,16 @@ class Unwinder:
             if collecting:
                 gc.enable()
 
+    #: where a subclass notes each read (unwind.reuse): the walk notes in
+    #: ``_marks`` where each step's reads begin in it
+    _reads = None
+
     def _walk(self, frames, limit, is_last, outer):
         """Fill ``frames``; the stop reason, or raise it."""
         sp_number = self._sp
         caller_of = self.caller
+        reads = self._reads
+        mark = None if reads is None else self._marks.append
         append = frames.append
         starts = () if outer is None else outer.starts
         frame = self.innermost()
@@ -589,6 +595,8 @@ class Unwinder:
                 return None
             if limit is not None and len(frames) >= limit:
                 return STOP_LIMIT
+            if mark is not None:
+                mark(len(reads))
             caller = caller_of(frame)
             sp = caller.registers.get(sp_number)
             if top is not None and sp is not None and sp > top:

@@ -136,9 +136,11 @@ def test_a_walk_goes_on_from_the_previous_only_where_its_bytes_are_the_same(reco
         # where the step from that one read it (CFA + the row's offset)
         arch = sampled.session.arch
         taken = found[0][level + 1]
-        plan = sampled.session.module_map().step_plans(arch.name)[found[0][level].lookup_pc][1]
-        if plan.ra_saved_at is None:
+        step = sampled.session.module_map().step_plans(arch.name).get(
+            found[0][level].lookup_pc)  # none for a signal trampoline's frame
+        if step is None or step[1] is None or step[1].ra_saved_at is None:
             continue
+        plan = step[1]
         at = taken.cfa + plan.ra_saved_at - sample.registers[arch.sp]
         if not 0 <= at <= len(sample.stack) - 8:
             continue

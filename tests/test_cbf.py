@@ -517,3 +517,13 @@ def test_the_archive_decoder_keeps_a_bounded_number_of_callers(monkeypatch):
     for second in range(10, 20):
         assert decoder.decode(encode([pc(1), ra(second), ra(3), ra(4)])).callers
         assert decoder._kept <= 4
+
+
+@settings(max_examples=150, deadline=None)
+@given(_trace_and_bits())
+def test_frames_given_as_kind_and_address_pairs_encode_alike(case):
+    """`sfbt record` hands encode() (kind, address) pairs, not Frames."""
+    bits, (frames, truncated) = case
+    pairs = [tuple(entry) if isinstance(entry, Frame) else entry for entry in frames]
+    assert all(type(entry) is not Frame for entry in pairs)
+    assert encode(pairs, bits, truncated) == encode(frames, bits, truncated)

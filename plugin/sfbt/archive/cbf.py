@@ -242,13 +242,6 @@ class Backtrace:
                 f"word_size={self.word_size!r}, over_limit={self.over_limit!r})")
 
 
-def _signed_length(value, bits):
-    """The fewest bytes whose sign extension to ``bits`` gives ``value``."""
-    if value >> (bits - 1):
-        value -= 1 << bits
-    return (value if value >= 0 else ~value).bit_length() // 8 + 1
-
-
 def _unsigned_length(value):
     return max(1, (value.bit_length() + 7) // 8)
 
@@ -260,11 +253,28 @@ def _word_size_code(word_size):
 
 
 def encode(frames, word_size=64, truncated=False):
-    """The smallest CBF bytes for ``frames`` (Frame and Omitted entries)."""
-    encoder = Encoder(word_size)
+    """The smallest CBF bytes for ``frames``: Omitted entries and frames,
+    each a Frame or any (kind, address) pair (what `sfbt record` writes
+    per sample: one loop, no object per frame)."""
+    bits = word_size
+    out = bytearray([VERSION << 2 | _word_size_code(bits)])
+    last_address = None
+    previous, run = None, 0  # the entry written last, and its copies since
     for entry in frames:
-        encoder.add(entry)
-    return encoder.finish(truncated)
+        if run and entry == previous:
+            run += 1
+            continue
+        if run > 1:
+            _write_repeats(out, run - 1, bits)
+        if entry.__class__ is Omitted:
+            _write_omit(out, entry.count, bits)
+        else:
+            last_address = _write_frame(out, entry, last_address, bits)
+        previous, run = entry, 1
+    if run > 1:
+        _write_repeats(out, run - 1, bits)
+    out.append(OP_TRUNC if truncated else OP_END)
+    return bytes(out)
 
 
 class Encoder:
@@ -312,21 +322,34 @@ class Encoder:
 
 
 def _write_frame(out, frame, last_address, bits):
-    kind, address = frame
-    if address >> bits:
+    """Write a (kind, address) pair; its address (the next delta's start)."""
+    try:
+        kind, address = frame
+        opcode = _KIND_OPCODES[kind]
+    except (TypeError, ValueError):
+        raise TypeError(f"{frame!r} is not a frame (kind, address) or Omitted") from None
+    except KeyError:
+        raise EncodeError(f"unknown frame kind {kind!r} "
+                         f"(expected one of {', '.join(KINDS)})") from None
+    if address >> bits or address < 0:
         raise EncodeError(f"address {address:#x} does not fit a "
                          f"{bits}-bit word")
-    absolute = _signed_length(address, bits)
+    # _signed_length, inline: the fewest bytes whose sign extension to
+    # ``bits`` gives the value
+    top = bits - 1
+    absolute = (address if not address >> top else ~(address - (1 << bits))
+                ).bit_length() // 8 + 1
     if last_address is None:
         value, length, flag = address, absolute, ADDRESS_ABSOLUTE
     else:
         delta = (address - last_address) & ((1 << bits) - 1)
-        relative = _signed_length(delta, bits)
+        relative = (delta if not delta >> top else ~(delta - (1 << bits))
+                    ).bit_length() // 8 + 1
         if absolute < relative:
             value, length, flag = address, absolute, ADDRESS_ABSOLUTE
         else:
             value, length, flag = delta, relative, 0
-    out.append(_KIND_OPCODES[kind] | flag | (length - 1))
+    out.append(opcode | flag | (length - 1))
     out += (value & ((1 << 8 * length) - 1)).to_bytes(length, "big")
     return address
 

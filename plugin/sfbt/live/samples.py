@@ -11,7 +11,6 @@ import time
 from ..archive import cbf
 from ..archive.recording import SAMPLE
 from ..commands.backtrace import walk
-from ..commands.save import cbf_frames
 from ..commands.session import Thread
 from ..unwind.reuse import ReusingUnwinder
 from ..unwind.walk import STOP_LIMIT
@@ -51,7 +50,7 @@ class SampleWriter:
         self.word_size = 8 * arch.pointer_size
         #: tid -> (session, PreviousWalk) of its latest walk
         self._previous = {}
-        #: (truncated, (interrupted, pc) of each frame...) -> its trace id
+        #: (truncated, kernel frames, (kind, pc) of each frame...) -> its trace id
         self._trace_ids = {}
         #: tid -> its number, as GDB numbers threads: in the order first
         #: seen (the main thread 1), never used again (``_numbered`` given)
@@ -91,14 +90,15 @@ class SampleWriter:
         a ``pc`` frame there would be read as one a signal interrupted,
         the kernel's frame as the signal trampoline (cbf.signal_trampolines)."""
         truncated = cut or stop == STOP_LIMIT
-        key = (truncated, kernel, *((frame.interrupted, frame.pc) for frame in frames))
+        # (kind, address) pairs: what cbf.encode writes, and the trace's key
+        written = [("pc" if frame.interrupted else "ra", frame.pc) for frame in frames]
+        key = (truncated, kernel, *written)
         trace_id = self._trace_ids.get(key)
         if trace_id is None:
-            written = cbf_frames(frames)
             if kernel:
-                if written and written[0].kind == "pc":
-                    written[0] = cbf.Frame("ra", written[0].address)
-                written = [cbf.Frame("pc" if n == 0 else "ra", pc)
+                if written and written[0][0] == "pc":
+                    written[0] = ("ra", written[0][1])
+                written = [("pc" if n == 0 else "ra", pc)
                            for n, pc in enumerate(kernel)] + written
             trace_id = self._trace_ids[key] = self.archive.add_trace(
                 cbf.encode(written, self.word_size, truncated))

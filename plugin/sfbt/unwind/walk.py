@@ -36,6 +36,7 @@ _PAGE_OFFSET = _PAGE - 1
 _SAVED_AT = "saved at CFA + offset"
 _IN_REGISTER = "in a register"
 _CFA_PLUS = "CFA + offset"
+_IN_WINDOW = "saved at CFA + offset, read with the others"  # Unwinder._window
 
 
 class UnwindStop(SfbtError):
@@ -132,8 +133,9 @@ class Unwinder:
                                    + {4: "I", 8: "Q"}[arch.pointer_size]).unpack_from
         self._steps = module_map.steps()
         self._plans = module_map.plans(arch.name)  # id(row) -> its RowPlan
-        #: lookup address -> (module, RowPlan or None, how, saved): all the
-        #: step needs of the address, found once (``saved``: _saved_ops)
+        #: lookup address -> (module, RowPlan or None, how, saved, window):
+        #: all the step needs of the address, found once (``saved``:
+        #: _saved_ops; ``window``: _window)
         self._step_plans = module_map.step_plans(arch.name)
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
         self._sp_from_cfa = arch.sp_from_cfa
@@ -226,7 +228,13 @@ class Unwinder:
         found = self.caller_registers(frame.pc, not frame.interrupted, frame.registers, level)
         if found is not None:
             registers, cfa, how, module = found
-            return self._frame(level + 1, registers, cfa, how, module)
+            if how == SIGNAL:
+                return self._frame(level + 1, registers, cfa, how, module)
+            pc = registers[self._pc]  # _frame's common case, inline: once per frame
+            trampoline = self._kept_trampolines.get(pc)
+            if trampoline is None:
+                trampoline = self.is_signal_trampoline(pc)
+            return Frame(level + 1, pc, registers, how, module, False, trampoline, cfa)
         caller = self._caller_from_return_address_at_sp(frame)
         if caller is not None:
             return caller
@@ -258,11 +266,12 @@ class Unwinder:
         registers, its CFA, how it was found, the module whose rows gave
         it), or None.  GDB's frame unwinder wants no more, once per frame."""
         address = pc - 1 if is_caller and pc else pc  # lookup_pc, once per frame
+        window = None
         if rows is None:
             found = self._step_plans.get(address)
             if found is None:
                 found = self._step_plan(address)
-            module, plan, how, saved = found
+            module, plan, how, saved, window = found
             if plan is None:
                 return None
         else:
@@ -292,14 +301,25 @@ class Unwinder:
         # catches a frame that repeats itself.
         if old_sp is not None and caller_sp < old_sp:
             raise UnwindStop(STOP_NOT_UP)
-        if ra_saved_at is not None:
-            ra = read_word((cfa + ra_saved_at) & _MASK64)
-        elif ra_rule is not None:
-            ra = self._location(known, level, ra_rule, cfa)
-        elif self._link_register:
-            ra = self._register(known, level, self._ra)
-        else:
-            raise UnwindStop(f"no return address rule at PC {pc:#x}")
+        words = None
+        if window is not None:  # every word read at CFA + k, in one read
+            low, size, unpack, ra_at, fp_at, window_saved = window
+            try:
+                words = unpack(self.read((cfa + low) & _MASK64, size))
+            except TargetMemoryError:  # read a word at a time: which fails matters
+                pass
+            else:
+                ra = words[ra_at]
+                saved = window_saved
+        if words is None:
+            if ra_saved_at is not None:
+                ra = read_word((cfa + ra_saved_at) & _MASK64)
+            elif ra_rule is not None:
+                ra = self._location(known, level, ra_rule, cfa)
+            elif self._link_register:
+                ra = self._register(known, level, self._ra)
+            else:
+                raise UnwindStop(f"no return address rule at PC {pc:#x}")
         if mangled_ra:
             ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {sp_number: caller_sp, self._pc: ra}
@@ -309,6 +329,8 @@ class Unwinder:
                     value = read_word((cfa + operand) & _MASK64)
                 except TargetMemoryError:
                     continue
+            elif kind is _IN_WINDOW:
+                value = words[operand]
             elif kind is _IN_REGISTER:
                 value = known.get(operand)
                 if value is None:
@@ -317,7 +339,8 @@ class Unwinder:
                 value = (cfa + operand) & _MASK64
             registers[number] = value
         if fp_saved_at is not None:
-            registers[self._fp] = read_word((cfa + fp_saved_at) & _MASK64)
+            registers[self._fp] = (read_word((cfa + fp_saved_at) & _MASK64) if words is None
+                                   else words[fp_at])
         elif fp_rule is not None:
             registers[self._fp] = self._location(known, level, fp_rule, cfa)
         else:
@@ -370,12 +393,43 @@ class Unwinder:
             module = self.module_map.module_for(address)
             raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
         if row is None:
-            found = (module, None, how, ())
+            found = (module, None, how, (), None)
         else:
-            found = (module, self._plan(row), how,
-                     self._saved_ops(module, address) if how == SYNTH else ())
+            plan = self._plan(row)
+            saved = self._saved_ops(module, address) if how == SYNTH else ()
+            found = (module, plan, how, saved, self._window(plan, saved))
         self._step_plans[address] = found
         return found
+
+    def _window(self, plan, saved):
+        """How the step reads every word it reads at CFA + k at once, where
+        the RA is one of them and there are more (the FP, the registers
+        DWARF CFI saves): (the lowest k, the size of the words from there
+        to the highest, their unpacker, the RA's index among them, the
+        FP's, ``saved`` with each word saved at CFA + k as _IN_WINDOW and
+        its index); None where the step reads the RA otherwise, or only
+        it, or the words span more than a page."""
+        ra_saved_at, fp_saved_at = plan.ra_saved_at, plan.fp_saved_at
+        if plan.ends is not None or ra_saved_at is None:
+            return None
+        offsets = [ra_saved_at]
+        if fp_saved_at is not None:
+            offsets.append(fp_saved_at)
+        offsets += [operand for _, kind, operand in saved if kind is _SAVED_AT]
+        if len(offsets) < 2 or any(offset % self._word_size for offset in offsets):
+            return None
+        low, high = min(offsets), max(offsets) + self._word_size
+        if high - low > _PAGE:
+            return None
+        size = self._word_size
+        count = (high - low) // size
+        unpack = struct.Struct(("<", ">")[self.arch.big_endian]
+                               + {4: "I", 8: "Q"}[size] * count).unpack
+        at = {offset: (offset - low) // size for offset in offsets}
+        return (low, high - low, unpack, at[ra_saved_at],
+                None if fp_saved_at is None else at[fp_saved_at],
+                tuple((number, _IN_WINDOW, at[operand]) if kind is _SAVED_AT
+                      else (number, kind, operand) for number, kind, operand in saved))
 
     def _saved_ops(self, module, address):
         """The registers besides SP, PC, FP and RA that the DWARF CFI at
@@ -488,12 +542,17 @@ class Unwinder:
     def walk(self, limit=None, is_last=None, outer=None):
         """(frames, stop reason or None): at most ``limit`` frames.
         ``is_last(frame)`` may end the walk early without a reason (as GDB
-        stops at main).  ``outer(frame)``, asked of each frame found while
-        every SP is above the one before: (the frames after it, the stop
-        reason) where the walk is known to go on as those, else None
-        (unwind.reuse).  Never raises: any failure of a step ends the walk
-        with its reason; the frames found so far are kept."""
+        stops at main).  ``outer``, where the walk may go on as an earlier
+        one did (unwind.reuse): ``outer.starts`` holds the (CFA, PC) of
+        the frames it may go on from, and ``outer(frame)``, asked of such
+        a frame found while every SP is above the one before, gives (the
+        frames after it, the stop reason) where the walk is known to go on
+        as those, else None.  After the walk, ``loop_checked`` says whether
+        some frame's SP was not above all before it.  Never raises: any
+        failure of a step ends the walk with its reason; the frames found
+        so far are kept."""
         frames = []
+        self.loop_checked = False
         # Frames make no reference cycles: the collector's passes over a
         # growing list of them would only cost time.
         collecting = gc.isenabled()
@@ -510,11 +569,20 @@ class Unwinder:
             if collecting:
                 gc.enable()
 
+    #: where a subclass notes each read (unwind.reuse): the walk notes in
+    #: ``_marks`` where each step's reads begin in it
+    _reads = None
+
     def _walk(self, frames, limit, is_last, outer):
         """Fill ``frames``; the stop reason, or raise it."""
         sp_number = self._sp
+        caller_of = self.caller
+        reads = self._reads
+        mark = None if reads is None else self._marks.append
+        append = frames.append
+        starts = () if outer is None else outer.starts
         frame = self.innermost()
-        frames.append(frame)
+        append(frame)
         # A stack that leads back to a frame already walked (signal frames
         # whose saved SPs point at each other) ends the walk, as GDB's
         # frame stash does.  While each SP is above all before it no frame
@@ -527,7 +595,9 @@ class Unwinder:
                 return None
             if limit is not None and len(frames) >= limit:
                 return STOP_LIMIT
-            caller = self.caller(frame)
+            if mark is not None:
+                mark(len(reads))
+            caller = caller_of(frame)
             sp = caller.registers.get(sp_number)
             if top is not None and sp is not None and sp > top:
                 top = sp
@@ -535,6 +605,7 @@ class Unwinder:
                     seen.add((sp, caller.pc))
             else:
                 if seen is None:
+                    self.loop_checked = True
                     seen = {(f.registers.get(sp_number), f.pc) for f in frames}
                 key = (sp, caller.pc)
                 if key in seen:
@@ -542,11 +613,11 @@ class Unwinder:
                         return STOP_NOT_UP
                     return STOP_LOOP
                 seen.add(key)
-            frames.append(caller)
+            append(caller)
             if not caller.pc and not caller.interrupted:
                 # A return address of 0 ends the stack (GDB: "zero PC").
                 return None
-            if outer is not None and seen is None:
+            if seen is None and (caller.cfa, caller.pc) in starts:
                 found = outer(caller)
                 if found is not None:
                     frames.extend(found[0])

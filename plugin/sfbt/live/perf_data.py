@@ -570,10 +570,6 @@ class _RecordedProcess:
                                        executable=main, sources=sources, past_main=True)
         self.image_map = archive.add_image_map(encode_image_map(image_map(self.session)))
 
-    @staticmethod
-    def refresh():
-        return False  # a recording's mappings are all known before its walks
-
     def _read(self, address, size):
         for made in self._modules:
             module = made.module

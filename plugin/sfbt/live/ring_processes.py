@@ -74,16 +74,22 @@ class ModuleFiles:
         """The vDSO's bytes (sfbt's own: the kernel maps one image into
         every process), or b""."""
         if self._vdso is None:
-            self._vdso = b""
-            for mapping in mappings_of(read_maps("self", False)):
-                if mapping.path == VDSO:
-                    self._vdso = ctypes.string_at(mapping.start, mapping.end - mapping.start)
+            self._vdso = own_vdso()
         return self._vdso
 
     def close(self):
         for fd in self._open.values():
             os.close(fd)
         self._open.clear()
+
+
+def own_vdso():
+    """The bytes of sfbt's own vDSO (the image the kernel maps into every
+    process), or b"" where it has none."""
+    for mapping in mappings_of(read_maps("self", False)):
+        if mapping.path == VDSO:
+            return ctypes.string_at(mapping.start, mapping.end - mapping.start)
+    return b""
 
 
 def _part(mapping, start, end):

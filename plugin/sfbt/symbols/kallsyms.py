@@ -111,6 +111,17 @@ def kernel_text_start():
     """The run-time address of the running kernel's ``_stext``, read from
     the top of /proc/kallsyms (where it is listed among the first lines),
     or None where it is hidden or cannot be read."""
+    return _first_text_symbol(b"_stext")
+
+
+def kernel_image_start():
+    """The run-time address of the running kernel's ``_text`` (where perf
+    says its kernel map starts), as kernel_text_start, or None."""
+    return _first_text_symbol(b"_text")
+
+
+def _first_text_symbol(name):
+    marker = b" T " + name + b"\n"
     try:
         with open(KALLSYMS, "rb") as stream:
             data = b""
@@ -119,7 +130,7 @@ def kernel_text_start():
                 if not chunk:
                     return None
                 data = data[data.rfind(b"\n") + 1:] + chunk
-                at = data.find(b" T _stext\n")
+                at = data.find(marker)
                 if at >= 0:
                     address = int(data[data.rfind(b"\n", 0, at) + 1:at], 16)
                     return address or None

@@ -5,6 +5,7 @@ which unwinds with libdw; perf report).  And a perf.data that lies about
 its sizes: one line naming the offset, never a traceback or a loop."""
 
 import collections
+import functools
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import require, run_sfbt
+from conftest import PLUGIN, require, run_sfbt
 from gdb_support import compile_program
 from test_perf_record import user_self_shares
 from test_stack import Running
@@ -38,11 +39,12 @@ outer()
 """
 
 
-def _perf_record(output, command, seconds=None, pid=None):
+def _perf_record(output, command, seconds=None, pid=None, every_process=False):
     """Run ``perf record --call-graph dwarf`` of ``command`` (or of the
-    running process ``pid`` while ``command`` runs) into ``output``; with
-    ``seconds``, perf is interrupted then (the command runs on)."""
-    attach = ["-p", str(pid)] if pid is not None else []
+    running process ``pid``, or with ``every_process`` of every process,
+    while ``command`` runs) into ``output``; with ``seconds``, perf is
+    interrupted then (the command runs on)."""
+    attach = ["-p", str(pid)] if pid is not None else ["-a"] if every_process else []
     perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
                              *attach, "-o", str(output), "--", *map(str, command)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -85,10 +87,10 @@ def recordings(tmp_path_factory):
 
 
 def _perf_stacks(data):
-    """([user frames' function names, outermost first] of each sample
-    that has any, as `perf script` unwinds it (kernel frames and perf's
-    [unknown] end marker left out; inlined frames kept, as sfbt keeps
-    them), how many samples `perf script` prints)."""
+    """([frames' function names, outermost first] of each sample that has
+    any, as `perf script` unwinds it (inlined frames kept, as sfbt keeps
+    them; kernel functions as _kernel_name names them), how many samples
+    `perf script` prints)."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
                             capture_output=True, text=True, timeout=300, check=True).stdout
     stacks, samples = [], 0
@@ -97,10 +99,8 @@ def _perf_stacks(data):
         names = []
         for line in block.splitlines()[1:]:
             match = re.match(r"\s*([0-9a-f]+) (.*)", line)
-            if match and int(match[1], 16) < 0xffff800000000000:
-                names.append(re.sub(r" \(inlined\)$", "", match[2]))
-        if names and names[0].startswith("__vdso_"):
-            names = names[1:]  # a perf.data holds no vDSO: sfbt's stacks start below it
+            if match:
+                names.append(_kernel_name(re.sub(r" \(inlined\)$", "", match[2])))
         if names:
             stacks.append(tuple(reversed(names)))
     return stacks, samples
@@ -124,9 +124,56 @@ def _sfbt_stacks(data):
         stack, count = line.rsplit(" ", 1)
         stacks[tuple("[unknown]" if re.fullmatch(r"0x[0-9a-f]+", name)
                       else "@plt" if re.fullmatch(r"\*ABS\*\+0x[0-9a-f]+@plt", name)
-                      else _PERF_NAMES.get(name, name)
+                      else _kernel_name(_PERF_NAMES.get(name, name))
                       for name in stack.split(";"))] += int(count)
     return stacks
+
+
+def _matched(perf, sfbt):
+    """(perf's stacks that sfbt has not, sfbt's that perf has not), each a
+    Counter of stacks, where kernel frames (_kernel_frames_start) atop user
+    frames match as sfbt names them: sfbt names the user PC below them as
+    the return address of the system call (with the calls inlined at the
+    call instruction) where perf names the PC itself (the calls inlined
+    at the next one), so their innermost user frame (and at most one more,
+    inlined) may differ."""
+    left = collections.Counter(sfbt)
+    missing = perf - sfbt
+    left.subtract(perf - missing)
+    for stack, count in list(missing.items()):
+        first = _kernel_frames_start(stack)
+        if first == len(stack):
+            continue
+        kernel = stack[first:]
+        for other in left:
+            user = len(other) - len(kernel)
+            if left[other] > 0 and other[user:] == kernel and user in (first, first + 1) \
+                    and other[:first - 1] == stack[:first - 1]:
+                taken = min(count, left[other])
+                left[other] -= taken
+                count -= taken
+                if not count:
+                    break
+        missing[stack] = count
+    return +missing, +left
+
+
+def _kernel_name(name):
+    """A kernel function's name as the first alias of its address
+    (_kernel_functions); other names as they are (the vDSO's as GDB names
+    it: clock_gettime, perf's __vdso_clock_gettime)."""
+    return _kernel_functions()[1].get(name, name.removeprefix("__vdso_"))
+
+
+def _kernel_frames_start(stack):
+    """Where the kernel's frames (the innermost names that are the running
+    kernel's functions) begin in ``stack``; len(stack) where there are
+    none."""
+    names = _kernel_functions()[0]
+    first = len(stack)
+    while first and stack[first - 1] in names:
+        first -= 1
+    return first
 
 
 def _report_self_shares(data):
@@ -166,8 +213,9 @@ def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
     assert sum(whole.values()) >= 0.2 * len(perf)
     sfbt_whole = collections.Counter({stack: count for stack, count in sfbt.items()
                                       if stack[0] in _OUTERMOST})
-    assert not whole - sfbt_whole, (list(whole - sfbt_whole)[:2], list(sfbt_whole - whole)[:2])
-    assert sum((sfbt_whole - whole).values()) <= 0.02 * samples, list(sfbt_whole - whole)[:2]
+    missing, extra = _matched(whole, sfbt_whole)
+    assert not missing, (list(missing)[:2], list(extra)[:2])
+    assert sum(extra.values()) <= 0.02 * samples, list(extra)[:2]
     if name != "python":
         assert any("main" in stack for stack in whole)
         assert any("start_thread" in stack for stack in whole)
@@ -217,7 +265,8 @@ def test_a_file_of_another_build_or_one_its_owner_cannot_read_is_not_read(record
                    capture_output=True)
     rebuilt = run_sfbt("fold", data)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert "descend" not in rebuilt.stdout and "spin" not in rebuilt.stdout
+    names = set(re.split(r"[;\s]", rebuilt.stdout))  # (kernel frames hold *spin* names)
+    assert "descend" not in names and "spin" not in names
     assert re.search(rf"sfbt: warning: {re.escape(str(busy))}: build id [0-9a-f]+ on disk, "
                      r"not the recording's [0-9a-f]+; its frames are unknown", rebuilt.stderr)
 
@@ -339,3 +388,125 @@ def test_a_perf_data_damaged_anywhere_fails_in_one_line_or_reads(recordings, tmp
         finally:
             signal.alarm(0)
     assert 5 <= failed < 60
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_functions():
+    """(the running kernel's function names, {name: the first name of its
+    address} of the names of addresses named more than once), from
+    /proc/kallsyms: perf and sfbt may name one address by different
+    aliases (__x64_sys_getppid, __ia32_sys_getppid)."""
+    by_address = collections.defaultdict(list)
+    with open("/proc/kallsyms") as kallsyms:
+        for line in kallsyms:
+            address, kind, name = line.split()[:3]
+            if kind in "tTwW":
+                by_address[address].append(name)
+    names = frozenset(name for same in by_address.values() for name in same)
+    aliases = {name: same[0] for same in by_address.values() if len(same) > 1
+               for name in same}
+    return names, aliases
+
+
+def _per_thread_stacks(data, comms, alias, environment=None):
+    """{comm: Counter of stacks} of perf script's (all its samples counted
+    too) and sfbt fold --per-thread's, each name through ``alias``."""
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
+                            capture_output=True, text=True, timeout=300, check=True).stdout
+    perf = {comm: collections.Counter() for comm in comms}
+    samples = 0
+    for block in filter(str.strip, script.split("\n\n")):
+        samples += 1
+        lines = block.splitlines()
+        comm = lines[0].split()[0]
+        if comm in perf:
+            names = [re.sub(r" \(inlined\)$", "", match[1]) for match in
+                     (re.match(r"\s*[0-9a-f]+ (.*)", line) for line in lines[1:]) if match]
+            perf[comm][tuple(alias(name) for name in reversed(names))] += 1
+    env = dict(os.environ, PYTHONPATH=str(PLUGIN), **(environment or {}))
+    folded = subprocess.run([sys.executable, "-m", "sfbt", "fold", "--per-thread", str(data)],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert folded.returncode == 0 and "Traceback" not in folded.stderr, folded.stderr
+    sfbt = {comm: collections.Counter() for comm in comms}
+    total = 0
+    for line in folded.stdout.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        total += int(count)
+        thread, *names = stack.split(";")
+        comm = thread.split(" (", 1)[0]
+        if comm in sfbt and names[0] != "[cut]":
+            sfbt[comm][tuple(alias(name) for name in names)] += int(count)
+    return perf, samples, sfbt, total
+
+
+def test_kernel_and_vdso_frames_of_a_perf_data_are_perf_scripts(tmp_path):
+    """perf record -a of a loop of system calls and of a loop reading the
+    clock in the vDSO: every sample of the file (kernel threads' and the
+    idle task's with their kernel frames alone), the kernel's frames named
+    from /proc/kallsyms (the file's kernel is the running one) and the
+    vDSO's from perf's build-id cache, as perf script names them; where
+    the build ids are not those of this machine's kernel and vDSO, their
+    frames are left unnamed, as perf leaves them."""
+    from sfbt.symbols.kallsyms import kernel_text_start, running_kernel_build_id
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    require(kernel_text_start() is not None, "the kernel hides its addresses (kptr_restrict)")
+    syscalls = compile_program(tmp_path, "syscalls", "O2", True, ["syscalls.c"])
+    clock = compile_program(tmp_path, "clock_loop", "O2", True, ["clock_loop.c"])
+    with Running(syscalls):
+        data = _perf_record(tmp_path / "all.data", [clock, 1], every_process=True)
+    def alias(name):
+        """One name per kernel address; the vDSO's as GDB names it; a PLT
+        slot sfbt names as GDB does (syscall@plt), perf after the symbol
+        before the PLT (_init)."""
+        if name == "_init" or name.endswith("@plt"):
+            return "[plt]"
+        return _kernel_name(name)
+    comms = ("syscalls", "clock_loop")
+    perf, samples, sfbt, total = _per_thread_stacks(data, comms, alias)
+    assert total == samples
+    entry = _kernel_name("entry_SYSCALL_64_after_hwframe")
+    for comm in comms:
+        # the same innermost functions (kernel ones included), and every
+        # stack perf unwinds whole is sfbt's (perf's libdw cannot unwind
+        # the programs' own frames: they have .sframe, no .eh_frame)
+        count = sum(perf[comm].values())
+        assert sum(sfbt[comm].values()) == count >= 20, comm
+        perf_leaves = collections.Counter()
+        sfbt_leaves = collections.Counter()
+        for stacks, leaves in ((perf[comm], perf_leaves), (sfbt[comm], sfbt_leaves)):
+            for stack, times in stacks.items():
+                leaves[stack[-1]] += times
+        for leaf, times in perf_leaves.most_common(3):
+            assert abs(sfbt_leaves[leaf] - times) <= 0.03 * count, (leaf, perf_leaves,
+                                                                     sfbt_leaves)
+        whole = collections.Counter({stack: times for stack, times in perf[comm].items()
+                                     if stack[0] in _OUTERMOST})
+        missing, extra = _matched(whole, sfbt[comm])
+        assert not missing, (list(missing)[:2], list(extra)[:2])
+        assert sum(times for stack, times in sfbt[comm].items()
+                   if stack[0] in _OUTERMOST) >= 0.8 * count
+    in_kernel = sum(count for stack, count in sfbt["syscalls"].items() if entry in stack)
+    assert in_kernel >= 0.3 * sum(sfbt["syscalls"].values())
+    in_vdso = sum(count for stack, count in sfbt["clock_loop"].items()
+                  if stack[-1] == "clock_gettime")
+    assert in_vdso >= 0.5 * sum(sfbt["clock_loop"].values())
+
+    # the same file of another kernel and vDSO: their frames unnamed
+    recorded = data.read_bytes()
+    kernel_id = bytes.fromhex(running_kernel_build_id())
+    vdso_id = bytes.fromhex(next(line.split()[0] for line in subprocess.run(
+        ["perf", "buildid-list", "-i", str(data)], capture_output=True, text=True,
+        check=True).stdout.splitlines() if line.endswith(" [vdso]")))
+    other = tmp_path / "other.data"
+    other.write_bytes(recorded.replace(kernel_id, bytes(20)).replace(vdso_id, bytes(19) + b"\1"))
+    unnamed = re.compile(r"0x[0-9a-f]+")
+    perf, samples, sfbt, total = _per_thread_stacks(
+        other, comms, lambda name: "[unknown]" if unnamed.fullmatch(name) else name)
+    assert total == samples
+    kernel_names = _kernel_functions()[0] - {name for stack in perf["syscalls"] for name in stack}
+    for comm in comms:
+        assert not kernel_names & {name for stack in sfbt[comm] for name in stack}, comm
+    assert not any(stack[-1] == "clock_gettime" for stack in sfbt["clock_loop"])
+    assert sum(count for stack, count in sfbt["clock_loop"].items()
+               if stack[-2:] == ("__GI___clock_gettime", "[unknown]")) >= \
+        0.5 * sum(sfbt["clock_loop"].values())

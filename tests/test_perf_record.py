@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import PLUGIN, require, run_sfbt
-from gdb_support import compile_program
+from gdb_support import compile_library, compile_program
 from test_stack import Running
 
 #: an event's thread: "NUMBER (TID NAME)", with " of process PID" where a
@@ -267,6 +267,67 @@ def test_a_process_that_exits_before_its_samples_are_read_is_walked_under_a(tmp_
               if re.search(rf"of process ({'|'.join(map(str, pids))}),", part)]
     named = [part for part in traces if re.search(r" in brief_work .* in main ", part, re.S)]
     assert len(named) >= 0.8 * len(traces), traces
+
+
+#: runs `python3 -m sfbt ARGS...` counting the opens of /proc/PID/maps and
+#: /proc/PID/smaps (PID the first argument) through an audit hook, which
+#: sees every open() and os.open(); the count is written to the second
+_COUNTING_MAPS_OPENS = """
+import re, runpy, sys
+pid, counted = sys.argv[1], sys.argv[2]
+opens = []
+pattern = re.compile(rf"/proc/{pid}/s?maps")
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and pattern.fullmatch(args[0]):
+        opens.append(args[0])
+sys.addaudithook(hook)
+sys.argv = ["sfbt", *sys.argv[3:]]
+try:
+    runpy.run_module("sfbt", run_name="__main__")
+finally:
+    with open(counted, "w") as stream:
+        stream.write(str(len(opens)))
+"""
+
+
+def test_a_library_loaded_while_recording_is_known_from_its_mmap2_record(tmp_path):
+    """late_library loads liblate.so once the recording runs and spins in
+    it: its frames are named from the library's MMAP2 record, and the
+    process's mappings are read from /proc once, at the start."""
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    library = compile_library(tmp_path, "liblate.so", "O2", ["liblate.c"])
+    program = compile_program(tmp_path, "late_library", "O2", True, ["late_library.c"])
+    archive, go, counted = tmp_path / "late.sfbt", tmp_path / "go", tmp_path / "opens"
+    with Running(program, library, go) as running:
+        recorder = subprocess.Popen(
+            [sys.executable, "-c", _COUNTING_MAPS_OPENS, str(running.pid), str(counted),
+             "record", "-p", str(running.pid), "--duration", "2", "-o", str(archive)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+        try:
+            assert recorder.stderr.readline().startswith(f"Recording process {running.pid}")
+            go.touch()  # it loads the library 200 ms later
+            out, err = recorder.communicate(timeout=120)
+        finally:
+            if recorder.poll() is None:
+                recorder.kill()
+                recorder.wait()
+        with open(f"/proc/{running.pid}/maps") as maps:
+            assert any(line.rstrip().endswith("/liblate.so") for line in maps)
+    assert recorder.returncode == 0, err
+    assert counted.read_text() == "1"
+    folded = run_sfbt("fold", archive)
+    assert folded.returncode == 0, folded.stderr
+    stacks = collections.Counter()
+    for line in folded.stdout.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        stacks[stack] += int(count)
+    total = sum(stacks.values())
+    spinning = sum(count for stack, count in stacks.items()
+                   if stack.endswith(";main;library_spin"))
+    # on CPU: the spin, after a dlopen of a few milliseconds
+    assert total >= 20 and spinning >= 0.9 * total, stacks.most_common(5)
 
 
 def test_a_command_is_started_recorded_and_ended_with(programs, tmp_path):

@@ -1,13 +1,15 @@
-/* Loads a library only once a tracer seized it (and 200 ms more): a
+/* Loads a library only once a tracer seized it, or with FILE once FILE
+ * exists (a recorder on perf events seizes nothing), and 200 ms more: a
  * recorder's first reading of the mappings has no such library, and the
  * thread then stays inside it for good (liblate.c's library_spin, called
  * from main).  Prints "ready" before it waits.
- * Usage: late_library LIBRARY (liblate.so) */
+ * Usage: late_library LIBRARY [FILE] (liblate.so) */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int traced(void)
 {
@@ -30,7 +32,7 @@ int main(int argc, char **argv)
         return 2;
     printf("ready\n");
     fflush(stdout);
-    while (!traced())
+    while (argc > 2 ? access(argv[2], F_OK) != 0 : !traced())
         nanosleep(&pause, NULL);
     pause.tv_nsec = 200 * 1000 * 1000;
     nanosleep(&pause, NULL);

@@ -28,18 +28,21 @@ import tempfile
 from bisect import bisect_right
 
 from ..arch import AARCH64, X86_64
-from ..archive.imagemap import encode_image_map
+from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.store import Archive
 from ..archive.stream import ArchiveStream
 from ..commands.save import image_map
 from ..elf import PT_LOAD, read_elf_stream
 from ..errors import SfbtError, TargetMemoryError
 from ..files import TRUSTED, FileProblem, ReadAs, open_regular
+from ..symbols.kallsyms import (KERNEL_IMAGE, kernel_image_start, kernel_text_start,
+                                running_kernel_build_id)
 from ..unwind.modules import SFrameSources
 from .core_notes import PF_W
-from .mappings import MappedModule
+from .mappings import VDSO, MappedModule, vdso_module
 from .perf_events import (RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_MMAP2,
-                          RECORD_SAMPLE, MISC_COMM_EXEC, Sample, register_bits)
+                          RECORD_SAMPLE, MISC_COMM_EXEC, Sample, kernel_chain, register_bits)
+from .ring_processes import own_vdso
 from .perf_source import walk_sample
 from .samples import SampleWriter
 from .session import SnapshotSession
@@ -290,9 +293,12 @@ class PerfData:
                     place += 8 + times + self._bounded(count, per_value, record, at)
                 else:
                     place += times + per_value
+            kernel = ()
             if sample_type & SAMPLE_CALLCHAIN:
                 count = _U64.unpack_from(record, place)[0]
-                place += 8 + self._bounded(count, 8, record, at)
+                self._bounded(count, 8, record, at, place + 8)
+                kernel = kernel_chain(record, place + 8, count)
+                place += 8 + 8 * count
             if sample_type & SAMPLE_RAW:
                 place += 4 + self._bounded(_U32.unpack_from(record, place)[0], 1, record, at)
             if sample_type & SAMPLE_BRANCH_STACK:
@@ -321,7 +327,7 @@ class PerfData:
         except struct.error:
             raise PerfDataError(f"offset {at}: a sample shorter than its fields "
                                 f"({len(record)} bytes)") from None
-        return Sample(pid, tid, when, registers, stack, full)
+        return Sample(pid, tid, when, registers, stack, full, kernel)
 
     @staticmethod
     def _bounded(count, each, record, at, place=0):
@@ -476,6 +482,7 @@ class _Files:
         self.refused = {}
         #: files of another build than the recorded one: path -> how
         self.other_builds = {}
+        self._own_vdso = None
 
     def find(self, path, recorded):
         key = (path, recorded)
@@ -507,6 +514,27 @@ class _Files:
         self._streams[path] = stream
         return path, [s for s in segments if s.type == PT_LOAD], build_id
 
+    def vdso(self, mapped):
+        """(path read, its PT_LOAD segments, build id) of the vDSO the
+        recording mapped as ``mapped``: the copy in perf's build-id cache
+        (perf record keeps it there), where it is the recorded build; else
+        (the bytes, None, build id) of this machine's own vDSO where it is
+        that build; else None."""
+        recorded = mapped.build_id or self.build_ids.get(VDSO)
+        if not recorded:
+            return None
+        cached = os.path.join(perf_buildid_dir(), VDSO, recorded, "vdso")
+        if os.path.isfile(cached):
+            found = self.find(cached, recorded)
+            if found[0]:
+                return found
+        if self._own_vdso is None:
+            self._own_vdso = own_vdso()
+        module = vdso_module(self._own_vdso, mapped.start)
+        if module is not None and module.build_id == recorded:
+            return self._own_vdso, None, recorded
+        return None
+
     def read(self, path, offset, size):
         stream = self._streams.get(path)
         if stream is None:
@@ -522,25 +550,45 @@ class _Files:
         self._streams.clear()
 
 
+def perf_buildid_dir():
+    """perf's build-id cache: $PERF_BUILDID_DIR, else ~/.debug."""
+    return os.environ.get("PERF_BUILDID_DIR") or os.path.expanduser("~/.debug")
+
+
 class _FileModule:
     """A module of the recording: its MappedModule and the read-only
-    segments whose bytes its file supplies."""
+    segments whose bytes its file supplies, or the ``image`` it carries
+    (this machine's vDSO) whose bytes are its memory from its start."""
 
-    def __init__(self, module, segments):
+    def __init__(self, module, segments, image=None):
         self.module = module
         self.segments = segments
+        self.image = image
 
 
 def _modules(mappings, files):
-    """[_FileModule] of the files mapped: each placed by its first
-    mapping (the segment that holds that mapping's file offset)."""
-    made = []
+    """([_FileModule] of the files mapped: each placed by its first
+    mapping (the segment that holds that mapping's file offset), [Image]
+    of a vDSO whose image is not found: named ``[vdso]`` as perf names
+    it)."""
+    made, unknown = [], []
     seen = set()
     for mapped in mappings:
-        if mapped.path in seen or not mapped.path.startswith("/"):
-            continue  # [vdso], [stack], //anon: no file of the recording's
+        if mapped.path in seen or not (mapped.path.startswith("/") or mapped.path == VDSO):
+            continue  # [stack], //anon: no file of the recording's
         seen.add(mapped.path)
-        path, segments, build_id = files.find(mapped.path, mapped.build_id)
+        if mapped.path == VDSO:
+            found = files.vdso(mapped)
+            if found is None:
+                unknown.append(Image(VDSO, mapped.start, mapped.end))
+                continue
+            if found[1] is None:  # this machine's vDSO, of the recorded build
+                module = vdso_module(found[0], mapped.start)
+                made.append(_FileModule(module, [], found[0]))
+                continue
+        else:
+            found = files.find(mapped.path, mapped.build_id)
+        path, segments, build_id = found
         holding = next((s for s in segments if s.offset <= mapped.offset < s.offset + max(
             s.filesz, 1)), None)
         if holding is None:  # not read (refused, another build), or not ELF
@@ -549,10 +597,12 @@ def _modules(mappings, files):
         first = min(segments, key=lambda s: s.vaddr)
         start = (bias + first.vaddr) & -4096
         end = max(bias + s.vaddr + s.memsz for s in segments)
+        # (a vDSO from perf's cache is named by that file, which has its symbols)
         module = MappedModule(path, bias, start, end, build_id,
-                              bias + first.vaddr - first.offset, mapped_as=mapped.path)
+                              bias + first.vaddr - first.offset,
+                              mapped_as=path if mapped.path == VDSO else mapped.path)
         made.append(_FileModule(module, [s for s in segments if not s.flags & PF_W]))
-    return made
+    return made, unknown
 
 
 class _RecordedProcess:
@@ -560,24 +610,32 @@ class _RecordedProcess:
     are walked in (its mappings then), and reads of its files' read-only
     bytes (the rest of its memory is only the stacks the samples copied)."""
 
-    def __init__(self, arch, mappings, files, archive, sources):
+    def __init__(self, arch, mappings, files, archive, sources, kernel_image=None):
+        """``kernel_image``: the Image of the recording's kernel, for the
+        kernel frames of its samples."""
         self._files = files
-        self._modules = _modules(mappings, files)
+        self._modules, unknown = _modules(mappings, files)
         self.copy_end = 0
         self.past_copy = False
         main = next((m.module.path for m in self._modules), None)
         self.session = SnapshotSession(arch, [m.module for m in self._modules], self._read,
                                        executable=main, sources=sources, past_main=True)
-        self.image_map = archive.add_image_map(encode_image_map(image_map(self.session)))
-
-    @staticmethod
-    def refresh():
-        return False  # a recording's mappings are all known before its walks
+        images = image_map(self.session)
+        extra = tuple(unknown) + ((kernel_image,) if kernel_image is not None else ())
+        if extra:
+            images = ImageMap(images.platform, images.images + extra, images.word_size)
+        self.image_map = archive.add_image_map(encode_image_map(images))
 
     def _read(self, address, size):
         for made in self._modules:
             module = made.module
             if not module.start <= address < module.end:
+                continue
+            if made.image is not None:
+                at = address - module.start
+                data = made.image[at:at + size]
+                if len(data) == size:
+                    return data
                 continue
             file_address = address - module.load_bias
             for segment in made.segments:
@@ -601,6 +659,22 @@ class _Stats:
         self.other_builds = {}  # files of another build than recorded: path -> how
 
 
+def _kernel_image(text, build_id):
+    """The Image of the recording's kernel, whose ``_text`` was at
+    ``text`` (None: the file says nothing of it), named from this
+    machine's /proc/kallsyms only where ``build_id`` is the running
+    kernel's (symbols.kallsyms), and starting at its ``_stext`` as sfbt
+    record's kernel image does."""
+    if text is None:
+        return None
+    base = text
+    if build_id and build_id == running_kernel_build_id():
+        stext, running_text = kernel_text_start(), kernel_image_start()
+        if stext is not None and running_text is not None:
+            base += stext - running_text
+    return Image(KERNEL_IMAGE, base, (1 << 64) - 1, bytes.fromhex(build_id or ""))
+
+
 def convert(perf, read_as, out_descriptor, label):
     """Walk every sample of PerfData ``perf`` and write the archive of
     their stacks to ``out_descriptor``; _Stats."""
@@ -608,10 +682,16 @@ def convert(perf, read_as, out_descriptor, label):
     names = {}  # tid -> name
     pids = set()
     last_time = 0
+    kernel_text = None  # where the recording's kernel's _text was
     for at, kind, misc, record in perf.records():
         if kind in (RECORD_MMAP, RECORD_MMAP2):
             found = _mapping_record(kind, misc, record)
-            if found is not None and found[0] != 0xFFFFFFFF:
+            if found is not None and found[0] == 0xFFFFFFFF:  # the kernel's, its modules'
+                if found[1].path.startswith(KERNEL_IMAGE):
+                    # "[kernel.kallsyms]_text": its offset is _text's address
+                    kernel_text = (found[1].offset if found[1].path.endswith("_text")
+                                   else found[1].start)
+            elif found is not None:
                 when = _record_time(perf.attrs[0], record)
                 timelines.setdefault(found[0], _Timeline()).add(when or 0, ("map", found[1]))
         elif kind == RECORD_COMM and misc & MISC_COMM_EXEC and len(record) >= 16:
@@ -620,9 +700,11 @@ def convert(perf, read_as, out_descriptor, label):
             timelines.setdefault(pid, _Timeline()).add(when or 0, ("exec", None))
         elif kind == RECORD_FORK and len(record) >= 32:
             pid, parent = struct.unpack_from("<II", record, 8)
-            if pid != parent and parent in timelines and pid not in timelines:
-                # a new process: its parent's mappings (by the fork's time)
-                when = _record_time(perf.attrs[0], record) or 0
+            when = _record_time(perf.attrs[0], record) or 0
+            # a new process: its parent's mappings (by the fork's time); not
+            # one perf synthesized (time 0) for a process that ran before it,
+            # whose own mappings its synthesized MMAP records give
+            if pid != parent and parent in timelines and pid not in timelines and when:
                 child = timelines[pid] = _Timeline()
                 timelines[parent].seal()
                 for mapped in timelines[parent].mappings(timelines[parent].epoch(when)):
@@ -645,6 +727,8 @@ def convert(perf, read_as, out_descriptor, label):
     stats = _Stats()
     out = ArchiveStream(archive, out_descriptor)
     processes = {}  # (pid, epoch) -> _RecordedProcess
+    kernel = _kernel_image(kernel_text, perf.build_ids.get(KERNEL_IMAGE))
+    kernel_map = None  # the image map of samples of kernel threads
     try:
         for at, kind, misc, record in perf.records():
             if kind == RECORD_COMM and len(record) >= 16:
@@ -661,7 +745,18 @@ def convert(perf, read_as, out_descriptor, label):
                 continue
             sample = perf.sample(record, at, attr)
             if not sample.registers:
-                stats.no_registers += 1
+                if not sample.kernel:
+                    stats.no_registers += 1
+                    continue
+                # a kernel thread's (the idle task's too): its kernel frames alone
+                if kernel_map is None:
+                    kernel_map = archive.add_image_map(encode_image_map(ImageMap(
+                        f"linux-{perf.arch.name}", (kernel,) if kernel else (),
+                        8 * perf.arch.pointer_size)))
+                writer.record(writer.trace_id([], None, False, sample.kernel), kernel_map,
+                              sample.time + wall, sample.pid, sample.tid,
+                              names.get(sample.tid, ""), name_process=len(pids) > 1)
+                stats.samples += 1
                 continue
             timeline = timelines.get(sample.pid) or _Timeline()
             epoch = timeline.epoch(sample.time)
@@ -670,10 +765,10 @@ def convert(perf, read_as, out_descriptor, label):
                 if len(processes) >= _SESSIONS_KEPT * max(1, len(pids)):
                     processes.pop(next(iter(processes)))
                 process = processes[(sample.pid, epoch)] = _RecordedProcess(
-                    perf.arch, timeline.mappings(epoch), files, archive, sources)
+                    perf.arch, timeline.mappings(epoch), files, archive, sources, kernel)
             frames, stop, cut = walk_sample(writer, process, sample)
             stats.cut += cut
-            trace_id = writer.trace_id(frames, stop, cut)
+            trace_id = writer.trace_id(frames, stop, cut, sample.kernel)
             writer.record(trace_id, process.image_map, sample.time + wall, sample.pid, sample.tid,
                           names.get(sample.tid, ""), cut, name_process=len(pids) > 1)
             stats.samples += 1

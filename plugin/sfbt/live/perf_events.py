@@ -312,7 +312,7 @@ def _time(data, end, timed):
     return _U64.unpack_from(data, end - 8)[0] if timed else 0
 
 
-def _kernel_chain(data, at, count):
+def kernel_chain(data, at, count):
     """The kernel part of the call chain of ``count`` words at ``at``: the
     addresses after its CONTEXT_KERNEL mark, up to the next mark."""
     chain = struct.unpack_from(f"<{count}Q", data, at)
@@ -359,7 +359,7 @@ def records(data, sample_type=SAMPLE_TYPE):
                 count = _U64.unpack_from(data, place)[0]
                 if place + 8 + 8 * count + 16 > at:  # and the abi and copy sizes
                     continue
-                kernel = _kernel_chain(data, place + 8, count)
+                kernel = kernel_chain(data, place + 8, count)
                 place += 8 + 8 * count
             abi = _U64.unpack_from(data, place)[0]
             place += 8

@@ -7,10 +7,10 @@ it reads the rings.  No thread is ever stopped.
 One event per CPU: of each thread of a process (``-p``; ``inherit`` follows
 the threads and children it makes later, their records sent into one ring
 per CPU), of a command started for it (``--``), or of every process
-(``-a``).  A process that ran before the recording has its mappings read
-from /proc/PID/maps (again once an MMAP2 record says it mapped code); one
-started while recording is known from the rings' records alone
-(ring_processes.py).  COMM records say what threads are called.  Where
+(``-a``).  Each process's mappings are kept from the rings' MMAP2 records
+(ring_processes.py), as perf keeps them: one that ran before the recording
+starts with those /proc/PID/smaps gives once (perf's synthesized mmap
+events), one started while recording with its parent's or none.  COMM records say what threads are called.  Where
 the kernel allows it, a sample taken in the kernel holds the kernel's
 frames too, written atop the user stack (symbols.kallsyms).
 
@@ -110,54 +110,43 @@ def walking_session(arch, modules, read, mappings, archive, debug_files, sources
     return session, archive.add_image_map(encode_image_map(images))
 
 
-class SampledProcess:
-    """A process whose samples are walked: its mappings and modules (from
-    /proc/PID/maps, read again once it mapped code), the session its
-    samples are walked in, the image map its events point at, and its
-    threads' names."""
+class SampledProcess(RingProcess):
+    """A process that ran before the recording: its mappings read from
+    /proc/PID/smaps once (``start``, after its events are enabled: what
+    it maps from then on is in the rings), then kept as the rings' MMAP2
+    records say, as a process started while recording is (RingProcess);
+    its files found and its memory read as `sfbt stack` reads them
+    (Process: a file replaced since it was mapped read through
+    /proc/PID/map_files), its threads' names read from /proc."""
 
-    def __init__(self, pid, archive, debug_files, sources, kernel_image=None):
-        self.process = Process(pid)
-        self.kernel_image = kernel_image
-        self.pid = pid
-        self.archive = archive
-        self.debug_files = debug_files
-        self.sources = sources
-        self.names = {}
-        self.stale = False  # it mapped code since its mappings were read
-        #: the end of the stack copy being walked, and whether the walk
-        #: asked for memory above it that is refused (the stack)
-        self.copy_end = 0
-        self.past_copy = False
-        self.session = None
-        self._new_session()
+    def __init__(self, pid, files, read_mappings=True):
+        """Without ``read_mappings``, its mappings are read by ``start``."""
+        self.process = Process(pid, mappings=read_mappings)
+        super().__init__(pid, self.process.arch, files)
+        self.executable = self.process.executable
 
-    def _new_session(self):
-        process = self.process
-        self.session, self.image_map = walking_session(
-            process.arch, process.modules(), self._read, process.mappings, self.archive,
-            self.debug_files, self.sources, self.kernel_image, process.executable)
-
-    def refresh(self):
-        """Read the mappings again; whether they changed."""
-        self.stale = False
+    def start(self):
         try:
-            changed = self.process.reread_mappings(keep_gone=True)
+            self.process.read_mappings()
         except ProcessError:
-            return False
-        if changed:
-            self._new_session()
-        return changed
+            return  # it exited: the recording ends with it
+        self.session = None
 
-    def _read(self, address, size):
-        """Memory outside a sample's stack copy: only of the read-only
-        mappings (what a thread running on cannot have changed)."""
-        mapping = self.process._mapping_at(address)
-        if mapping is None or mapping.writable or address + size > mapping.end:
-            if address >= self.copy_end:
-                self.past_copy = True
-            raise TargetMemoryError(address, size)
-        return self.process.read(address, size)
+    @property
+    def mappings(self):
+        return self.process.mappings
+
+    def _set_mappings(self, mappings):
+        self.process.set_mappings(mappings)
+
+    def modules(self):
+        return self.process.modules()
+
+    def _read_mapped(self, mapping, address, size):
+        try:
+            return self.process.read(address, size)
+        except TargetMemoryError:
+            return None
 
     def thread_name(self, tid):
         name = self.names.get(tid)
@@ -173,19 +162,14 @@ def walk_sample(writer, sampled, sample):
     """(frames, stop, cut) of perf_events.Sample ``sample`` walked with
     ``writer`` (SampleWriter) in ``sampled``'s session over its stack copy;
     ``cut``: the walk needed the stack above the copy and the copy ended
-    short of the stack's end.  ``sampled`` (a SampledProcess, or a
-    process of a perf.data file) has ``session``, ``copy_end`` and
-    ``past_copy`` (set by its reads above the copy), and ``refresh()``
-    (whether it read its mappings anew: the walk is tried again)."""
+    short of the stack's end.  ``sampled`` (a RingProcess, or a process
+    of a perf.data file) has ``session``, ``copy_end`` and ``past_copy``
+    (set by its reads above the copy)."""
     sp = sample.registers.get(sampled.session.arch.sp, 0)
     start = sp & -COPY_ALIGN  # the walk reads whole pages: the one of SP from the copy
     state = ThreadState(sample.tid, "", sample.registers, start,
                         bytes(sp - start) + sample.stack)
     frames, stop, cut = _walk_copy(writer, sampled, state)
-    if stop is not None and frames and \
-            sampled.session.module_map().module_for(frames[-1].lookup_pc) is None \
-            and sampled.refresh():  # a library loaded since
-        frames, stop, cut = _walk_copy(writer, sampled, state)
     return frames, stop, cut and sample.full
 
 
@@ -254,10 +238,9 @@ class PerfRecorder:
         self._kernel_map = None
         self._kernel_threads = {}
         if pid is not None:  # what cannot be read of it said now, in one line
-            first = self._processes[pid] = SampledProcess(pid, self.archive,
-                                                          self._debug_files, self._sources,
-                                                          self._kernel_image)
-            arch = first.process.arch
+            # its mappings read once its events are enabled (run)
+            first = self._processes[pid] = SampledProcess(pid, self._files, False)
+            arch = first.arch
             name = first.thread_name(pid)
         else:
             from ..arch import AARCH64, X86_64
@@ -315,10 +298,6 @@ class PerfRecorder:
             self.sample_type = sample_type
             if not sample_type & perf_events.SAMPLE_CALLCHAIN:
                 self._kernel_image = None  # the kernel's time is not sampled
-                for sampled in self._processes.values():
-                    if sampled is not None:
-                        sampled.kernel_image = None
-                        sampled._new_session()
         elif sample_type != self.sample_type:
             os.close(fd)
             raise PerfUnavailable("perf events refused (the kernel's time sampled for some "
@@ -340,8 +319,7 @@ class PerfRecorder:
         if pid in self._processes:
             return self._processes[pid]
         try:
-            sampled = SampledProcess(pid, self.archive, self._debug_files, self._sources,
-                                     self._kernel_image)
+            sampled = SampledProcess(pid, self._files)
         except ProcessError:
             sampled = None
         self._processes[pid] = sampled
@@ -371,21 +349,19 @@ class PerfRecorder:
 
     def _mapped(self, record):
         sampled = self._processes.get(record.pid)
-        if isinstance(sampled, RingProcess):
+        if sampled is not None:
             sampled.mapped(record)
-        elif sampled is not None and record.executable:
-            sampled.stale = True  # read /proc/PID/maps again at its next sample
 
     def _named(self, record):
         sampled = self._processes.get(record.pid)
         if record.exec:  # a new program: its mappings follow
-            if isinstance(sampled, RingProcess):
-                sampled.exec()
-            else:
-                if sampled is not None:
-                    sampled.close()
+            if isinstance(sampled, SampledProcess):  # not read from /proc again
+                sampled.close()
+                sampled = None
+            if sampled is None:
                 sampled = self._processes[record.pid] = RingProcess(
                     record.pid, self.writer.arch, self._files)
+            sampled.exec()
         if sampled is not None:
             sampled.names[record.tid] = record.name
 
@@ -396,10 +372,8 @@ class PerfRecorder:
             return
         parent = self._processes.get(record.ppid)
         mappings, names, read_from = (), {}, None
-        if isinstance(parent, RingProcess):
+        if parent is not None:
             mappings, names = parent.mappings, parent.names
-        elif parent is not None:
-            mappings, names = parent.process.mappings, parent.names
         else:  # one that ran before the recording and was not sampled yet
             read_from = record.ppid
         name = names.get(record.ppid) or _read_text(f"/proc/{record.ppid}/comm").strip()
@@ -436,12 +410,11 @@ class PerfRecorder:
         if sampled is None:
             self.stats.unreadable += 1
             return
-        if sampled.stale:
-            sampled.refresh()
-        if sampled.session is None:  # a process the rings tell of, its mappings changed
+        if sampled.session is None:  # new, or it mapped a file since
             sampled.session, sampled.image_map = walking_session(
                 self.writer.arch, sampled.modules(), sampled.read, sampled.mappings,
-                self.archive, self._debug_files, self._sources, self._kernel_image)
+                self.archive, self._debug_files, self._sources, self._kernel_image,
+                sampled.executable)
         frames, stop, cut = walk_sample(self.writer, sampled, sample)
         self.stats.cut += cut
         trace_id = self.writer.trace_id(frames, stop, cut, sample.kernel)
@@ -490,6 +463,11 @@ class PerfRecorder:
         ``flush()`` says the samples can no longer be written."""
         for fd in self._fds:
             perf_events.enable(fd)
+        first = self._processes.get(self.pid)
+        if isinstance(first, SampledProcess):
+            # its mappings as they are once its events are enabled: what it
+            # maps from now on is in the rings (perf's synthesized mmaps)
+            first.start()
         if self._gate is not None:
             os.close(self._gate)  # the command runs (execs) now
             self._gate = None

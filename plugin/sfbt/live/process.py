@@ -90,7 +90,9 @@ def permission_error(pid, error):
 class Process:
     """Process ``pid`` as sfbt reads it."""
 
-    def __init__(self, pid, arch=None):
+    def __init__(self, pid, arch=None, mappings=True):
+        """Without ``mappings``, none are known until ``read_mappings`` or
+        ``set_mappings``."""
         self.pid = pid
         if not os.path.isdir(f"/proc/{pid}/task"):
             raise ProcessExited(f"no process {pid}")
@@ -103,11 +105,10 @@ class Process:
                                f"(sfbt stack reads {with_register_sets()})")
         self.images = ProcessImages(self.reader, lambda address, size: ptrace.read_pages(
             self.reader, address, size))
-        try:
-            self._set_mappings(read_maps(self.reader))
-        except OSError as error:
-            raise ProcessError(f"process {pid}: cannot read its mappings: "
-                               f"{error.strerror or error}") from None
+        if mappings:
+            self.read_mappings()
+        else:
+            self._set_mappings([])
         self._counters = {}  # tid -> open fds of its schedstat and syscall
         self._names = {}
 
@@ -123,6 +124,20 @@ class Process:
         except OSError:
             return self.pid
         return next((tid for tid in tids if not self._exited(tid)), self.pid)
+
+    def read_mappings(self):
+        """Read the mappings (/proc/PID/smaps) in place of those known."""
+        try:
+            self._set_mappings(read_maps(self.reader))
+        except OSError as error:
+            raise ProcessError(f"process {self.pid}: cannot read its mappings: "
+                               f"{error.strerror or error}") from None
+
+    def set_mappings(self, mappings):
+        """Take ``mappings`` (sorted by address, none overlapping another)
+        as the process's, as another source told them (perf events'
+        MMAP2 records)."""
+        self._set_mappings([], mappings)
 
     def _set_mappings(self, blocks, mappings=None):
         """The mappings read (read_maps' ``blocks``), or ``mappings`` made of

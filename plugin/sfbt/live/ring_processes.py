@@ -1,7 +1,9 @@
-"""The processes that `sfbt record` on perf events sees start: their
-mappings made from the rings' records (FORK copies its parent's, an exec's
-COMM clears them, each MMAP2 adds one), never read from /proc, so that a
-process that exits before its samples are read is still walked.
+"""The processes of `sfbt record` on perf events: their mappings made from
+the rings' records (FORK copies its parent's, an exec's COMM clears them,
+each MMAP2 adds one), so that a process that exits before its samples are
+read is still walked, and a library loaded while recording is known from
+its record.  Only a process that ran before the recording has its
+mappings read from /proc, once (perf_source.SampledProcess).
 
 Their memory outside a sample's stack copy is read only from the files
 their read-only mappings map (and the vDSO, the kernel's same image in
@@ -72,16 +74,22 @@ class ModuleFiles:
         """The vDSO's bytes (sfbt's own: the kernel maps one image into
         every process), or b""."""
         if self._vdso is None:
-            self._vdso = b""
-            for mapping in mappings_of(read_maps("self", False)):
-                if mapping.path == VDSO:
-                    self._vdso = ctypes.string_at(mapping.start, mapping.end - mapping.start)
+            self._vdso = own_vdso()
         return self._vdso
 
     def close(self):
         for fd in self._open.values():
             os.close(fd)
         self._open.clear()
+
+
+def own_vdso():
+    """The bytes of sfbt's own vDSO (the image the kernel maps into every
+    process), or b"" where it has none."""
+    for mapping in mappings_of(read_maps("self", False)):
+        if mapping.path == VDSO:
+            return ctypes.string_at(mapping.start, mapping.end - mapping.start)
+    return b""
 
 
 def _part(mapping, start, end):
@@ -92,9 +100,16 @@ def _part(mapping, start, end):
 
 
 class RingProcess:
-    """A process started while recording: its mappings as the rings said
-    them, its threads' names from its COMM records, and the session its
-    samples are walked in (made again once its mappings changed)."""
+    """A process whose mappings the rings tell of: started with those of
+    its parent (FORK), with none after an exec (COMM), or with those
+    /proc/PID/maps gave once (perf_source.SampledProcess, a process that
+    ran before the recording); each MMAP2 record then adds one, as perf
+    keeps its processes' maps.  Its threads' names come from its COMM
+    records, and its samples are walked in ``session`` (made again once
+    a file is mapped)."""
+
+    #: the program it runs, where known (the session's main module)
+    executable = None
 
     def __init__(self, pid, arch, files, mappings=(), names=None, parent=None):
         """``parent``: the process whose mappings it starts with, read from
@@ -110,7 +125,6 @@ class RingProcess:
         self.image_map = None
         self.copy_end = 0
         self.past_copy = False
-        self.stale = False
 
     @property
     def mappings(self):
@@ -120,6 +134,9 @@ class RingProcess:
             except OSError:  # it exited meanwhile
                 self._mappings = []
         return self._mappings
+
+    def _set_mappings(self, mappings):
+        self._mappings = mappings
 
     def mapped(self, record):
         """An Mmap2 record of it: the mapping it adds, over the parts of
@@ -138,13 +155,13 @@ class RingProcess:
                 kept.append(_part(old, end, old.end))
         kept.append(Mapping(start, end, True, record.writable, record.offset, path,
                             record.device, record.inode))
-        self._mappings = sorted(kept, key=lambda m: m.start)
+        self._set_mappings(sorted(kept, key=lambda m: m.start))
         if path.startswith("/") or path == VDSO:  # its modules may change (not its heap)
             self.session = None
 
     def exec(self):
         """It ran a new program: its mappings are those the program maps."""
-        self._mappings = []
+        self._set_mappings([])
         self.session = None
 
     def modules(self):
@@ -157,30 +174,32 @@ class RingProcess:
         return modules
 
     def _mapping_at(self, address):
-        at = bisect_right(self.mappings, address, key=lambda m: m.start) - 1
-        if at >= 0 and address < self.mappings[at].end:
-            return self.mappings[at]
+        mappings = self.mappings
+        at = bisect_right(mappings, address, key=lambda m: m.start) - 1
+        if at >= 0 and address < mappings[at].end:
+            return mappings[at]
         return None
 
     def read(self, address, size):
         """Memory outside a sample's stack copy: only of its read-only
-        file mappings and the vDSO."""
+        mappings (what a thread running on cannot have changed)."""
         mapping = self._mapping_at(address)
         data = None
         if mapping is not None and not mapping.writable and address + size <= mapping.end:
-            if mapping.path == VDSO:
-                at = address - mapping.start
-                data = self.files.vdso()[at:at + size]
-            elif mapping.file_backed:
-                data = self.files.read(mapping, address, size)
+            data = self._read_mapped(mapping, address, size)
         if data is None or len(data) != size:
             if address >= self.copy_end:
                 self.past_copy = True
             raise TargetMemoryError(address, size)
         return data
 
-    def refresh(self):
-        return False  # its mappings are always the rings' latest
+    def _read_mapped(self, mapping, address, size):
+        """Bytes of read-only ``mapping`` at ``address``, or None: from the
+        file it maps (the vDSO from sfbt's own)."""
+        if mapping.path == VDSO:
+            at = address - mapping.start
+            return self.files.vdso()[at:at + size]
+        return self.files.read(mapping, address, size) if mapping.file_backed else None
 
     def thread_name(self, tid):
         """Its name, or the process's (a new thread's until it names itself)."""

@@ -47,7 +47,9 @@ class Kallsyms:
 
     def function(self, address):
         at = bisect_right(self._addresses, address) - 1
-        return self._names[at] if at >= 0 and address < self.end else None
+        if at < 0 or address >= self.end:
+            return None
+        return self._names[at].decode("utf-8", "backslashreplace")
 
     @staticmethod
     def line(address):
@@ -70,11 +72,12 @@ def _read_bounded(path, limit):
 
 def parse_kallsyms(data, build_id=None):
     """A Kallsyms of the text of /proc/kallsyms (bytes), or None where it
-    lists no text address (hidden: all 0)."""
+    lists no text address (hidden: all 0).  Its names are kept as bytes
+    and decoded when looked up (some 120,000 lines, a few of them named)."""
     symbols = {}
     stext = None
     for line in data.split(b"\n"):
-        fields = line.split(None, 3)
+        fields = line.split(b" ", 2)  # address, type, name (tab [module])
         if len(fields) < 3 or len(fields[1]) != 1 or fields[1][0] not in _TEXT:
             continue
         try:
@@ -83,7 +86,7 @@ def parse_kallsyms(data, build_id=None):
             continue
         if not address:
             continue
-        name = fields[2]
+        name = fields[2].split(b"\t", 1)[0]
         if name == b"_stext":
             stext = address
         # of several names at an address, the first global one (as perf
@@ -94,7 +97,7 @@ def parse_kallsyms(data, build_id=None):
     if not symbols:
         return None
     addresses = sorted(symbols)
-    names = [symbols[a][0].decode("utf-8", "backslashreplace") for a in addresses]
+    names = [symbols[a][0] for a in addresses]
     return Kallsyms(addresses, names, stext if stext is not None else addresses[0], build_id)
 
 
@@ -111,6 +114,17 @@ def kernel_text_start():
     """The run-time address of the running kernel's ``_stext``, read from
     the top of /proc/kallsyms (where it is listed among the first lines),
     or None where it is hidden or cannot be read."""
+    return _first_text_symbol(b"_stext")
+
+
+def kernel_image_start():
+    """The run-time address of the running kernel's ``_text`` (where perf
+    says its kernel map starts), as kernel_text_start, or None."""
+    return _first_text_symbol(b"_text")
+
+
+def _first_text_symbol(name):
+    marker = b" T " + name + b"\n"
     try:
         with open(KALLSYMS, "rb") as stream:
             data = b""
@@ -119,7 +133,7 @@ def kernel_text_start():
                 if not chunk:
                     return None
                 data = data[data.rfind(b"\n") + 1:] + chunk
-                at = data.find(b" T _stext\n")
+                at = data.find(marker)
                 if at >= 0:
                     address = int(data[data.rfind(b"\n", 0, at) + 1:at], 16)
                     return address or None

@@ -163,6 +163,8 @@ class Symbolizer:
 
 
 def _is_pseudo_path(path):
-    """Whether an image's path is the kernel's name of a mapping with no
-    file (``[vdso]``), not a file that may stand in the current directory."""
-    return path.startswith("[") and path.endswith("]")
+    """Whether an image's path names no file: the kernel's name of a
+    mapping with no file (``[vdso]``) or any relative name (the loader's
+    ``linux-vdso.so.1``): never a file that may stand in the current
+    directory, which whoever wrote the archive does not choose."""
+    return not path.startswith("/") or (path.startswith("[") and path.endswith("]"))

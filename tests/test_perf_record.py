@@ -4,6 +4,7 @@ compared with perf where perf says the same thing."""
 
 import collections
 import os
+import platform
 import re
 import shutil
 import signal
@@ -15,7 +16,7 @@ import time
 import pytest
 
 from conftest import PLUGIN, require, run_sfbt
-from gdb_support import compile_program
+from gdb_support import PROGRAMS, compile_program
 from test_stack import Running
 
 #: an event's thread: "NUMBER (TID NAME)", with " of process PID" where a
@@ -136,8 +137,43 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
     # line "Backtrace stopped: truncated" where it was cut
     walked = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
               if "Backtrace stopped: truncated" not in part]
-    assert all(re.search(r" in (main|start_thread|clone3?) ", part) for part in walked)
+    unfinished = [part for part in walked
+                  if not re.search(r" in (main|start_thread|clone3?) ", part)]
+    assert not unfinished, unfinished
     assert "msort_with_tmp" in text and "printf_positional" in text
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the program is x86-64 code")
+@pytest.mark.parametrize("rows", ["sframe", "cfi"])
+def test_a_sample_past_an_epilogues_pop_walks_on_to_main(tmp_path, rows):
+    """Samples in a function's epilogue after it popped the caller's
+    frame pointer, where the CFI still says it is saved (below the stack
+    pointer by then, where the stack copy does not reach): the register
+    holds the caller's value, and the walk goes on through the caller,
+    whose frame is on rbp, to main.  By the program's SFrame rows, and by
+    rows synthesized from its .eh_frame (as libc's, where CI once sampled
+    _IO_default_xsputn so)."""
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    if rows == "sframe":
+        program = compile_program(tmp_path, "epilogue", "O2", True, ["epilogue.c"])
+    else:
+        program = tmp_path / "epilogue-cfi"
+        subprocess.run(["gcc", "-g", "-O2", "-fomit-frame-pointer", "-o", str(program),
+                        str(PROGRAMS / "epilogue.c")], check=True, capture_output=True)
+    archive = tmp_path / "epilogue.sfbt"
+    with Running(program) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", "1", "-o", archive)
+    assert recorded.returncode == 0, recorded.stderr
+    folded = run_sfbt("fold", archive)
+    assert folded.returncode == 0, folded.stderr
+    counts = {}
+    for line in folded.stdout.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        counts[stack] = int(count)
+    in_popped = {stack: count for stack, count in counts.items() if stack.endswith(";popped")}
+    assert sum(in_popped.values()) >= 0.8 * sum(counts.values()) > 0, counts
+    assert all(stack.endswith(";main;framed;popped") for stack in in_popped), in_popped
 
 
 #: Debian's own python3 (not a virtual environment's or pyenv's)

@@ -303,12 +303,19 @@ class Unwinder:
         if mangled_ra:
             ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {sp_number: caller_sp, self._pc: ra}
+        # A register "saved" below SP was popped by the frame's epilogue
+        # already (GCC's CFI keeps the save rule until the return): the
+        # frame's register holds the caller's value again, which a stack
+        # copied from SP up (perf's) does not have.
         for number, kind, operand in saved:  # none of SP, PC, FP and RA
             if kind is _SAVED_AT:
-                try:
-                    value = read_word((cfa + operand) & _MASK64)
-                except TargetMemoryError:
-                    continue
+                at = (cfa + operand) & _MASK64
+                value = known.get(number) if old_sp is not None and at < old_sp else None
+                if value is None:
+                    try:
+                        value = read_word(at)
+                    except TargetMemoryError:
+                        continue
             elif kind is _IN_REGISTER:
                 value = known.get(operand)
                 if value is None:
@@ -317,7 +324,9 @@ class Unwinder:
                 value = (cfa + operand) & _MASK64
             registers[number] = value
         if fp_saved_at is not None:
-            registers[self._fp] = read_word((cfa + fp_saved_at) & _MASK64)
+            at = (cfa + fp_saved_at) & _MASK64
+            fp = known.get(self._fp) if old_sp is not None and at < old_sp else None
+            registers[self._fp] = read_word(at) if fp is None else fp
         elif fp_rule is not None:
             registers[self._fp] = self._location(known, level, fp_rule, cfa)
         else:

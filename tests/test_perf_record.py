@@ -117,7 +117,7 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
                       recorded.stdout)
     assert match, recorded.stdout
     stacks = int(match[1])
-    assert stacks >= 20
+    assert stacks >= 20, recorded.stdout
     leaves = _leaves(archive)
     assert sum(leaves.values()) == stacks
     hottest, count = leaves.most_common(1)[0]
@@ -202,7 +202,7 @@ def test_a_python_loop_is_sampled_where_perf_samples_it(tmp_path):
     match = re.search(r"Recorded (\d+) stacks in (\d+) samples", recorded.stdout)
     assert match, recorded.stdout
     stacks = int(match[1])
-    assert stacks >= 20
+    assert stacks >= 20, recorded.stdout
     leaves = _leaves(archive)
     assert sum(leaves.values()) == stacks
     hottest, count = leaves.most_common(1)[0]

@@ -98,6 +98,26 @@ def user_self_shares(report):
     return shares
 
 
+def _cpu_seconds(pid):
+    """Seconds process ``pid`` has run on a processor so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    fields = text[text.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def recording_seconds(pid, cpu_seconds=0.5, shortest=2, longest=12):
+    """How long to record process ``pid`` (at least ``shortest`` seconds,
+    at most ``longest``) for it to run about ``cpu_seconds`` on processors
+    meanwhile, by the share of them it gets now: perf events sample
+    processor time, which a loaded machine gives a process little of (2 s
+    recorded 18 stacks of busy's three threads)."""
+    before, began = _cpu_seconds(pid), time.monotonic()
+    time.sleep(0.5)
+    share = (_cpu_seconds(pid) - before) / (time.monotonic() - began)
+    return round(min(longest, max(shortest, cpu_seconds / max(share, 0.01))), 1)
+
+
 def _perf_self(pid, tmp_path, seconds=2):
     """{symbol: self share} perf gives process ``pid`` sampled for ``seconds``."""
     return user_self_shares(_perf_report(pid, tmp_path, seconds))
@@ -108,8 +128,9 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
     require(shutil.which("perf"), "perf is not installed (linux-perf)")
     archive = tmp_path / "busy.sfbt"
     with Running(busy, 2) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--duration", "2", "-o", archive)
-        perf = _perf_self(running.pid, tmp_path)
+        seconds = recording_seconds(running.pid)
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", seconds, "-o", archive)
+        perf = _perf_self(running.pid, tmp_path, seconds)
     assert recorded.returncode == 0, recorded.stderr
     assert "on CPU (perf events)" in recorded.stderr
     assert "ptrace" not in recorded.stderr
@@ -195,8 +216,9 @@ def test_a_python_loop_is_sampled_where_perf_samples_it(tmp_path):
     require(refused is None, f"{refused} (a container's seccomp filter?)")
     archive = tmp_path / "python.sfbt"
     with Running(DEBIAN_PYTHON, "-c", PYTHON_LOOP) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--duration", "2", "-o", archive)
-        perf = _perf_self(running.pid, tmp_path)
+        seconds = recording_seconds(running.pid)
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", seconds, "-o", archive)
+        perf = _perf_self(running.pid, tmp_path, seconds)
     assert recorded.returncode == 0, recorded.stderr
     assert "on CPU (perf events)" in recorded.stderr
     match = re.search(r"Recorded (\d+) stacks in (\d+) samples", recorded.stdout)

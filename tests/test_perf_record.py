@@ -184,7 +184,8 @@ def test_a_sample_past_an_epilogues_pop_walks_on_to_main(tmp_path, rows):
                         str(PROGRAMS / "epilogue.c")], check=True, capture_output=True)
     archive = tmp_path / "epilogue.sfbt"
     with Running(program) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--duration", "1", "-o", archive)
+        recorded = run_sfbt("record", "-p", running.pid, "--duration",
+                            recording_seconds(running.pid, 0.3), "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     folded = run_sfbt("fold", archive)
     assert folded.returncode == 0, folded.stderr

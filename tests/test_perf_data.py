@@ -41,13 +41,18 @@ outer()
 def _perf_record(output, command, seconds=None, pid=None):
     """Run ``perf record --call-graph dwarf`` of ``command`` (or of the
     running process ``pid`` while ``command`` runs) into ``output``; with
-    ``seconds``, perf is interrupted then (the command runs on)."""
+    ``seconds``, perf is interrupted that long after the command printed
+    "ready" (the command runs on): perf starts it slowly on a loaded
+    machine, and seconds counted from perf's own start once left a file
+    without one sample with a stack."""
     attach = ["-p", str(pid)] if pid is not None else []
     perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
                              *attach, "-o", str(output), "--", *map(str, command)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL if seconds is None else subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         if seconds is not None:
+            assert perf.stdout.readline().strip() == "ready"
             try:
                 perf.wait(seconds)
             except subprocess.TimeoutExpired:

@@ -84,8 +84,9 @@ def test_stack_leaves_out_a_thread_in_vfork_in_one_line(vforking):
     """The thread in vfork cannot stop until its child exits: sfbt stack
     prints the two others within seconds (it waited without end before),
     says so in one line, and the process runs on untraced once the child
-    exits."""
-    with Started(vforking, 6) as waiting:
+    exits (killed once sfbt is done: a child that slept 6 s had exited
+    before sfbt started on a loaded machine)."""
+    with Started(vforking, 60) as waiting:
         began = time.monotonic()
         result = subprocess.run([sys.executable, "-m", "sfbt", "stack", str(waiting.pid)],
                                 capture_output=True, text=True, timeout=30,
@@ -101,6 +102,8 @@ def test_stack_leaves_out_a_thread_in_vfork_in_one_line(vforking):
             if int(tid) != waiting.vforker)
         assert "in sleeping at " in result.stdout and "in main at " in result.stdout
         # sfbt let it go: once the child exits the program ends
+        with open(f"/proc/{waiting.pid}/task/{waiting.vforker}/children") as children:
+            os.kill(int(children.read().split()[0]), signal.SIGKILL)
         assert waiting.process.wait(timeout=15) == 0
 
 

@@ -82,7 +82,7 @@ class Started:
 
 def test_stack_leaves_out_a_thread_in_vfork_in_one_line(vforking):
     """The thread in vfork cannot stop until its child exits: sfbt stack
-    prints the two others within seconds (it waited without end before),
+    prints the two others long before (it waited without end before),
     says so in one line, and the process runs on untraced once the child
     exits (killed once sfbt is done: a child that slept 6 s had exited
     before sfbt started on a loaded machine)."""
@@ -93,7 +93,8 @@ def test_stack_leaves_out_a_thread_in_vfork_in_one_line(vforking):
                                 env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
         took = time.monotonic() - began
         assert result.returncode == 0, result.stderr
-        assert took < 5, took
+        # far less than the child's 60 s (a start on a loaded machine took 9)
+        assert took < 30, took
         assert result.stderr == (f"sfbt: warning: thread {waiting.vforker}: did not stop "
                                  "in 1 s (in vfork?): its stack is left out\n")
         headings = re.findall(r"^Thread \d+ \(LWP (\d+)", result.stdout, re.M)

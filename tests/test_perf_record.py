@@ -321,11 +321,15 @@ def test_a_process_that_exits_before_its_samples_are_read_is_walked_under_a(tmp_
     events, text = _events(archive)
     ours = [(pid, name) for _, name, pid, _ in events if pid in pids]
     assert {pid for pid, _ in ours} == set(pids), (pids, out)
-    assert {name for _, name in ours} == {"brief"}
+    # brief's, or this process's in the child of its fork before brief's
+    # exec (a loaded machine samples it there)
+    with open("/proc/self/comm") as comm:
+        forked = comm.read().strip()
+    assert "brief" in {name for _, name in ours} <= {"brief", forked}
     traces = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
-              if re.search(rf"of process ({'|'.join(map(str, pids))}),", part)]
+              if re.search(rf" brief\) of process ({'|'.join(map(str, pids))}),", part)]
     named = [part for part in traces if re.search(r" in brief_work .* in main ", part, re.S)]
-    assert len(named) >= 0.8 * len(traces), traces
+    assert traces and len(named) >= 0.8 * len(traces), traces
 
 
 def test_a_command_is_started_recorded_and_ended_with(programs, tmp_path):

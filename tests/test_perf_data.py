@@ -43,13 +43,18 @@ def _perf_record(output, command, seconds=None, pid=None, every_process=False):
     """Run ``perf record --call-graph dwarf`` of ``command`` (or of the
     running process ``pid``, or with ``every_process`` of every process,
     while ``command`` runs) into ``output``; with ``seconds``, perf is
-    interrupted then (the command runs on)."""
+    interrupted that long after the command printed "ready" (the command
+    runs on): perf starts it slowly on a loaded machine, and seconds
+    counted from perf's own start once left a file without one sample
+    with a stack."""
     attach = ["-p", str(pid)] if pid is not None else ["-a"] if every_process else []
     perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
                              *attach, "-o", str(output), "--", *map(str, command)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL if seconds is None else subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         if seconds is not None:
+            assert perf.stdout.readline().strip() == "ready"
             try:
                 perf.wait(seconds)
             except subprocess.TimeoutExpired:
@@ -177,11 +182,13 @@ def _kernel_frames_start(stack):
 
 
 def _report_self_shares(data):
-    """{function: self share} of `perf report --stdio --no-children`."""
+    """({function: self share} of `perf report --stdio --no-children`,
+    the share of its samples taken in the kernel)."""
     report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children",
                              "--sort", "sym", "-q", "-g", "none"], capture_output=True,
                             text=True, timeout=300, check=True).stdout
-    return user_self_shares(report)
+    kernel = sum(float(share) for share in re.findall(r"^\s*([\d.]+)%\s+\[k\]", report, re.M))
+    return user_self_shares(report), kernel / 100
 
 
 @pytest.mark.parametrize("name", ["busy", "attached", "python"])
@@ -203,9 +210,14 @@ def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
         assert abs(sfbt_leaves[function] - count) / len(perf) <= 0.03, \
             (function, sfbt_leaves.most_common(8), perf_leaves.most_common(8))
     hottest, count = sfbt_leaves.most_common(1)[0]
-    report = _report_self_shares(data)
+    report, kernel = _report_self_shares(data)
     assert hottest == max(report, key=report.get)
-    assert abs(count / len(perf) - report[hottest]) <= 0.03, (count, report)
+    # perf report counts a sample taken in the kernel for the kernel's
+    # function, sfbt (and perf script's user frames) for the user function
+    # below it: a loaded machine has more of those
+    share = count / len(perf)
+    assert report[hottest] - 0.03 <= share <= report[hottest] + kernel + 0.03, \
+        (count, kernel, report)
     # each sample perf unwinds to the stack's start (main and on), sfbt
     # unwinds to the same functions; where perf's own unwinding stops
     # short (a few samples of a loaded machine), sfbt may go on to the start

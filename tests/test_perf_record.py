@@ -4,6 +4,7 @@ compared with perf where perf says the same thing."""
 
 import collections
 import os
+import platform
 import re
 import shutil
 import signal
@@ -15,7 +16,7 @@ import time
 import pytest
 
 from conftest import PLUGIN, require, run_sfbt
-from gdb_support import compile_library, compile_program
+from gdb_support import PROGRAMS, compile_library, compile_program
 from test_stack import Running
 
 #: an event's thread: "NUMBER (TID NAME)", with " of process PID" where a
@@ -97,6 +98,26 @@ def user_self_shares(report):
     return shares
 
 
+def _cpu_seconds(pid):
+    """Seconds process ``pid`` has run on a processor so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    fields = text[text.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def recording_seconds(pid, cpu_seconds=0.5, shortest=2, longest=12):
+    """How long to record process ``pid`` (at least ``shortest`` seconds,
+    at most ``longest``) for it to run about ``cpu_seconds`` on processors
+    meanwhile, by the share of them it gets now: perf events sample
+    processor time, which a loaded machine gives a process little of (2 s
+    recorded 18 stacks of busy's three threads)."""
+    before, began = _cpu_seconds(pid), time.monotonic()
+    time.sleep(0.5)
+    share = (_cpu_seconds(pid) - before) / (time.monotonic() - began)
+    return round(min(longest, max(shortest, cpu_seconds / max(share, 0.01))), 1)
+
+
 def _perf_self(pid, tmp_path, seconds=2):
     """{symbol: self share} perf gives process ``pid`` sampled for ``seconds``."""
     return user_self_shares(_perf_report(pid, tmp_path, seconds))
@@ -107,8 +128,9 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
     require(shutil.which("perf"), "perf is not installed (linux-perf)")
     archive = tmp_path / "busy.sfbt"
     with Running(busy, 2) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--duration", "2", "-o", archive)
-        perf = _perf_self(running.pid, tmp_path)
+        seconds = recording_seconds(running.pid)
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", seconds, "-o", archive)
+        perf = _perf_self(running.pid, tmp_path, seconds)
     assert recorded.returncode == 0, recorded.stderr
     assert "on CPU (perf events)" in recorded.stderr
     assert "ptrace" not in recorded.stderr
@@ -116,7 +138,7 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
                       recorded.stdout)
     assert match, recorded.stdout
     stacks = int(match[1])
-    assert stacks >= 20
+    assert stacks >= 20, recorded.stdout
     leaves = _leaves(archive)
     assert sum(leaves.values()) == stacks
     hottest, count = leaves.most_common(1)[0]
@@ -136,8 +158,44 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
     # line "Backtrace stopped: truncated" where it was cut
     walked = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
               if "Backtrace stopped: truncated" not in part]
-    assert all(re.search(r" in (main|start_thread|clone3?) ", part) for part in walked)
+    unfinished = [part for part in walked
+                  if not re.search(r" in (main|start_thread|clone3?) ", part)]
+    assert not unfinished, unfinished
     assert "msort_with_tmp" in text and "printf_positional" in text
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the program is x86-64 code")
+@pytest.mark.parametrize("rows", ["sframe", "cfi"])
+def test_a_sample_past_an_epilogues_pop_walks_on_to_main(tmp_path, rows):
+    """Samples in a function's epilogue after it popped the caller's
+    frame pointer, where the CFI still says it is saved (below the stack
+    pointer by then, where the stack copy does not reach): the register
+    holds the caller's value, and the walk goes on through the caller,
+    whose frame is on rbp, to main.  By the program's SFrame rows, and by
+    rows synthesized from its .eh_frame (as libc's, where CI once sampled
+    _IO_default_xsputn so)."""
+    refused = _perf_events_refused()
+    require(refused is None, f"{refused} (a container's seccomp filter?)")
+    if rows == "sframe":
+        program = compile_program(tmp_path, "epilogue", "O2", True, ["epilogue.c"])
+    else:
+        program = tmp_path / "epilogue-cfi"
+        subprocess.run(["gcc", "-g", "-O2", "-fomit-frame-pointer", "-o", str(program),
+                        str(PROGRAMS / "epilogue.c")], check=True, capture_output=True)
+    archive = tmp_path / "epilogue.sfbt"
+    with Running(program) as running:
+        recorded = run_sfbt("record", "-p", running.pid, "--duration",
+                            recording_seconds(running.pid, 0.3), "-o", archive)
+    assert recorded.returncode == 0, recorded.stderr
+    folded = run_sfbt("fold", archive)
+    assert folded.returncode == 0, folded.stderr
+    counts = {}
+    for line in folded.stdout.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        counts[stack] = int(count)
+    in_popped = {stack: count for stack, count in counts.items() if stack.endswith(";popped")}
+    assert sum(in_popped.values()) >= 0.8 * sum(counts.values()) > 0, counts
+    assert all(stack.endswith(";main;framed;popped") for stack in in_popped), in_popped
 
 
 #: Debian's own python3 (not a virtual environment's or pyenv's)
@@ -159,14 +217,15 @@ def test_a_python_loop_is_sampled_where_perf_samples_it(tmp_path):
     require(refused is None, f"{refused} (a container's seccomp filter?)")
     archive = tmp_path / "python.sfbt"
     with Running(DEBIAN_PYTHON, "-c", PYTHON_LOOP) as running:
-        recorded = run_sfbt("record", "-p", running.pid, "--duration", "2", "-o", archive)
-        perf = _perf_self(running.pid, tmp_path)
+        seconds = recording_seconds(running.pid)
+        recorded = run_sfbt("record", "-p", running.pid, "--duration", seconds, "-o", archive)
+        perf = _perf_self(running.pid, tmp_path, seconds)
     assert recorded.returncode == 0, recorded.stderr
     assert "on CPU (perf events)" in recorded.stderr
     match = re.search(r"Recorded (\d+) stacks in (\d+) samples", recorded.stdout)
     assert match, recorded.stdout
     stacks = int(match[1])
-    assert stacks >= 20
+    assert stacks >= 20, recorded.stdout
     leaves = _leaves(archive)
     assert sum(leaves.values()) == stacks
     hottest, count = leaves.most_common(1)[0]
@@ -262,11 +321,15 @@ def test_a_process_that_exits_before_its_samples_are_read_is_walked_under_a(tmp_
     events, text = _events(archive)
     ours = [(pid, name) for _, name, pid, _ in events if pid in pids]
     assert {pid for pid, _ in ours} == set(pids), (pids, out)
-    assert {name for _, name in ours} == {"brief"}
+    # brief's, or this process's in the child of its fork before brief's
+    # exec (a loaded machine samples it there)
+    with open("/proc/self/comm") as comm:
+        forked = comm.read().strip()
+    assert "brief" in {name for _, name in ours} <= {"brief", forked}
     traces = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
-              if re.search(rf"of process ({'|'.join(map(str, pids))}),", part)]
+              if re.search(rf" brief\) of process ({'|'.join(map(str, pids))}),", part)]
     named = [part for part in traces if re.search(r" in brief_work .* in main ", part, re.S)]
-    assert len(named) >= 0.8 * len(traces), traces
+    assert traces and len(named) >= 0.8 * len(traces), traces
 
 
 #: runs `python3 -m sfbt ARGS...` counting the opens of /proc/PID/maps and

@@ -115,12 +115,26 @@ def test_record_errors(workers, tmp_path):  # noqa: F811
 
 
 def test_record_until_the_process_exits(workers, tmp_path):  # noqa: F811
+    """The recording ends when the process does: workers exits a second
+    after the line it reads, sent once sfbt records (a second counted from
+    its start ran out before a loaded machine had sfbt attached)."""
     archive = tmp_path / "short.sfbt"
-    with Running(workers, 0, 1) as running:
-        recorded = run_sfbt("record", "--idle", "-p", running.pid, "-o", archive)
-    assert recorded.returncode == 0, recorded.stderr
-    assert "(the process exited)" in recorded.stdout
-    assert run_sfbt("cbf", "decode", archive).returncode == 0
+    program = subprocess.Popen([str(workers), "0", "1"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert program.stdout.readline().strip() == "ready"
+        process = _sfbt_process("record", "--idle", "-p", program.pid, "-o", archive)
+        assert process.stderr.readline().startswith(f"Recording process {program.pid} ")
+        program.stdin.write("\n")
+        program.stdin.flush()
+        code, out, err, stacks = _record_until(process, archive)
+    finally:
+        if program.poll() is None:
+            program.kill()
+        program.wait()
+    assert code == 0, err
+    assert "(the process exited)" in out
+    assert stacks > 0
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "1e-320", "20000"])

@@ -302,6 +302,7 @@ class Unwinder:
         if old_sp is not None and caller_sp < old_sp:
             raise UnwindStop(STOP_NOT_UP)
         words = None
+        popped = 0  # the window's words below SP (see below)
         if window is not None:  # every word read at CFA + k, in one read
             low, size, unpack, ra_at, fp_at, window_saved = window
             try:
@@ -311,6 +312,9 @@ class Unwinder:
             else:
                 ra = words[ra_at]
                 saved = window_saved
+                start = (cfa + low) & _MASK64
+                if old_sp is not None and start < old_sp:  # words of it an epilogue popped
+                    popped = -((start - old_sp) // self._word_size)
         if words is None:
             if ra_saved_at is not None:
                 ra = read_word((cfa + ra_saved_at) & _MASK64)
@@ -323,14 +327,23 @@ class Unwinder:
         if mangled_ra:
             ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {sp_number: caller_sp, self._pc: ra}
+        # A register "saved" below SP was popped by the frame's epilogue
+        # already (GCC's CFI keeps the save rule until the return): the
+        # frame's register holds the caller's value again, which a stack
+        # copied from SP up (perf's) does not have.
         for number, kind, operand in saved:  # none of SP, PC, FP and RA
             if kind is _SAVED_AT:
-                try:
-                    value = read_word((cfa + operand) & _MASK64)
-                except TargetMemoryError:
-                    continue
+                at = (cfa + operand) & _MASK64
+                value = known.get(number) if old_sp is not None and at < old_sp else None
+                if value is None:
+                    try:
+                        value = read_word(at)
+                    except TargetMemoryError:
+                        continue
             elif kind is _IN_WINDOW:
                 value = words[operand]
+                if operand < popped:
+                    value = known.get(number, value)
             elif kind is _IN_REGISTER:
                 value = known.get(operand)
                 if value is None:
@@ -339,8 +352,16 @@ class Unwinder:
                 value = (cfa + operand) & _MASK64
             registers[number] = value
         if fp_saved_at is not None:
-            registers[self._fp] = (read_word((cfa + fp_saved_at) & _MASK64) if words is None
-                                   else words[fp_at])
+            if words is not None:
+                fp = words[fp_at]
+                if fp_at < popped:
+                    fp = known.get(self._fp, fp)
+            else:
+                at = (cfa + fp_saved_at) & _MASK64
+                fp = known.get(self._fp) if old_sp is not None and at < old_sp else None
+                if fp is None:
+                    fp = read_word(at)
+            registers[self._fp] = fp
         elif fp_rule is not None:
             registers[self._fp] = self._location(known, level, fp_rule, cfa)
         else:

@@ -44,8 +44,8 @@ def recorded(tmp_path_factory):
             recorder.run(1.0, Signals(), lambda: True)
         finally:
             recorder.close()
-        sampled = perf_source.SampledProcess(running.pid, recorder.archive,
-                                             recorder._debug_files, recorder._sources)
+        sampled = recorder.with_session(perf_source.SampledProcess(running.pid,
+                                                                   recorder._files))
         try:
             yield running, sampled, samples
         finally:

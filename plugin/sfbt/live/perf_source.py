@@ -314,6 +314,16 @@ class PerfRecorder:
         ring = perf_events.open_ring(fd, RING_PAGES)
         self.rings.append((cpu, ring))
 
+    def with_session(self, sampled):
+        """``sampled`` (a RingProcess), its samples' walking session made
+        where it is new or has mapped a file since."""
+        if sampled.session is None:
+            sampled.session, sampled.image_map = walking_session(
+                self.writer.arch, sampled.modules(), sampled.read, sampled.mappings,
+                self.archive, self._debug_files, self._sources, self._kernel_image,
+                sampled.executable)
+        return sampled
+
     def _sampled(self, pid):
         """The SampledProcess of ``pid``, or None where it cannot be read."""
         if pid in self._processes:
@@ -410,11 +420,7 @@ class PerfRecorder:
         if sampled is None:
             self.stats.unreadable += 1
             return
-        if sampled.session is None:  # new, or it mapped a file since
-            sampled.session, sampled.image_map = walking_session(
-                self.writer.arch, sampled.modules(), sampled.read, sampled.mappings,
-                self.archive, self._debug_files, self._sources, self._kernel_image,
-                sampled.executable)
+        self.with_session(sampled)
         frames, stop, cut = walk_sample(self.writer, sampled, sample)
         self.stats.cut += cut
         trace_id = self.writer.trace_id(frames, stop, cut, sample.kernel)

@@ -255,3 +255,29 @@ def test_decode_into_a_closed_pipe_ends_quietly(tmp_path):
     _, stderr = decode.communicate(timeout=60)
     assert first.startswith(b"Backtrace 1, captured once")
     assert stderr == b"", stderr
+
+
+def test_a_relative_image_name_opens_no_file_in_the_current_directory(tmp_path):
+    """An archive's image named as the loader names the vDSO
+    (``linux-vdso.so.1``), or by any relative name, names no file: one
+    planted under that name in the directory `cbf decode` runs in is not
+    read for names; the same file named by its absolute path is."""
+    import os
+    import sys
+    from conftest import PLUGIN
+    planted = tmp_path / "linux-vdso.so.1"
+    shutil.copy(PROGRAM, planted)
+    env = dict(os.environ, PYTHONPATH=str(PLUGIN))
+    for name, shown in (("linux-vdso.so.1", "in ?? from linux-vdso.so.1"),
+                        (str(planted), "in main ")):
+        archive = Archive()
+        # main of the program (0x580), mapped at 0x400000
+        archive.capture(cbf.encode([cbf.Frame("pc", 0x400584)]),
+                        ImageMap("linux-x86_64", [Image(name, 0x400000, 0x401000)]),
+                        thread="1", reason="SIGTRAP")
+        path = tmp_path / "a.sfbt"
+        path.write_bytes(MAGIC + archive.pending_bytes())
+        result = subprocess.run([sys.executable, "-m", "sfbt", "cbf", "decode", path.name],
+                                capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert shown in result.stdout, result.stdout

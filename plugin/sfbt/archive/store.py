@@ -95,6 +95,23 @@ def trace_hash(data: bytes) -> int:
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "little")
 
 
+def _read_varint(payload: bytes, at: int, what: str, offset: int) -> Tuple[int, int]:
+    """(the varint at ``at`` of ``payload``, where it ends): at most 10
+    bytes; ``what`` (a record at ``offset``) named where it is not one."""
+    value, shift, end = 0, 0, len(payload)
+    while True:
+        if at >= end:
+            raise ArchiveError(f"{what} ends inside a number", offset + at)
+        byte = payload[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+        if shift > 70:
+            raise ArchiveError(f"{what}: a number of over 10 bytes", offset + at)
+
+
 def _write_varint(out: bytearray, value: int) -> None:
     while value > 0x7F:
         out.append(0x80 | value & 0x7F)
@@ -214,18 +231,8 @@ def crash_events(payload: bytes, offset: int, trace_count: int, image_map_count:
 
     def varint() -> int:
         nonlocal at
-        value, shift = 0, 0
-        while True:
-            if at >= end:
-                raise ArchiveError("crash record ends inside a number", offset + at)
-            byte = payload[at]
-            at += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 70:
-                raise ArchiveError("crash record: a number of over 10 bytes", offset + at)
+        value, at = _read_varint(payload, at, "crash record", offset)
+        return value
 
     def span() -> Tuple[int, int]:
         nonlocal at
@@ -319,19 +326,8 @@ class ImageTable:
 
         def varint() -> int:
             nonlocal at
-            value, shift = 0, 0
-            while True:
-                if at >= end:
-                    raise ArchiveError("placed image map ends inside a number", offset + at)
-                byte = payload[at]
-                at += 1
-                value |= (byte & 0x7F) << shift
-                if not byte & 0x80:
-                    return value
-                shift += 7
-                if shift > 70:
-                    raise ArchiveError("placed image map: a number of over 10 bytes",
-                                       offset + at)
+            value, at = _read_varint(payload, at, "placed image map", offset)
+            return value
         count = varint()
         if count > end:  # each image takes two bytes at least
             raise ArchiveError(f"placed image map of {count} images in {end} bytes", offset)

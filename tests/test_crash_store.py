@@ -108,6 +108,30 @@ def test_a_kept_crash_is_a_short_line(store):
             entry["seg"]) == (4001, 0, 1, 4001, [1, 0, 1])
 
 
+@pytest.mark.parametrize("memory_from", ["core", "process and core"])
+def test_where_the_stacks_were_read_is_a_number(store, memory_from):
+    """A kept crash's memory_from other than the implied "process" is a
+    number after its seg, not a named field (a SIGBUS's line held its 34
+    bytes); read back as it was, as is the line an older sfbt wrote."""
+    entry = {"time": 1_795_900_001, "pid": 4001, "uid": 0, "signal": 7, "code": 2,
+             "address": 0x7F0000001000, "executable": PROGRAM, "bucket": f"{1:016x}",
+             "memory_from": memory_from}
+    store.add(entry, crash_archive(1 << 12))
+    (line,) = open(store.file("index"), "rb").read().splitlines()
+    code = {"core": 1, "process and core": 2}[memory_from]
+    assert b'"' not in line and line.endswith(b",1,0,1,%d]" % code), line
+    older = line[:line.rindex(b",")] + b',{"memory_from":"' + memory_from.encode() + b'"}]'
+    with open(store.file("index"), "ab") as index:
+        index.write(older.replace(b"[1,", b"[2,", 1) + b"\n")
+    first, second = store.entries()
+    for read in (first, second):
+        assert (read["memory_from"], read["address"], read["executable"], read["seg"]) == \
+            (memory_from, 0x7F0000001000, PROGRAM, [1, 0, 1])
+    shown = run_sfbt("crashes", "show", "2", "--store", store.path)
+    assert shown.returncode == 0 and "SIGBUS, code 2, address 0x7f0000001000" in shown.stdout, \
+        shown.stdout + shown.stderr
+
+
 def test_crashes_placed_alike_share_their_map(store):
     """Two crashes of a program placed at the same addresses (no ASLR),
     each added by a handler of its own: the second names the first's map

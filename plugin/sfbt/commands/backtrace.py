@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..archive import cbf
 from ..archive.layout import layout_of
 from ..errors import CommandError
 from ..frame_name import UNKNOWN
@@ -12,6 +13,12 @@ from .session import Session, Thread
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional, Tuple
+
+
+def cbf_frames(frames) -> List[cbf.Frame]:
+    """A walk's frames as CBF frames."""
+    return [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
+
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"
 OPTIONS = ("-v", "-full")

@@ -16,7 +16,7 @@ from ..archive.store import Archive, save_archive
 from ..errors import CommandError, SfbtError
 from ..files import locked_for_update, replace_file, replace_locked, write_atomically
 from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
-from .backtrace import walk
+from .backtrace import cbf_frames, walk
 from .session import Session, Thread
 
 FORMATS = ("archive", "cbf", "json", "lws")
@@ -121,11 +121,6 @@ class Capture:
         self.thread = thread
         self.frames = frames  # cbf.Frame
         self.truncated = truncated
-
-
-def cbf_frames(frames) -> List[cbf.Frame]:
-    """A walk's frames as CBF frames."""
-    return [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
 
 
 def capture(session: Session, thread: Thread) -> Capture:

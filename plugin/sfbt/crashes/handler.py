@@ -165,12 +165,9 @@ def _walked(core, tid, signal, seconds, repeated):
     """(the crash's archive bytes, the index's fields of the walk), its
     events at the time the kernel gave (``seconds``, %t); when
     ``repeated(bucket)`` says the crash will only be counted, no thread
-    is walked after the crashing one (the first)."""
-    from ..archive import cbf
-    from ..archive.imagemap import encode_image_map
-    from ..archive.store import MAGIC, Archive
-    from ..commands.backtrace import walk
-    from ..commands.save import cbf_frames, image_map
+    is walked after the crashing one (the first), and no archive is made
+    (nor its modules imported)."""
+    from ..commands.backtrace import cbf_frames, walk
     from ..unwind.walk import STOP_LIMIT, STOP_OUTERMOST
     from .session import CrashSession
     from .store import bucket_of
@@ -182,12 +179,8 @@ def _walked(core, tid, signal, seconds, repeated):
     numbered = list(enumerate(states, 1))
     session = CrashSession(core.arch, core.modules(), core.read_memory, numbered,
                            core.executable())
-    images = image_map(session)
-    word_size = 8 * core.arch.pointer_size
-    archive = Archive()
-    images_index = archive.add_image_map(encode_image_map(images))  # once, not a thread
-    now = seconds * 10**9  # (a whole second: a crash record holds it in 5 bytes, not 9)
-    crashed_frames, cut, crashed_cut_at = [], 0, None
+    walks = []  # (thread, its CBF frames, truncated, where its kept stack was cut)
+    crashed_frames, cut, crashed_cut_at, counted = [], 0, None, False
     for thread in session.threads():
         core.missed = None
         frames, stop = walk(session, thread)
@@ -196,19 +189,12 @@ def _walked(core, tid, signal, seconds, repeated):
             cut_at = core.stack_cut_at(thread.handle, core.missed)
         cut += cut_at is not None
         one = cbf_frames(frames)
+        walks.append((thread, one, stop == STOP_LIMIT or cut_at is not None, cut_at))
         if thread.handle is crashed:
             crashed_frames, crashed_cut_at = one, cut_at
-        trace = archive.add_trace(cbf.encode(one, word_size,
-                                             stop == STOP_LIMIT or cut_at is not None))
-        archive.stream_event(trace, images_index, now,
-                             (core.arch.name, thread.label, session.stop_reason(thread),
-                              "crashed" if thread.handle is crashed else ""),
-                             (core.pid, thread.handle.tid, thread.handle.name,
-                              cut_at is not None))
-        if thread.handle is crashed and repeated(bucket_of(signal, crashed_frames,
-                                                           session.modules)):
-            archive = None  # counted: no archive kept
-            break
+            if repeated(bucket_of(signal, crashed_frames, session.modules)):
+                counted = True  # no archive kept
+                break
     siginfo = core.siginfo or (signal, 0, 0, 0)
     details = {"executable": core.executable(), "threads": len(states),
                "mappings": core.mappings_count,
@@ -222,7 +208,28 @@ def _walked(core, tid, signal, seconds, repeated):
         details["stacks_cut"] = cut
     if crashed_cut_at is not None:
         details["crashed_stack_cut_at"] = crashed_cut_at
-    return (MAGIC + archive.pending_bytes()) if archive else b"", details
+    return (b"" if counted else _archive(core, session, walks, crashed, seconds)), details
+
+
+def _archive(core, session, walks, crashed, seconds):
+    """A standalone archive of the ``walks`` (each thread an event, the
+    crashed thread's labelled), their image map once."""
+    from ..archive import cbf
+    from ..archive.imagemap import encode_image_map
+    from ..archive.store import MAGIC, Archive
+    from ..commands.save import image_map
+    word_size = 8 * core.arch.pointer_size
+    archive = Archive()
+    images_index = archive.add_image_map(encode_image_map(image_map(session)))  # once
+    now = seconds * 10**9  # (a whole second: a crash record holds it in 5 bytes, not 9)
+    for thread, frames, truncated, cut_at in walks:
+        trace = archive.add_trace(cbf.encode(frames, word_size, truncated))
+        archive.stream_event(trace, images_index, now,
+                             (core.arch.name, thread.label, session.stop_reason(thread),
+                              "crashed" if thread.handle is crashed else ""),
+                             (core.pid, thread.handle.tid, thread.handle.name,
+                              cut_at is not None))
+    return MAGIC + archive.pending_bytes()
 
 
 def main(arguments, settings=None):

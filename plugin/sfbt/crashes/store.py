@@ -84,7 +84,11 @@ _IMPLIED_KEPT = {"crashed_tid": lambda entry: entry.get("tid"),
 KEPT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket",
              "executable", "mappings", "handler_ms", "handler_kb", "seg")
 REPEAT_LINE = ("id", "time", "pid", "uid", "signal", "code", "address", "bucket", "of")
-_LINE_LENGTHS = {len(KEPT_LINE) + 2: KEPT_LINE, len(REPEAT_LINE): REPEAT_LINE}
+#: a kept crash's memory_from other than "process" (implied), as a number
+#: after its seg: its index here
+MEMORY_FROM = ("process", "core", "process and core")
+_LINE_LENGTHS = {len(KEPT_LINE) + 2: KEPT_LINE, len(KEPT_LINE) + 3: KEPT_LINE,
+                 len(REPEAT_LINE): REPEAT_LINE}
 
 
 def store_path(given=None):
@@ -518,6 +522,8 @@ def _line_value(entry):
             for key in fields:
                 value += entry[key] if key == "seg" else [entry.get(key)]
             rest = {key: entry[key] for key in entry if key not in fields}
+            if fields is KEPT_LINE and rest.get("memory_from") in MEMORY_FROM:
+                value.append(MEMORY_FROM.index(rest.pop("memory_from")))
             return value + [rest] if rest else value
     return entry
 
@@ -530,6 +536,11 @@ def _line_entry(value):
         if fields is None:
             return None
         if fields is KEPT_LINE:
+            if len(value) > len(KEPT_LINE) + 2:
+                code = value.pop()
+                if not isinstance(code, int) or not 0 <= code < len(MEMORY_FROM):
+                    return None
+                rest["memory_from"] = MEMORY_FROM[code]
             value = value[:-3] + [value[-3:]]
         value = {**rest, **{key: item for key, item in zip(fields, value)
                             if item is not None}}

@@ -65,8 +65,10 @@ def test_stopped_stacks_equal_gdbs(gdb, busy, tmp_path):
     assert comparison.equal == comparison.threads and not comparison.differences, \
         "\n\n".join(comparison.differences[:3])
     theirs = harness.gdb_threads(gdb.command, [program, core], tmp_path)
-    assert {tid: pcs for tid, (_, pcs) in theirs.items()} == \
-        {tid: stack.pcs for tid, stack in live.items()}
+    differing = [f"GDB on the core: {[hex(pc) for pc in pcs]}\n{live[tid].describe()}"
+                 if tid in live else f"thread {tid}: not walked live"
+                 for tid, (_, pcs) in theirs.items() if tid not in live or live[tid].pcs != pcs]
+    assert not differing and theirs.keys() == live.keys(), "\n\n".join(differing)
     for executable, cwd in ((program.name, program.parent), (program, None)):
         result = harness.sfbt_command("stack", "--core", core, executable, cwd=cwd)
         assert result.returncode == 0, result.stderr

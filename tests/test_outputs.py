@@ -399,11 +399,11 @@ def test_threads_past_the_limit_are_counted_together(recorded, monkeypatch):
     """An archive of more distinct threads than the reader keeps apart
     counts the rest as one, said in one note; every sample is kept."""
     from sfbt import errors
-    from sfbt.archive import store
+    from sfbt.archive import recording
     from sfbt.archive.saved import SavedFile
     from sfbt.outputs import Samples
     archive, pid, names, ticks = recorded
-    monkeypatch.setattr(store, "MAX_THREADS", 4)
+    monkeypatch.setattr(recording, "MAX_THREADS", 4)  # (read by archive.store when used)
     errors.left_out_warning()
     with SavedFile(str(archive)) as saved:
         samples = Samples(saved, per_thread=True)

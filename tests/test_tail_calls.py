@@ -191,6 +191,47 @@ def test_a_call_into_a_library_by_its_versioned_name(gdb, joining):
     assert [pc for pc, how in ours if how == "tailcall"] == tails, section
 
 
+KILLING = r"""
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+static void *run(void *arg) { for (;;) pause(); return arg; }
+int main(void)
+{
+    pthread_t thread;
+    pthread_create(&thread, 0, run, 0);
+    for (;;)
+        pthread_kill(thread, 0);
+    return 0;
+}
+"""
+
+
+def test_a_call_by_a_name_two_versions_of_a_library_define(gdb, tmp_path):
+    """main calls pthread_kill, which the C library defines twice, in
+    pthread_kill@@GLIBC_2.34 and the older pthread_kill@GLIBC_2.2.5 (its
+    .symtab with libc6-dbg), each jumping on to
+    __pthread_kill_implementation.  GDB names both pthread_kill (a
+    .symtab holds no versions' flags) and takes the one at the higher
+    address for the call's target: sframe-bt's tail-call frame is where
+    GDB's is (before: in the other version, at a lower address)."""
+    source = tmp_path / "killing.c"
+    source.write_text(KILLING)
+    program = tmp_path / "killing"
+    subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", str(program), str(source),
+                    "-lpthread"], check=True, capture_output=True)
+    out = run_gdb(gdb, [str(program)], ["set breakpoint pending on",
+                                        "break __pthread_kill_implementation", "run",
+                                        "echo ==STOP==\\n", "test-gdb-pcs", GDB_FRAME_TYPES,
+                                        "sframe-bt -v", "kill"])
+    section = split_sections(out, "==STOP==")[-1]
+    (expected,) = gdb_pcs(section)
+    ours = [(int(pc, 16), how) for _, pc, _, how in _OURS.findall(section)]
+    assert [pc for pc, _ in ours] == expected, section
+    tails = [int(pc, 16) for kind, pc in _TYPE.findall(section) if kind == "TAILCALL"]
+    assert tails and [pc for pc, how in ours if how == "tailcall"] == tails, section
+
+
 def test_lldb_reads_a_functions_own_call_sites_only(lldb, joining):
     """The main thread waits in pthread_join: __pthread_clockjoin_ex calls
     the futex wait from code inlined into it, and that tail-jumps on.

@@ -38,7 +38,7 @@ from ..errors import left_out
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, List, Optional, Sequence, Set, Tuple
+    from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
     #: an array's typecode and its item size, as sfbt's cache keeps it
     Kinds = Sequence[Tuple[str, int]]
@@ -128,8 +128,8 @@ class FunctionTable:
         self.sections = sections
         self.strings = strings
         self._read: Callable[[int, int], bytes] = image.read
-        #: the string table's bytes and the name offsets (address_of)
-        self._by_name: Optional[Tuple[bytes, Set[int]]] = None
+        #: the string table's bytes and the symbols at each name offset (address_of)
+        self._by_name: Optional[Tuple[bytes, Dict[int, List[int]]]] = None
         #: (start, end, index) of the sections an address may be in
         self._allocated = [(s.addr, s.addr + s.size, s.index) for s in image.sections()
                            if s.flags & SHF_ALLOC and not s.flags & SHF_TLS and s.size]
@@ -177,28 +177,33 @@ class FunctionTable:
         return data[:end if end >= 0 else len(data)].decode("utf-8", "surrogateescape")
 
     def address_of(self, name: str) -> Optional[int]:
-        """The start of the first symbol named ``name``, or None: the
-        name's places in the string table (read once, whole) that a
-        symbol's name starts at, the name alone or with its default
-        version (``pthread_join@@GLIBC_2.34``, in a C library's .symtab:
-        GDB's minimal symbol of it is named without)."""
+        """The start of GDB's minimal symbol ``name`` (its lookup_minimal_symbol),
+        or None.  GDB names a symbol of a versioned name
+        (``pthread_kill@@GLIBC_2.34``, and in a .symtab, which holds no
+        versions' flags, ``pthread_kill@GLIBC_2.2.5`` too) also without its
+        version, and of the symbols so named finds a global one first, the
+        one at the highest address (its hash chains hold them in address
+        order, the last first), else a local one, the same way."""
         strings = self.strings
         if strings is None or not len(self.starts):
             return None
         if self._by_name is None:
+            symbols: Dict[int, List[int]] = {}
+            for index, at in enumerate(self.names):
+                symbols.setdefault(at, []).append(index)
             self._by_name = (self._read(strings.offset, min(strings.size, MAX_STRINGS)),
-                             set(self.names))
-        data, offsets = self._by_name
+                             symbols)
+        data, symbols = self._by_name
         encoded = name.encode("utf-8", "surrogateescape")
-        best = None
-        for wanted in (encoded + b"\0", encoded + b"@@"):
+        best = None  # (global, start)
+        for wanted in (encoded + b"\0", encoded + b"@"):
             at = data.find(wanted)
             while at >= 0:
-                if at in offsets:
-                    index = self.names.index(at)
-                    best = index if best is None else min(best, index)
+                for index in symbols.get(at, ()):
+                    found = (self.sections[index] & 1, self.starts[index])
+                    best = found if best is None else max(best, found)
                 at = data.find(wanted, at + 1)
-        return self.starts[best] if best is not None else None
+        return best[1] if best is not None else None
 
     @classmethod
     def read(cls, image: ElfImage) -> "FunctionTable":

@@ -430,12 +430,16 @@ class PerfRecorder:
         self.stats.samples += 1
 
     def _take_kernel_thread(self, sample):
-        """A sample of a kernel thread: its kernel frames alone."""
+        """A sample of a kernel thread, or of a process's thread past the
+        point where it let its memory go (exiting): its kernel frames
+        alone, under the name the rings gave the thread where they did."""
         if self._kernel_map is None:
             arch = self.writer.arch
             self._kernel_map = self.archive.add_image_map(encode_image_map(ImageMap(
                 f"linux-{arch.name}", (self._kernel_image,), 8 * arch.pointer_size)))
-        name = self._kernel_threads.get(sample.tid)
+        known = self._processes.get(sample.pid)  # a process exiting (its memory let go)
+        name = known.thread_name(sample.tid) if known is not None \
+            else self._kernel_threads.get(sample.tid)
         if name is None:
             name = self._kernel_threads[sample.tid] = _read_text(
                 f"/proc/{sample.pid}/task/{sample.tid}/comm").strip()

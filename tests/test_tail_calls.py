@@ -232,6 +232,60 @@ def test_a_call_by_a_name_two_versions_of_a_library_define(gdb, tmp_path):
     assert tails and [pc for pc, how in ours if how == "tailcall"] == tails, section
 
 
+LOADING = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+static void *load(void *arg)
+{
+    for (;;) {
+        void *library = dlopen("libz.so.1", RTLD_NOW);
+        if (library)
+            dlclose(library);
+    }
+    return arg;
+}
+int main(void)
+{
+    pthread_t thread;
+    pthread_create(&thread, 0, load, 0);
+    pthread_join(thread, 0);
+    return 0;
+}
+"""
+
+
+def test_a_call_by_a_name_two_libraries_hold_as_local_symbols(gdb, tmp_path):
+    """The dynamic linker's _dl_get_file_id calls __fstat64, which jumps on
+    to __fstatat64; the C library and the dynamic linker each have a
+    local __fstat64.  GDB takes a global symbol of the name from the first
+    objfile that has one, else the last local one (the dynamic linker's):
+    `sfbt stack --core` shows __GI___fstat64's tail-call frame where GDB
+    does on the core (before: it looked in the C library's, and no chain
+    led from there)."""
+    source = tmp_path / "loading.c"
+    source.write_text(LOADING)
+    program = tmp_path / "loading"
+    subprocess.run(["gcc", "-O2", "-g", "-Wa,--gsframe", "-o", str(program), str(source),
+                    "-ldl", "-lpthread"], check=True, capture_output=True)
+    core = tmp_path / "loading.core"
+    gdb.run([str(program)], ["set breakpoint pending on", "break pthread_create", "run",
+                             "break _dl_get_file_id", "continue", "delete",
+                             "break *(__GI___fstatat64 + 10)", "continue", f"gcore {core}",
+                             "kill"], 300)
+    assert core.exists()
+    theirs = harness.gdb_threads(gdb.command, [program, core], tmp_path)
+    frames = harness.gdb_threads(gdb.command, [program, core], tmp_path, tail_calls=False)
+    assert sum(len(pcs) for _, pcs in theirs.values()) \
+        > sum(len(pcs) for _, pcs in frames.values())  # GDB's tail-call frames among them
+    result = harness.sfbt_command("stack", "--core", core, program)
+    assert result.returncode == 0, result.stderr
+    stacks = harness.parse_stacks(result.stdout)
+    comparison = harness.Comparison()
+    harness.compare_with_gdb(stacks, theirs, comparison)
+    assert comparison.equal == comparison.threads == 2, "\n\n".join(comparison.differences)
+    assert "in __GI___fstat64 " in result.stdout, result.stdout
+
+
 def test_lldb_reads_a_functions_own_call_sites_only(lldb, joining):
     """The main thread waits in pthread_join: __pthread_clockjoin_ex calls
     the futex wait from code inlined into it, and that tail-jumps on.

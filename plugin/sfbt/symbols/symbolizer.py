@@ -342,9 +342,10 @@ class FileSymbolizer:
             found = self._call_sites[unit] = found or EMPTY
         return found
 
-    def symbol_address(self, name: str) -> Optional[int]:
-        """The file address of the minimal symbol named ``name`` (GDB's
-        lookup of a function by its linkage name), or None."""
+    def symbol_address(self, name: str) -> Optional[Tuple[bool, int]]:
+        """(whether global, file address) of GDB's minimal symbol named
+        ``name`` in this file (its lookup of a function by its linkage
+        name), or None."""
         return self.function_table().address_of(name)
 
     # -- what every table shares ------------------------------------------------------------

@@ -176,14 +176,15 @@ class FunctionTable:
         # bytes that are not UTF-8 kept, to be printed escaped (sfbt.printable)
         return data[:end if end >= 0 else len(data)].decode("utf-8", "surrogateescape")
 
-    def address_of(self, name: str) -> Optional[int]:
-        """The start of GDB's minimal symbol ``name`` (its lookup_minimal_symbol),
-        or None.  GDB names a symbol of a versioned name
-        (``pthread_kill@@GLIBC_2.34``, and in a .symtab, which holds no
-        versions' flags, ``pthread_kill@GLIBC_2.2.5`` too) also without its
-        version, and of the symbols so named finds a global one first, the
-        one at the highest address (its hash chains hold them in address
-        order, the last first), else a local one, the same way."""
+    def address_of(self, name: str) -> Optional[Tuple[bool, int]]:
+        """(whether global, start) of GDB's minimal symbol ``name`` in this
+        table (its lookup_minimal_symbol in one objfile), or None.  GDB
+        names a symbol of a versioned name (``pthread_kill@@GLIBC_2.34``,
+        and in a .symtab, which holds no versions' flags,
+        ``pthread_kill@GLIBC_2.2.5`` too) also without its version; its
+        hash chains hold the symbols in address order, the last first: it
+        takes the first global one it meets (the highest), else the last
+        local one (the lowest)."""
         strings = self.strings
         if strings is None or not len(self.starts):
             return None
@@ -195,15 +196,17 @@ class FunctionTable:
                              symbols)
         data, symbols = self._by_name
         encoded = name.encode("utf-8", "surrogateescape")
-        best = None  # (global, start)
+        best = None  # (global, start, or minus start where local)
         for wanted in (encoded + b"\0", encoded + b"@"):
             at = data.find(wanted)
             while at >= 0:
                 for index in symbols.get(at, ()):
-                    found = (self.sections[index] & 1, self.starts[index])
+                    is_global = bool(self.sections[index] & 1)
+                    start = self.starts[index]
+                    found = (is_global, start if is_global else -start)
                     best = found if best is None else max(best, found)
                 at = data.find(wanted, at + 1)
-        return best[1] if best is not None else None
+        return (best[0], abs(best[1])) if best is not None else None
 
     @classmethod
     def read(cls, image: ElfImage) -> "FunctionTable":

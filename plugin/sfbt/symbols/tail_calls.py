@@ -70,8 +70,8 @@ class TailCalls:
     def __init__(self, module_map: ModuleMap, symbolizers: Symbolizers):
         self.module_map = module_map
         self.symbolizers = symbolizers
-        #: (module, name) -> the module's address of it, or None
-        self._named: Dict[Tuple[Module, str], Optional[int]] = {}
+        #: (module, name) -> (whether global, the module's address of it), or None
+        self._named: Dict[Tuple[Module, str], Optional[Tuple[bool, int]]] = {}
 
     def between(self, caller_pc: int, callee_pc: int, unique: bool = False) -> List[int]:
         """The PCs of the tail-call frames between a caller frame whose PC
@@ -143,19 +143,25 @@ class TailCalls:
         return tuple(address + bias for address in target)
 
     def _named_address(self, name: str) -> int:
-        """The address of the first module's minimal symbol ``name`` (GDB
-        looks in its objfiles in order: the program, then its libraries)."""
+        """The address of GDB's minimal symbol ``name``: it looks in its
+        objfiles in order (the program, then its libraries) and takes the
+        first global symbol it finds, else the last local one."""
+        local = None
         for module in self.module_map.modules:
             key = (module, name)
             if key not in self._named:
                 symbols = self.symbolizers.symbols(module)
-                address = symbols.symbol_address(name) if symbols is not None else None
-                self._named[key] = address + module.load_bias if address is not None \
-                    else None
-            found = self._named[key]
-            if found is not None:
-                return found
-        raise _NoChain
+                found = symbols.symbol_address(name) if symbols is not None else None
+                self._named[key] = (found[0], found[1] + module.load_bias) \
+                    if found is not None else None
+            placed = self._named[key]
+            if placed is not None:
+                if placed[0]:
+                    return placed[1]
+                local = placed[1]
+        if local is None:
+            raise _NoChain
+        return local
 
     # -- the search -------------------------------------------------------------------------
 

@@ -221,10 +221,16 @@ def test_fold_of_a_perf_data_is_perf_scripts_stacks(recordings, name):
     # each sample perf unwinds to the stack's start (main and on), sfbt
     # unwinds to the same functions; where perf's own unwinding stops
     # short (a few samples of a loaded machine), sfbt may go on to the start
-    whole = collections.Counter(stack for stack in perf if stack[0] in _OUTERMOST)
+    # (left out: a sample taken while the kernel writes a signal's frame,
+    # "arch_do_signal_or_restart" in its kernel frames: its user registers
+    # are the handler's already, over a frame half made, which perf and
+    # sfbt unwind apart; about one in a recording of busy's signals)
+    whole = collections.Counter(stack for stack in perf if stack[0] in _OUTERMOST
+                                and "arch_do_signal_or_restart" not in stack)
     assert sum(whole.values()) >= 0.2 * len(perf)
     sfbt_whole = collections.Counter({stack: count for stack, count in sfbt.items()
-                                      if stack[0] in _OUTERMOST})
+                                      if stack[0] in _OUTERMOST
+                                      and "arch_do_signal_or_restart" not in stack})
     missing, extra = _matched(whole, sfbt_whole)
     assert not missing, (list(missing)[:2], list(extra)[:2])
     assert sum(extra.values()) <= 0.02 * samples, list(extra)[:2]

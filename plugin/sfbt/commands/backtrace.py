@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..archive import cbf
 from ..archive.layout import layout_of
 from ..errors import CommandError
 from ..frame_name import UNKNOWN
@@ -14,10 +13,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional, Tuple
 
+    from ..archive import cbf
+
 
 def cbf_frames(frames) -> List[cbf.Frame]:
-    """A walk's frames as CBF frames."""
-    return [cbf.Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
+    """A walk's frames as CBF frames (archive.cbf imported here: sfbt
+    stack, which never writes CBF, keeps it off its imports)."""
+    from ..archive.cbf import Frame
+    return [Frame("pc" if f.interrupted else "ra", f.pc) for f in frames]
 
 
 USAGE = "sframe-bt [N | -N] [-v] [-full]"

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def capture(pid, path, seconds):
+    from live_harness import record_taking
     from sfbt.live import perf_source
 
     recorder = perf_source.PerfRecorder(pid, hz=999)
@@ -46,17 +47,7 @@ def capture(pid, path, seconds):
                          bytes(sample.stack), sample.full))
         take(sample)
 
-    class Signals:
-        caught = None
-
-        def sleep(self, seconds):
-            time.sleep(seconds)
-
-    recorder._take = keep
-    try:
-        recorder.run(seconds, Signals(), lambda: True)
-    finally:
-        recorder.close()
+    record_taking(recorder, seconds, keep)
     with open(path, "wb") as out:
         pickle.dump(kept, out)
     return len(kept)

@@ -6,12 +6,11 @@ step that reads them a word at a time find the same frames, and a walk
 goes on from the previous one only where the bytes it relies on are the
 same."""
 
-import time
-
 import pytest
 
 from conftest import require
 from gdb_support import compile_program
+from live_harness import record_taking
 from test_perf_record import _perf_events_refused
 from test_stack import Running
 
@@ -33,17 +32,7 @@ def recorded(tmp_path_factory):
             if sample.pid == running.pid and sample.registers:
                 samples.append(sample)
 
-        class Signals:
-            caught = None
-
-            def sleep(self, seconds):
-                time.sleep(seconds)
-
-        recorder._take = keep
-        try:
-            recorder.run(1.0, Signals(), lambda: True)
-        finally:
-            recorder.close()
+        record_taking(recorder, 1.0, keep)
         sampled = recorder.with_session(perf_source.SampledProcess(running.pid,
                                                                    recorder._files))
         try:

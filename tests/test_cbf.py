@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from sfbt.archive.cbf import (DEFAULT_LIMIT, Backtrace, CBFError, Frame, FrameTextError, Omitted,
                               SignalTrampoline, TraceDecoder, decode, encode, format_frames,
-                              parse_frames, signal_trampolines)
+                              enters_kernel_at_callers, kernel_entries, parse_frames,
+                              signal_trampolines)
 
 WORD_SIZES = (16, 32, 64)
 INFO = {16: 0x00, 32: 0x01, 64: 0x02}
@@ -435,6 +436,27 @@ def test_the_frame_before_a_pc_frame_is_the_signal_trampoline():
     trampoline = SignalTrampoline(0x7f00)
     assert trampoline.lookup_address == trampoline.address == 0x7f00
     assert trampoline != ra and len({trampoline: 1, ra: 2}) == 2
+
+
+def test_the_user_frame_below_kernel_frames_is_looked_up_at_itself():
+    """Where a sample was taken in the kernel, the user PC below its
+    frames (written as a return address: a `pc` frame there would make
+    the kernel's frame a signal trampoline) is looked up at itself, as
+    perf does: an interrupted instruction may be its function's first."""
+    kernel = (0xffff0000, 0xffffffff)
+    inside, top, user, caller = (Frame("pc", 0xffff0010), Frame("ra", 0xffff0020),
+                                 Frame("ra", 0x4000), Frame("ra", 0x5000))
+    assert kernel_entries([inside, top, user, caller], kernel) == [
+        inside, top, Frame("pc", 0x4000), caller]
+    assert kernel_entries([inside, user], kernel)[1].lookup_address == 0x4000
+    for entries in ([user, caller], [inside, top], [inside, Omitted(1), user], []):
+        assert kernel_entries(entries, kernel) is entries
+    assert kernel_entries([inside, user], None) == [inside, user]
+    # where the kernel's frames end just where the callers traces share begin
+    assert enters_kernel_at_callers([inside, user, caller], (user, caller), kernel)
+    assert not enters_kernel_at_callers([inside, top, user], (top, user), kernel)
+    assert not enters_kernel_at_callers([user, caller], (caller,), kernel)
+    assert not enters_kernel_at_callers([inside, user], (user,), None)
 
 
 # An archive's decoder: the callers traces share decoded once

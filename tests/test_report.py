@@ -152,6 +152,27 @@ def test_a_return_address_and_the_trampoline_at_it_are_remembered_apart():
     assert "<signal handler called>" not in "".join(plain_lines(traces[0][0], False))
 
 
+def test_the_user_frame_below_kernel_frames_is_named_at_itself():
+    """A sample taken in the kernel: the user PC below its frames (a
+    return address as written) is named at itself, the kernel's frames
+    as return addresses, and so where the kernel's frames end just where
+    the callers traces share begin; without a kernel in the image map
+    the frame is a return address."""
+    kernel = (0xff00, 0xffff)
+    user, caller = Frame("ra", 0x70), Frame("ra", 0x50)
+    traces = [[Frame("pc", 0xff10), user, caller], [Frame("pc", 0xff10), Frame("ra", 0xff20), user]]
+    texts, names = FrameTexts(describe, kernel=kernel), FrameNames(describe, kernel=kernel)
+    for frames in traces + traces:
+        # (the model's async frame: looked up at itself, no trampoline)
+        exact = [Frame("async", 0x70) if frame == user else frame for frame in frames]
+        callers = tuple(frames[1:])
+        assert texts.text(frames, False, callers) == "\n".join(plain_lines(exact, False))
+        assert names.folded(frames, 2, callers) == plain_folded(exact, 2)
+    assert describe(0x70) != describe(0x6f)
+    plain = FrameNames(describe)
+    assert plain.folded(traces[0], 2, tuple(traces[0][1:])) == plain_folded(traces[0], 2)
+
+
 def test_levels_past_the_prepared_ones():
     callers = tuple(Frame("ra", 1 + address % 60) for address in range(1100))
     texts = FrameTexts(describe)

@@ -162,14 +162,17 @@ def _symbolizer(args):
 
 
 def _per_image_map(symbolizer, make):
-    """A make_describer(images) giving ``make(describe)`` for each image
-    map, kept while its images are (PerImageMap), so that what traces
-    share is worked out once.  Without an image map (a bare .cbf, an lws
+    """A make_describer(images) giving ``make(describe, kernel=...)`` for
+    each image map (its kernel's addresses: symbolize.kernel_range), kept
+    while its images are (PerImageMap), so that what traces share is
+    worked out once.  Without an image map (a bare .cbf, an lws
     log) addresses are taken as addresses of the --exe file (a non-PIE
     program's)."""
     from .archive.imagemap import PerImageMap
+    from .archive.symbolize import kernel_range
     without_map = make(symbolizer.describe_file_address)
-    per_map = PerImageMap(lambda images: make(symbolizer.describer(images)))
+    per_map = PerImageMap(lambda images: make(symbolizer.describer(images),
+                                              kernel=kernel_range(images)))
     return lambda images: per_map(images) if images else without_map
 
 

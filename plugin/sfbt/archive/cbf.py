@@ -185,6 +185,42 @@ def signal_trampolines(entries, following=None):
     return entries if marked is None else marked
 
 
+def kernel_entries(entries, kernel):
+    """``entries`` (after signal_trampolines) with the user frame where
+    the kernel's frames end, the thread's PC as it entered the kernel, a
+    ``pc`` Frame: looked up at itself, as perf and GDB's frame #0 look it
+    up (an interrupted instruction, or the one a system call returns
+    to), where it was written as a return address so that no reader
+    takes the kernel's frame above it for a signal trampoline.
+    ``kernel``: (start, end) of the kernel's addresses in the trace's
+    image map (kernel_range), or None (a trace of user frames only)."""
+    if kernel is None:
+        return entries
+    start, end = kernel
+    index = 0
+    for entry in entries:
+        if entry.__class__ is not Frame or not start <= entry[1] < end:
+            break
+        index += 1
+    if 0 < index < len(entries) and entries[index].__class__ is Frame \
+            and entries[index][0] == "ra":
+        marked = list(entries)
+        marked[index] = Frame("pc", entries[index][1])
+        return marked
+    return entries
+
+
+def enters_kernel_at_callers(frames, callers, kernel):
+    """Whether a trace's kernel frames end just where its ``callers``
+    (Backtrace.callers) begin: the callers' first frame is then named as
+    kernel_entries names it, not as the callers other traces share."""
+    if kernel is None or not callers or len(frames) <= len(callers):
+        return False
+    inner, outer = frames[-len(callers) - 1], callers[0]
+    return (inner.__class__ is Frame and kernel[0] <= inner[1] < kernel[1]
+            and outer.__class__ is Frame and not kernel[0] <= outer[1] < kernel[1])
+
+
 class Omitted:
     """``count`` frames left out of the trace.  (Plain classes here and in
     imagemap, store and save rather than dataclasses, whose import is a

@@ -77,14 +77,17 @@ class FrameTexts:
     callers traces share are joined once (text).  The kernel's signal
     trampoline is told by the frame after it (cbf.signal_trampolines)
     and remembered as a cbf.SignalTrampoline, apart from a return
-    address at the same address."""
+    address at the same address.  ``kernel``: where the image map's
+    kernel addresses are (symbolize.kernel_range), the user frame below
+    a trace's kernel frames looked up at itself (cbf.kernel_entries)."""
 
     MAX_KEPT = 1 << 16
     MAX_KEPT_CHARACTERS = 1 << 24
 
-    def __init__(self, describe, layout=GdbLayout):
+    def __init__(self, describe, layout=GdbLayout, kernel=None):
         self.describe = describe
         self.layout = layout
+        self.kernel = kernel
         self._texts = _Remembered(self._make, self.MAX_KEPT)
         self._callers_text = _PerCallers(self._joined_lines, len,
                                          self.MAX_KEPT_CHARACTERS)
@@ -108,9 +111,11 @@ class FrameTexts:
         """The lines of frames joined by newlines, ``callers`` being the
         frames' last entries as a tuple other traces share
         (cbf.Backtrace.callers), or ()."""
-        if not callers:
+        if not callers or cbf.enters_kernel_at_callers(frames, callers, self.kernel):
             return "\n".join(self.lines(frames, truncated))
-        own = cbf.signal_trampolines(frames[:len(frames) - len(callers)], callers[0])
+        own = cbf.kernel_entries(
+            cbf.signal_trampolines(frames[:len(frames) - len(callers)], callers[0]),
+            self.kernel)
         lines, level = self._lines_one_by_one(own, 0)
         text = self._callers_text(callers, level)
         if text:
@@ -125,7 +130,7 @@ class FrameTexts:
     def _lines(self, frames, level):
         """(lines, the level after them) of frames from ``level`` on, the
         whole of a trace or its callers."""
-        frames = cbf.signal_trampolines(frames)
+        frames = cbf.kernel_entries(cbf.signal_trampolines(frames), self.kernel)
         try:
             # the usual entries, without omitted frames: each text of
             # each frame a line, its level the next one
@@ -222,13 +227,14 @@ class FrameNames:
     -> FrameName (trace_names), remembered per frame as FrameTexts' lines
     are, and those of the callers traces share joined once (folded).
     ``unnamed(frame)`` names a function not known (by default, by the
-    frame's address)."""
+    frame's address); ``kernel`` as FrameTexts takes it."""
 
     MAX_KEPT_CHARACTERS = FrameTexts.MAX_KEPT_CHARACTERS
 
-    def __init__(self, describe, unnamed=None):
+    def __init__(self, describe, unnamed=None, kernel=None):
         self.describe = describe
         self.unnamed = unnamed or _address_name
+        self.kernel = kernel
         self._names = _Remembered(self._make, FrameTexts.MAX_KEPT)
         self._callers_folded = _PerCallers(self._folded, lambda value: len(value[0]),
                                            self.MAX_KEPT_CHARACTERS)
@@ -247,7 +253,7 @@ class FrameNames:
     def names(self, frames, following=None):
         """trace_names of frames, ``following`` the entry after them (the
         next part of the same trace: cbf.signal_trampolines) or None."""
-        frames = cbf.signal_trampolines(frames, following)
+        frames = cbf.kernel_entries(cbf.signal_trampolines(frames, following), self.kernel)
         return list(chain.from_iterable(map(self._names.__getitem__, frames)))
 
     def _folded(self, frames):
@@ -258,7 +264,7 @@ class FrameNames:
     def folded(self, frames, weight, callers=()):
         """folded_line of the names of frames, ``callers`` as
         FrameTexts.text takes them."""
-        if not callers:
+        if not callers or cbf.enters_kernel_at_callers(frames, callers, self.kernel):
             return folded_line(self.names(frames), weight)
         outer, count = self._callers_folded(callers)
         inner = self.names(frames[:len(frames) - len(callers)], callers[0])

@@ -162,6 +162,16 @@ class Symbolizer:
         return symbolizer.frame_name(address - image.base + symbolizer.base_address, image.path)
 
 
+def kernel_range(images):
+    """(start, end) of the kernel's addresses in an image map, its
+    ``[kernel.kallsyms]`` image (sfbt.symbols.kallsyms), or None: where a
+    trace's kernel frames end (cbf.kernel_entries)."""
+    for image in images:
+        if image.path == KERNEL_IMAGE:
+            return image.base, image.end_of_text
+    return None
+
+
 def _is_pseudo_path(path):
     """Whether an image's path names no file: the kernel's name of a
     mapping with no file (``[vdso]``) or any relative name (the loader's

@@ -86,9 +86,10 @@ class SampleWriter:
         return addresses) where the sample was taken in the kernel; marked
         truncated where the walk reached the frame limit or ``cut`` (it
         ran past the stack copy).  Below kernel frames the user PC is
-        written as a return address (where the system call returns to):
-        a ``pc`` frame there would be read as one a signal interrupted,
-        the kernel's frame as the signal trampoline (cbf.signal_trampolines)."""
+        written as a return address, which readers look up at itself
+        (cbf.kernel_entries): a ``pc`` frame there would be read as one a
+        signal interrupted, the kernel's frame as the signal trampoline
+        (cbf.signal_trampolines)."""
         truncated = cut or stop == STOP_LIMIT
         # (kind, address) pairs: what cbf.encode writes, and the trace's key
         written = [("pc" if frame.interrupted else "ra", frame.pc) for frame in frames]

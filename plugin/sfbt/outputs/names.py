@@ -9,7 +9,7 @@ import os
 
 from ..archive.imagemap import PerImageMap, image_finder
 from ..archive.report import FrameNames
-from ..archive.symbolize import Symbolizer
+from ..archive.symbolize import Symbolizer, kernel_range
 from ..printable import printable
 
 
@@ -45,7 +45,8 @@ class ImageNamer:
         """The FrameNames (sfbt.archive.report) of the frames of traces in
         one image map."""
         return FrameNames(self.symbolizer.describer(images),
-                          lambda frame: self.unnamed(frame.lookup_address, images))
+                          lambda frame: self.unnamed(frame.lookup_address, images),
+                          kernel_range(images))
 
     def unnamed(self, address, images):
         """The name of an address whose function is not known: its image's

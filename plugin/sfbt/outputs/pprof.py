@@ -19,7 +19,8 @@ only; where the thread id is not known, its thread string).
 A stack cut short by the end of its copy has a root Location of its own,
 a function named ``[cut]``, as `sfbt fold` puts it under ``[cut]``.
 A Location is one address in one image: the address looked up (a return
-address less one, as sfbt names frames), its Mapping (the image's path,
+address less one, as sfbt names frames; the user PC below kernel frames
+itself: sfbt.archive.cbf.kernel_entries), its Mapping (the image's path,
 text range and build id) and its Lines (function, source line): one per
 call inlined at the address, innermost first, then the function's own.  Names and
 lines are those of `sfbt flame`'s SVG (sfbt.outputs.names.ImageNamer); an
@@ -38,6 +39,7 @@ import gzip
 
 from ..archive import cbf
 from ..archive.imagemap import PerImageMap
+from ..archive.symbolize import kernel_range
 from ..archive.layout import SIGNAL_TRAMPOLINE
 from ..printable import printable
 from . import CUT_ROOT
@@ -96,6 +98,7 @@ class PprofProfile:
         # where each image is in its map, found without a scan of the map
         self._places = PerImageMap(lambda images: {id(image): place
                                                    for place, image in enumerate(images)})
+        self._kernel = PerImageMap(kernel_range)
         self.stacks = 0
         self._strings = {"": 0}  # string_table[0] must be ""
         self._samples = []
@@ -115,7 +118,8 @@ class PprofProfile:
         trace = sample.trace
         ids = [self._location(frame.lookup_address, trace.images,
                               frame.__class__ is cbf.SignalTrampoline)
-               for frame in cbf.signal_trampolines(trace.frames)
+               for frame in cbf.kernel_entries(cbf.signal_trampolines(trace.frames),
+                                               self._kernel(trace.images))
                if not isinstance(frame, cbf.Omitted)]
         if sample.cut:
             ids.append(self._cut_location())

@@ -94,8 +94,8 @@ def recordings(tmp_path_factory):
 def _perf_stacks(data):
     """([frames' function names, outermost first] of each sample that has
     any, as `perf script` unwinds it (inlined frames kept, as sfbt keeps
-    them; kernel functions as _kernel_name names them), how many samples
-    `perf script` prints)."""
+    them; the vDSO's as _vdso_name names them), how many samples `perf
+    script` prints)."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
                             capture_output=True, text=True, timeout=300, check=True).stdout
     stacks, samples = [], 0
@@ -105,7 +105,7 @@ def _perf_stacks(data):
         for line in block.splitlines()[1:]:
             match = re.match(r"\s*([0-9a-f]+) (.*)", line)
             if match:
-                names.append(_kernel_name(re.sub(r" \(inlined\)$", "", match[2])))
+                names.append(_vdso_name(re.sub(r" \(inlined\)$", "", match[2])))
         if names:
             stacks.append(tuple(reversed(names)))
     return stacks, samples
@@ -129,7 +129,7 @@ def _sfbt_stacks(data):
         stack, count = line.rsplit(" ", 1)
         stacks[tuple("[unknown]" if re.fullmatch(r"0x[0-9a-f]+", name)
                       else "@plt" if re.fullmatch(r"\*ABS\*\+0x[0-9a-f]+@plt", name)
-                      else _kernel_name(_PERF_NAMES.get(name, name))
+                      else _PERF_NAMES.get(name, name)
                       for name in stack.split(";"))] += int(count)
     return stacks
 
@@ -163,18 +163,18 @@ def _matched(perf, sfbt):
     return +missing, +left
 
 
-def _kernel_name(name):
-    """A kernel function's name as the first alias of its address
-    (_kernel_functions); other names as they are (the vDSO's as GDB names
-    it: clock_gettime, perf's __vdso_clock_gettime)."""
-    return _kernel_functions()[1].get(name, name.removeprefix("__vdso_"))
+def _vdso_name(name):
+    """A name of perf's as sfbt names it: the vDSO's as GDB names it
+    (clock_gettime, perf's __vdso_clock_gettime); others as they are
+    (the kernel's too: perf's alias of an address is sfbt's)."""
+    return name.removeprefix("__vdso_")
 
 
 def _kernel_frames_start(stack):
     """Where the kernel's frames (the innermost names that are the running
     kernel's functions) begin in ``stack``; len(stack) where there are
     none."""
-    names = _kernel_functions()[0]
+    names = _kernel_functions()
     first = len(stack)
     while first and stack[first - 1] in names:
         first -= 1
@@ -410,20 +410,10 @@ def test_a_perf_data_damaged_anywhere_fails_in_one_line_or_reads(recordings, tmp
 
 @functools.lru_cache(maxsize=None)
 def _kernel_functions():
-    """(the running kernel's function names, {name: the first name of its
-    address} of the names of addresses named more than once), from
-    /proc/kallsyms: perf and sfbt may name one address by different
-    aliases (__x64_sys_getppid, __ia32_sys_getppid)."""
-    by_address = collections.defaultdict(list)
+    """The running kernel's function names, from /proc/kallsyms."""
     with open("/proc/kallsyms") as kallsyms:
-        for line in kallsyms:
-            address, kind, name = line.split()[:3]
-            if kind in "tTwW":
-                by_address[address].append(name)
-    names = frozenset(name for same in by_address.values() for name in same)
-    aliases = {name: same[0] for same in by_address.values() if len(same) > 1
-               for name in same}
-    return names, aliases
+        return frozenset(fields[2] for fields in map(str.split, kallsyms)
+                         if fields[1] in "tTwW")
 
 
 def _per_thread_stacks(data, comms, alias, environment=None):
@@ -473,16 +463,16 @@ def test_kernel_and_vdso_frames_of_a_perf_data_are_perf_scripts(tmp_path):
     with Running(syscalls):
         data = _perf_record(tmp_path / "all.data", [clock, 1], every_process=True)
     def alias(name):
-        """One name per kernel address; the vDSO's as GDB names it; a PLT
+        """The vDSO's names as GDB names them; a PLT
         slot sfbt names as GDB does (syscall@plt), perf after the symbol
         before the PLT (_init)."""
         if name == "_init" or name.endswith("@plt"):
             return "[plt]"
-        return _kernel_name(name)
+        return _vdso_name(name)
     comms = ("syscalls", "clock_loop")
     perf, samples, sfbt, total = _per_thread_stacks(data, comms, alias)
     assert total == samples
-    entry = _kernel_name("entry_SYSCALL_64_after_hwframe")
+    entry = "entry_SYSCALL_64_after_hwframe"
     for comm in comms:
         # the same innermost functions (kernel ones included), and every
         # stack perf unwinds whole is sfbt's (perf's libdw cannot unwind
@@ -521,7 +511,7 @@ def test_kernel_and_vdso_frames_of_a_perf_data_are_perf_scripts(tmp_path):
     perf, samples, sfbt, total = _per_thread_stacks(
         other, comms, lambda name: "[unknown]" if unnamed.fullmatch(name) else name)
     assert total == samples
-    kernel_names = _kernel_functions()[0] - {name for stack in perf["syscalls"] for name in stack}
+    kernel_names = _kernel_functions() - {name for stack in perf["syscalls"] for name in stack}
     for comm in comms:
         assert not kernel_names & {name for stack in sfbt[comm] for name in stack}, comm
     assert not any(stack[-1] == "clock_gettime" for stack in sfbt["clock_loop"])

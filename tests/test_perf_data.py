@@ -39,19 +39,22 @@ outer()
 """
 
 
-def _perf_record(output, command, seconds=None, pid=None, every_process=False):
-    """Run ``perf record --call-graph dwarf`` of ``command`` (or of the
-    running process ``pid``, or with ``every_process`` of every process,
-    while ``command`` runs) into ``output``; with ``seconds``, perf is
+def _perf_record(output, command, seconds=None, pid=None, every_process=False, options=(),
+                 environment=None):
+    """Run ``perf record --call-graph dwarf`` (and ``options``, in
+    ``environment`` added to ours) of ``command`` (or of the running
+    process ``pid``, or with ``every_process`` of every process, while
+    ``command`` runs) into ``output``; with ``seconds``, perf is
     interrupted that long after the command printed "ready" (the command
     runs on): perf starts it slowly on a loaded machine, and seconds
     counted from perf's own start once left a file without one sample
     with a stack."""
     attach = ["-p", str(pid)] if pid is not None else ["-a"] if every_process else []
     perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
-                             *attach, "-o", str(output), "--", *map(str, command)],
+                             *attach, *options, "-o", str(output), "--", *map(str, command)],
                             stdout=subprocess.DEVNULL if seconds is None else subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(environment or {})))
     try:
         if seconds is not None:
             assert perf.stdout.readline().strip() == "ready"
@@ -418,9 +421,11 @@ def _kernel_functions():
 
 def _per_thread_stacks(data, comms, alias, environment=None):
     """{comm: Counter of stacks} of perf script's (all its samples counted
-    too) and sfbt fold --per-thread's, each name through ``alias``."""
+    too) and sfbt fold --per-thread's, each name through ``alias``; both
+    run in ``environment`` added to ours."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
-                            capture_output=True, text=True, timeout=300, check=True).stdout
+                            capture_output=True, text=True, timeout=300, check=True,
+                            env=dict(os.environ, **(environment or {}))).stdout
     perf = {comm: collections.Counter() for comm in comms}
     samples = 0
     for block in filter(str.strip, script.split("\n\n")):
@@ -518,3 +523,33 @@ def test_kernel_and_vdso_frames_of_a_perf_data_are_perf_scripts(tmp_path):
     assert sum(count for stack, count in sfbt["clock_loop"].items()
                if stack[-2:] == ("__GI___clock_gettime", "[unknown]")) >= \
         0.5 * sum(sfbt["clock_loop"].values())
+
+
+def test_vdso_frames_of_a_perf_data_named_from_this_machines_vdso(tmp_path):
+    """perf record --no-buildid-cache (and an empty build-id cache): the
+    recording's vDSO is in no cache, so perf script names its frames from
+    this machine's vDSO (the recorded build), and so does sfbt (which left
+    them unnamed), as many as perf names."""
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    clock = compile_program(tmp_path, "clock_loop", "O2", True, ["clock_loop.c"])
+    cache = tmp_path / "build-id-cache"
+    cache.mkdir()
+    environment = {"PERF_BUILDID_DIR": str(cache)}
+    data = _perf_record(tmp_path / "vdso.data", [clock, 1], options=["--no-buildid-cache"],
+                        environment=environment)
+    assert not any(cache.iterdir())
+    perf, samples, sfbt, total = _per_thread_stacks(data, ("clock_loop",), _vdso_name,
+                                                    environment)
+    assert total == samples
+    perf, sfbt = perf["clock_loop"], sfbt["clock_loop"]
+    count = sum(perf.values())
+    assert sum(sfbt.values()) == count >= 20
+    in_perf = sum(times for stack, times in perf.items() if stack[-1] == "clock_gettime")
+    in_sfbt = sum(times for stack, times in sfbt.items() if stack[-1] == "clock_gettime")
+    assert in_perf >= 0.5 * count
+    assert abs(in_sfbt - in_perf) <= 0.03 * count, (in_sfbt, in_perf, sfbt.most_common(3))
+    # the whole stacks into the vDSO: perf's are sfbt's
+    whole = collections.Counter({stack: times for stack, times in perf.items()
+                                 if stack[0] in _OUTERMOST and stack[-1] == "clock_gettime"})
+    missing, _ = _matched(whole, sfbt)
+    assert not missing, list(missing)[:2]

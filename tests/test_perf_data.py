@@ -553,3 +553,64 @@ def test_vdso_frames_of_a_perf_data_named_from_this_machines_vdso(tmp_path):
                                  if stack[0] in _OUTERMOST and stack[-1] == "clock_gettime"})
     missing, _ = _matched(whole, sfbt)
     assert not missing, list(missing)[:2]
+
+
+def test_a_process_that_execs_while_recorded_has_only_its_new_programs_modules(tmp_path):
+    """perf record -a while a shell that ran before the recording (its
+    mappings are perf's records made from /proc) loops, then execs
+    clock_loop: the samples of the shell's loop are walked in the shell's
+    modules, those of clock_loop in clock_loop's alone (the exec's COMM
+    record drops the shell's, which a walk could otherwise be given where
+    no mapping of the new program replaced them), and clock_loop's stacks
+    are perf script's."""
+    from sfbt.live.perf_data import open_saved
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    clock = compile_program(tmp_path, "clock_loop", "O2", True, ["clock_loop.c"])
+    go, done = tmp_path / "go", tmp_path / "done"
+    os.mkfifo(go)
+    os.mkfifo(done)
+    shell = os.path.realpath("/bin/sh")
+    # the shell waits for perf's command to say go, loops, then runs
+    # clock_loop with its output to the pipe that command reads to its end
+    script = (f'read line < "{go}"; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; '
+              f'exec "{clock}" 1 > "{done}"')
+    looping = subprocess.Popen([shell, "-c", script], stdin=subprocess.DEVNULL)
+    try:
+        data = _perf_record(tmp_path / "exec.data",
+                            [shell, "-c", f'echo go > "{go}"; cat "{done}"'],
+                            every_process=True)
+        assert looping.wait(timeout=60) == 0
+    finally:
+        if looping.poll() is None:
+            looping.kill()
+            looping.wait()
+    in_shell = in_program = 0
+    with open_saved(str(data)) as saved:
+        for trace in saved.traces():
+            if not any(group.thread.pid == looping.pid for group in trace.groups):
+                continue
+            paths = {image.path for image in trace.images}
+            if str(clock) in paths:
+                assert shell not in paths, sorted(paths)
+                in_program += trace.weight
+            elif shell in paths:
+                in_shell += trace.weight
+    assert in_program >= 20 and in_shell >= 5, (in_program, in_shell)
+
+    def alias(name):
+        return "[plt]" if name == "_init" or name.endswith("@plt") else _vdso_name(name)
+    perf, samples, sfbt, total = _per_thread_stacks(data, ("clock_loop",), alias)
+    assert total == samples
+    perf, sfbt = perf["clock_loop"], sfbt["clock_loop"]
+    count = sum(perf.values())
+    assert sum(sfbt.values()) == count >= 20
+    perf_leaves, sfbt_leaves = collections.Counter(), collections.Counter()
+    for stacks, leaves in ((perf, perf_leaves), (sfbt, sfbt_leaves)):
+        for stack, times in stacks.items():
+            leaves[stack[-1]] += times
+    for leaf, times in perf_leaves.most_common(3):
+        assert abs(sfbt_leaves[leaf] - times) <= 0.03 * count, (leaf, perf_leaves, sfbt_leaves)
+    whole = collections.Counter({stack: times for stack, times in perf.items()
+                                 if stack[0] in _OUTERMOST})
+    missing, extra = _matched(whole, sfbt)
+    assert not missing, (list(missing)[:2], list(extra)[:2])

@@ -39,19 +39,22 @@ outer()
 """
 
 
-def _perf_record(output, command, seconds=None, pid=None, every_process=False):
-    """Run ``perf record --call-graph dwarf`` of ``command`` (or of the
-    running process ``pid``, or with ``every_process`` of every process,
-    while ``command`` runs) into ``output``; with ``seconds``, perf is
+def _perf_record(output, command, seconds=None, pid=None, every_process=False, options=(),
+                 environment=None):
+    """Run ``perf record --call-graph dwarf`` (and ``options``, in
+    ``environment`` added to ours) of ``command`` (or of the running
+    process ``pid``, or with ``every_process`` of every process, while
+    ``command`` runs) into ``output``; with ``seconds``, perf is
     interrupted that long after the command printed "ready" (the command
     runs on): perf starts it slowly on a loaded machine, and seconds
     counted from perf's own start once left a file without one sample
     with a stack."""
     attach = ["-p", str(pid)] if pid is not None else ["-a"] if every_process else []
     perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
-                             *attach, "-o", str(output), "--", *map(str, command)],
+                             *attach, *options, "-o", str(output), "--", *map(str, command)],
                             stdout=subprocess.DEVNULL if seconds is None else subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(environment or {})))
     try:
         if seconds is not None:
             assert perf.stdout.readline().strip() == "ready"
@@ -94,8 +97,8 @@ def recordings(tmp_path_factory):
 def _perf_stacks(data):
     """([frames' function names, outermost first] of each sample that has
     any, as `perf script` unwinds it (inlined frames kept, as sfbt keeps
-    them; kernel functions as _kernel_name names them), how many samples
-    `perf script` prints)."""
+    them; the vDSO's as _vdso_name names them), how many samples `perf
+    script` prints)."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
                             capture_output=True, text=True, timeout=300, check=True).stdout
     stacks, samples = [], 0
@@ -105,7 +108,7 @@ def _perf_stacks(data):
         for line in block.splitlines()[1:]:
             match = re.match(r"\s*([0-9a-f]+) (.*)", line)
             if match:
-                names.append(_kernel_name(re.sub(r" \(inlined\)$", "", match[2])))
+                names.append(_vdso_name(re.sub(r" \(inlined\)$", "", match[2])))
         if names:
             stacks.append(tuple(reversed(names)))
     return stacks, samples
@@ -129,7 +132,7 @@ def _sfbt_stacks(data):
         stack, count = line.rsplit(" ", 1)
         stacks[tuple("[unknown]" if re.fullmatch(r"0x[0-9a-f]+", name)
                       else "@plt" if re.fullmatch(r"\*ABS\*\+0x[0-9a-f]+@plt", name)
-                      else _kernel_name(_PERF_NAMES.get(name, name))
+                      else _PERF_NAMES.get(name, name)
                       for name in stack.split(";"))] += int(count)
     return stacks
 
@@ -142,11 +145,11 @@ def _matched(perf, sfbt):
     return perf - sfbt, sfbt - perf
 
 
-def _kernel_name(name):
-    """A kernel function's name as the first alias of its address
-    (_kernel_functions); other names as they are (the vDSO's as GDB names
-    it: clock_gettime, perf's __vdso_clock_gettime)."""
-    return _kernel_functions()[1].get(name, name.removeprefix("__vdso_"))
+def _vdso_name(name):
+    """A name of perf's as sfbt names it: the vDSO's as GDB names it
+    (clock_gettime, perf's __vdso_clock_gettime); others as they are
+    (the kernel's too: perf's alias of an address is sfbt's)."""
+    return name.removeprefix("__vdso_")
 
 
 def _report_self_shares(data):
@@ -372,27 +375,19 @@ def test_a_perf_data_damaged_anywhere_fails_in_one_line_or_reads(recordings, tmp
 
 @functools.lru_cache(maxsize=None)
 def _kernel_functions():
-    """(the running kernel's function names, {name: the first name of its
-    address} of the names of addresses named more than once), from
-    /proc/kallsyms: perf and sfbt may name one address by different
-    aliases (__x64_sys_getppid, __ia32_sys_getppid)."""
-    by_address = collections.defaultdict(list)
+    """The running kernel's function names, from /proc/kallsyms."""
     with open("/proc/kallsyms") as kallsyms:
-        for line in kallsyms:
-            address, kind, name = line.split()[:3]
-            if kind in "tTwW":
-                by_address[address].append(name)
-    names = frozenset(name for same in by_address.values() for name in same)
-    aliases = {name: same[0] for same in by_address.values() if len(same) > 1
-               for name in same}
-    return names, aliases
+        return frozenset(fields[2] for fields in map(str.split, kallsyms)
+                         if fields[1] in "tTwW")
 
 
 def _per_thread_stacks(data, comms, alias, environment=None):
     """{comm: Counter of stacks} of perf script's (all its samples counted
-    too) and sfbt fold --per-thread's, each name through ``alias``."""
+    too) and sfbt fold --per-thread's, each name through ``alias``; both
+    run in ``environment`` added to ours."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
-                            capture_output=True, text=True, timeout=300, check=True).stdout
+                            capture_output=True, text=True, timeout=300, check=True,
+                            env=dict(os.environ, **(environment or {}))).stdout
     perf = {comm: collections.Counter() for comm in comms}
     samples = 0
     for block in filter(str.strip, script.split("\n\n")):
@@ -435,16 +430,16 @@ def test_kernel_and_vdso_frames_of_a_perf_data_are_perf_scripts(tmp_path):
     with Running(syscalls):
         data = _perf_record(tmp_path / "all.data", [clock, 1], every_process=True)
     def alias(name):
-        """One name per kernel address; the vDSO's as GDB names it; a PLT
+        """The vDSO's names as GDB names them; a PLT
         slot sfbt names as GDB does (syscall@plt), perf after the symbol
         before the PLT (_init)."""
         if name == "_init" or name.endswith("@plt"):
             return "[plt]"
-        return _kernel_name(name)
+        return _vdso_name(name)
     comms = ("syscalls", "clock_loop")
     perf, samples, sfbt, total = _per_thread_stacks(data, comms, alias)
     assert total == samples
-    entry = _kernel_name("entry_SYSCALL_64_after_hwframe")
+    entry = "entry_SYSCALL_64_after_hwframe"
     for comm in comms:
         # the same innermost functions (kernel ones included), and every
         # stack perf unwinds whole is sfbt's (perf's libdw cannot unwind
@@ -483,10 +478,101 @@ def test_kernel_and_vdso_frames_of_a_perf_data_are_perf_scripts(tmp_path):
     perf, samples, sfbt, total = _per_thread_stacks(
         other, comms, lambda name: "[unknown]" if unnamed.fullmatch(name) else name)
     assert total == samples
-    kernel_names = _kernel_functions()[0] - {name for stack in perf["syscalls"] for name in stack}
+    kernel_names = _kernel_functions() - {name for stack in perf["syscalls"] for name in stack}
     for comm in comms:
         assert not kernel_names & {name for stack in sfbt[comm] for name in stack}, comm
     assert not any(stack[-1] == "clock_gettime" for stack in sfbt["clock_loop"])
     assert sum(count for stack, count in sfbt["clock_loop"].items()
                if stack[-2:] == ("__GI___clock_gettime", "[unknown]")) >= \
         0.5 * sum(sfbt["clock_loop"].values())
+
+
+def test_vdso_frames_of_a_perf_data_named_from_this_machines_vdso(tmp_path):
+    """perf record --no-buildid-cache (and an empty build-id cache): the
+    recording's vDSO is in no cache, so perf script names its frames from
+    this machine's vDSO (the recorded build), and so does sfbt (which left
+    them unnamed), as many as perf names."""
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    clock = compile_program(tmp_path, "clock_loop", "O2", True, ["clock_loop.c"])
+    cache = tmp_path / "build-id-cache"
+    cache.mkdir()
+    environment = {"PERF_BUILDID_DIR": str(cache)}
+    data = _perf_record(tmp_path / "vdso.data", [clock, 1], options=["--no-buildid-cache"],
+                        environment=environment)
+    assert not any(cache.iterdir())
+    perf, samples, sfbt, total = _per_thread_stacks(data, ("clock_loop",), _vdso_name,
+                                                    environment)
+    assert total == samples
+    perf, sfbt = perf["clock_loop"], sfbt["clock_loop"]
+    count = sum(perf.values())
+    assert sum(sfbt.values()) == count >= 20
+    in_perf = sum(times for stack, times in perf.items() if stack[-1] == "clock_gettime")
+    in_sfbt = sum(times for stack, times in sfbt.items() if stack[-1] == "clock_gettime")
+    assert in_perf >= 0.5 * count
+    assert abs(in_sfbt - in_perf) <= 0.03 * count, (in_sfbt, in_perf, sfbt.most_common(3))
+    # the whole stacks into the vDSO: perf's are sfbt's
+    whole = collections.Counter({stack: times for stack, times in perf.items()
+                                 if stack[0] in _OUTERMOST and stack[-1] == "clock_gettime"})
+    missing, _ = _matched(whole, sfbt)
+    assert not missing, list(missing)[:2]
+
+
+def test_a_process_that_execs_while_recorded_has_only_its_new_programs_modules(tmp_path):
+    """perf record -a while a shell that ran before the recording (its
+    mappings are perf's records made from /proc) loops, then execs
+    clock_loop: the samples of the shell's loop are walked in the shell's
+    modules, those of clock_loop in clock_loop's alone (the exec's COMM
+    record drops the shell's, which a walk could otherwise be given where
+    no mapping of the new program replaced them), and clock_loop's stacks
+    are perf script's."""
+    from sfbt.live.perf_data import open_saved
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    clock = compile_program(tmp_path, "clock_loop", "O2", True, ["clock_loop.c"])
+    go, done = tmp_path / "go", tmp_path / "done"
+    os.mkfifo(go)
+    os.mkfifo(done)
+    shell = os.path.realpath("/bin/sh")
+    # the shell waits for perf's command to say go, loops, then runs
+    # clock_loop with its output to the pipe that command reads to its end
+    script = (f'read line < "{go}"; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; '
+              f'exec "{clock}" 1 > "{done}"')
+    looping = subprocess.Popen([shell, "-c", script], stdin=subprocess.DEVNULL)
+    try:
+        data = _perf_record(tmp_path / "exec.data",
+                            [shell, "-c", f'echo go > "{go}"; cat "{done}"'],
+                            every_process=True)
+        assert looping.wait(timeout=60) == 0
+    finally:
+        if looping.poll() is None:
+            looping.kill()
+            looping.wait()
+    in_shell = in_program = 0
+    with open_saved(str(data)) as saved:
+        for trace in saved.traces():
+            if not any(group.thread.pid == looping.pid for group in trace.groups):
+                continue
+            paths = {image.path for image in trace.images}
+            if str(clock) in paths:
+                assert shell not in paths, sorted(paths)
+                in_program += trace.weight
+            elif shell in paths:
+                in_shell += trace.weight
+    assert in_program >= 20 and in_shell >= 5, (in_program, in_shell)
+
+    def alias(name):
+        return "[plt]" if name == "_init" or name.endswith("@plt") else _vdso_name(name)
+    perf, samples, sfbt, total = _per_thread_stacks(data, ("clock_loop",), alias)
+    assert total == samples
+    perf, sfbt = perf["clock_loop"], sfbt["clock_loop"]
+    count = sum(perf.values())
+    assert sum(sfbt.values()) == count >= 20
+    perf_leaves, sfbt_leaves = collections.Counter(), collections.Counter()
+    for stacks, leaves in ((perf, perf_leaves), (sfbt, sfbt_leaves)):
+        for stack, times in stacks.items():
+            leaves[stack[-1]] += times
+    for leaf, times in perf_leaves.most_common(3):
+        assert abs(sfbt_leaves[leaf] - times) <= 0.03 * count, (leaf, perf_leaves, sfbt_leaves)
+    whole = collections.Counter({stack: times for stack, times in perf.items()
+                                 if stack[0] in _OUTERMOST})
+    missing, extra = _matched(whole, sfbt)
+    assert not missing, (list(missing)[:2], list(extra)[:2])

@@ -2,7 +2,9 @@
 found by build id among the files given (--exe, --debug-dir) or at the
 image's path, and its separate debug file; names and lines come from that
 file's FileSymbolizer (sfbt.symbols), the kernel's (``[kernel.kallsyms]``)
-from /proc/kallsyms where the running kernel is the one recorded; each
+from /proc/kallsyms where the running kernel is the one recorded, the
+vDSO's (``linux-vdso.so.1``, ``[vdso]``: no file) from this machine's
+vDSO where it is the recorded one (its build id); each
 frame's as one FrameName (sfbt.frame_name), printed in the layout of the
 debugger asked for (GDB's by default: sfbt's own commands print GDB's
 layout).
@@ -19,6 +21,7 @@ from ..elf import ElfError
 from ..files import TRUSTED, FileProblem
 from ..frame_name import UNKNOWN, FrameName
 from ..symbols.kallsyms import KERNEL_IMAGE, recorded_kernel
+from ..symbols.vdso import VDSO, VDSO_NAME, recorded_vdso
 from ..symbols.symbolizer import FileSymbolizer, with_debug_file
 from .imagemap import PerImageMap, image_finder
 
@@ -89,6 +92,8 @@ class Symbolizer:
         build_id = image.build_id.hex() if image.build_id else None
         if image.path == KERNEL_IMAGE:  # named only on the kernel it was recorded on
             return recorded_kernel(build_id)
+        if image.path in (VDSO_NAME, VDSO):  # named only from this machine's own
+            return recorded_vdso(build_id)
         return self._with_debug_file(self._find_file(image, build_id), build_id, image.path)
 
     def _find_file(self, image, build_id):

@@ -12,6 +12,7 @@ import struct
 
 from ..elf import PT_LOAD, ElfError, ElfImage, memory_image, read_elf
 from ..errors import TargetMemoryError
+from ..symbols.vdso import VDSO, VDSO_NAME
 from ..unwind.target import Module
 from ..values import Value
 from .images import Located, memory_build_id, no_file_path
@@ -20,9 +21,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
-VDSO = "[vdso]"
-#: how the vDSO is named in frames (as ldd names it)
-VDSO_NAME = "linux-vdso.so.1"
 
 
 class Mapping(Value):

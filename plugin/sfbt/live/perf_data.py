@@ -37,12 +37,12 @@ from ..errors import SfbtError, TargetMemoryError
 from ..files import TRUSTED, FileProblem, ReadAs, open_regular
 from ..symbols.kallsyms import (KERNEL_IMAGE, kernel_image_start, kernel_text_start,
                                 running_kernel_build_id)
+from ..symbols.vdso import own_vdso
 from ..unwind.modules import SFrameSources
 from .core_notes import PF_W
 from .mappings import VDSO, MappedModule, vdso_module
 from .perf_events import (RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_MMAP2,
                           RECORD_SAMPLE, MISC_COMM_EXEC, Sample, kernel_chain, register_bits)
-from .ring_processes import own_vdso
 from .perf_source import walk_sample
 from .samples import SampleWriter
 from .session import SnapshotSession

@@ -11,12 +11,12 @@ every process: sfbt's own copy).  What each file is (its load bias, build
 id) is read once for the machine (ModuleFiles), as its SFrame rows and
 symbols are (SFrameSources, the Describer's caches)."""
 
-import ctypes
 import os
 from bisect import bisect_right
 
 from ..elf import read_elf
 from ..errors import TargetMemoryError
+from ..symbols.vdso import own_vdso
 from .mappings import (VDSO, Mapping, file_modules, load_bias, mappings_of, read_maps,
                        vdso_module)
 
@@ -81,15 +81,6 @@ class ModuleFiles:
         for fd in self._open.values():
             os.close(fd)
         self._open.clear()
-
-
-def own_vdso():
-    """The bytes of sfbt's own vDSO (the image the kernel maps into every
-    process), or b"" where it has none."""
-    for mapping in mappings_of(read_maps("self", False)):
-        if mapping.path == VDSO:
-            return ctypes.string_at(mapping.start, mapping.end - mapping.start)
-    return b""
 
 
 def _part(mapping, start, end):

@@ -26,6 +26,8 @@ MAX_BYTES = 64 << 20
 MAX_NOTES = 1 << 16
 #: the text symbol types (t: local, w: weak)
 _TEXT = frozenset(b"tTwW")
+#: the types perf reads: text, data and bss (symbol_type__filter)
+_PERF_KINDS = _TEXT | frozenset(b"dDbB")
 #: past the last function (its size is not listed)
 LAST_FUNCTION_SIZE = 1 << 16
 
@@ -73,12 +75,21 @@ def _read_bounded(path, limit):
 def parse_kallsyms(data, build_id=None):
     """A Kallsyms of the text of /proc/kallsyms (bytes), or None where it
     lists no text address (hidden: all 0).  Its names are kept as bytes
-    and decoded when looked up (some 120,000 lines, a few of them named)."""
+    and decoded when looked up (some 120,000 lines, a few of them named).
+
+    Of the names of one address (``__ia32_sys_getppid``,
+    ``__x64_sys_getppid``) the last listed is kept, as perf keeps it: perf
+    reads the text, data and bss symbols of kallsyms (``$`` names left
+    out) in the file's order, gives each the size up to the next one's
+    address (symbols__fixup_end), then keeps one of each address by
+    choose_best_symbol, whose first rule (a symbol with a size over one
+    without) only the last of an address passes."""
     symbols = {}
     stext = None
     for line in data.split(b"\n"):
         fields = line.split(b" ", 2)  # address, type, name (tab [module])
-        if len(fields) < 3 or len(fields[1]) != 1 or fields[1][0] not in _TEXT:
+        if len(fields) < 3 or len(fields[1]) != 1 or fields[1][0] not in _PERF_KINDS \
+                or fields[2].startswith(b"$"):
             continue
         try:
             address = int(fields[0], 16)
@@ -87,17 +98,16 @@ def parse_kallsyms(data, build_id=None):
         if not address:
             continue
         name = fields[2].split(b"\t", 1)[0]
-        if name == b"_stext":
-            stext = address
-        # of several names at an address, the first global one (as perf
-        # names it), else the first
-        kept = symbols.get(address)
-        if kept is None or (fields[1] in b"TW" and kept[1] not in b"TW"):
-            symbols[address] = (name, fields[1])
+        if fields[1][0] in _TEXT:
+            symbols[address] = name
+            if name == b"_stext":
+                stext = address
+        elif address in symbols:  # a data symbol listed after a function
+            symbols[address] = name
     if not symbols:
         return None
     addresses = sorted(symbols)
-    names = [symbols[a][0] for a in addresses]
+    names = [symbols[a] for a in addresses]
     return Kallsyms(addresses, names, stext if stext is not None else addresses[0], build_id)
 
 

@@ -14,8 +14,10 @@ short, NT_FILE naming a FIFO, a device, a directory or nothing, the stack
 dumped or not (stack --core).
 
 Each case runs in a forked child (the modules are loaded once) under a
-memory limit (RLIMIT_AS) and a time limit (RLIMIT_CPU and a wall-clock
-alarm), and is counted as one of:
+memory limit (RLIMIT_AS) and a time limit (RLIMIT_CPU: SECONDS of
+processor time, what a loop takes; and a wall-clock alarm, WAIT_SECONDS,
+for a case that blocks: a shared machine's load stretches a case's wall
+time many times over, not its processor time), and is counted as one of:
 
   clean     exit 0
   error     exit 1 with one line "sfbt: ..." on stderr
@@ -75,6 +77,7 @@ import crafted  # noqa: E402
 OUTCOMES = ("clean", "error", "traceback", "hang", "blowup", "acted")
 MEMORY_LIMIT = 300 << 20
 SECONDS = 10
+WAIT_SECONDS = 90
 FIXTURES = ROOT / "tests" / "fixtures"
 INTERESTING = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
                0xFFFFFFFF, (1 << 40), (1 << 63) - 1, (1 << 63), (1 << 64) - 1)
@@ -231,7 +234,7 @@ def _child(argv, stderr_write, stdout_path=None):
     limit = _status_kb("VmSize") * 1024 + MEMORY_LIMIT
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CPU, (SECONDS, SECONDS + 1))
-    signal.alarm(SECONDS)
+    signal.alarm(WAIT_SECONDS)
     output = os.open(stdout_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(output, 1)
     os.dup2(stderr_write, 2)

@@ -113,11 +113,16 @@ def _named_as_gdb(ours, theirs):
             for name in names}
 
 
-def test_sfbt_stack_names_as_gdb(gdb, program):
+def _running_named_as_gdb(gdb, program):
+    """_named_as_gdb of `sfbt stack PID` and GDB's bt on ``program`` running."""
     with _started(program) as running:
         ours = sfbt_command("stack", running.pid)
         theirs = gdb.run(["-p", running.pid], ["thread apply all bt"], plugin=False)
-    named = _named_as_gdb(ours, theirs)
+    return _named_as_gdb(ours, theirs)
+
+
+def test_sfbt_stack_names_as_gdb(gdb, program):
+    named = _running_named_as_gdb(gdb, program)
     assert EXPECTED <= named
     # a std::thread's _M_run: a name GDB cannot parse, printed with (void)
     assert any(name.endswith("::_M_run(void)") for name in named)
@@ -126,10 +131,7 @@ def test_sfbt_stack_names_as_gdb(gdb, program):
 def test_sfbt_stack_minimal_symbols_as_gdb(gdb, program_without_dwarf):
     """Without DWARF, GDB names each frame by its minimal symbol,
     demangled with its parameters (``app::pool()``); sfbt stack too."""
-    with _started(program_without_dwarf) as running:
-        ours = sfbt_command("stack", running.pid)
-        theirs = gdb.run(["-p", running.pid], ["thread apply all bt"], plugin=False)
-    named = _named_as_gdb(ours, theirs)
+    named = _running_named_as_gdb(gdb, program_without_dwarf)
     assert EXPECTED_MINIMAL <= named
     # GCC's clones as the demangler prints them
     assert any(name.startswith("app::Worker<double>::run(int) [clone .") for name in named)

@@ -13,7 +13,9 @@
   or an absolute path.
 
 Used by tests/test_live_differential.py (a few seconds) and
-bench/live_differential.py (minutes, and real programs nobody here wrote).
+bench/live_differential.py (minutes, and real programs nobody here wrote);
+its recorders' helpers (record_taking, run_interrupted) by the tests and
+benches of `sfbt record` and perf record.
 """
 
 import os

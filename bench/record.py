@@ -90,6 +90,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from gdb_support import compile_program  # noqa: E402
+from live_harness import run_interrupted  # noqa: E402
 from pairing import paired_ratios  # noqa: E402
 
 HZ = 99
@@ -122,15 +123,51 @@ def run_time(pid):
     return total / 1e9
 
 
+def started(command, what, **options):
+    """``command`` started in a session of its own (its output piped,
+    ``options`` to subprocess.Popen), once it printed "ready"."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
+                               start_new_session=True, **options)
+    if process.stdout.readline().strip() != "ready":
+        raise SystemExit(f"{what} did not start")
+    return process
+
+
+def sampling(recorder):
+    """Wait until `sfbt record` ``recorder`` says it samples (its first
+    line on stderr)."""
+    line = recorder.stderr.readline()
+    if not line.startswith("Recording"):
+        raise SystemExit(f"sfbt record failed: {line.strip()}")
+
+
+def recorder_window(command, settle, measure, env=None):
+    """(what ``measure(pid)`` returned, stdout, stderr) of the recorder
+    ``command`` (perf record, or sfbt record run by this Python: waited
+    for until it samples) in a session of its own, as typed in another
+    terminal: ``settle`` seconds after its start, ``measure`` is called;
+    SIGINT ends the recording once it returned."""
+    ours = command[0] == sys.executable
+
+    def during(recorder):
+        if ours:
+            sampling(recorder)
+        time.sleep(settle)
+        return measure(recorder.pid)
+
+    measured, done = run_interrupted(command, during, 300, env=env, start_new_session=True)
+    if done.returncode not in ((0,) if ours else (0, -signal.SIGINT, 130)):
+        raise SystemExit(f"{'sfbt record' if ours else command[0]} failed: "
+                         f"{done.stderr.strip()}")
+    return measured, done.stdout, done.stderr
+
+
 class Target:
     """The workers program, counting its work for as long as the bench runs."""
 
     def __init__(self, program, busy):
-        self.process = subprocess.Popen([str(program), str(busy), "-1"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True,
-                                        start_new_session=True)
-        if self.process.stdout.readline().strip() != "ready":
-            raise SystemExit("the target did not start")
+        self.process = started([str(program), str(busy), "-1"], "the target",
+                               stdin=subprocess.PIPE)
         self.pid = self.process.pid
         task = Path(f"/proc/{self.pid}/task")
         self.busy = [tid.name for tid in task.iterdir()
@@ -178,24 +215,10 @@ class Window:
 
 
 def recorded_window(target, seconds, command, env):
-    """(Window, sfbt's summary match) of a window with `sfbt record` on."""
-    recorder = subprocess.Popen(command + ["-p", str(target.pid)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env,
-                                start_new_session=True)
-    try:
-        started = recorder.stderr.readline()  # said once it samples
-        if not started.startswith("Recording"):
-            raise SystemExit(f"sfbt record failed: {started.strip()}")
-        time.sleep(SETTLE)
-        window = Window(target, seconds, recorder.pid)
-        recorder.send_signal(signal.SIGINT)
-        out, err = recorder.communicate(timeout=120)
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-            recorder.wait()
-    if recorder.returncode != 0:
-        raise SystemExit(f"sfbt record failed: {err.strip()}")
+    """(Window, sfbt's summary match, its lines about a rate it did not
+    keep) of a window with `sfbt record` on."""
+    window, out, err = recorder_window(command + ["-p", str(target.pid)], SETTLE,
+                                       lambda pid: Window(target, seconds, pid), env)
     summary = SUMMARY.search(out)
     if summary is None:
         raise SystemExit(f"unexpected sfbt record output: {out!r}")
@@ -284,10 +307,7 @@ class BusyTarget:
         command = [str(program), str(threads - 1)]
         if shell is not None:
             command = ["sh", "-c", shell] + command
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
-                                        start_new_session=True)
-        if self.process.stdout.readline().strip() != "ready":
-            raise SystemExit("busy did not start")
+        self.process = started(command, "busy")
         self.pid = self.process.pid
         symbols = subprocess.run(["nm", str(program)], capture_output=True, text=True,
                                  check=True).stdout
@@ -357,24 +377,7 @@ class BusyWindow:
 def recording(command, target, seconds):
     """(BusyWindow, stdout, stderr) of a window with ``command`` recording;
     it is stopped with SIGINT after the window."""
-    recorder = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-    try:
-        if command[0] == sys.executable:
-            started = recorder.stderr.readline()
-            if not started.startswith("Recording"):
-                raise SystemExit(f"sfbt record failed: {started.strip()}")
-        time.sleep(WARM)
-        window = BusyWindow(target, seconds, recorder.pid)
-        recorder.send_signal(signal.SIGINT)
-        out, err = recorder.communicate(timeout=300)
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-            recorder.wait()
-    if recorder.returncode not in (0, -signal.SIGINT, 130):
-        raise SystemExit(f"{command[0]} failed: {err.strip()}")
-    return window, out, err
+    return recorder_window(command, WARM, lambda pid: BusyWindow(target, seconds, pid))
 
 
 PERF_SUMMARY = re.compile(r"Recorded (\d+) stacks in (\d+) samples over ([\d.]+) s "
@@ -474,9 +477,7 @@ class SideBySide:
             text=True, env=env, start_new_session=True)
         perf = None
         try:
-            started = sfbt.stderr.readline()
-            if not started.startswith("Recording"):
-                raise SystemExit(f"sfbt record failed: {started.strip()}")
+            sampling(sfbt)
             perf = subprocess.Popen(
                 ["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock",
                  "-F", str(hz), "--call-graph", f"dwarf,{perf_stack}", "-p", str(pid),

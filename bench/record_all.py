@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from gdb_support import compile_program  # noqa: E402
 from pairing import paired_ratios  # noqa: E402
-from record import environment, run_time  # noqa: E402
+from record import environment, recorder_window, run_time, started  # noqa: E402
 
 HZ = 99
 #: how long a recorder runs before its window begins (its start, the
@@ -93,11 +93,7 @@ class Load:
     """The busy programs and the loop of short-lived ones."""
 
     def __init__(self, busy, brief):
-        self.processes = [subprocess.Popen([str(busy), "1"], stdout=subprocess.PIPE, text=True,
-                                           start_new_session=True) for _ in range(2)]
-        for process in self.processes:
-            if process.stdout.readline().strip() != "ready":
-                raise SystemExit("busy did not start")
+        self.processes = [started([str(busy), "1"], "busy") for _ in range(2)]
         loop = f"while :; do {brief} {BRIEF_MS}; /bin/true; done"
         self.processes.append(subprocess.Popen(["sh", "-c", loop], start_new_session=True))
 
@@ -109,27 +105,14 @@ class Load:
 
 def window(command, seconds, env):
     """(the recorder's processor seconds per second over ``seconds``, its
-    stdout) of ``command`` recording, stopped with SIGINT after them."""
-    recorder = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True, env=env)
-    try:
-        if command[0] == sys.executable:
-            started = recorder.stderr.readline()
-            if not started.startswith("Recording"):
-                raise SystemExit(f"sfbt record failed: {started.strip()}")
-        time.sleep(SETTLE)
-        before, began = run_time(recorder.pid), time.monotonic()
+    stdout, stderr) of ``command`` recording, stopped with SIGINT after them."""
+
+    def used(pid):
+        before, began = run_time(pid), time.monotonic()
         time.sleep(seconds)
-        used = (run_time(recorder.pid) - before) / (time.monotonic() - began)
-        recorder.send_signal(signal.SIGINT)
-        out, err = recorder.communicate(timeout=300)
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-            recorder.wait()
-    if recorder.returncode not in (0, -signal.SIGINT, 130):
-        raise SystemExit(f"{command[0]} failed: {err.strip()}")
-    return used, out, err
+        return (run_time(pid) - before) / (time.monotonic() - began)
+
+    return recorder_window(command, SETTLE, used, env)
 
 
 def brief_named(archive, env):

@@ -23,25 +23,15 @@ Nothing here reads sfbt's code: `sframe-bt` is run as a user runs it."""
 
 import json
 import os
-import random
-import signal
-import subprocess
 import sys
 
 import gdb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from frame_lines import parsed, to_main, with_kinds  # noqa: E402
+from gdb_interrupts import interrupted_stops, run  # noqa: E402
 
-MAX_DELAY = 0.05
 _KINDS = {gdb.INLINE_FRAME: "inline", gdb.TAILCALL_FRAME: "tailcall"}
-
-
-def run(command):
-    try:
-        return gdb.execute(command, to_string=True)
-    except gdb.error as error:
-        return f"error: {error}\n"
 
 
 def gdb_lines():
@@ -88,17 +78,7 @@ class InterruptLines(gdb.Command):
 
     def invoke(self, argument, from_tty):
         seed, count = (int(word) for word in argument.split())
-        draw = random.Random(seed)
-        for _ in range(count):
-            pid = gdb.selected_inferior().pid
-            if not pid:
-                return
-            # a process apart from gdb, so that the signal comes while
-            # `continue` runs
-            killer = subprocess.Popen(["sh", "-c", f"sleep {draw.uniform(0.001, MAX_DELAY):.4f};"
-                                       f" kill -{signal.SIGINT.value} {pid}"])
-            run("continue")
-            killer.wait()
+        for _ in interrupted_stops(seed, count):
             if not compare("interrupt"):
                 return
 

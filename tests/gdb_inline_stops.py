@@ -26,19 +26,21 @@ Commands:
 Nothing here reads sfbt's code: `sframe-bt` is run as a user runs it."""
 
 import json
+import os
 import random
 import re
-import signal
-import subprocess
+import sys
 
 import gdb
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gdb_interrupts import interrupted_stops, run  # noqa: E402
 
 # `bt`'s frame lines: "#3  0x... in name (args) at ...", "#4  name (...)",
 # "#1  <signal handler called>"
 BT_FRAME = re.compile(r"^#(\d+)\s+(?:0x[0-9a-f]+ in )?(<signal handler called>|\S+)", re.M)
 SFRAME_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(<signal handler called>|\S+?)"
                           r"(?: at | from | \(\)|$)", re.M)
-MAX_DELAY = 0.05
 
 
 def to_main(names):
@@ -53,13 +55,6 @@ def tail_call_levels():
             levels.add(level)
         frame, level = frame.older(), level + 1
     return levels
-
-
-def run(command):
-    try:
-        return gdb.execute(command, to_string=True)
-    except gdb.error as error:
-        return f"error: {error}\n"
 
 
 def compare(how):
@@ -126,17 +121,7 @@ class InterruptStops(gdb.Command):
     def invoke(self, argument, from_tty):
         seed, count, *commands = argument.split()
         commands = (commands[0] if commands else "step,step").split(",")
-        draw = random.Random(int(seed))
-        for _ in range(int(count)):
-            pid = gdb.selected_inferior().pid
-            if not pid:
-                return
-            # a process apart from gdb, so that the signal comes while
-            # `continue` runs
-            killer = subprocess.Popen(["sh", "-c", f"sleep {draw.uniform(0.001, MAX_DELAY):.4f};"
-                                       f" kill -{signal.SIGINT.value} {pid}"])
-            run("continue")
-            killer.wait()
+        for _ in interrupted_stops(int(seed), int(count)):
             if not compare("interrupt") or not moves("interrupt", commands):
                 return
 

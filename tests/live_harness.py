@@ -13,7 +13,9 @@
   or an absolute path.
 
 Used by tests/test_live_differential.py (a few seconds) and
-bench/live_differential.py (minutes, and real programs nobody here wrote).
+bench/live_differential.py (minutes, and real programs nobody here wrote);
+its recorders' helpers (record_taking, run_interrupted) by the tests and
+benches of `sfbt record` and perf record.
 """
 
 import os
@@ -340,6 +342,27 @@ def walk_running(pid, walks, rounds, tally, start_routines=(), pause=0.0, named=
 
 
 # -- sfbt record ------------------------------------------------------------------
+
+def run_interrupted(command, during, timeout, **options):
+    """(what ``during(process)`` returned, the subprocess.CompletedProcess)
+    of ``command`` (a recorder: perf record, sfbt record) started with its
+    output piped as text (``options`` go to subprocess.Popen), interrupted
+    by SIGINT once ``during`` returned, as a user stops it, and waited for
+    ``timeout`` seconds at most; without ``during``, waited for to end.
+    Killed if anything on the way fails."""
+    options = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **options}
+    process = subprocess.Popen([str(word) for word in command], text=True, **options)
+    try:
+        result = during(process) if during is not None else None
+        if during is not None and process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return result, subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
 
 def recorded_stacks(archive):
     """[Stack] of every distinct stack in an archive `sfbt record` wrote,

@@ -99,19 +99,30 @@ def _started(program):
     return running
 
 
-def test_sfbt_stack_names_as_gdb(gdb, program):
-    with _started(program) as running:
-        ours = sfbt_command("stack", running.pid)
-        theirs = gdb.run(["-p", running.pid], ["thread apply all bt"], plugin=False)
+def _named_as_gdb(ours, theirs):
+    """The names of all frames of ``ours`` (sfbt stack's result), checked
+    to be those of ``theirs`` (GDB's `thread apply all bt`), thread by
+    thread (three) and frame by frame."""
     assert ours.returncode == 0, ours.stderr
     ours_named, theirs_named = _by_thread(ours.stdout), _by_thread(theirs)
-    assert len(theirs_named) == 3, theirs
-    assert ours_named.keys() == theirs_named.keys()
+    assert ours_named.keys() == theirs_named.keys() and len(ours_named) == 3, theirs
     for lwp, groups in ours_named.items():
         # each frame on the stack (GDB's tail-call frames are not) named alike
         assert groups == {pc: theirs_named[lwp].get(pc) for pc in groups}, lwp
-    named = {name for groups in ours_named.values() for names in groups.values()
-             for name in names}
+    return {name for groups in ours_named.values() for names in groups.values()
+            for name in names}
+
+
+def _running_named_as_gdb(gdb, program):
+    """_named_as_gdb of `sfbt stack PID` and GDB's bt on ``program`` running."""
+    with _started(program) as running:
+        ours = sfbt_command("stack", running.pid)
+        theirs = gdb.run(["-p", running.pid], ["thread apply all bt"], plugin=False)
+    return _named_as_gdb(ours, theirs)
+
+
+def test_sfbt_stack_names_as_gdb(gdb, program):
+    named = _running_named_as_gdb(gdb, program)
     assert EXPECTED <= named
     # a std::thread's _M_run: a name GDB cannot parse, printed with (void)
     assert any(name.endswith("::_M_run(void)") for name in named)
@@ -120,16 +131,7 @@ def test_sfbt_stack_names_as_gdb(gdb, program):
 def test_sfbt_stack_minimal_symbols_as_gdb(gdb, program_without_dwarf):
     """Without DWARF, GDB names each frame by its minimal symbol,
     demangled with its parameters (``app::pool()``); sfbt stack too."""
-    with _started(program_without_dwarf) as running:
-        ours = sfbt_command("stack", running.pid)
-        theirs = gdb.run(["-p", running.pid], ["thread apply all bt"], plugin=False)
-    assert ours.returncode == 0, ours.stderr
-    ours_named, theirs_named = _by_thread(ours.stdout), _by_thread(theirs)
-    assert ours_named.keys() == theirs_named.keys() and len(ours_named) == 3, theirs
-    for lwp, groups in ours_named.items():
-        assert groups == {pc: theirs_named[lwp].get(pc) for pc in groups}, lwp
-    named = {name for groups in ours_named.values() for names in groups.values()
-             for name in names}
+    named = _running_named_as_gdb(gdb, program_without_dwarf)
     assert EXPECTED_MINIMAL <= named
     # GCC's clones as the demangler prints them
     assert any(name.startswith("app::Worker<double>::run(int) [clone .") for name in named)
@@ -144,14 +146,7 @@ def test_core_names_as_gdb(gdb, program, tmp_path):
     assert core.is_file()
     ours = sfbt_command("stack", "--core", core, program)
     theirs = gdb.run([program, core], ["thread apply all bt"], plugin=False)
-    assert ours.returncode == 0, ours.stderr
-    ours_named, theirs_named = _by_thread(ours.stdout), _by_thread(theirs)
-    assert ours_named.keys() == theirs_named.keys() and len(ours_named) == 3, theirs
-    for lwp, groups in ours_named.items():
-        assert groups == {pc: theirs_named[lwp].get(pc) for pc in groups}, lwp
-    named = {name for groups in ours_named.values() for names in groups.values()
-             for name in names}
-    assert EXPECTED <= named
+    assert EXPECTED <= _named_as_gdb(ours, theirs)
 
 
 def test_sframe_bt_names_as_bt(gdb, program):

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import PLUGIN, require, run_sfbt
 from gdb_support import compile_program
+from live_harness import run_interrupted
 from test_perf_record import user_self_shares
 from test_stack import Running
 
@@ -50,24 +51,20 @@ def _perf_record(output, command, seconds=None, pid=None, every_process=False, o
     counted from perf's own start once left a file without one sample
     with a stack."""
     attach = ["-p", str(pid)] if pid is not None else ["-a"] if every_process else []
-    perf = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g",
-                             *attach, *options, "-o", str(output), "--", *map(str, command)],
-                            stdout=subprocess.DEVNULL if seconds is None else subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, **(environment or {})))
-    try:
-        if seconds is not None:
-            assert perf.stdout.readline().strip() == "ready"
-            try:
-                perf.wait(seconds)
-            except subprocess.TimeoutExpired:
-                perf.send_signal(signal.SIGINT)
-        _, errors = perf.communicate(timeout=120)
-    finally:
-        if perf.poll() is None:
-            perf.kill()
-            perf.wait()
-    assert "Captured and wrote" in errors, errors
+
+    def until_interrupted(perf):
+        assert perf.stdout.readline().strip() == "ready"
+        try:
+            perf.wait(seconds)
+        except subprocess.TimeoutExpired:
+            pass  # perf records on: run_interrupted stops it
+
+    _, recorded = run_interrupted(
+        ["perf", "record", "--call-graph", "dwarf", "-F", "499", "-g", *attach, *options,
+         "-o", output, "--", *command], None if seconds is None else until_interrupted, 120,
+        stdout=subprocess.DEVNULL if seconds is None else subprocess.PIPE,
+        env=dict(os.environ, **(environment or {})))
+    assert "Captured and wrote" in recorded.stderr, recorded.stderr
     return output
 
 

@@ -114,6 +114,22 @@ def library_chain(variant):
     return chain[:3] + ["twice", "lib_apply"] + chain[3:]
 
 
+def build_dynamic(directory):
+    """(program, library) built here from tests/cross/src with SFrame data
+    (-O2): ``directory``/dynamic, chain.c's O2 variant calling back through
+    ``directory``/libapply.so (found through $ORIGIN)."""
+    source = CROSS / "src"
+    library, program = directory / "libapply.so", directory / "dynamic"
+    common = ["gcc", "-g", "-O2", "-Wa,--gsframe"]
+    subprocess.run(common + ["-fPIC", "-shared", "-o", str(library),
+                             str(source / "libapply.c")], check=True)
+    subprocess.run(common + ["-fPIE", "-pie", "-DSUFFIX=_O2", "-DVIA_LIBRARY",
+                             "-DVARIANTS=X(O2)", str(source / "chain.c"),
+                             str(source / "main.c"), "-L", str(directory), "-lapply",
+                             "-Wl,-rpath,$ORIGIN", "-o", str(program)], check=True)
+    return program, library
+
+
 def steps_agreed(text, minimum):
     """Every `test-qemu-steps` in the output agreed at every step."""
     assert "MISMATCH" not in text, text[-3000:]
@@ -217,16 +233,7 @@ def test_gdbserver_with_files_read_from_the_target(gdb, tmp_path):
     """x86-64 through gdbserver with GDB's default sysroot `target:`: GDB
     reads the files over the remote protocol, so the adapter cannot open
     them; load biases and SFrame data come from the target's memory."""
-    source = CROSS / "src"
-    library = tmp_path / "libapply.so"
-    program = tmp_path / "dynamic"
-    common = ["gcc", "-g", "-O2", "-Wa,--gsframe"]
-    subprocess.run(common + ["-fPIC", "-shared", "-o", str(library),
-                             str(source / "libapply.c")], check=True)
-    subprocess.run(common + ["-fPIE", "-pie", "-DSUFFIX=_O2", "-DVIA_LIBRARY",
-                             "-DVARIANTS=X(O2)", str(source / "chain.c"),
-                             str(source / "main.c"), "-L", str(tmp_path), "-lapply",
-                             "-Wl,-rpath,$ORIGIN", "-o", str(program)], check=True)
+    program, _ = build_dynamic(tmp_path)
     out = with_stub(
         lambda port: ["gdbserver", "--once", f"127.0.0.1:{port}", str(program), "O2", "3"],
         lambda port: run_gdb(gdb, [], [

@@ -16,12 +16,12 @@ whole known chain.
 
 import re
 import shutil
-import subprocess
 
 import pytest
 
 from conftest import require, run_sfbt
-from test_qemu import CLEAN, CROSS, DEPTH, QEMU, SYSROOT, full_chain, library_chain, with_stub
+from test_qemu import (CLEAN, CROSS, DEPTH, QEMU, SYSROOT, build_dynamic, full_chain,
+                       library_chain, with_stub)
 
 QEMU = {**QEMU, "x86_64": ["qemu-x86_64"]}
 
@@ -155,15 +155,7 @@ def test_qemu_core_without_a_file_list(cross_gdb, tmp_path, case):
 def test_x86_64_qemu_core_without_a_file_list(cross_gdb, tmp_path):
     """qemu-x86_64's core of a PIE calling back through a library: the
     same frames as GDB's, live and on the core."""
-    source = CROSS / "src"
-    library, program = tmp_path / "libapply.so", tmp_path / "dynamic"
-    common = ["gcc", "-g", "-O2", "-Wa,--gsframe"]
-    subprocess.run(common + ["-fPIC", "-shared", "-o", str(library),
-                             str(source / "libapply.c")], check=True)
-    subprocess.run(common + ["-fPIE", "-pie", "-DSUFFIX=_O2", "-DVIA_LIBRARY",
-                             "-DVARIANTS=X(O2)", str(source / "chain.c"),
-                             str(source / "main.c"), "-L", str(tmp_path), "-lapply",
-                             "-Wl,-rpath,$ORIGIN", "-o", str(program)], check=True)
+    program, _ = build_dynamic(tmp_path)
     cores = tmp_path / "cores"
     cores.mkdir()
     ours, theirs, on_core, _ = check_stack(cross_gdb, cores, "x86_64", program, ["O2", "3"],
@@ -372,15 +364,7 @@ def test_sysroot_for_the_libraries_a_file_list_names(gdb, tmp_path):
     cannot have it read there: the warning names it), the stack the same."""
     import os
     require(os.geteuid() == 0, "a core owned by another user needs root")
-    source = CROSS / "src"
-    library, program = tmp_path / "libapply.so", tmp_path / "dynamic"
-    common = ["gcc", "-g", "-O2", "-Wa,--gsframe"]
-    subprocess.run(common + ["-fPIC", "-shared", "-o", str(library),
-                             str(source / "libapply.c")], check=True)
-    subprocess.run(common + ["-fPIE", "-pie", "-DSUFFIX=_O2", "-DVIA_LIBRARY",
-                             "-DVARIANTS=X(O2)", str(source / "chain.c"),
-                             str(source / "main.c"), "-L", str(tmp_path), "-lapply",
-                             "-Wl,-rpath,$ORIGIN", "-o", str(program)], check=True)
+    program, library = build_dynamic(tmp_path)
     core = tmp_path / "core"
     gdb.run([str(program)], ["break stop_here_O2", "run O2 3", f"gcore {core}"],
             timeout=120, plugin=False)

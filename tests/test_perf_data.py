@@ -150,8 +150,19 @@ def _matched(perf, sfbt):
     """(perf's stacks that sfbt has not, sfbt's that perf has not), each a
     Counter of stacks.  Kernel frames atop user frames match as they are:
     sfbt names the user PC below them at itself (an interrupted
-    instruction, or where a system call returns to), as perf does."""
-    return perf - sfbt, sfbt - perf
+    instruction, or where a system call returns to), as perf does.  A
+    sample in a stub of .plt.got (libc's free@plt) is "[unknown]" to perf,
+    which names only .plt's stubs, and free@plt to sfbt, as GDB names it."""
+    missing, extra = perf - sfbt, sfbt - perf
+    for stack in list(missing):
+        if stack[-1] != "[unknown]":
+            continue
+        for other in list(extra):
+            if other[:-1] == stack[:-1] and other[-1].endswith("@plt"):
+                taken = min(missing[stack], extra[other])
+                missing[stack] -= taken
+                extra[other] -= taken
+    return +missing, +extra
 
 
 def _vdso_name(name):

@@ -71,8 +71,9 @@ def timed(owner, name):
             cost[1] += 1
     setattr(owner, name, counted)
 
-for name in ("_take", "_walk", "_sampled"):
+for name in ("_take", "_sampled"):
     timed(perf_source.PerfRecorder, name)
+timed(perf_source, "walk_sample")
 timed(perf_source, "walking_session")
 timed(samples.SampleWriter, "trace_id")
 from sfbt.cli import main
@@ -83,7 +84,7 @@ finally:
     print(json.dumps(costs), file=sys.stderr)
 """
 #: the functions whose processor time per call is printed
-COSTS = (("_take", "a sample in all"), ("_walk", "its walk"),
+COSTS = (("_take", "a sample in all"), ("walk_sample", "its walk"),
          ("walking_session", "a process's session (its modules, image map)"),
          ("_sampled", "a process that ran before the recording, read from /proc"),
          ("trace_id", "a trace's encoding"))

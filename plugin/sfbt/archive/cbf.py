@@ -185,6 +185,14 @@ def signal_trampolines(entries, following=None):
     return entries if marked is None else marked
 
 
+def read_entries(entries, following=None, kernel=None):
+    """``entries`` as every reader takes them, from what their kinds say:
+    the kernel's signal trampoline marked (signal_trampolines, with
+    ``following``), and the user frame below a trace's kernel frames
+    looked up at itself (kernel_entries, with ``kernel``)."""
+    return kernel_entries(signal_trampolines(entries, following), kernel)
+
+
 def kernel_entries(entries, kernel):
     """``entries`` (after signal_trampolines) with the user frame where
     the kernel's frames end, the thread's PC as it entered the kernel, a
@@ -196,10 +204,9 @@ def kernel_entries(entries, kernel):
     image map (kernel_range), or None (a trace of user frames only)."""
     if kernel is None:
         return entries
-    start, end = kernel
     index = 0
     for entry in entries:
-        if entry.__class__ is not Frame or not start <= entry[1] < end:
+        if not _in_kernel(entry, kernel):
             break
         index += 1
     if 0 < index < len(entries) and entries[index].__class__ is Frame \
@@ -216,9 +223,14 @@ def enters_kernel_at_callers(frames, callers, kernel):
     kernel_entries names it, not as the callers other traces share."""
     if kernel is None or not callers or len(frames) <= len(callers):
         return False
-    inner, outer = frames[-len(callers) - 1], callers[0]
-    return (inner.__class__ is Frame and kernel[0] <= inner[1] < kernel[1]
-            and outer.__class__ is Frame and not kernel[0] <= outer[1] < kernel[1])
+    outer = callers[0]
+    return (_in_kernel(frames[-len(callers) - 1], kernel)
+            and outer.__class__ is Frame and not _in_kernel(outer, kernel))
+
+
+def _in_kernel(entry, kernel):
+    """Whether ``entry`` is a frame at one of the ``kernel`` addresses."""
+    return entry.__class__ is Frame and kernel[0] <= entry[1] < kernel[1]
 
 
 class Omitted:

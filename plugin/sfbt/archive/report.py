@@ -113,9 +113,7 @@ class FrameTexts:
         (cbf.Backtrace.callers), or ()."""
         if not callers or cbf.enters_kernel_at_callers(frames, callers, self.kernel):
             return "\n".join(self.lines(frames, truncated))
-        own = cbf.kernel_entries(
-            cbf.signal_trampolines(frames[:len(frames) - len(callers)], callers[0]),
-            self.kernel)
+        own = cbf.read_entries(frames[:len(frames) - len(callers)], callers[0], self.kernel)
         lines, level = self._lines_one_by_one(own, 0)
         text = self._callers_text(callers, level)
         if text:
@@ -130,7 +128,7 @@ class FrameTexts:
     def _lines(self, frames, level):
         """(lines, the level after them) of frames from ``level`` on, the
         whole of a trace or its callers."""
-        frames = cbf.kernel_entries(cbf.signal_trampolines(frames), self.kernel)
+        frames = cbf.read_entries(frames, kernel=self.kernel)
         try:
             # the usual entries, without omitted frames: each text of
             # each frame a line, its level the next one
@@ -253,7 +251,7 @@ class FrameNames:
     def names(self, frames, following=None):
         """trace_names of frames, ``following`` the entry after them (the
         next part of the same trace: cbf.signal_trampolines) or None."""
-        frames = cbf.kernel_entries(cbf.signal_trampolines(frames, following), self.kernel)
+        frames = cbf.read_entries(frames, following, self.kernel)
         return list(chain.from_iterable(map(self._names.__getitem__, frames)))
 
     def _folded(self, frames):

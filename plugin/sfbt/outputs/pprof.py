@@ -118,8 +118,8 @@ class PprofProfile:
         trace = sample.trace
         ids = [self._location(frame.lookup_address, trace.images,
                               frame.__class__ is cbf.SignalTrampoline)
-               for frame in cbf.kernel_entries(cbf.signal_trampolines(trace.frames),
-                                               self._kernel(trace.images))
+               for frame in cbf.read_entries(trace.frames,
+                                             kernel=self._kernel(trace.images))
                if not isinstance(frame, cbf.Omitted)]
         if sample.cut:
             ids.append(self._cut_location())

@@ -203,24 +203,6 @@ def sfbt_command(*arguments, cwd=None):
 
 # -- GDB's side -------------------------------------------------------------------
 
-def record_taking(recorder, seconds, take):
-    """Run ``recorder`` (a perf_source.PerfRecorder) for ``seconds``, each
-    sample it reads given to ``take`` in place of its own, then close it
-    (a recording's samples kept for a test or a benchmark to walk)."""
-
-    class Signals:  # none caught: the recording runs its time
-        caught = None
-
-        def sleep(self, seconds):
-            time.sleep(seconds)
-
-    recorder._take = take
-    try:
-        recorder.run(seconds, Signals(), lambda: True)
-    finally:
-        recorder.close()
-
-
 def gdb_threads(gdb_command, arguments, directory, tail_calls=True, limit=None):
     """{tid: (thread number, [pc, ...])} of GDB (``gdb -nx -batch``) on
     ``arguments`` (``-p PID``, or an executable and a core); without
@@ -342,6 +324,24 @@ def walk_running(pid, walks, rounds, tally, start_routines=(), pause=0.0, named=
 
 
 # -- sfbt record ------------------------------------------------------------------
+
+def record_taking(recorder, seconds, take):
+    """Run ``recorder`` (a perf_source.PerfRecorder) for ``seconds``, each
+    sample it reads given to ``take`` in place of its own, then close it
+    (a recording's samples kept for a test or a benchmark to walk)."""
+
+    class Signals:  # none caught: the recording runs its time
+        caught = None
+
+        def sleep(self, seconds):
+            time.sleep(seconds)
+
+    recorder._take = take
+    try:
+        recorder.run(seconds, Signals(), lambda: True)
+    finally:
+        recorder.close()
+
 
 def run_interrupted(command, during, timeout, **options):
     """(what ``during(process)`` returned, the subprocess.CompletedProcess)

@@ -115,7 +115,8 @@ def describe(stop):
 _SFBT_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(<signal handler called>|\S+?)"
                          r"(?: at | from | \(\)|$)")
 _SFBT_THREAD = re.compile(r"^Thread \d+ \(LWP (\d+)")
-_EU_FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ (\S+)")
+#: eu-stack names no PLT stub: its frame is the address alone
+_EU_FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+(?: (\S+))?")
 _EU_THREAD = re.compile(r"^TID (\d+):")
 
 
@@ -130,7 +131,7 @@ def thread_names(text, thread, frame):
         elif line.endswith("  [tailcall]"):  # sframe-bt -v's: eu-stack makes none
             continue
         elif names is not None and frame.match(line.rsplit("  [", 1)[0]):  # -v's tag cut
-            names.append(frame.match(line.rsplit("  [", 1)[0])[1])
+            names.append(frame.match(line.rsplit("  [", 1)[0])[1] or "??")
     return {tid: names[:names.index("main") + 1] if "main" in names else names
             for tid, names in threads.items()}
 
@@ -170,10 +171,13 @@ def same_function(ours, theirs, addresses):
     frame alike but for how each names a function's own frame: a clone's
     symbol against DWARF's name, one of a function's aliases against
     another (``realloc``, ``__GI___libc_realloc``: ``addresses`` from
-    symbol_addresses), and the signal trampoline, which sfbt shows as
-    `bt` does."""
+    symbol_addresses), the signal trampoline, which sfbt shows as
+    `bt` does, and a PLT stub, which sfbt names as `bt` does (``free@plt``,
+    ``*ABS*+0x9c840@plt``) and eu-stack not at all."""
     if ours == "<signal handler called>":
         return theirs == "__restore_rt"
+    if theirs == "??":
+        return ours.endswith("@plt")
     ours, theirs = _CLONE.sub("", ours), _CLONE.sub("", theirs)
     return ours == theirs or bool(addresses.get(ours, set()) & addresses.get(theirs, set()))
 

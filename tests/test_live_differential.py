@@ -117,6 +117,35 @@ def test_recorded_stacks_name_a_library_loaded_after_the_maps_were_read(tmp_path
         assert [name for _, name in stack.frames] == ["library_spin", "main"], stack.describe()
 
 
+def test_a_thread_copied_in_a_library_loaded_after_the_maps_were_read(tmp_path):
+    """sfbt stack reads the mappings before it copies each thread: a
+    thread copied inside code mapped since (busy.c's loader, in a
+    library's initializers) had frame #0 without a name, where the library
+    was unloaded before the mappings were read again.  Once a copied
+    thread's PC is in no mapping, they are read again while it is still
+    stopped, and hold the library."""
+    from sfbt.live.process import Process
+    library = compile_library(tmp_path, "liblate.so", "O2", ["liblate.c"])
+    program = compile_program(tmp_path, "late_library", "O2", True, ["late_library.c"])
+    go = tmp_path / "go"
+    with harness.Started([program, library, go]) as running:
+        process = Process(running.pid)
+        try:
+            assert not any(m.path.endswith("/liblate.so") for m in process.mappings)
+            go.touch()
+            deadline = time.monotonic() + 30
+            while "liblate.so" not in open(f"/proc/{running.pid}/maps").read():
+                assert time.monotonic() < deadline, "liblate.so never loaded"
+                time.sleep(0.05)
+            time.sleep(0.2)  # from dlopen into library_spin
+            state = process.snapshot(running.pid, "late_library")
+            pc = state.registers[process.arch.pc]
+            holding = [m for m in process.mappings if m.start <= pc < m.end]
+            assert holding and holding[0].path.endswith("/liblate.so"), hex(pc)
+        finally:
+            process.close()
+
+
 def _one_line(result, pattern):
     assert result.returncode == 1, result.stdout
     lines = result.stderr.splitlines()

@@ -344,7 +344,13 @@ class Process:
         try:
             began = time.perf_counter()
             signal = ptrace.interrupt_and_wait(tid)
-            return self._copy(tid, name, began)
+            state = self._copy(tid, name, began)
+            if self._mapping_at(state.registers[self.arch.pc]) is None:
+                # code mapped since the mappings were read (a library in
+                # dlopen's initializers, perhaps unloaded before the last
+                # read): read them while the thread cannot leave it
+                self.reread_mappings(keep_gone=True)
+            return state
         except ptrace.ThreadGone:
             return None
         finally:

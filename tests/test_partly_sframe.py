@@ -110,8 +110,13 @@ def test_lldb_sframe_bt_equals_bt_through_the_function_without_sframe(lldb, prog
     (theirs,) = lldb_pcs(section)
     frames = stack_frames(section)
     ours = [pc for _, pc, _ in frames]
-    assert ours[:len(theirs)] == theirs and len(theirs) >= 3, section[-3000:]
-    assert [name for _, _, name in frames][:2] == ["innermost", "middle"], section[-3000:]
+    names = [name for _, _, name in frames]
+    # whichever of main and the thread reaches innermost first stops (a
+    # race): sframe-bt in LLDB ends at main, as bt does in GDB, where
+    # LLDB's frames go on to _start; in the thread both end at clone3
+    assert len(ours) >= 3 and ours == theirs[:len(ours)], section[-3000:]
+    assert names[-1] == "main" or ours == theirs, section[-3000:]
+    assert names[:2] == ["innermost", "middle"], section[-3000:]
     assert re.search(r"^#2 .*$", section, re.M)[0].endswith("[synth, partly]"), section
 
 

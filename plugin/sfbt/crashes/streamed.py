@@ -385,12 +385,26 @@ class StreamedCore:
             sp = state.registers.get(self.arch.sp)
             if sp is not None:
                 start = (sp - RED_ZONE) & -16  # not a page's start: the limits hold
-                ranges.append((start, sp + per_thread))
+                ranges.append(self._within_segment(sp, start, sp + per_thread))
         vdso = self.auxv.get(AT_SYSINFO_EHDR)
         if vdso:
-            ranges.append((vdso, vdso + MAX_VDSO_BYTES))
+            ranges.append(self._within_segment(vdso, vdso, vdso + MAX_VDSO_BYTES))
         ranges += [(m.start, m.start + PAGE) for m in self.mappings if m.offset == 0]
         return _merged(ranges)
+
+    def _within_segment(self, address, start, end):
+        """[start, end) cut to the one PT_LOAD (mapping) holding ``address``
+        or, where none holds it (a stack pointer past its stack's end, in a
+        stack overflow), the first above it: a walk reads its own stack, and
+        the mapping above a thread's stack is another's stack, or heap,
+        whose pages (untouched, most of them) would be read for nothing."""
+        i = bisect_right(self._loads, (address, float("inf"))) - 1
+        if i < 0 or self._loads[i][1] <= address:
+            i += 1
+        if i == len(self._loads):
+            return start, start
+        low, high = self._loads[i]
+        return max(start, low), min(end, high)
 
     def _read_memory(self, stack_limit, total_limit):
         """Keep the wanted memory the core holds: from the process's memory

@@ -478,6 +478,35 @@ def test_memory_from_the_held_process_is_the_streams(installed, programs, tmp_pa
     assert len({pcs[-1] for pcs, _ in stream_threads}) == 2
 
 
+def test_a_stack_of_two_mappings_from_the_held_process(installed, programs, tmp_path):
+    """From the held process the handler reads each stack only up to the
+    end of the mapping its stack pointer is in, and the rest of what it
+    keeps of the stack where a walk reads it.  `crasher split` crashes in
+    a thread whose stack is two mappings (its top 256 KiB a mapping of its
+    own), the crash in the lower one, 6 frames of 64 KiB deep: walked from
+    the held process, every frame is there (through both mappings, to
+    clone3's), as walked from the stream (which keeps 512 KiB from the
+    stack pointer up whatever the mappings); without ASLR both crashes
+    stop at the same addresses."""
+    def crashed_stack(entry):
+        shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
+        assert shown.returncode == 0, shown.stderr
+        return [pcs for _, pcs, crashed in shown_stacks(shown.stdout).values() if crashed]
+    from_stream = wait_entry(installed, crash(programs["crasher"], "split", tmp_path,
+                                              aslr=False))
+    done = run_sfbt("crashes", "install", "--store", installed)  # no --chain, --keep-core
+    assert done.returncode == 0, done.stderr
+    from_process = wait_entry(installed, crash(programs["crasher"], "split", tmp_path,
+                                               aslr=False))
+    assert from_stream["memory_from"] == "core" and from_process["memory_from"] == "process"
+    assert "stacks_cut" not in from_process
+    stream_stack, process_stack = crashed_stack(from_stream), crashed_stack(from_process)
+    # segv's 4 frames, deep's 6, deep_thread, start_thread, clone3 (shown
+    # to main's: the thread's own, past main)
+    assert len(process_stack) == 1 and len(process_stack[0]) >= 13, process_stack
+    assert process_stack == stream_stack
+
+
 def _handler(store, arguments, data):
     return subprocess.run([sys.executable, "-m", "sfbt", "crash-handler", *map(str, arguments)],
                           input=data, capture_output=True, timeout=120,

@@ -5,7 +5,9 @@
    (10 threads and 2 GB of touched memory, then segv), later (segv once
    a line is read from stdin), many N (N threads waiting, then segv),
    deep MB (segv in a thread MB megabytes of stack deep, in frames of
-   64 KiB), deepmain MB (the same on the main thread), maps N (segv with N more mappings), names (segv in a thread
+   64 KiB), deepmain MB (the same on the main thread), split (segv in a
+   thread 6 frames of 64 KiB deep in a stack of two mappings, its top
+   256 KiB a mapping of its own: the crash in the lower one), maps N (segv with N more mappings), names (segv in a thread
    whose name, and its process's, are not UTF-8).  Each crash is a few
    calls deep.  Prints "ready" first. */
 #include <pthread.h>
@@ -207,6 +209,18 @@ int main(int argc, char **argv)
         pthread_attr_init(&huge);
         pthread_attr_setstacksize(&huge, (megabytes + 64) << 20);
         pthread_create(&thread, &huge, deep_thread, (void *)(megabytes * 16));
+        pthread_join(thread, NULL);
+    } else if (!strcmp(mode, "split")) {
+        size_t size = 1 << 20, top = 256 << 10;
+        char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        pthread_attr_t split;
+        pthread_t thread;
+        if (stack == MAP_FAILED || madvise(stack + size - top, top, MADV_DONTFORK))
+            return 2; /* MADV_DONTFORK: a flag of its own, so a mapping of its own */
+        pthread_attr_init(&split);
+        pthread_attr_setstack(&split, stack, size);
+        pthread_create(&thread, &split, deep_thread, (void *)5L);
         pthread_join(thread, NULL);
     } else if (!strcmp(mode, "deepmain") && argc > 2) {
         deep(atol(argv[2]) * 16); /* on the main thread: ulimit -s must allow it */

@@ -206,6 +206,9 @@ class StreamedCore:
         #: the address of the last read that found nothing kept
         self.missed = None
         self._read_links = {}  # map_files link -> open stream or None
+        #: /proc/PID/mem of the held process, while stacks are read from it
+        self._held_memory = None
+        self._reach, self._reach_starts = [], []  # what may be read of it
         self._modules = None
         self._read_headers()
         self._read_notes()
@@ -213,7 +216,11 @@ class StreamedCore:
             self._read_thread_names()
             if not self.mappings:
                 self._read_process_mappings()
-        self._read_memory(stack_limit, total_limit)
+        try:
+            self._read_memory(stack_limit, total_limit)
+        except BaseException:
+            self.close()  # the held process's memory
+            raise
 
     # -- the stream ------------------------------------------------------------
     def _read_headers(self):
@@ -376,42 +383,65 @@ class StreamedCore:
                 name = name[:-1]
             state.name = name.decode("utf-8", "surrogateescape")
 
-    def _wanted(self, stack_limit, total_limit):
-        """[(start, end)] of memory to keep, merged."""
+    def _wanted(self, stack_limit, total_limit, own_mappings):
+        """[(start, end)] of memory to keep, merged: each thread's stack from
+        its red zone up (at most a thread's share of the limits), the vDSO,
+        the first page of each mapped file; ``own_mappings``: each stack and
+        the vDSO cut to its own mapping (_own_mapping)."""
         per_thread = max(MIN_STACK, min(stack_limit,
                                         total_limit // max(1, len(self.threads))))
+
+        def kept(address, start, end):
+            return self._own_mapping(address, start, end) if own_mappings else (start, end)
         ranges = []
         for state in self.threads:
             sp = state.registers.get(self.arch.sp)
             if sp is not None:
                 start = (sp - RED_ZONE) & -16  # not a page's start: the limits hold
-                ranges.append((start, sp + per_thread))
+                ranges.append(kept(sp, start, sp + per_thread))
         vdso = self.auxv.get(AT_SYSINFO_EHDR)
         if vdso:
-            ranges.append((vdso, vdso + MAX_VDSO_BYTES))
+            ranges.append(kept(vdso, vdso, vdso + MAX_VDSO_BYTES))
         ranges += [(m.start, m.start + PAGE) for m in self.mappings if m.offset == 0]
         return _merged(ranges)
+
+    def _own_mapping(self, address, start, end):
+        """[start, end) cut to the one PT_LOAD (mapping) holding ``address``
+        or, where none holds it (a stack pointer in a stack's guard gap, in
+        a stack overflow), the first above it.  Above a thread's stack is
+        another thread's stack, or heap: untouched pages, most of them,
+        which a walk does not read (a walk that does, from a stack pointer
+        past a guard page: _read_held)."""
+        i = bisect_right(self._loads, (address, float("inf"))) - 1
+        if i < 0 or self._loads[i][1] <= address:
+            i += 1
+        if i == len(self._loads):
+            return start, start
+        low, high = self._loads[i]
+        return max(start, low), min(end, high)
 
     def _read_memory(self, stack_limit, total_limit):
         """Keep the wanted memory the core holds: from the process's memory
         while the kernel holds the process (its threads are stopped: the
         same bytes the core is being written from), for the kernel writes
         memory in address order and a thread's stack may come after
-        gigabytes of heap; else (or where a read fails) from the stream."""
-        wanted = self._wanted(stack_limit, total_limit)
-        starts = [start for start, _ in wanted]
-        pieces = []  # (offset in the core, address, size)
-        for offset, segment_type, start, size in self._segments:
-            if segment_type != PT_LOAD:
-                continue
-            end = start + size
-            i = max(0, bisect_right(starts, start) - 1)
-            while i < len(wanted) and wanted[i][0] < end:
-                low, high = max(start, wanted[i][0]), min(end, wanted[i][1])
-                if low < high:
-                    pieces.append((offset + low - start, low, high - low))
-                i += 1
+        gigabytes of heap; else (or where a read fails) from the stream.
+        From the process, each stack is read to its own mapping's end, and
+        the rest of what is kept of it (``_reach``, the same bounds) only
+        where a walk reads it (_read_held): for 10 threads' stacks, 73 KB
+        read instead of 5 MB."""
+        reach = self._wanted(stack_limit, total_limit, False)
         if self._module_files and not self._pipe.copies:
+            try:
+                self._held_memory = os.open(f"/proc/{self.pid}/mem",
+                                            os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                pass
+        if self._held_memory is None:
+            pieces = self._core_pieces(reach)
+        else:
+            self._reach, self._reach_starts = reach, [start for start, _ in reach]
+            pieces = self._core_pieces(self._wanted(stack_limit, total_limit, True))
             wanted_count = len(pieces)
             pieces = self._read_process(pieces)
             if len(pieces) < wanted_count:
@@ -426,28 +456,57 @@ class StreamedCore:
             if found is not None:
                 state.stack_start, state.stack = found
 
+    def _core_pieces(self, wanted):
+        """[(offset in the core, address, size)] of the ``wanted`` ranges
+        the core holds."""
+        starts = [start for start, _ in wanted]
+        pieces = []
+        for offset, segment_type, start, size in self._segments:
+            if segment_type != PT_LOAD:
+                continue
+            end = start + size
+            i = max(0, bisect_right(starts, start) - 1)
+            while i < len(wanted) and wanted[i][0] < end:
+                low, high = max(start, wanted[i][0]), min(end, wanted[i][1])
+                if low < high:
+                    pieces.append((offset + low - start, low, high - low))
+                i += 1
+        return pieces
+
     def _read_process(self, pieces):
-        """Keep ``pieces`` read from /proc/PID/mem; those that could not be
-        read are returned."""
-        try:
-            memory = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return pieces
+        """Keep ``pieces`` read from the held process's memory; those that
+        could not be read are returned."""
         left = []
-        try:
-            for piece in pieces:
-                _, address, size = piece
-                try:
-                    data = os.pread(memory, size, address)
-                except OSError:
-                    data = b""
-                if len(data) == size:
-                    self._pieces.append((address, data))
-                else:
-                    left.append(piece)
-        finally:
-            os.close(memory)
+        for piece in pieces:
+            _, address, size = piece
+            try:
+                data = os.pread(self._held_memory, size, address)
+            except OSError:
+                data = b""
+            if len(data) == size:
+                self._pieces.append((address, data))
+            else:
+                left.append(piece)
         return left
+
+    def _read_held(self, address, size):
+        """``size`` bytes at ``address`` of the held process where they are
+        within what is kept of it (``_reach``), read when a walk asks for
+        them (not kept: the same bounds hold), in one mapping the core
+        holds; else None."""
+        if self._held_memory is None:
+            return None
+        i = bisect_right(self._reach_starts, address) - 1
+        if i < 0 or address + size > self._reach[i][1]:
+            return None
+        i = bisect_right(self._loads, (address, float("inf"))) - 1
+        if i < 0 or address + size > self._loads[i][1]:
+            return None
+        try:
+            data = os.pread(self._held_memory, size, address)
+        except OSError:
+            return None
+        return data if len(data) == size else None
 
     def drain(self):
         """Read the rest of the core (the kernel waits for it)."""
@@ -468,6 +527,9 @@ class StreamedCore:
             start, data = found
             if address + size <= start + len(data):
                 return data[address - start:address - start + size]
+        data = self._read_held(address, size)
+        if data is not None:
+            return data
         i = bisect_right(self._readonly, (address, float("inf"))) - 1
         if i >= 0 and address + size <= self._readonly[i][1]:
             for mapping in self.mappings:
@@ -546,3 +608,6 @@ class StreamedCore:
             if stream:
                 stream.close()
         self._read_links.clear()
+        if self._held_memory is not None:
+            os.close(self._held_memory)
+            self._held_memory = None

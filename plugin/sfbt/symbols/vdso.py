@@ -8,8 +8,6 @@ the archive's kernel is the running one (sfbt.symbols.kallsyms)."""
 
 from __future__ import annotations
 
-import ctypes
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional
@@ -28,7 +26,9 @@ MAX_MAPS_BYTES = 1 << 22
 
 def own_vdso() -> bytes:
     """The bytes of sfbt's own vDSO, or b"" where it has none (or one
-    larger than MAX_VDSO_BYTES)."""
+    larger than MAX_VDSO_BYTES).  ctypes is imported here, not with the
+    module: the crash handler imports the module for its names only."""
+    import ctypes
     try:
         with open("/proc/self/maps", "rb") as maps:
             listed = maps.read(MAX_MAPS_BYTES)

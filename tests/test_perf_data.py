@@ -401,8 +401,9 @@ def _kernel_functions():
 
 def _per_thread_stacks(data, comms, alias, environment=None):
     """{comm: Counter of stacks} of perf script's (all its samples counted
-    too) and sfbt fold --per-thread's, each name through ``alias``; both
-    run in ``environment`` added to ours."""
+    too) and sfbt fold --per-thread's (those it cut left out, but in the
+    dynamic linker's start, under [cut]), each name through ``alias``;
+    both run in ``environment`` added to ours."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
                             capture_output=True, text=True, timeout=300, check=True,
                             env=dict(os.environ, **(environment or {}))).stdout
@@ -427,7 +428,11 @@ def _per_thread_stacks(data, comms, alias, environment=None):
         total += int(count)
         thread, *names = stack.split(";")
         comm = thread.split(" (", 1)[0]
-        if comm in sfbt and names[0] != "[cut]":
+        # a stack sfbt says is cut is no stack (the counts then differ from
+        # perf's), but in the dynamic linker's first function: its _start
+        # has no CFI, the walk reads on past the stack's copy there (a new
+        # process's environment above it), and perf too ends at _start
+        if comm in sfbt and (names[0] != "[cut]" or names[1:3] == ["_start", "_dl_start"]):
             sfbt[comm][tuple(alias(name) for name in names)] += int(count)
     return perf, samples, sfbt, total
 

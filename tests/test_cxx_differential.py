@@ -143,7 +143,8 @@ def test_plugin_bt_equals_gdb_alone(gdb, cxx_big):
 # -- sfbt stack -------------------------------------------------------------------------
 
 _EU_THREAD = re.compile(r"^TID (\d+):")
-_EU_FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+ (.+)$")
+#: eu-stack names no PLT stub: its frame is the address alone ("??" here)
+_EU_FRAME = re.compile(r"^#\d+\s+0x[0-9a-f]+(?: (.+))?$")
 
 
 def _eu_stack_names(text):
@@ -152,7 +153,7 @@ def _eu_stack_names(text):
     for line in text.splitlines():
         found = _EU_FRAME.match(line)
         if found:
-            names.append(found[1].strip())
+            names.append((found[1] or "??").strip())
     return names[:names.index("main") + 1] if "main" in names else names
 
 
@@ -160,7 +161,10 @@ def _as_eu_stack_names(mine, its):
     """Whether eu-stack's name ``its`` is GDB's ``mine`` as the demangler
     prints the linkage name: with its parameters, and a template
     function's return type before it (``long app::apply<...>(..., long)``
-    where GDB prints ``app::apply<...>``)."""
+    where GDB prints ``app::apply<...>``), or, for a PLT stub GDB names
+    (``operator new(unsigned long)@plt``), none."""
+    if its == "??":
+        return mine.endswith("@plt")
     return re.fullmatch(r"(?:.+ )?" + re.escape(mine) + r"(?:\(.*\)(?: const)?)?", its) \
         is not None
 

@@ -29,6 +29,9 @@ STOP_NOT_UP = "frame did not move up the stack (corrupt stack?)"
 STOP_LOOP = "previous frame identical to this frame (corrupt stack?)"
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
+#: addresses of one file whose step plans (and signal trampoline answers)
+#: are shared between module maps at most (ModuleMap.file_plans)
+MAX_FILE_STEP_PLANS = 1 << 16
 _PAGE = 0x1000
 _PAGE_START = ~(_PAGE - 1)
 _PAGE_OFFSET = _PAGE - 1
@@ -199,19 +202,32 @@ class Unwinder:
         cache = self._stopped_trampolines if interrupted else self._return_trampolines
         found = cache.get(pc)
         if found is None:
-            code = layout.code
-            if not interrupted:
-                found = self._code_at(pc, code)
-            else:
-                try:  # the code starts at most len(code) bytes before pc
-                    found = code in self.read(pc - len(code), 2 * len(code))
-                except TargetMemoryError:  # it may start or end a mapping
-                    found = any(self._code_at(start, code)
-                                for start in range(pc - len(code), pc + 1))
-            if self.module_map.module_for(pc) is not None:
+            module = self.module_map.module_for(pc)
+            shared = None if module is None else \
+                self.module_map.file_plans(module, self.arch.name)
+            if shared is not None:  # a module's code is its file's
+                shared = shared.stopped_trampolines if interrupted \
+                    else shared.return_trampolines
+                found = shared.get(pc - module.load_bias)
+            if found is None:
+                found = self._trampoline_code_at(pc, interrupted, layout.code)
+                if shared is not None and len(shared) < MAX_FILE_STEP_PLANS:
+                    shared[pc - module.load_bias] = found
+            if module is not None:
                 cache = kept
             cache[pc] = found
         return found
+
+    def _trampoline_code_at(self, pc, interrupted, code):
+        """Whether the code at ``pc`` is the signal trampoline's ``code``:
+        starting there (a return address), or holding pc (a PC where
+        execution stopped)."""
+        if not interrupted:
+            return self._code_at(pc, code)
+        try:  # the code starts at most len(code) bytes before pc
+            return code in self.read(pc - len(code), 2 * len(code))
+        except TargetMemoryError:  # it may start or end a mapping
+            return any(self._code_at(start, code) for start in range(pc - len(code), pc + 1))
 
     def _code_at(self, address, code):
         try:
@@ -407,11 +423,21 @@ class Unwinder:
 
     def _step_plan(self, address):
         """Find and keep what the step needs at lookup address ``address``
-        by the module map's rows (see _step_plans)."""
+        by the module map's rows (see _step_plans), or as planned already
+        at that address of the module's file in another map
+        (ModuleMap.file_plans: a new process maps the same libc)."""
+        module_map = self.module_map
+        module = module_map.module_for(address)
+        shared = None if module is None else module_map.file_plans(module, self.arch.name)
+        if shared is not None:
+            shared = shared.steps
+            planned = shared.get(address - module.load_bias)
+            if planned is not None:
+                found = self._step_plans[address] = (module, *planned)
+                return found
         try:
-            module, row, how = self._steps.get(address) or self.module_map.step_for(address)
+            module, row, how = self._steps.get(address) or module_map.step_for(address)
         except SFrameError as error:
-            module = self.module_map.module_for(address)
             raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
         if row is None:
             found = (module, None, how, (), None)
@@ -420,6 +446,8 @@ class Unwinder:
             saved = self._saved_ops(module, address) if how == SYNTH else ()
             found = (module, plan, how, saved, self._window(plan, saved))
         self._step_plans[address] = found
+        if shared is not None and len(shared) < MAX_FILE_STEP_PLANS:
+            shared[address - module.load_bias] = found[1:]
         return found
 
     def _window(self, plan, saved):

@@ -445,7 +445,8 @@ class ModuleMap:
 
     def step_plans(self, arch_name: str) -> Dict[int, tuple]:
         """{lookup address: (module, RowPlan or None, how, the registers
-        DWARF CFI gives, how the words at CFA + k are read at once)}, the
+        DWARF CFI leaves unchanged, those it gives otherwise, how the words
+        at CFA + k are read at once)}, the
         walk's memo of all a step needs at an
         address (unwind.walk), as synthesis is now on or off."""
         key = (arch_name, getattr(self.sources, "synthesize", True))

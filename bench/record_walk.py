@@ -16,6 +16,13 @@ rounds' paired ratios (bench/pairing.py).  Both trees must walk every
 sample to the same frames: the replays print a digest of the walks,
 compared, and how many reached the outermost frame.
 
+Then the same in real recordings: `sfbt record -p` of each tree in turn
+on the same busy.c (2 busy threads) at 99 Hz, its processor time over a
+window of S seconds once it sampled for 1 s (its start-up, its first
+walks left out), over the samples it took in the window (its rate, from
+its summary, times S): the ring's records, the walk, the encoding and
+the collector, all a recording spends per sample.
+
 Run: python3 bench/record_walk.py --baseline DIR [--rounds N] [--seconds S]
 (DIR: a checkout of the tree to compare with, e.g. `git worktree add`)."""
 
@@ -23,6 +30,7 @@ import argparse
 import hashlib
 import os
 import pickle
+import re
 import shutil
 import statistics
 import subprocess
@@ -105,6 +113,34 @@ def replay(pid, path):
     recorder.close()
 
 
+SUMMARY = re.compile(r"in (\d+) samples over ([\d.]+) s")
+
+
+def recording(tree, pid, args, work):
+    """A function that records process ``pid`` with the sfbt of ``tree``
+    and gives its ms of CPU per sample in a window of args.seconds."""
+    from record import environment, recorder_window, run_time
+
+    env = environment(str(work / f"pycache-{tree.parent.name}"))
+    env["PYTHONPATH"] = str(tree)
+    command = [sys.executable, "-m", "sfbt", "record", "-p", str(pid), "--hz", "99",
+               "-o", str(work / "live.sfbt")]
+
+    def window(recorder_pid):
+        before, began = run_time(recorder_pid), time.monotonic()
+        time.sleep(args.seconds)
+        return run_time(recorder_pid) - before, time.monotonic() - began
+
+    def run():
+        (used, seconds), out, _ = recorder_window(command, 1.0, window, env)
+        found = SUMMARY.search(out)
+        if found is None:
+            raise SystemExit(f"unexpected sfbt record output: {out!r}")
+        rate = int(found[1]) / float(found[2])
+        return used / (rate * seconds) * 1e3
+    return run
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", required=True, help="a checkout of the tree to compare")
@@ -166,6 +202,13 @@ def main():
         same = digests["this tree"] == digests["baseline"] and len(digests["baseline"]) == 1
         print(f"walks {'identical' if same else 'DIFFER'}; reached the outermost frame: "
               + ", ".join(f"{name} {min(shares) * 100:.1f}%" for name, shares in complete.items()))
+        live = paired_ratios(args.rounds, recording(trees["this tree"], target.pid, args, work),
+                             recording(trees["baseline"], target.pid, args, work))
+        print(f"ms of CPU per sample recording (sfbt record -p, {args.seconds:g} s windows), "
+              f"median of {args.rounds} rounds: this tree {statistics.median(live.ours):.3f}, "
+              f"baseline {statistics.median(live.anchor):.3f}; baseline / this tree "
+              f"{1 / live.ratio:.2f} (median of paired ratios, range "
+              f"{1 / max(live.ratios):.2f}-{1 / min(live.ratios):.2f})")
     finally:
         if target is not None:
             os.killpg(target.pid, 9)

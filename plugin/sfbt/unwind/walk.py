@@ -202,14 +202,18 @@ class Unwinder:
         found = cache.get(pc)
         if found is None:
             module = self.module_map.module_for(pc)
-            shared = None if module is None else \
-                self.module_map.file_plans(module, self.arch.name)
-            if shared is not None:  # a module's code is its file's
+            code = layout.code
+            # a module's code is its file's: the answer is shared where the
+            # bytes it reads lie in the module
+            shared = None if module is None or not (
+                module.start <= pc - len(code) and pc + len(code) <= module.end) \
+                else self.module_map.file_plans(module, self.arch.name)
+            if shared is not None:
                 shared = shared.stopped_trampolines if interrupted \
                     else shared.return_trampolines
                 found = shared.get(pc - module.load_bias)
             if found is None:
-                found = self._trampoline_code_at(pc, interrupted, layout.code)
+                found = self._trampoline_code_at(pc, interrupted, code)
                 if shared is not None and len(shared) < MAX_FILE_STEP_PLANS:
                     shared[pc - module.load_bias] = found
             if module is not None:

@@ -3,9 +3,9 @@
 import struct
 
 from sframe_samples import FP, SP
-from synthetic import SyntheticTarget
+from synthetic import SyntheticTarget, _GivenSections
 from sfbt.arch import AARCH64, S390X, X86_64
-from sfbt.unwind.modules import ModuleMap
+from sfbt.unwind.modules import ModuleMap, SFrameSource, SFrameSources
 from sfbt.sframe import (FrameRowEntry, FunctionEntry, Location, SFrameSection,
                          write_section)
 from sfbt.sframe import constants as C
@@ -305,3 +305,91 @@ def test_sframe_read_from_memory_when_the_file_is_gone():
     assert source.describe() == "SFrame v3, 4 FDEs, from memory"
     found, row = module_map.row_for(bias + 0x1104)
     assert found is module and row.cfa == Location(6, 16, False)
+
+
+class _SharedSections:
+    """Sources that give each module's section as read from a file
+    (``made_from``: what it was read from, by path) and share the frame
+    step's plans of each file through one SFrameSources, as `sfbt record`'s
+    one SFrameSources does between its processes."""
+
+    synthesize = False
+
+    def __init__(self, sections, made_from, shared):
+        self._sections = sections
+        self._made_from = made_from
+        self.shared = shared
+
+    def for_module(self, module, target=None):
+        return SFrameSource(self._sections[module.path], "file",
+                            made_from=self._made_from[module.path])
+
+    own = for_module
+
+    def step_plans(self, module, source, arch_name):
+        return self.shared.step_plans(module, source, arch_name)
+
+
+def _amd64_process(load_bias, section, sources=None):
+    """build_amd64_stack's program and stack, the program loaded at
+    ``load_bias``: (target, its module map over ``sources``, None: a
+    module map that shares nothing)."""
+    stack = 0x7FFF0000
+    leaf_cfa = stack + 48
+    work_rbp = leaf_cfa + 16
+    main_rbp = work_rbp + 64
+    target = SyntheticTarget(X86_64, {RSP: stack, RBP: work_rbp, RIP: load_bias + 0x1210}, [])
+    module = Module("prog", load_bias, load_bias + 0x1000, load_bias + 0x2000,
+                    build_id="prog")
+    target._modules = [module]
+    target.write_word(leaf_cfa - 8, load_bias + 0x1120)
+    target.write_word(work_rbp, main_rbp)
+    target.write_word(work_rbp + 8, load_bias + 0x1030)
+    target.write_word(main_rbp, 0)
+    target.write_word(main_rbp + 8, load_bias + 0x1305)
+    if sources is None:
+        return target, ModuleMap([module], target, _GivenSections({"prog": section}))
+    return target, ModuleMap([module], target, sources)
+
+
+def test_step_plans_are_shared_per_file_and_checked_against_it():
+    """A second process that maps the same file (elsewhere) takes the step's
+    plans of its addresses from the first's (one SFrameSources for both,
+    as under `sfbt record -a`), and walks to the frames a walk that shares
+    nothing finds; a file read from elsewhere (another inode, or the file
+    changed: its rows differ) is planned anew, by its own rows."""
+    section = amd64_program()
+    file_key = ("file", 1, 100, 4096, 1)
+    shared = SFrameSources()
+    sources = _SharedSections({"prog": section}, {"prog": file_key}, shared)
+    target, first = _amd64_process(0, section, sources)
+    frames, stop = Unwinder(target, first).walk()
+    assert [f.pc for f in frames] == [0x1210, 0x1120, 0x1030, 0x1305]
+    plans = shared.step_plans(first.modules[0], sources.for_module(first.modules[0]),
+                              X86_64.name)
+    assert set(plans.steps) == {0x1210, 0x111f, 0x102f, 0x1304}  # relative to the file
+    assert first.steps()  # planned from its rows
+    bias = 0x5550000
+    target, second = _amd64_process(bias, section, sources)
+    again, again_stop = Unwinder(target, second).walk()
+    alone, alone_stop = Unwinder(*_amd64_process(bias, section)).walk()
+    assert [(f.pc, f.cfa, f.how, f.registers) for f in again] == \
+        [(f.pc, f.cfa, f.how, f.registers) for f in alone]
+    assert [f.pc for f in again] == [bias + pc for pc in (0x1210, 0x1120, 0x1030, 0x1305)]
+    assert again_stop == alone_stop == stop == "outermost frame"
+    assert not second.steps()  # every plan taken from the first process's
+    assert again[1].data_module is second.modules[0]
+    # the same path and load address, another file: leaf's frame now 16
+    # bytes larger (CFA = rsp + 64), so its caller's RA is read elsewhere
+    changed = SFrameSection(3, C.ABI_AMD64_LE, [
+        section.functions[0], section.functions[1],
+        FunctionEntry(0x1200, 0x20, [FrameRowEntry(0, SP, (8,)), FrameRowEntry(4, SP, (64,))]),
+        section.functions[3]])
+    other = _SharedSections({"prog": changed}, {"prog": ("file", 1, 101, 4096, 2)}, shared)
+    target, third = _amd64_process(0, changed, other)
+    target.write_word(0x7FFF0000 + 56, 0x1130)  # the RA where the changed row puts it
+    walked, _ = Unwinder(target, third).walk()
+    assert [f.pc for f in walked][:2] == [0x1210, 0x1130]
+    assert third.steps()  # planned from its own rows, not the first file's
+    _, plan, *_ = third.step_plans(X86_64.name)[0x1210]
+    assert plan.cfa_offset == 64

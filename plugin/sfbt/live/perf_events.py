@@ -207,7 +207,9 @@ class Sample:
     #: DWARF register number -> value; empty for a kernel thread or the
     #: idle task (no user registers)
     registers: dict
-    stack: bytes  # the user stack from the stack pointer up
+    #: the user stack from the stack pointer up (from the ring: a view of
+    #: the bytes read, not a copy of its own)
+    stack: bytes
     #: whether the copy took all the bytes asked for (the stack may go on
     #: above it) rather than ending where the stack's mapping ends
     full: bool
@@ -343,6 +345,7 @@ def records(data, sample_type=SAMPLE_TYPE):
     n_regs = len(REGS_DWARF)
     regs_struct = struct.Struct(f"<{n_regs}Q")
     at, end = 0, len(data)
+    view = memoryview(data)  # a sample's stack is sliced from it, not copied
     while at + 8 <= end:
         kind, misc, size = _HEADER.unpack_from(data, at)
         if size < 8 or at + size > end:
@@ -376,7 +379,7 @@ def records(data, sample_type=SAMPLE_TYPE):
                 if place + copied + 8 > at:
                     continue
                 dynamic = _U64.unpack_from(data, place + copied)[0]
-                stack = data[place:place + min(dynamic, copied)]
+                stack = view[place:place + min(dynamic, copied)]
                 full = dynamic >= copied
             yield Sample(pid, tid, when, registers, stack, full, kernel)
         elif kind == RECORD_MMAP2 and size >= 8 + _MMAP2_RECORD.size:

@@ -20,6 +20,7 @@ the vDSO).  A walk that needed the stack above the copy (``--stack-size``
 was too small for it) is stored as truncated, not as a complete stack."""
 
 import errno
+import gc
 import heapq
 import os
 import signal
@@ -168,7 +169,7 @@ def walk_sample(writer, sampled, sample):
     sp = sample.registers.get(sampled.session.arch.sp, 0)
     start = sp & -COPY_ALIGN  # the walk reads whole pages: the one of SP from the copy
     state = ThreadState(sample.tid, "", sample.registers, start,
-                        bytes(sp - start) + sample.stack)
+                        bytes(sp - start) + sample.stack)  # one copy (the stack is a view)
     frames, stop, cut = _walk_copy(writer, sampled, state)
     return frames, stop, cut and sample.full
 
@@ -343,6 +344,19 @@ class PerfRecorder:
                    for _, ring in self.rings]
         ordered = batches[0] if len(batches) == 1 else \
             heapq.merge(*batches, key=lambda record: getattr(record, "time", 0))
+        # The collector runs once after the batch, not every few hundred
+        # objects within it: most of what a sample makes (frames, their
+        # registers) is dropped at the thread's next sample, which a
+        # collection in between would have scanned and moved on.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._take_records(ordered)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _take_records(self, ordered):
         for record in ordered:
             if isinstance(record, Sample):
                 self._take(record)

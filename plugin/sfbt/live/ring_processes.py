@@ -12,7 +12,8 @@ id) is read once for the machine (ModuleFiles), as its SFrame rows and
 symbols are (SFrameSources, the Describer's caches)."""
 
 import os
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from operator import attrgetter
 
 from ..elf import read_elf
 from ..errors import TargetMemoryError
@@ -23,6 +24,7 @@ from .mappings import (VDSO, Mapping, file_modules, load_bias, mappings_of, read
 #: files kept open to read their mapped bytes at most (the least recently
 #: opened closed first)
 MAX_OPEN_FILES = 64
+_START = attrgetter("start")
 
 
 class ModuleFiles:
@@ -135,18 +137,24 @@ class RingProcess:
         its segments over it)."""
         start, end = record.start, record.start + record.length
         path = record.path if record.path.startswith(("/", "[")) else ""
-        kept = []
-        for old in self.mappings:
-            if old.end <= start or old.start >= end:
-                kept.append(old)
-                continue
+        mappings = list(self.mappings)  # sorted, none overlapping another
+        # those it overlaps: from the one that holds its start (if any) to
+        # the last that starts before its end (found by bisection: a
+        # process maps dozens of files, each a few records, at its start)
+        first = bisect_right(mappings, start, key=_START)
+        if first and mappings[first - 1].end > start:
+            first -= 1
+        last = bisect_left(mappings, end, key=_START)
+        parts = []
+        for old in mappings[first:last]:
             if old.start < start:
-                kept.append(_part(old, old.start, start))
+                parts.append(_part(old, old.start, start))
             if old.end > end:
-                kept.append(_part(old, end, old.end))
-        kept.append(Mapping(start, end, True, record.writable, record.offset, path,
-                            record.device, record.inode))
-        self._set_mappings(sorted(kept, key=lambda m: m.start))
+                parts.append(_part(old, end, old.end))
+        parts.append(Mapping(start, end, True, record.writable, record.offset, path,
+                             record.device, record.inode))
+        mappings[first:last] = sorted(parts, key=_START)
+        self._set_mappings(mappings)
         if path.startswith("/") or path == VDSO:  # its modules may change (not its heap)
             self.session = None
 

@@ -7,6 +7,7 @@ it.  The sources (``record``: ptrace; ``perf_source``: perf events) only
 say what a sample is."""
 
 import time
+from operator import attrgetter
 
 from ..archive import cbf
 from ..archive.recording import SAMPLE
@@ -17,6 +18,11 @@ from ..unwind.walk import STOP_LIMIT
 
 #: how often a recording's samples are written out
 FLUSH_INTERVAL = 0.5
+#: a frame's kind in CBF, by whether it was interrupted (a PC where
+#: execution stopped) or not (a return address)
+_KINDS = ("ra", "pc")
+_INTERRUPTED = attrgetter("interrupted")
+_PC = attrgetter("pc")
 
 
 def sampling_rounds(start, duration, signals, flush):
@@ -92,7 +98,9 @@ class SampleWriter:
         (cbf.signal_trampolines)."""
         truncated = cut or stop == STOP_LIMIT
         # (kind, address) pairs: what cbf.encode writes, and the trace's key
-        written = [("pc" if frame.interrupted else "ra", frame.pc) for frame in frames]
+        # (made in C: map and zip, no Python step per frame)
+        written = list(zip(map(_KINDS.__getitem__, map(_INTERRUPTED, frames)),
+                           map(_PC, frames)))
         key = (truncated, kernel, *written)
         trace_id = self._trace_ids.get(key)
         if trace_id is None:

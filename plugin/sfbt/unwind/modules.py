@@ -104,6 +104,28 @@ class SFrameSource:
 
 NONE = SFrameSource(None, "none")
 
+#: files whose frame-step plans SFrameSources keeps at most
+MAX_PLANNED_FILES = 512
+
+
+class FilePlans:
+    """What the frame step (unwind.walk) found at addresses of one file,
+    each relative to where the file is loaded (its load bias): kept for
+    every process and stop that maps the file (SFrameSources.step_plans),
+    at most walk.MAX_FILE_STEP_PLANS addresses each (the walk adds no
+    more)."""
+
+    __slots__ = ("steps", "return_trampolines", "stopped_trampolines")
+
+    def __init__(self) -> None:
+        #: {lookup address: the step's plan there but the module
+        #: (Unwinder._step_plan)}
+        self.steps: Dict[int, tuple] = {}
+        #: {address: whether it is in the signal trampoline}, as a return
+        #: address and where execution stopped (Unwinder.is_signal_trampoline)
+        self.return_trampolines: Dict[int, bool] = {}
+        self.stopped_trampolines: Dict[int, bool] = {}
+
 
 def _cache_key(module: Module) -> SourceKey:
     """What the module's data is read from: the image it carries, else its
@@ -141,10 +163,36 @@ class SFrameSources:
         self.synthesize = synthesize
         self._own: Dict[SourceKey, SFrameSource] = {}
         self._synthesized: Dict[SourceKey, SFrameSource] = {}
+        #: (what a module's data was read from, architecture, synthesize)
+        #: -> what the frame step found in that file
+        self._step_plans: Dict[Tuple[SourceKey, str, bool], FilePlans] = {}
 
     def clear(self) -> None:
         self._own.clear()
         self._synthesized.clear()
+        self._step_plans.clear()
+
+    def step_plans(self, module: Module, source: SFrameSource,
+                   arch_name: str) -> Optional[FilePlans]:
+        """What the frame step found at addresses of ``module``'s file
+        (FilePlans), shared by every ModuleMap over these sources that
+        maps the same file, as its rows are (each process `sfbt record -a`
+        meets maps libc), under what ``source`` (the module's data) was
+        read from: None where that is neither a file nor an image the
+        module carries.  At most MAX_PLANNED_FILES files are kept (the
+        first planned dropped first)."""
+        made_from = source.made_from
+        if made_from is None:
+            if module.image is None:
+                return None
+            made_from = _cache_key(module)
+        key = (made_from, arch_name, self.synthesize)
+        plans = self._step_plans.get(key)
+        if plans is None:
+            if len(self._step_plans) >= MAX_PLANNED_FILES:
+                del self._step_plans[next(iter(self._step_plans))]
+            plans = self._step_plans[key] = FilePlans()
+        return plans
 
     def for_module(self, module: Module, target: Optional[Target] = None) -> SFrameSource:
         """The module's own SFrame data, else (when synthesis is on) rows
@@ -336,6 +384,7 @@ class ModuleMap:
         self._rules: Dict[Tuple[Module, int], Optional[RegisterRules]] = {}
         self._plans: Dict[str, Dict[int, "RowPlan"]] = {}
         self._step_plans: Dict[Tuple[str, bool], Dict[int, tuple]] = {}
+        self._file_plans: Dict[Tuple[int, str], Tuple[Module, Optional[FilePlans]]] = {}
         self._rule_registers: Optional[List[int]] = None
         #: {return address in a module: whether it is the first byte of
         #: the signal trampoline}, and {pc in a module where execution
@@ -396,11 +445,25 @@ class ModuleMap:
 
     def step_plans(self, arch_name: str) -> Dict[int, tuple]:
         """{lookup address: (module, RowPlan or None, how, the registers
-        DWARF CFI gives, how the words at CFA + k are read at once)}, the
+        DWARF CFI leaves unchanged, those it gives otherwise, how the words
+        at CFA + k are read at once)}, the
         walk's memo of all a step needs at an
         address (unwind.walk), as synthesis is now on or off."""
         key = (arch_name, getattr(self.sources, "synthesize", True))
         return self._step_plans.setdefault(key, {})
+
+    def file_plans(self, module: Module, arch_name: str) -> Optional[FilePlans]:
+        """What the frame step found in ``module``'s file, shared with the
+        other maps over the same sources (SFrameSources.step_plans), or
+        None (not shared: the step keeps its plans in step_plans alone)."""
+        key = (module.start, arch_name)  # an int's hash, not a Module's
+        kept = self._file_plans.get(key)
+        if kept is None or kept[0] is not module:
+            shared = getattr(self.sources, "step_plans", None)
+            kept = self._file_plans[key] = (module, (
+                None if shared is None or self._target is None
+                else shared(module, self.source_for(module), arch_name)))
+        return kept[1]
 
     def step_for(self, pc: int) -> Step:
         """(module, FrameRow or None, how: SFRAME, FLEX or SYNTH) for

@@ -29,6 +29,9 @@ STOP_NOT_UP = "frame did not move up the stack (corrupt stack?)"
 STOP_LOOP = "previous frame identical to this frame (corrupt stack?)"
 
 _MASK64 = 0xFFFFFFFFFFFFFFFF
+#: addresses of one file whose step plans (and signal trampoline answers)
+#: are shared between module maps at most (ModuleMap.file_plans)
+MAX_FILE_STEP_PLANS = 1 << 16
 _PAGE = 0x1000
 _PAGE_START = ~(_PAGE - 1)
 _PAGE_OFFSET = _PAGE - 1
@@ -36,7 +39,6 @@ _PAGE_OFFSET = _PAGE - 1
 _SAVED_AT = "saved at CFA + offset"
 _IN_REGISTER = "in a register"
 _CFA_PLUS = "CFA + offset"
-_IN_WINDOW = "saved at CFA + offset, read with the others"  # Unwinder._window
 
 
 class UnwindStop(SfbtError):
@@ -133,9 +135,9 @@ class Unwinder:
                                    + {4: "I", 8: "Q"}[arch.pointer_size]).unpack_from
         self._steps = module_map.steps()
         self._plans = module_map.plans(arch.name)  # id(row) -> its RowPlan
-        #: lookup address -> (module, RowPlan or None, how, saved, window):
-        #: all the step needs of the address, found once (``saved``:
-        #: _saved_ops; ``window``: _window)
+        #: lookup address -> (module, RowPlan or None, how, unchanged, saved,
+        #: window): all the step needs of the address, found once
+        #: (``unchanged``, ``saved``: _saved_ops; ``window``: _window)
         self._step_plans = module_map.step_plans(arch.name)
         self._sp, self._pc, self._fp, self._ra = arch.sp, arch.pc, arch.fp, arch.ra
         self._sp_from_cfa = arch.sp_from_cfa
@@ -199,19 +201,36 @@ class Unwinder:
         cache = self._stopped_trampolines if interrupted else self._return_trampolines
         found = cache.get(pc)
         if found is None:
+            module = self.module_map.module_for(pc)
             code = layout.code
-            if not interrupted:
-                found = self._code_at(pc, code)
-            else:
-                try:  # the code starts at most len(code) bytes before pc
-                    found = code in self.read(pc - len(code), 2 * len(code))
-                except TargetMemoryError:  # it may start or end a mapping
-                    found = any(self._code_at(start, code)
-                                for start in range(pc - len(code), pc + 1))
-            if self.module_map.module_for(pc) is not None:
+            # a module's code is its file's: the answer is shared where the
+            # bytes it reads lie in the module
+            shared = None if module is None or not (
+                module.start <= pc - len(code) and pc + len(code) <= module.end) \
+                else self.module_map.file_plans(module, self.arch.name)
+            if shared is not None:
+                shared = shared.stopped_trampolines if interrupted \
+                    else shared.return_trampolines
+                found = shared.get(pc - module.load_bias)
+            if found is None:
+                found = self._trampoline_code_at(pc, interrupted, code)
+                if shared is not None and len(shared) < MAX_FILE_STEP_PLANS:
+                    shared[pc - module.load_bias] = found
+            if module is not None:
                 cache = kept
             cache[pc] = found
         return found
+
+    def _trampoline_code_at(self, pc, interrupted, code):
+        """Whether the code at ``pc`` is the signal trampoline's ``code``:
+        starting there (a return address), or holding pc (a PC where
+        execution stopped)."""
+        if not interrupted:
+            return self._code_at(pc, code)
+        try:  # the code starts at most len(code) bytes before pc
+            return code in self.read(pc - len(code), 2 * len(code))
+        except TargetMemoryError:  # it may start or end a mapping
+            return any(self._code_at(start, code) for start in range(pc - len(code), pc + 1))
 
     def _code_at(self, address, code):
         try:
@@ -271,7 +290,7 @@ class Unwinder:
             found = self._step_plans.get(address)
             if found is None:
                 found = self._step_plan(address)
-            module, plan, how, saved, window = found
+            module, plan, how, unchanged, saved, window = found
             if plan is None:
                 return None
         else:
@@ -279,7 +298,7 @@ class Unwinder:
             if row is None:
                 return None
             plan = self._plan(row)
-            saved = self._saved_ops(module, address) if how == SYNTH else ()
+            unchanged, saved = self._saved_ops(module, address) if how == SYNTH else ((), ())
         (ends, cfa_register, cfa_offset, cfa_deref, ra_saved_at, ra_rule, fp_saved_at,
          fp_rule, mangled_ra) = plan.step
         if ends is not None:
@@ -304,7 +323,7 @@ class Unwinder:
         words = None
         popped = 0  # the window's words below SP (see below)
         if window is not None:  # every word read at CFA + k, in one read
-            low, size, unpack, ra_at, fp_at, window_saved = window
+            low, size, unpack, ra_at, fp_at, window_saved, in_window = window
             try:
                 words = unpack(self.read((cfa + low) & _MASK64, size))
             except TargetMemoryError:  # read a word at a time: which fails matters
@@ -327,10 +346,23 @@ class Unwinder:
         if mangled_ra:
             ra = self.arch.strip_return_address(ra, self._virtual_address_bits())
         registers = {sp_number: caller_sp, self._pc: ra}
+        get = known.get
+        for number in unchanged:  # none of SP, PC, FP and RA
+            value = get(number)
+            if value is not None:
+                registers[number] = value
         # A register "saved" below SP was popped by the frame's epilogue
         # already (GCC's CFI keeps the save rule until the return): the
         # frame's register holds the caller's value again, which a stack
         # copied from SP up (perf's) does not have.
+        if words is not None:
+            if popped:
+                for number, index in in_window:
+                    registers[number] = get(number, words[index]) if index < popped \
+                        else words[index]
+            else:
+                for number, index in in_window:
+                    registers[number] = words[index]
         for number, kind, operand in saved:  # none of SP, PC, FP and RA
             if kind is _SAVED_AT:
                 at = (cfa + operand) & _MASK64
@@ -340,10 +372,6 @@ class Unwinder:
                         value = read_word(at)
                     except TargetMemoryError:
                         continue
-            elif kind is _IN_WINDOW:
-                value = words[operand]
-                if operand < popped:
-                    value = known.get(number, value)
             elif kind is _IN_REGISTER:
                 value = known.get(operand)
                 if value is None:
@@ -407,19 +435,31 @@ class Unwinder:
 
     def _step_plan(self, address):
         """Find and keep what the step needs at lookup address ``address``
-        by the module map's rows (see _step_plans)."""
+        by the module map's rows (see _step_plans), or as planned already
+        at that address of the module's file in another map
+        (ModuleMap.file_plans: a new process maps the same libc)."""
+        module_map = self.module_map
+        module = module_map.module_for(address)
+        shared = None if module is None else module_map.file_plans(module, self.arch.name)
+        if shared is not None:
+            shared = shared.steps
+            planned = shared.get(address - module.load_bias)
+            if planned is not None:
+                found = self._step_plans[address] = (module, *planned)
+                return found
         try:
-            module, row, how = self._steps.get(address) or self.module_map.step_for(address)
+            module, row, how = self._steps.get(address) or module_map.step_for(address)
         except SFrameError as error:
-            module = self.module_map.module_for(address)
             raise UnwindStop(f"bad SFrame data in {module.path}: {error}") from None
         if row is None:
-            found = (module, None, how, (), None)
+            found = (module, None, how, (), (), None)
         else:
             plan = self._plan(row)
-            saved = self._saved_ops(module, address) if how == SYNTH else ()
-            found = (module, plan, how, saved, self._window(plan, saved))
+            unchanged, saved = self._saved_ops(module, address) if how == SYNTH else ((), ())
+            found = (module, plan, how, unchanged, saved, self._window(plan, saved))
         self._step_plans[address] = found
+        if shared is not None and len(shared) < MAX_FILE_STEP_PLANS:
+            shared[address - module.load_bias] = found[1:]
         return found
 
     def _window(self, plan, saved):
@@ -427,9 +467,9 @@ class Unwinder:
         the RA is one of them and there are more (the FP, the registers
         DWARF CFI saves): (the lowest k, the size of the words from there
         to the highest, their unpacker, the RA's index among them, the
-        FP's, ``saved`` with each word saved at CFA + k as _IN_WINDOW and
-        its index); None where the step reads the RA otherwise, or only
-        it, or the words span more than a page."""
+        FP's, ``saved`` without the registers saved at CFA + k, those as
+        (register, index of its word)); None where the step reads the RA
+        otherwise, or only it, or the words span more than a page."""
         ra_saved_at, fp_saved_at = plan.ra_saved_at, plan.fp_saved_at
         if plan.ends is not None or ra_saved_at is None:
             return None
@@ -449,31 +489,34 @@ class Unwinder:
         at = {offset: (offset - low) // size for offset in offsets}
         return (low, high - low, unpack, at[ra_saved_at],
                 None if fp_saved_at is None else at[fp_saved_at],
-                tuple((number, _IN_WINDOW, at[operand]) if kind is _SAVED_AT
-                      else (number, kind, operand) for number, kind, operand in saved))
+                tuple(op for op in saved if op[1] is not _SAVED_AT),
+                tuple((number, at[operand]) for number, kind, operand in saved
+                      if kind is _SAVED_AT))
 
     def _saved_ops(self, module, address):
         """The registers besides SP, PC, FP and RA that the DWARF CFI at
         ``address`` (a row synthesized from it) gives the caller, as the
-        step computes them: ((register, _SAVED_AT, CFA offset) for one
-        saved in the frame, (register, _IN_REGISTER, where) for one in a
-        register of the frame (itself where unchanged), (register,
-        _CFA_PLUS, offset) for CFA + offset); registers with any other rule
-        (undefined, a DWARF expression) are not known in the caller."""
+        step computes them: (those unchanged (the frame's value), the
+        others: (register, _SAVED_AT, CFA offset) for one saved in the
+        frame, (register, _IN_REGISTER, where) for one in another register
+        of the frame, (register, _CFA_PLUS, offset) for CFA + offset);
+        registers with any other rule (undefined, a DWARF expression) are
+        not known in the caller."""
         from ..dwarf.cfa import OFFSET, REGISTER, SAME_VALUE, VAL_OFFSET
 
         rules = self.module_map.register_rules(module, address)
-        ops = []
+        unchanged, ops = [], []
         for number, rule in (rules or {}).items():
-            if rule is None or rule.kind == SAME_VALUE:
-                ops.append((number, _IN_REGISTER, number))
+            if rule is None or rule.kind == SAME_VALUE or (
+                    rule.kind == REGISTER and rule.operand == number):
+                unchanged.append(number)
             elif rule.kind == OFFSET:
                 ops.append((number, _SAVED_AT, rule.operand))
             elif rule.kind == VAL_OFFSET:
                 ops.append((number, _CFA_PLUS, rule.operand))
             elif rule.kind == REGISTER:
                 ops.append((number, _IN_REGISTER, rule.operand))
-        return tuple(ops)
+        return tuple(unchanged), tuple(ops)
 
     def _caller_from_return_address_at_sp(self, frame):
         """Where the CFI has a hole (glibc's clone3 around its syscall): the

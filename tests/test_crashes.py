@@ -463,19 +463,27 @@ def test_memory_from_the_held_process_is_the_streams(installed, programs, tmp_pa
         found = shown_stacks(shown.stdout).values()
         assert [number for number, _, crashed in found if crashed] == [1]
         return sorted((pcs, crashed) for _, pcs, crashed in found)
-    from_stream = wait_entry(installed, crash(programs["crasher"], "threads", tmp_path,
-                                              aslr=False))
-    done = run_sfbt("crashes", "install", "--store", installed)  # no --chain, --keep-core
-    assert done.returncode == 0, done.stderr
-    from_process = wait_entry(installed, crash(programs["crasher"], "threads", tmp_path,
-                                               aslr=False))
-    assert from_stream["memory_from"] == "core" and from_process["memory_from"] == "process"
+    from_stream, from_process = _from_stream_then_process(installed, programs, "threads",
+                                                          tmp_path)
     stream_threads, process_threads = stacks(from_stream), stacks(from_process)
     assert len(stream_threads) == 11 and stream_threads == process_threads
     # the crashing thread's and the others' (parked in waiting: main's ends
     # at main, the workers' at clone3's)
     assert [len(pcs) for pcs, crashed in stream_threads if crashed] == [7]
     assert len({pcs[-1] for pcs, _ in stream_threads}) == 2
+
+
+def _from_stream_then_process(installed, programs, mode, tmp_path):
+    """The store's entries of two crashes of `crasher MODE` without ASLR:
+    the first as ``installed`` installs the store (--chain --keep-core:
+    the stacks read from the core's stream), the second after a plain
+    `crashes install` (no --chain, --keep-core: from the held process)."""
+    from_stream = wait_entry(installed, crash(programs["crasher"], mode, tmp_path, aslr=False))
+    done = run_sfbt("crashes", "install", "--store", installed)
+    assert done.returncode == 0, done.stderr
+    from_process = wait_entry(installed, crash(programs["crasher"], mode, tmp_path, aslr=False))
+    assert from_stream["memory_from"] == "core" and from_process["memory_from"] == "process"
+    return from_stream, from_process
 
 
 def test_a_stack_of_two_mappings_from_the_held_process(installed, programs, tmp_path):
@@ -492,13 +500,8 @@ def test_a_stack_of_two_mappings_from_the_held_process(installed, programs, tmp_
         shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
         assert shown.returncode == 0, shown.stderr
         return [pcs for _, pcs, crashed in shown_stacks(shown.stdout).values() if crashed]
-    from_stream = wait_entry(installed, crash(programs["crasher"], "split", tmp_path,
-                                              aslr=False))
-    done = run_sfbt("crashes", "install", "--store", installed)  # no --chain, --keep-core
-    assert done.returncode == 0, done.stderr
-    from_process = wait_entry(installed, crash(programs["crasher"], "split", tmp_path,
-                                               aslr=False))
-    assert from_stream["memory_from"] == "core" and from_process["memory_from"] == "process"
+    from_stream, from_process = _from_stream_then_process(installed, programs, "split",
+                                                          tmp_path)
     assert "stacks_cut" not in from_process
     stream_stack, process_stack = crashed_stack(from_stream), crashed_stack(from_process)
     # segv's 4 frames, deep's 6, deep_thread, start_thread, clone3 (shown

@@ -24,6 +24,7 @@ import errno
 import os
 import struct
 from bisect import bisect_right
+from operator import itemgetter
 
 from ..elf import PN_XNUM, PT_LOAD, PT_NOTE, ElfError, ElfImage
 from ..errors import SfbtError, TargetMemoryError
@@ -167,6 +168,16 @@ class _Pipe:
             os.close(null)
 
 
+_START = itemgetter(0)
+
+
+def _holds(ranges, address, size):
+    """Whether one of ``ranges`` ([start, end) pairs, sorted, none
+    overlapping another) holds the ``size`` bytes at ``address``."""
+    i = bisect_right(ranges, address, key=_START) - 1
+    return i >= 0 and address + size <= ranges[i][1]
+
+
 def _merged(ranges):
     out = []
     for start, end in sorted(r for r in ranges if r[0] < r[1]):
@@ -208,7 +219,7 @@ class StreamedCore:
         self._read_links = {}  # map_files link -> open stream or None
         #: /proc/PID/mem of the held process, while stacks are read from it
         self._held_memory = None
-        self._reach, self._reach_starts = [], []  # what may be read of it
+        self._reach = []  # (start, end) of what may be read of it, sorted
         self._modules = None
         self._read_headers()
         self._read_notes()
@@ -440,7 +451,7 @@ class StreamedCore:
         if self._held_memory is None:
             pieces = self._core_pieces(reach)
         else:
-            self._reach, self._reach_starts = reach, [start for start, _ in reach]
+            self._reach = reach
             pieces = self._core_pieces(self._wanted(stack_limit, total_limit, True))
             wanted_count = len(pieces)
             pieces = self._read_process(pieces)
@@ -494,13 +505,8 @@ class StreamedCore:
         within what is kept of it (``_reach``), read when a walk asks for
         them (not kept: the same bounds hold), in one mapping the core
         holds; else None."""
-        if self._held_memory is None:
-            return None
-        i = bisect_right(self._reach_starts, address) - 1
-        if i < 0 or address + size > self._reach[i][1]:
-            return None
-        i = bisect_right(self._loads, (address, float("inf"))) - 1
-        if i < 0 or address + size > self._loads[i][1]:
+        if self._held_memory is None or not _holds(self._reach, address, size) \
+                or not _holds(self._loads, address, size):
             return None
         try:
             data = os.pread(self._held_memory, size, address)
@@ -530,8 +536,7 @@ class StreamedCore:
         data = self._read_held(address, size)
         if data is not None:
             return data
-        i = bisect_right(self._readonly, (address, float("inf"))) - 1
-        if i >= 0 and address + size <= self._readonly[i][1]:
+        if _holds(self._readonly, address, size):
             for mapping in self.mappings:
                 if mapping.start <= address and address + size <= mapping.end:
                     data = self._read_mapped(mapping, mapping.offset + address - mapping.start,

@@ -26,7 +26,8 @@ import pytest
 from conftest import PLUGIN, require, run_sfbt
 from live_harness import gdb_threads, parse_stacks
 from test_crashes import (CORE_PATTERN, _no_aslr, _read, _write, _writable, entries,
-                          installed_store, machine_lock, programs, shown_stacks, wait_entry)
+                          installed_store, machine_lock, programs, show, shown_stacks,
+                          wait_entry)
 
 assert programs  # the fixture, used by name
 MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
@@ -72,12 +73,6 @@ def bounded(entry, seconds, most_seconds):
     assert entry["handler_ms"] < most_seconds * 1000 and seconds < most_seconds, \
         (entry, seconds)
     assert entry["memory_from"] == "process", entry
-
-
-def show(store, entry, *options):
-    shown = run_sfbt("crashes", "show", entry["id"], "--store", store, *options)
-    assert shown.returncode == 0, shown.stderr
-    return shown.stdout
 
 
 def test_a_1gb_stack(held, programs, tmp_path):

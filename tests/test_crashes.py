@@ -174,6 +174,14 @@ def wait_entry(store, pid, timeout=60):
 _THREAD = re.compile(r'^Thread (\d+) \(LWP (\d+)(?: ".*")?\):( crashed)?$')
 
 
+def show(store, entry, *options):
+    """`sfbt crashes show` of ``entry`` (its id) in ``store``, which must
+    succeed: its output."""
+    shown = run_sfbt("crashes", "show", entry["id"], "--store", store, *options)
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout
+
+
 def shown_stacks(text):
     """{tid: (thread number, [pc, ...], crashed)} of `sfbt crashes show`."""
     stacks, current = {}, None
@@ -208,11 +216,10 @@ def test_crash_shown_as_gdb_shows_its_core(gdb, installed, programs, mode, tmp_p
     expected = SIGNALS.get(mode, signal.SIGSEGV)
     assert entry["signal"] == expected and entry["executable"] == str(program)
     assert entry["file"] and (sframe_only or entry["core"]), entry
-    shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
-    assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith(f"Crash {entry['id']} of {program} (PID {pid}, "
-                                   f"UID {os.getuid()}): {expected.name}")
-    ours = shown_stacks(shown.stdout)
+    shown = show(installed, entry)
+    assert shown.startswith(f"Crash {entry['id']} of {program} (PID {pid}, "
+                           f"UID {os.getuid()}): {expected.name}")
+    ours = shown_stacks(shown)
     if sframe_only:
         assert twin["bucket"] == entry["bucket"]  # the same code at the same place
         program, entry, ours = programs["crasher"], twin, {twin["crashed_tid"]: ours[pid]}
@@ -224,7 +231,7 @@ def test_crash_shown_as_gdb_shows_its_core(gdb, installed, programs, mode, tmp_p
     assert len(ours) == (11 if mode == "threads" else 1)
     if mode in ("segv", "threads", "lib", "sframe-only"):
         assert entry["address"] == 0 and entry["code"] == 1  # SEGV_MAPERR at NULL
-    names = " ".join(re.findall(r" in (\S+)", shown.stdout))
+    names = " ".join(re.findall(r" in (\S+)", shown))
     wanted = {"lib": "crasher_lib_apply", "handler": "on_usr1", "abort": "aborting",
               "bus": "bus", "fpe": "fpe"}.get(mode, "segv")
     assert wanted in names and "main" in names
@@ -244,9 +251,7 @@ def test_formats_and_buckets(installed, programs, tmp_path):
     (crashed,) = [t for t in shown["threads"] if t["crashed"]]
     assert crashed["frames"][0]["functions"] == ["segv"] and crashed["reason"] == "SIGSEGV"
     profile = tmp_path / "crash.pb.gz"
-    written = run_sfbt("crashes", "show", other["id"], "--store", installed,
-                       "--format", "pprof", "-o", profile)
-    assert written.returncode == 0, written.stderr
+    show(installed, other, "--format", "pprof", "-o", profile)
     import gzip
     assert b"fpe" in gzip.decompress(profile.read_bytes())
     listed = run_sfbt("crashes", "list", "--store", installed)
@@ -419,9 +424,7 @@ def test_hostile_names_and_a_deleted_executable(installed, programs, tmp_path):
 def exported(store, entry, directory):
     """The crash exported as an archive of its own (show --format archive)."""
     path = directory / f"crash-{entry['id']}.sfbt"
-    done = run_sfbt("crashes", "show", entry["id"], "--store", store, "--format", "archive",
-                    "-o", path)
-    assert done.returncode == 0, done.stderr
+    show(store, entry, "--format", "archive", "-o", path)
     return path
 
 
@@ -434,9 +437,7 @@ def test_cbf_load_opens_a_crash(gdb, lldb, installed, programs, tmp_path):
     from gdb_support import run_gdb, sframe_frames
     from lldb_support import run_lldb, stack_frames
     entry = wait_entry(installed, crash(programs["crasher"], "lib", tmp_path))
-    shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
-    assert shown.returncode == 0, shown.stderr
-    (ours,) = [pcs for _, pcs, _ in shown_stacks(shown.stdout).values()]
+    (ours,) = [pcs for _, pcs, _ in shown_stacks(show(installed, entry)).values()]
     runs = []
     for archive in (exported(installed, entry, tmp_path), installed / entry["file"]):
         runs.append((run_gdb(gdb, [], [f"cbf-load {archive}"]), sframe_frames))
@@ -458,9 +459,7 @@ def test_memory_from_the_held_process_is_the_streams(installed, programs, tmp_pa
     numbers are the order of the core's notes: the crashing thread first,
     the others as they came to the kernel's dump, not the same every run.)"""
     def stacks(entry):
-        shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
-        assert shown.returncode == 0, shown.stderr
-        found = shown_stacks(shown.stdout).values()
+        found = shown_stacks(show(installed, entry)).values()
         assert [number for number, _, crashed in found if crashed] == [1]
         return sorted((pcs, crashed) for _, pcs, crashed in found)
     from_stream, from_process = _from_stream_then_process(installed, programs, "threads",
@@ -497,9 +496,8 @@ def test_a_stack_of_two_mappings_from_the_held_process(installed, programs, tmp_
     stack pointer up whatever the mappings); without ASLR both crashes
     stop at the same addresses."""
     def crashed_stack(entry):
-        shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
-        assert shown.returncode == 0, shown.stderr
-        return [pcs for _, pcs, crashed in shown_stacks(shown.stdout).values() if crashed]
+        return [pcs for _, pcs, crashed in shown_stacks(show(installed, entry)).values()
+                if crashed]
     from_stream, from_process = _from_stream_then_process(installed, programs, "split",
                                                           tmp_path)
     assert "stacks_cut" not in from_process
@@ -619,9 +617,7 @@ def test_five_thousand_threads(installed, programs, tmp_path):
     entry = wait_entry(installed, _crash_many(programs["crasher"], 5000, tmp_path))
     assert entry["threads"] == 4096 and entry["threads_left_out"] == 5001 - 4096
     assert entry["handler_kb"] < 100 << 10
-    shown = run_sfbt("crashes", "show", entry["id"], "--store", installed)
-    assert shown.returncode == 0, shown.stderr
-    stacks = shown_stacks(shown.stdout)
+    stacks = shown_stacks(show(installed, entry))
     assert len(stacks) == 4096
     ((number, pcs, _),) = [s for s in stacks.values() if s[2]]
     assert number == 1 and len(pcs) == 5  # segv four times, main

@@ -539,6 +539,40 @@ def test_vdso_frames_of_a_perf_data_named_from_this_machines_vdso(tmp_path):
     assert not missing, list(missing)[:2]
 
 
+_MOVED = """\
+import os, time
+os.sched_setaffinity(0, {0})
+end = time.monotonic() + 1.0
+while time.monotonic() < end:
+    pass
+"""
+
+
+def test_samples_are_named_as_their_thread_was_called_at_their_time(tmp_path):
+    """A program exec'd on one CPU (taskset -c 1) that moves itself to the
+    other: its exec's COMM record is in CPU 1's ring, its samples in CPU
+    0's, which perf writes first; each thread name of sfbt fold
+    --per-thread counts the samples perf script gives that name (the old
+    code named the samples before the COMM in the file as taskset)."""
+    require(shutil.which("perf"), "perf is not installed (linux-perf)")
+    require(len(os.sched_getaffinity(0)) >= 2 and {0, 1} <= os.sched_getaffinity(0),
+            "CPUs 0 and 1 are not both usable")
+    program = tmp_path / "moved.py"
+    program.write_text(_MOVED)
+    data = _perf_record(tmp_path / "moved.data",
+                        ["taskset", "-c", "1", "/usr/bin/python3", program])
+    script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm"],
+                            capture_output=True, text=True, timeout=300, check=True).stdout
+    perf = collections.Counter(line.strip() for line in script.splitlines() if line.strip())
+    folded = run_sfbt("fold", "--per-thread", str(data))
+    assert folded.returncode == 0, folded.stderr
+    ours = collections.Counter()
+    for line in folded.stdout.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        ours[stack.split(";", 1)[0].split(" (", 1)[0]] += int(count)
+    assert perf["python3"] >= 100 and ours == perf, (ours, perf)
+
+
 def test_a_process_that_execs_while_recorded_has_only_its_new_programs_modules(tmp_path):
     """perf record -a while a shell that ran before the recording (its
     mappings are perf's records made from /proc) loops, then execs

@@ -19,7 +19,8 @@ a loop), and a file its MMAP records name is read only if the perf.data's
 owner could read it (files.ReadAs, the trust rule of cores and archives).
 The records are in the order perf wrote its rings, not in time: the
 mappings each sample is walked with are those its process had mapped by
-the sample's time (a first pass collects them, with their times)."""
+the sample's time, and its thread's name the one it had then (a first
+pass collects both, with their times)."""
 
 import errno
 import os
@@ -467,6 +468,35 @@ class _Timeline:
         return kept
 
 
+class _ThreadNames:
+    """Each thread's names in time order (its COMM records: perf's made
+    at time 0 for threads that ran before it, an exec's, a renaming's),
+    so that a sample is named as its thread was called at the sample's
+    time, wherever the records lie in the file (perf writes each CPU's
+    ring in turn: an exec's COMM may follow the new program's samples)."""
+
+    def __init__(self):
+        self._changes = {}  # tid -> [(time, order added, name)]
+        self._times = {}
+
+    def add(self, tid, when, name):
+        changes = self._changes.setdefault(tid, [])
+        changes.append((when, len(changes), name))
+
+    def seal(self):
+        for tid, changes in self._changes.items():
+            changes.sort(key=lambda entry: entry[:2])
+            self._times[tid] = [when for when, _, _ in changes]
+
+    def name(self, tid, when):
+        """The thread's name at ``when`` (its first where none is that
+        early), or "" where no record names it."""
+        changes = self._changes.get(tid)
+        if not changes:
+            return ""
+        return changes[max(0, bisect_right(self._times[tid], when) - 1)][2]
+
+
 class _Files:
     """The files the recording's mappings name, read as the perf.data's
     owner could (``read_as``), and only where their build id is the one
@@ -679,7 +709,7 @@ def convert(perf, read_as, out_descriptor, label):
     """Walk every sample of PerfData ``perf`` and write the archive of
     their stacks to ``out_descriptor``; _Stats."""
     timelines = {}
-    names = {}  # tid -> name
+    names = _ThreadNames()
     pids = set()
     last_time = 0
     kernel_text = None  # where the recording's kernel's _text was
@@ -694,10 +724,13 @@ def convert(perf, read_as, out_descriptor, label):
             elif found is not None:
                 when = _record_time(perf.attrs[0], record)
                 timelines.setdefault(found[0], _Timeline()).add(when or 0, ("map", found[1]))
-        elif kind == RECORD_COMM and misc & MISC_COMM_EXEC and len(record) >= 16:
-            pid = _U32.unpack_from(record, 8)[0]
-            when = _record_time(perf.attrs[0], record)
-            timelines.setdefault(pid, _Timeline()).add(when or 0, ("exec", None))
+        elif kind == RECORD_COMM and len(record) >= 16:
+            pid, tid = struct.unpack_from("<II", record, 8)
+            when = _record_time(perf.attrs[0], record) or 0
+            names.add(tid, when,
+                      record[16:].split(b"\0", 1)[0].decode("utf-8", "surrogateescape"))
+            if misc & MISC_COMM_EXEC:
+                timelines.setdefault(pid, _Timeline()).add(when, ("exec", None))
         elif kind == RECORD_FORK and len(record) >= 32:
             pid, parent = struct.unpack_from("<II", record, 8)
             when = _record_time(perf.attrs[0], record) or 0
@@ -720,6 +753,7 @@ def convert(perf, read_as, out_descriptor, label):
     wall = os.fstat(perf.stream.fileno()).st_mtime_ns - last_time
     for timeline in timelines.values():
         timeline.seal()
+    names.seal()
     files = _Files(read_as, perf.build_ids)
     sources = SFrameSources()
     archive = Archive()
@@ -731,10 +765,6 @@ def convert(perf, read_as, out_descriptor, label):
     kernel_map = None  # the image map of samples of kernel threads
     try:
         for at, kind, misc, record in perf.records():
-            if kind == RECORD_COMM and len(record) >= 16:
-                tid = _U32.unpack_from(record, 12)[0]
-                names[tid] = record[16:].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-                continue
             if kind == RECORD_EXIT and len(record) >= 24:
                 writer.forget(_U32.unpack_from(record, 16)[0])
                 continue
@@ -755,7 +785,7 @@ def convert(perf, read_as, out_descriptor, label):
                         8 * perf.arch.pointer_size)))
                 writer.record(writer.trace_id([], None, False, sample.kernel), kernel_map,
                               sample.time + wall, sample.pid, sample.tid,
-                              names.get(sample.tid, ""), name_process=len(pids) > 1)
+                              names.name(sample.tid, sample.time), name_process=len(pids) > 1)
                 stats.samples += 1
                 continue
             timeline = timelines.get(sample.pid) or _Timeline()
@@ -770,7 +800,8 @@ def convert(perf, read_as, out_descriptor, label):
             stats.cut += cut
             trace_id = writer.trace_id(frames, stop, cut, sample.kernel)
             writer.record(trace_id, process.image_map, sample.time + wall, sample.pid, sample.tid,
-                          names.get(sample.tid, ""), cut, name_process=len(pids) > 1)
+                          names.name(sample.tid, sample.time), cut,
+                          name_process=len(pids) > 1)
             stats.samples += 1
             if stats.samples % _FLUSH_EVERY == 0 and not out.flush():
                 raise out.failure

@@ -314,9 +314,9 @@ class PerfRecorder:
         self._kernel_named = set()
         #: the machine's idle seconds at the last round
         self._idle = None
-        self._takers = {Sample: self._take, Mmap2: self._mapped, Comm: self._named,
-                        Fork: self._forked, Exit: self._exited, Found: self._found,
-                        Inherited: self._inherited}
+        #: the taking of each kind of record but samples (``_take``)
+        self._takers = {Mmap2: self._mapped, Comm: self._named, Fork: self._forked,
+                        Exit: self._exited, Found: self._found, Inherited: self._inherited}
         self._debug_files = DebugFiles(download=False)
         #: the SFrame data of every process's files, kept per file read: a
         #: library that many processes map is read once
@@ -606,7 +606,10 @@ class PerfRecorder:
                 else:
                     self._kept_bytes -= RECORD_BYTES
                 kept.popleft()
-                self._takers[kind](record)
+                if kind is Sample:
+                    self._take(record)
+                else:
+                    self._takers[kind](record)
         finally:
             if collecting:
                 gc.enable()

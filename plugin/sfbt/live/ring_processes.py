@@ -45,24 +45,33 @@ class ModuleFiles:
         self._facts = {}
         self._open = {}  # (path, device, inode) -> descriptor
         #: (path, device, inode) -> descriptor held until the recording ends
+        #: (None: not an ELF file, not held), and how many are held
         self._held = {}
+        self._holding = 0
         self._vdso = None
 
     def hold(self, mapping):
-        """Hold the file ``mapping`` maps open (where it still is that
+        """Hold the ELF file ``mapping`` maps open (where it still is that
         file) until ``close``: its bytes are read through the descriptor
         from then on, should it be deleted or replaced."""
         key = (mapping.path, mapping.device, mapping.inode)
-        if key in self._held or len(self._held) >= MAX_HELD_FILES:
+        if key in self._held or self._holding >= MAX_HELD_FILES:
             return
         try:
             fd = os.open(mapping.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW |
                          os.O_NONBLOCK)
         except OSError:
             return
-        if not is_mapped_file(f"/proc/self/fd/{fd}", mapping):  # another file by now
+        try:
+            held = (is_mapped_file(f"/proc/self/fd/{fd}", mapping)  # not another file by now
+                    and os.pread(fd, 4, 0) == b"\x7fELF")
+        except OSError:
+            held = False
+        if held:
+            self._holding += 1
+        else:  # (a data file, not looked at again)
             os.close(fd)
-            return
+            fd = None
         self._held[key] = fd
 
     def locate(self, mapping, otherwise=None):
@@ -118,7 +127,8 @@ class ModuleFiles:
 
     def close(self):
         for fd in (*self._open.values(), *self._held.values()):
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
         self._open.clear()
         self._held.clear()
 

@@ -57,9 +57,9 @@ from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_b
 from ..unwind.modules import SFrameSources
 from ..unwind.walk import STOP_OUTERMOST
 from . import perf_events
+from .mappings import VDSO, file_modules, mappings_of, read_maps, vdso_module
 from .memory import COPY_ALIGN, ThreadState
 from .perf_events import Comm, Exit, Fork, Lost, Mmap2, PerfUnavailable, Sample
-from .mappings import VDSO, file_modules, mappings_of, read_maps, vdso_module
 from .process import Process, ProcessError, ProcessExited, _read_text
 from .ring_processes import ModuleFiles, RingProcess
 from .record import record_archive
@@ -80,8 +80,6 @@ BACKLOG = 256 << 20
 #: what a kept record counts in the backlog beside a sample's stack bytes:
 #: its header, registers and the Python object that holds them
 RECORD_BYTES = 256
-#: records taken between two looks at the clock and at the signals
-TAKEN_BETWEEN_LOOKS = 8
 
 
 def online_cpus():
@@ -576,7 +574,7 @@ class PerfRecorder:
             self._idle = times[1]
         self._take_kept(time.process_time() + spare)
         for record in islice(reversed(self._kept), min(read, len(self._kept))):
-            if type(record) is Sample and not isinstance(record.stack, bytes):
+            if type(record) is Sample:
                 record.stack = bytes(record.stack)  # the ring's bytes let go
                 self.stats.deferred += 1
 

@@ -77,6 +77,9 @@ STACK_SIZE = perf_events.MAX_STACK_COPY
 LIST_ROUNDS = 10
 #: the records kept for later at most by default (--backlog), in bytes
 BACKLOG = 256 << 20
+#: threads whose names are kept past their exit at most (the kernel
+#: samples a thread on its way out after its EXIT record)
+MAX_EXITED = 4096
 #: what a kept record counts in the backlog beside a sample's stack bytes:
 #: its header, registers and the Python object that holds them
 RECORD_BYTES = 256
@@ -117,6 +120,14 @@ def machine_seconds():
     idle = values[3] + values[4]
     tick = os.sysconf("SC_CLK_TCK")
     return (sum(values) - idle) / tick, idle / tick
+
+
+def _note_exit(exits, tid, forget):
+    """Note in ``exits`` (a deque) that thread ``tid`` exited; the one that
+    exited MAX_EXITED exits before is forgotten (``forget(its tid)``)."""
+    exits.append(tid)
+    if len(exits) > MAX_EXITED:
+        forget(exits.popleft())
 
 
 def kernel_image():
@@ -308,8 +319,10 @@ class PerfRecorder:
         self._kept_samples = 0
         #: pid -> _Told (None: it cannot be read) by the records read so far
         self._told = {}
-        #: the kernel threads named by the records read so far
+        #: the kernel threads (and threads exited) named by the records read
+        #: so far, and the threads exited, the latest MAX_EXITED
         self._kernel_named = set()
+        self._exits_read = deque()
         #: the machine's idle seconds at the last round
         self._idle = None
         #: the taking of each kind of record but samples (``_take``)
@@ -327,9 +340,11 @@ class PerfRecorder:
         #: the layout of the rings' samples (whether they hold kernel frames)
         self.sample_type = None
         #: the image map of kernel threads' samples (the kernel alone), and
-        #: their names by tid
+        #: their names by tid (and those of the latest MAX_EXITED threads
+        #: exited, by ``_exits``)
         self._kernel_map = None
         self._kernel_threads = {}
+        self._exits = deque()
         if pid is not None:  # what cannot be read of it said now, in one line
             # its mappings read once its events are enabled (run)
             first = self._processes[pid] = SampledProcess(pid, self._files, False)
@@ -477,7 +492,8 @@ class PerfRecorder:
                 told.pop(record.pid, None)
             elif state is not None:
                 state.named.discard(record.tid)
-            self._kernel_named.discard(record.tid)
+            self._kernel_named.add(record.tid)  # its name kept (_exited)
+            _note_exit(self._exits_read, record.tid, self._kernel_named.discard)
         elif kind is Lost:
             self.stats.lost += record.count
             return
@@ -687,11 +703,14 @@ class PerfRecorder:
             sampled.inherit(record.mappings)
 
     def _exited(self, record):
+        """A thread exited: what was kept of it dropped but its name, kept
+        for its samples on its way out (no user registers by then)."""
         sampled = self._processes.get(record.pid)
         self.writer.forget(record.tid)
-        self._kernel_threads.pop(record.tid, None)
         if sampled is not None:
+            self._kernel_threads[record.tid] = sampled.thread_name(record.tid)
             sampled.names.pop(record.tid, None)
+        _note_exit(self._exits, record.tid, lambda tid: self._kernel_threads.pop(tid, None))
         if record.tid == record.pid:
             if sampled is not None:
                 sampled.close()

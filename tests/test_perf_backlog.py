@@ -145,7 +145,7 @@ def test_threads_that_exit_while_their_samples_are_kept_keep_their_names(  # noq
     busy, workers = programs
     archive = tmp_path / "names.sfbt"
     with Running(busy, BUSY_THREADS - 1):
-        with Running(workers, 2, 4) as running:  # exits 4 s after it started
+        with Running(workers, 2, 8) as running:  # exits 8 s after it started
             recorded = run_sfbt("record", "-p", running.pid, "-o", archive)
     assert recorded.returncode == 0, recorded.stderr
     assert "(the process exited)" in recorded.stdout

@@ -632,16 +632,18 @@ class PerfRecorder:
         """Take every record kept, said in one line where ``waited`` (the
         processors were too busy to take them all while recording); an
         ending signal past the ``received``-th (a second Ctrl-C) or a
-        ``flush()`` that fails stops it, the samples left counted."""
+        ``flush()`` that fails stops it once the records under way (up to
+        POLL_INTERVAL of processor time) are taken, the samples left
+        counted."""
         if waited:
             self._say(f"sfbt: walking {self._kept_samples} samples kept while the processors "
                       "were busy (Ctrl-C stops)")
         began, samples = time.process_time(), self.stats.samples
         flushed = time.monotonic()
-        while self._kept:
+        while self._kept:  # a signal stops it after the records under way
+            self._take_kept(time.process_time() + POLL_INTERVAL, bound=math.inf)
             if signals.received > received:
                 break
-            self._take_kept(time.process_time() + POLL_INTERVAL, bound=math.inf)
             if time.monotonic() - flushed >= FLUSH_INTERVAL:
                 flushed = time.monotonic()
                 if not flush():

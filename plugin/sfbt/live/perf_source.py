@@ -57,7 +57,7 @@ from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_b
 from ..unwind.modules import SFrameSources
 from ..unwind.walk import STOP_OUTERMOST
 from . import perf_events
-from .mappings import VDSO, file_modules, mappings_of, read_maps, vdso_module
+from .mappings import mappings_of, read_maps
 from .memory import COPY_ALIGN, ThreadState
 from .perf_events import Comm, Exit, Fork, Lost, Mmap2, PerfUnavailable, Sample
 from .process import Process, ProcessError, ProcessExited, _read_text
@@ -162,7 +162,8 @@ class SampledProcess(RingProcess):
     its files found and its memory read as `sfbt stack` reads them
     (Process: a file replaced since it was mapped read through
     /proc/PID/map_files) while it runs, from the files once it is gone
-    (its kept samples walked after its exit).  Its threads' names are
+    (its kept samples walked after its exit); its vDSO is sfbt's own, as
+    a RingProcess's (read from the process, it would be lost with it).  Its threads' names are
     those the rings gave, or /proc gave when their first sample was read
     (a COMM record made for them)."""
 
@@ -186,18 +187,12 @@ class SampledProcess(RingProcess):
     def _set_mappings(self, mappings):
         self.process.set_mappings(mappings)
 
-    def modules(self):
-        """Its modules, the vDSO's sfbt's own (the kernel's one image):
-        read from the process, it would be lost with it."""
-        images = self.process.images
-        modules = file_modules(self.mappings, lambda m: self.files.locate(m, images.locate),
-                               self.process)
-        for mapping in self.mappings:
-            if mapping.path == VDSO:
-                vdso = vdso_module(self.files.vdso(), mapping.start)
-                if vdso is not None:
-                    modules.append(vdso)
-        return modules
+    def _locate(self, mapping):
+        return self.files.locate(mapping, self.process.images.locate)
+
+    @property
+    def _memory(self):
+        return self.process
 
     def _read_mapped(self, mapping, address, size):
         try:

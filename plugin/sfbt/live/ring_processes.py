@@ -210,8 +210,16 @@ class RingProcess:
         self._set_mappings([])
         self.session = None
 
+    def _locate(self, mapping):
+        """Where the file ``mapping`` maps is read (images.Located)."""
+        return self.files.locate(mapping)
+
+    #: what a module whose file cannot be read is described from (a
+    #: Target), if anything
+    _memory = None
+
     def modules(self):
-        modules = file_modules(self.mappings, self.files.locate, file_image=self.files.file_image)
+        modules = file_modules(self.mappings, self._locate, self._memory, self.files.file_image)
         for mapping in self.mappings:
             if mapping.path == VDSO:
                 vdso = vdso_module(self.files.vdso(), mapping.start)

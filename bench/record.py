@@ -49,8 +49,12 @@ threads on the machine's 2 CPUs:
   windows alone on either side of it (a drift of the machine's load
   cancels), the figure the median of the rounds; also per second of the
   target's own processor time (what a sample costs inside the target,
-  which the load of the machine moves less) and each recorder's
-  processor time in its windows.
+  which the load of the machine moves less), each recorder's processor
+  time in its windows, and after them, until it exited: what it left
+  for later (sfbt's walk of the samples it kept while no processor was
+  free, perf's writing out), which the window alone does not show.
+  With --baseline DIR, `sfbt record` of another checkout (DIR/plugin)
+  is one more recorder of each round.
 - Agreement: sfbt and perf record the same process at the same time
   (both copying 64 KiB of stack); the 10 hottest functions of perf
   report (--no-children and --children, -g none), their self and total
@@ -69,13 +73,14 @@ the 10 hottest functions within 3 points of perf's; -a <= 2% of the
 machine.
 
 Run: python3 bench/record.py [--rounds N] [--seconds S] [--perf-stack BYTES]
-     [--agree-seconds S] [--agree-runs N] [--nice-seconds S]
+     [--agree-seconds S] [--agree-runs N] [--nice-seconds S] [--baseline DIR]
 """
 
 import argparse
 import collections
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -359,7 +364,8 @@ NICE_HZ = 999
 class BusyWindow:
     """Work per second of a BusyTarget over ``seconds``, the work per
     second of the target's own processor time, and the processor seconds
-    per second of ``recorder`` (a pid) and of the target."""
+    per second of ``recorder`` (a pid) and of the target; ``used``, the
+    recorder's processor seconds from its start to the window's end."""
 
     def __init__(self, target, seconds, recorder=None):
         cpu = run_time(recorder) if recorder else 0.0
@@ -369,15 +375,29 @@ class BusyWindow:
         done, end = target.work()
         elapsed = end - start
         self.rate = (done - work) / elapsed
-        self.cpu = (run_time(recorder) - cpu) / elapsed if recorder else 0.0
+        self.used = run_time(recorder) if recorder else 0.0
+        self.cpu = (self.used - cpu) / elapsed if recorder else 0.0
         self.target_cpu = (run_time(target.pid) - target_cpu) / elapsed
         self.per_cpu = self.rate / self.target_cpu if self.target_cpu else 0.0
+        self.after = 0.0
 
 
-def recording(command, target, seconds):
+def children_seconds():
+    """Processor seconds of this process's children waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def recording(command, target, seconds, env=None):
     """(BusyWindow, stdout, stderr) of a window with ``command`` recording;
-    it is stopped with SIGINT after the window."""
-    return recorder_window(command, WARM, lambda pid: BusyWindow(target, seconds, pid))
+    it is stopped with SIGINT after the window, and waited for: the
+    window's ``after`` is the recorder's processor seconds from the
+    window's end until it exited."""
+    before = children_seconds()
+    window, out, err = recorder_window(command, WARM,
+                                       lambda pid: BusyWindow(target, seconds, pid), env)
+    window.after = max(0.0, children_seconds() - before - window.used)
+    return window, out, err
 
 
 PERF_SUMMARY = re.compile(r"Recorded (\d+) stacks in (\d+) samples over ([\d.]+) s "
@@ -581,11 +601,20 @@ def slowdowns(args, target, env, work):
     sides = {"perf": lambda: recording(perf, target, args.seconds)[0],
              "sfbt": lambda: recording(sfbt, target, args.seconds)[0],
              "alone": lambda: BusyWindow(target, args.seconds)}
+    described = [("perf", "perf record --call-graph dwarf"), ("sfbt", "sfbt record"),
+                 ("alone", "nothing (the measure's noise)")]
+    if args.baseline:
+        baseline_env = environment(str(work / "baseline-pycache"))
+        baseline_env["PYTHONPATH"] = str(Path(args.baseline).resolve() / "plugin")
+        recording(sfbt, target, 0.5, baseline_env)
+        sides["baseline"] = lambda: recording(sfbt, target, args.seconds, baseline_env)[0]
+        described.insert(2, ("baseline", f"sfbt record of {args.baseline}"))
     names = list(sides)
     windows = {name: [] for name in names}  # (window, alone before, alone after)
     before = BusyWindow(target, args.seconds)
     for index in range(args.rounds):
-        for name in names[index % 3:] + names[:index % 3]:
+        turn = index % len(names)
+        for name in names[turn:] + names[:turn]:
             window = sides[name]()
             after = BusyWindow(target, args.seconds)
             windows[name].append((window, before, after))
@@ -594,8 +623,7 @@ def slowdowns(args, target, env, work):
           f"{args.seconds:g} s, {args.rounds} rounds; perf copies {args.perf_stack} bytes of "
           f"stack, sfbt {perf_source_stack()}; load average {os.getloadavg()[0]:.1f}")
     results = {}
-    for name, what in (("perf", "perf record --call-graph dwarf"), ("sfbt", "sfbt record"),
-                       ("alone", "nothing (the measure's noise)")):
+    for name, what in described:
         slow = [1 - window.rate / ((alone.rate + after.rate) / 2)
                 for window, alone, after in windows[name]]
         inside = [1 - window.per_cpu / ((alone.per_cpu + after.per_cpu) / 2)
@@ -613,6 +641,14 @@ def slowdowns(args, target, env, work):
                   f"{statistics.median(per_sample):.3f} ms per sample; with the target on "
                   f"every CPU, its share of the machine: "
                   f"{statistics.median(used) / os.cpu_count() * 100:.1f}%")
+            after = [window.after for window, _, _ in windows[name]]
+            lives = [window.used + window.after for window, _, _ in windows[name]]
+            print(f"  {name}'s processor time after the window, until it exited (what it "
+                  f"left for later): {statistics.median(after):.3f} s (median; range "
+                  f"{min(after):.3f}-{max(after):.3f}); from its start until it exited "
+                  f"({WARM:g} s warming, the window, what it left): "
+                  f"{statistics.median(lives):.3f} s (range {min(lives):.3f}-"
+                  f"{max(lives):.3f})")
     goal = results["perf"] + 0.03
     print(f"sfbt's slowdown against perf's + 3 points ({goal * 100:.1f}%): "
           f"{'met' if results['sfbt'] <= goal else 'NOT met'}")
@@ -729,6 +765,9 @@ def main():
                         help="seconds of each side-by-side recording (default 10)")
     parser.add_argument("--agree-runs", type=int, default=2,
                         help="side-by-side recordings per program (default 2)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also `sfbt record` of the checkout in DIR (its plugin/), "
+                        "interleaved in the slowdown rounds")
     parser.add_argument("--nice-seconds", type=float, default=30.0,
                         help="seconds of the nice case's recording (default 30: the target "
                         "gets a few percent of a CPU)")

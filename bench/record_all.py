@@ -10,7 +10,9 @@ round sfbt and perf record the machine for a window of S seconds each,
 in turn (the one that goes first alternating); a recorder's share is its
 processor time in the window (its threads' schedstat) over the window
 times the processors.  Printed: sfbt's share (median of the rounds), the
-median of the paired ratios sfbt / perf, and how many of the short-lived
+median of the paired ratios sfbt / perf, each one's processor time after
+the window until it exited (sfbt's walk of the samples it kept while no
+processor was free, perf's writing out), and how many of the short-lived
 processes sfbt recorded with their functions named.
 
 Goal: sfbt's share <= 2% of the machine.
@@ -41,7 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from gdb_support import compile_program  # noqa: E402
 from pairing import paired_ratios  # noqa: E402
-from record import environment, recorder_window, run_time, started  # noqa: E402
+from record import children_seconds, environment, recorder_window, run_time, started  # noqa: E402,E501
 
 HZ = 99
 #: how long a recorder runs before its window begins (its start, the
@@ -71,7 +73,7 @@ def timed(owner, name):
             cost[1] += 1
     setattr(owner, name, counted)
 
-for name in ("_take", "_sampled"):
+for name in ("_take", "_find", "_read_rings", "_final_walk"):
     timed(perf_source.PerfRecorder, name)
 timed(perf_source, "walk_sample")
 timed(perf_source, "walking_session")
@@ -86,8 +88,10 @@ finally:
 #: the functions whose processor time per call is printed
 COSTS = (("_take", "a sample in all"), ("walk_sample", "its walk"),
          ("walking_session", "a process's session (its modules, image map)"),
-         ("_sampled", "a process that ran before the recording, read from /proc"),
-         ("trace_id", "a trace's encoding"))
+         ("_find", "a process that ran before the recording, read from /proc"),
+         ("trace_id", "a trace's encoding"),
+         ("_read_rings", "a round's reading of the rings (records parsed, merged)"),
+         ("_final_walk", "the walk after the recording"))
 
 
 class Load:
@@ -106,14 +110,19 @@ class Load:
 
 def window(command, seconds, env):
     """(the recorder's processor seconds per second over ``seconds``, its
-    stdout, stderr) of ``command`` recording, stopped with SIGINT after them."""
+    processor seconds from their end until it exited, stdout, stderr) of
+    ``command`` recording, stopped with SIGINT after them."""
+    ended = []
 
     def used(pid):
         before, began = run_time(pid), time.monotonic()
         time.sleep(seconds)
-        return (run_time(pid) - before) / (time.monotonic() - began)
+        ended.append(run_time(pid))
+        return (ended[0] - before) / (time.monotonic() - began)
 
-    return recorder_window(command, SETTLE, used, env)
+    start = children_seconds()
+    share, out, err = recorder_window(command, SETTLE, used, env)
+    return share, max(0.0, children_seconds() - start - ended[0]), out, err
 
 
 def brief_named(archive, env):
@@ -153,14 +162,18 @@ def main():
         perf = ["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F", str(HZ),
                 "--call-graph", "dwarf", "-o", str(data)]
         briefs = []
+        after = {"sfbt": [], "perf": []}
 
         def ours():
-            used, _, _ = window(sfbt, args.seconds, env)
+            used, later, _, _ = window(sfbt, args.seconds, env)
+            after["sfbt"].append(later)
             briefs.append(brief_named(archive, env))
             return used / cpus
 
         def anchor():
-            return window(perf, args.seconds, env)[0] / cpus
+            used, later, _, _ = window(perf, args.seconds, env)
+            after["perf"].append(later)
+            return used / cpus
 
         paired = paired_ratios(args.rounds, ours, anchor)
         share = statistics.median(paired.ours)
@@ -172,12 +185,19 @@ def main():
               f"{statistics.median(paired.anchor) * 100:.2f}% of the machine; sfbt / perf: "
               f"{paired.ratio:.2f} (median of paired ratios, range {min(paired.ratios):.2f}-"
               f"{max(paired.ratios):.2f})")
+        for name, shares in (("sfbt", paired.ours), ("perf", paired.anchor)):
+            later = statistics.median(after[name])
+            share = later / (args.seconds * cpus)  # of the machine over the window
+            print(f"{name}'s processor time after the window, until it exited: {later:.2f} s "
+                  f"(median; range {min(after[name]):.2f}-{max(after[name]):.2f}), "
+                  f"{share * 100:.2f}% of the machine over the window; window and after "
+                  f"together: {(statistics.median(shares) + share) * 100:.2f}%")
         seen = sum(s for s, _ in briefs)
         named = sum(n for _, n in briefs)
         print(f"short-lived processes ({BRIEF_MS} ms each) recorded: {seen}, "
               f"{named} with brief_work named")
         if args.costs:
-            _, out, err = window([sys.executable, "-c", TIMED, *sfbt[3:]], args.seconds, env)
+            _, _, out, err = window([sys.executable, "-c", TIMED, *sfbt[3:]], args.seconds, env)
             costs = json.loads(err.strip().splitlines()[-1])
             print(f"processor time in one more recording ({out.splitlines()[0]}):")
             for name, what in COSTS:

@@ -90,7 +90,7 @@ def replay(pid, path):
     recorder.writer.trace_id = lambda frames, stop, *rest: (
         walks.append((stop, [(f.pc, f.interrupted, f.how, f.cfa, sorted(f.registers.items()))
                              for f in frames])), trace_id(frames, stop, *rest))[1]
-    sampled = recorder._sampled(pid)
+    sampled = recorder._processes[pid]  # read from /proc at the start
     for n, sample in enumerate(samples):
         if n < COLD:
             sampled.session = None

@@ -332,6 +332,7 @@ def record_taking(recorder, seconds, take):
 
     class Signals:  # none caught: the recording runs its time
         caught = None
+        received = 0
 
         def sleep(self, seconds):
             time.sleep(seconds)

@@ -92,6 +92,8 @@ def _pid_or_error(text, error_type):
 
 #: the bounds of --stack-size (perf_events.MAX_STACK_COPY, the kernel's most)
 MIN_STACK_SIZE, MAX_STACK_SIZE = 512, 65528
+#: the largest --backlog, in MiB
+MAX_BACKLOG_MB = 1 << 20
 
 
 def _check_record_args(args, error_type):
@@ -112,6 +114,12 @@ def _check_record_args(args, error_type):
     if not MIN_STACK_SIZE <= args.stack_size <= MAX_STACK_SIZE:
         raise error_type(f"--stack-size {args.stack_size}: bytes from {MIN_STACK_SIZE} to "
                          f"{MAX_STACK_SIZE}")
+    if args.backlog is not None:
+        if args.idle:
+            raise error_type("--backlog keeps the samples of perf events, not --idle's")
+        if not 0 <= args.backlog <= MAX_BACKLOG_MB:
+            raise error_type(f"--backlog {args.backlog:g}: megabytes from 0 to "
+                             f"{MAX_BACKLOG_MB}")
 
 
 #: what a command started for `sfbt record --` runs first: it waits at its
@@ -179,8 +187,11 @@ def _recorder(args, say, error_type):
             try:
                 label = (f"sfbt record of {' '.join(args.command)} at {args.hz:g} Hz on CPU"
                          if child is not None else "")
+                backlog = {} if args.backlog is None else \
+                    {"backlog": int(args.backlog * (1 << 20))}
                 return PerfRecorder(None if args.all else pid, args.hz, args.stack_size,
-                                    label=label, command=child, command_gate=opener), child
+                                    label=label, command=child, command_gate=opener,
+                                    say=say, **backlog), child
             except PerfUnavailable as refused:
                 if args.all:
                     raise error_type(f"{refused}: -a needs them") from None
@@ -348,6 +359,11 @@ def _add_record(commands, error_type):
                         "and most 65528); a deeper stack is kept as truncated")
     record.add_argument("--hz", type=float, default=99.0,
                         help="samples a second (default 99)")
+    record.add_argument("--backlog", type=float, metavar="MB",
+                        help="perf events: the samples kept, while no processor is "
+                        "free, to walk once one is (or when the recording ends), at "
+                        "most MB megabytes of them (default 256; past it the oldest "
+                        "are walked at once; 0 walks each as it is read)")
     record.add_argument("--duration", type=float, metavar="S",
                         help="seconds to record (default: until the process exits "
                         "or Ctrl-C)")

@@ -75,7 +75,7 @@ def _whole(data, address, size):
     return data
 
 
-def _is_mapped_file(path, mapping):
+def is_mapped_file(path, mapping):
     """Whether ``path`` names the very file ``mapping`` maps."""
     try:
         status = os.stat(path)
@@ -118,10 +118,10 @@ class ProcessImages:
         return found
 
     def _locate(self, mapping):
-        if _is_mapped_file(mapping.path, mapping):
+        if is_mapped_file(mapping.path, mapping):
             return Located(mapping.path)
         link = f"/proc/{self.pid}/map_files/{mapping.start:x}-{mapping.end:x}"
-        if _is_mapped_file(link, mapping):
+        if is_mapped_file(link, mapping):
             return Located(link)
         # Not root: a file of the same build at the path is as good (a copy,
         # or a file system that reports other device numbers, as overlayfs).

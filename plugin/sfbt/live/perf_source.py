@@ -1,8 +1,24 @@
 """`sfbt record` on perf events: the kernel samples the threads on the
 processor (a cpu-clock timer of CPU time, so only running threads) and
 copies their user registers and the top of their stack into a ring while
-they run on; sfbt walks each copy with the one frame step (samples.py) as
-it reads the rings.  No thread is ever stopped.
+they run on; sfbt walks each copy with the one frame step (samples.py).
+No thread is ever stopped.
+
+The rings are read every POLL_INTERVAL (cheap: their records parsed and
+merged in time order); the records are then taken (walked, encoded,
+written) for as long as the machine's processors were idle since the last
+round (/proc/stat), as `perf record` leaves its unwinding to `perf report`
+later: with a processor to spare, every record is taken as it is read;
+with none, they are kept in order, samples and the records between them
+(a process's mappings as they were at the sample's time, its exit after
+its samples), in a backlog of at most ``backlog`` bytes (--backlog; past
+it the oldest are taken at once), taken once a processor is free or when
+the recording ends.  What the taking would read of /proc is read with the
+record instead (the process may be gone by the time it is taken): a
+process met first in a sample (Found), a thread's name (a COMM record made
+for it), a child's mappings where the rings had not told of its parent
+(Inherited), and the files a kept record maps are held open
+(ring_processes.ModuleFiles.hold).
 
 One event per CPU: of each thread of a process (``-p``; ``inherit`` follows
 the threads and children it makes later, their records sent into one ring
@@ -22,9 +38,14 @@ was too small for it) is stored as truncated, not as a complete stack."""
 import errno
 import gc
 import heapq
+import math
 import os
 import signal
+import sys
 import time
+from collections import deque
+from dataclasses import dataclass, field
+from itertools import islice
 
 from ..archive.imagemap import Image, ImageMap, encode_image_map
 from ..archive.recording import cpu_sample
@@ -36,12 +57,13 @@ from ..symbols.kallsyms import KERNEL_IMAGE, kernel_text_start, running_kernel_b
 from ..unwind.modules import SFrameSources
 from ..unwind.walk import STOP_OUTERMOST
 from . import perf_events
+from .mappings import mappings_of, read_maps
 from .memory import COPY_ALIGN, ThreadState
 from .perf_events import Comm, Exit, Fork, Lost, Mmap2, PerfUnavailable, Sample
 from .process import Process, ProcessError, ProcessExited, _read_text
 from .ring_processes import ModuleFiles, RingProcess
 from .record import record_archive
-from .samples import SampleWriter, sampling_rounds
+from .samples import FLUSH_INTERVAL, SampleWriter, sampling_rounds
 from .session import SnapshotSession
 
 #: how often the rings are read (and the longest sleep)
@@ -53,6 +75,14 @@ STACK_SIZE = perf_events.MAX_STACK_COPY
 #: rounds of listing a process's threads while events are opened for them
 #: (a thread made meanwhile by one not yet followed)
 LIST_ROUNDS = 10
+#: the records kept for later at most by default (--backlog), in bytes
+BACKLOG = 256 << 20
+#: threads whose names are kept past their exit at most (the kernel
+#: samples a thread on its way out after its EXIT record)
+MAX_EXITED = 4096
+#: what a kept record counts in the backlog beside a sample's stack bytes:
+#: its header, registers and the Python object that holds them
+RECORD_BYTES = 256
 
 
 def online_cpus():
@@ -76,15 +106,28 @@ def _cpu_seconds(pid):
         return None
 
 
-def _machine_busy_seconds():
-    """Seconds every processor spent not idle so far (/proc/stat)."""
-    fields = _read_text("/proc/stat").split("\n", 1)[0].split()[1:]
+def machine_seconds():
+    """(busy, idle) seconds of every processor so far, from /proc/stat's
+    first line (idle: idle and iowait), or None."""
     try:
-        values = [int(v) for v in fields]
-    except ValueError:
+        with open("/proc/stat", "rb") as stream:
+            line = stream.read(512).split(b"\n", 1)[0]
+        values = [int(v) for v in line.split()[1:9]]
+    except (OSError, ValueError):
         return None
-    idle = sum(values[3:5])  # idle, iowait
-    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    if len(values) < 5:
+        return None
+    idle = values[3] + values[4]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - idle) / tick, idle / tick
+
+
+def _note_exit(exits, tid, forget):
+    """Note in ``exits`` (a deque) that thread ``tid`` exited; the one that
+    exited MAX_EXITED exits before is forgotten (``forget(its tid)``)."""
+    exits.append(tid)
+    if len(exits) > MAX_EXITED:
+        forget(exits.popleft())
 
 
 def kernel_image():
@@ -118,7 +161,11 @@ class SampledProcess(RingProcess):
     records say, as a process started while recording is (RingProcess);
     its files found and its memory read as `sfbt stack` reads them
     (Process: a file replaced since it was mapped read through
-    /proc/PID/map_files), its threads' names read from /proc."""
+    /proc/PID/map_files) while it runs, from the files once it is gone
+    (its kept samples walked after its exit); its vDSO is sfbt's own, as
+    a RingProcess's (read from the process, it would be lost with it).  Its threads' names are
+    those the rings gave, or /proc gave when their first sample was read
+    (a COMM record made for them)."""
 
     def __init__(self, pid, files, read_mappings=True):
         """Without ``read_mappings``, its mappings are read by ``start``."""
@@ -140,20 +187,18 @@ class SampledProcess(RingProcess):
     def _set_mappings(self, mappings):
         self.process.set_mappings(mappings)
 
-    def modules(self):
-        return self.process.modules()
+    def _locate(self, mapping):
+        return self.files.locate(mapping, self.process.images.locate)
+
+    @property
+    def _memory(self):
+        return self.process
 
     def _read_mapped(self, mapping, address, size):
         try:
             return self.process.read(address, size)
-        except TargetMemoryError:
-            return None
-
-    def thread_name(self, tid):
-        name = self.names.get(tid)
-        if name is None:
-            name = self.names[tid] = _read_text(f"/proc/{self.pid}/task/{tid}/comm").strip()
-        return name
+        except TargetMemoryError:  # gone: its files' bytes
+            return super()._read_mapped(mapping, address, size)
 
     def close(self):
         self.process.close()
@@ -184,6 +229,37 @@ def _walk_copy(writer, sampled, state):
     return frames, stop, stop not in (None, STOP_OUTERMOST) and sampled.past_copy
 
 
+@dataclass
+class Found:
+    """A process that ran before the recording, met first in a sample: read
+    from /proc when that sample was read (None where it could not be)."""
+
+    pid: int
+    sampled: object
+
+
+@dataclass
+class Inherited:
+    """The mappings of process ``pid``, made by a process the rings had not
+    told of: its parent's, read from /proc when the child's first sample
+    or mapping was read."""
+
+    pid: int
+    mappings: list
+
+
+@dataclass
+class _Told:
+    """What the records read so far made of a process (mirrored when they
+    are taken): whether it is a SampledProcess (its threads' names then
+    read from /proc at reading where no record gave them), the threads
+    named, and the parent whose mappings it awaits (see Inherited)."""
+
+    sampled: bool
+    named: set = field(default_factory=set)
+    parent: object = None
+
+
 class PerfStats:
     def __init__(self):
         self.samples = 0  # walked and recorded
@@ -194,8 +270,12 @@ class PerfStats:
         self.elapsed = 0.0
         self.cpu_seconds = None  # of what was sampled, while recorded
         self.ended = ""
-        self.kept = 0
+        self.kept = 0  # samples written to the file
         self.error = None
+        self.deferred = 0  # samples kept for a free processor (the backlog)
+        self.walked_after = 0  # samples taken after the recording (its final walk)
+        self.after_cpu = 0.0  # sfbt's processor seconds in that final walk
+        self.unwalked = 0  # samples the final walk was stopped before (a second signal)
 
     @property
     def rate(self):
@@ -207,22 +287,42 @@ class PerfRecorder:
     """Samples process ``pid`` (None: every process; with ``command``, the
     process of that subprocess.Popen, started stopped at a gate:
     ``command_gate`` is the descriptor whose closing lets it run) on perf
-    events at ``hz`` per second of each thread's processor time.
-    PerfUnavailable where the kernel refuses the events."""
+    events at ``hz`` per second of each thread's processor time, keeping
+    at most ``backlog`` bytes of records for a free processor (see the
+    module's docstring); ``say(line)`` says what the recording does on
+    stderr.  PerfUnavailable where the kernel refuses the events."""
 
     #: how it samples, as `sfbt record` says it
     how = "on CPU (perf events)"
 
     def __init__(self, pid=None, hz=99.0, stack_size=STACK_SIZE, label="",
-                 command=None, command_gate=None):
+                 command=None, command_gate=None, backlog=BACKLOG, say=None):
         self.pid = pid
         self.hz = hz
         self.command = command
         self._gate = command_gate
         self.every_process = pid is None
+        self.backlog = backlog
+        self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self._fds = []
         self.rings = []
         self._processes = {}  # pid -> SampledProcess, or None where it cannot be read
+        #: the records read and not taken yet, in order; their bytes (as
+        #: the backlog counts them) and samples
+        self._kept = deque()
+        self._kept_bytes = 0
+        self._kept_samples = 0
+        #: pid -> _Told (None: it cannot be read) by the records read so far
+        self._told = {}
+        #: the kernel threads (and threads exited) named by the records read
+        #: so far, and the threads exited, the latest MAX_EXITED
+        self._kernel_named = set()
+        self._exits_read = deque()
+        #: the machine's idle seconds at the last round
+        self._idle = None
+        #: the taking of each kind of record but samples (``_take``)
+        self._takers = {Mmap2: self._mapped, Comm: self._named, Fork: self._forked,
+                        Exit: self._exited, Found: self._found, Inherited: self._inherited}
         self._debug_files = DebugFiles(download=False)
         #: the SFrame data of every process's files, kept per file read: a
         #: library that many processes map is read once
@@ -235,14 +335,17 @@ class PerfRecorder:
         #: the layout of the rings' samples (whether they hold kernel frames)
         self.sample_type = None
         #: the image map of kernel threads' samples (the kernel alone), and
-        #: their names by tid
+        #: their names by tid (and those of the latest MAX_EXITED threads
+        #: exited, by ``_exits``)
         self._kernel_map = None
         self._kernel_threads = {}
+        self._exits = deque()
         if pid is not None:  # what cannot be read of it said now, in one line
             # its mappings read once its events are enabled (run)
             first = self._processes[pid] = SampledProcess(pid, self._files, False)
             arch = first.arch
-            name = first.thread_name(pid)
+            name = first.names[pid] = _read_text(f"/proc/{pid}/comm").strip()
+            self._told[pid] = _Told(True, {pid})
         else:
             from ..arch import AARCH64, X86_64
             arch, name = (AARCH64 if perf_events.MACHINE == "aarch64" else X86_64), ""
@@ -260,15 +363,15 @@ class PerfRecorder:
             raise
 
     def _open(self, stack_size):
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:  # one descriptor per thread and CPU, the files held
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         cpus = online_cpus()
         if self.every_process:
             for cpu in cpus:
                 self._add(self._open_event(-1, cpu, stack_size, False), cpu)
             return
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft < hard:  # one descriptor per thread and CPU
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         followed = set()
         for _ in range(LIST_ROUNDS):
             try:
@@ -325,51 +428,229 @@ class PerfRecorder:
                 sampled.executable)
         return sampled
 
-    def _sampled(self, pid):
-        """The SampledProcess of ``pid``, or None where it cannot be read."""
-        if pid in self._processes:
-            return self._processes[pid]
-        try:
-            sampled = SampledProcess(pid, self._files)
-        except ProcessError:
-            sampled = None
-        self._processes[pid] = sampled
-        return sampled
+    # Reading: the rings' records into the backlog, with what taking them
+    # would read of /proc
 
-    def _drain(self):
-        """Read every ring, walking its samples, each record in the order
-        of its time among every ring's (a process's start, mappings and
-        exit may be in one CPU's ring and its samples in another's)."""
+    def _read_rings(self):
+        """Read every ring into the backlog, each record in the order of its
+        time among every ring's (a process's start, mappings and exit may
+        be in one CPU's ring and its samples in another's)."""
         batches = [list(perf_events.records(ring.read(), self.sample_type))
                    for _, ring in self.rings]
         ordered = batches[0] if len(batches) == 1 else \
             heapq.merge(*batches, key=lambda record: getattr(record, "time", 0))
-        # The collector runs once after the batch, not every few hundred
-        # objects within it: most of what a sample makes (frames, their
+        for record in ordered:
+            self._read(record)
+
+    def _keep(self, record):
+        self._kept.append(record)
+        if type(record) is Sample:
+            self._kept_samples += 1
+            self._kept_bytes += RECORD_BYTES + len(record.stack)
+        else:
+            self._kept_bytes += RECORD_BYTES
+
+    def _read(self, record):
+        """``record`` as read: kept, after what its taking needs of /proc
+        (records of their own: Found, Inherited, a COMM record), and the
+        reading's view of the processes (``_told``) moved on as the taking
+        will move its own.  A sample that is not recorded (sfbt's own, a
+        child's under -p, the idle task's) is left out, a LOST record
+        counted."""
+        told = self._told
+        kind = type(record)
+        if kind is Sample:
+            if not self._read_sample(record):
+                return
+        elif kind is Mmap2:
+            state = told.get(record.pid)
+            if state is not None and state.parent is not None:
+                self._inherit(record.pid, state)
+            if record.path.startswith("/"):
+                self._files.hold(record)  # read as mapped, should it be deleted
+        elif kind is Comm:
+            state = told.get(record.pid)
+            if record.exec:  # a RingProcess from now on (_named)
+                named = state.named if state is not None and not state.sampled else set()
+                state = told[record.pid] = _Told(False, named)
+            if state is not None:
+                state.named.add(record.tid)
+            else:
+                self._kernel_named.add(record.tid)
+        elif kind is Fork:
+            if record.pid != record.ppid:
+                self._read_fork(record)
+                return
+        elif kind is Exit:
+            state = told.get(record.pid)
+            if record.tid == record.pid:
+                told.pop(record.pid, None)
+            elif state is not None:
+                state.named.discard(record.tid)
+            self._kernel_named.add(record.tid)  # its name kept (_exited)
+            _note_exit(self._exits_read, record.tid, self._kernel_named.discard)
+        elif kind is Lost:
+            self.stats.lost += record.count
+            return
+        self._keep(record)
+
+    def _read_sample(self, sample):
+        """Whether ``sample`` is recorded (counted in ``taken``); kept before
+        it, what its taking needs of /proc: its process (Found), its
+        mappings (Inherited), its thread's name."""
+        if sample.pid == os.getpid():
+            return False  # sfbt itself, under -a
+        if not self.every_process and self.command is None and sample.pid != self.pid:
+            return False  # a child it made (events follow children too)
+        if not sample.registers:
+            # a kernel thread, or a process's thread past the point where it
+            # let its memory go (exiting); the idle task is not busy time
+            if not (self.every_process and sample.pid):
+                return False
+            self.stats.taken += 1
+            if not sample.kernel:
+                return False
+            state = self._told.get(sample.pid)
+            if state is None:
+                if sample.tid not in self._kernel_named:
+                    self._name_thread(sample)
+                    self._kernel_named.add(sample.tid)
+                return True
+        else:
+            self.stats.taken += 1
+            if sample.pid not in self._told:
+                self._find(sample.pid)
+            state = self._told[sample.pid]
+            if state is None:
+                return True  # it cannot be read
+            if state.parent is not None:
+                self._inherit(sample.pid, state)
+        if state.sampled and sample.tid not in state.named:
+            self._name_thread(sample)
+            state.named.add(sample.tid)
+        return True
+
+    def _find(self, pid):
+        """Process ``pid``, met first in a sample: one that ran before the
+        recording, read from /proc now."""
+        try:
+            sampled = SampledProcess(pid, self._files)
+        except ProcessError:
+            sampled = None
+        self._keep(Found(pid, sampled))
+        self._told[pid] = None if sampled is None else _Told(True)
+
+    def _inherit(self, pid, state):
+        """The mappings of child ``pid`` from those of its parent (the rings
+        had not told of it), read now, before its first sample or mapping."""
+        try:
+            mappings = mappings_of(read_maps(state.parent, False))
+        except OSError:  # it exited meanwhile
+            mappings = []
+        self._keep(Inherited(pid, mappings))
+        state.parent = None
+
+    def _name_thread(self, sample):
+        """A COMM record of the name /proc gives ``sample``'s thread."""
+        name = _read_text(f"/proc/{sample.pid}/task/{sample.tid}/comm").strip()
+        self._keep(Comm(sample.pid, sample.tid, name, False, sample.time))
+
+    def _read_fork(self, fork):
+        """A new process: it starts with its parent's name, read from /proc
+        where no record gave it (a COMM record after the fork), and its
+        parent's mappings (read from /proc at its first sample or mapping
+        where the rings had not told of the parent)."""
+        parent = self._told.get(fork.ppid)
+        self._keep(fork)
+        if parent is None or fork.ppid not in parent.named:
+            name = _read_text(f"/proc/{fork.ppid}/comm").strip()
+            self._keep(Comm(fork.pid, fork.tid, name, False, fork.time))
+        self._told[fork.pid] = _Told(False, {fork.tid}, fork.ppid if parent is None else None)
+
+    # Taking: each record in order, kept or not
+
+    def _round(self):
+        """One poll round: the rings read, then the records taken for as
+        long as the machine's processors were idle since the last round
+        (those past the backlog's bound at once); the rest kept, their
+        stacks copied out of the rings' bytes."""
+        before = len(self._kept)
+        self._read_rings()
+        read = len(self._kept) - before
+        times = machine_seconds()
+        if times is None:
+            spare = math.inf
+        else:
+            spare = times[1] - self._idle if self._idle is not None else 0.0
+            self._idle = times[1]
+        self._take_kept(time.process_time() + spare)
+        for record in islice(reversed(self._kept), min(read, len(self._kept))):
+            if type(record) is Sample:
+                record.stack = bytes(record.stack)  # the ring's bytes let go
+                self.stats.deferred += 1
+
+    def _take_kept(self, until=math.inf, stopped=None, bound=None):
+        """Take the kept records in order: while they are over ``bound``
+        bytes (default: the backlog's) at once, then until ``until``
+        (time.process_time) or ``stopped()`` says so, looked at before
+        each sample."""
+        kept = self._kept
+        bound = self.backlog if bound is None else bound
+        # The collector runs once after the records, not every few hundred
+        # objects within them: most of what a sample makes (frames, their
         # registers) is dropped at the thread's next sample, which a
         # collection in between would have scanned and moved on.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self._take_records(ordered)
+            while kept:
+                record = kept[0]
+                kind = type(record)
+                if kind is Sample:
+                    if self._kept_bytes <= bound and (
+                            time.process_time() >= until or (stopped and stopped())):
+                        break
+                    self._kept_samples -= 1
+                    self._kept_bytes -= RECORD_BYTES + len(record.stack)
+                else:
+                    self._kept_bytes -= RECORD_BYTES
+                kept.popleft()
+                if kind is Sample:
+                    self._take(record)
+                else:
+                    self._takers[kind](record)
         finally:
             if collecting:
                 gc.enable()
 
-    def _take_records(self, ordered):
-        for record in ordered:
-            if isinstance(record, Sample):
-                self._take(record)
-            elif isinstance(record, Mmap2):
-                self._mapped(record)
-            elif isinstance(record, Comm):
-                self._named(record)
-            elif isinstance(record, Fork):
-                self._forked(record)
-            elif isinstance(record, Exit):
-                self._exited(record)
-            elif isinstance(record, Lost):
-                self.stats.lost += record.count
+    def _final_walk(self, signals, flush, received, waited):
+        """Take every record kept, said in one line where ``waited`` (the
+        processors were too busy to take them all while recording); an
+        ending signal past the ``received``-th (a second Ctrl-C) or a
+        ``flush()`` that fails stops it once the records under way (up to
+        POLL_INTERVAL of processor time) are taken, the samples left
+        counted."""
+        if waited:
+            self._say(f"sfbt: walking {self._kept_samples} samples kept while the processors "
+                      "were busy (Ctrl-C stops)")
+        began, samples = time.process_time(), self.stats.samples
+        flushed = time.monotonic()
+        while self._kept:  # a signal stops it after the records under way
+            self._take_kept(time.process_time() + POLL_INTERVAL, bound=math.inf)
+            if signals.received > received:
+                break
+            if time.monotonic() - flushed >= FLUSH_INTERVAL:
+                flushed = time.monotonic()
+                if not flush():
+                    break
+        self.stats.after_cpu = time.process_time() - began
+        self.stats.walked_after = self.stats.samples - samples
+        self.stats.unwalked = self._kept_samples
+        for record in self._kept:
+            if type(record) is Found and record.sampled is not None:
+                record.sampled.close()
+        self._kept.clear()
+        self._kept_bytes = self._kept_samples = 0
 
     def _mapped(self, record):
         sampled = self._processes.get(record.pid)
@@ -388,49 +669,55 @@ class PerfRecorder:
             sampled.exec()
         if sampled is not None:
             sampled.names[record.tid] = record.name
+        else:  # a kernel thread's (or a process's not sampled yet)
+            self._kernel_threads[record.tid] = record.name
 
     def _forked(self, record):
         """A new process (not a new thread) starts with its parent's
-        mappings and names."""
+        mappings and name (a COMM record follows where the parent's was
+        read from /proc; Inherited where its mappings were)."""
         if record.pid == record.ppid:
             return
         parent = self._processes.get(record.ppid)
-        mappings, names, read_from = (), {}, None
-        if parent is not None:
-            mappings, names = parent.mappings, parent.names
-        else:  # one that ran before the recording and was not sampled yet
-            read_from = record.ppid
-        name = names.get(record.ppid) or _read_text(f"/proc/{record.ppid}/comm").strip()
+        mappings, name = (parent.mappings, parent.names.get(record.ppid)) \
+            if parent is not None else ((), None)
         old = self._processes.pop(record.pid, None)
         if old is not None:
             old.close()
         self._processes[record.pid] = RingProcess(record.pid, self.writer.arch, self._files,
-                                                  mappings, {record.tid: name}, read_from)
+                                                  mappings, {record.tid: name} if name else {})
+
+    def _found(self, record):
+        if record.pid in self._processes:  # (the reading said it was not)
+            if record.sampled is not None:
+                record.sampled.close()
+            return
+        self._processes[record.pid] = record.sampled
+
+    def _inherited(self, record):
+        sampled = self._processes.get(record.pid)
+        if sampled is not None:
+            sampled.inherit(record.mappings)
 
     def _exited(self, record):
+        """A thread exited: what was kept of it dropped but its name, kept
+        for its samples on its way out (no user registers by then)."""
         sampled = self._processes.get(record.pid)
         self.writer.forget(record.tid)
-        self._kernel_threads.pop(record.tid, None)
         if sampled is not None:
+            self._kernel_threads[record.tid] = sampled.thread_name(record.tid)
             sampled.names.pop(record.tid, None)
+        _note_exit(self._exits, record.tid, lambda tid: self._kernel_threads.pop(tid, None))
         if record.tid == record.pid:
             if sampled is not None:
                 sampled.close()
             self._processes.pop(record.pid, None)
 
     def _take(self, sample):
-        if sample.pid == os.getpid():
-            return  # sfbt itself, under -a
-        if not self.every_process and self.command is None and sample.pid != self.pid:
-            return  # a child it made (events follow children too)
         if not sample.registers:
-            if self.every_process and sample.pid:
-                self.stats.taken += 1  # a kernel thread (the idle task is not busy time)
-                if sample.kernel:
-                    self._take_kernel_thread(sample)
+            self._take_kernel_thread(sample)
             return
-        self.stats.taken += 1
-        sampled = self._sampled(sample.pid)
+        sampled = self._processes.get(sample.pid)
         if sampled is None:
             self.stats.unreadable += 1
             return
@@ -446,17 +733,15 @@ class PerfRecorder:
     def _take_kernel_thread(self, sample):
         """A sample of a kernel thread, or of a process's thread past the
         point where it let its memory go (exiting): its kernel frames
-        alone, under the name the rings gave the thread where they did."""
+        alone, under the name the rings (or /proc, when it was read) gave
+        the thread."""
         if self._kernel_map is None:
             arch = self.writer.arch
             self._kernel_map = self.archive.add_image_map(encode_image_map(ImageMap(
                 f"linux-{arch.name}", (self._kernel_image,), 8 * arch.pointer_size)))
         known = self._processes.get(sample.pid)  # a process exiting (its memory let go)
         name = known.thread_name(sample.tid) if known is not None \
-            else self._kernel_threads.get(sample.tid)
-        if name is None:
-            name = self._kernel_threads[sample.tid] = _read_text(
-                f"/proc/{sample.pid}/task/{sample.tid}/comm").strip()
+            else self._kernel_threads.get(sample.tid, "")
         trace_id = self.writer.trace_id([], None, False, sample.kernel)
         self.writer.record(trace_id, self._kernel_map, sample.time + self._wall, sample.pid,
                            sample.tid, name, name_process=True)
@@ -464,7 +749,8 @@ class PerfRecorder:
 
     def _cpu_seconds(self):
         if self.every_process:
-            return _machine_busy_seconds()
+            times = machine_seconds()
+            return times and times[0]
         if self.command is not None and self.command.returncode is not None:
             import resource  # the command waited for: its time and its children's
             usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -484,7 +770,8 @@ class PerfRecorder:
     def run(self, duration, signals, flush, on_first_sample=None):
         """Sample until ``duration`` seconds (None: no limit) passed, the
         process (the command) exited, ``signals`` caught one, or
-        ``flush()`` says the samples can no longer be written."""
+        ``flush()`` says the samples can no longer be written; then walk
+        what was kept (_final_walk)."""
         for fd in self._fds:
             perf_events.enable(fd)
         first = self._processes.get(self.pid)
@@ -503,6 +790,8 @@ class PerfRecorder:
             self._children_before = usage.ru_utime + usage.ru_stime
         # a command's time is counted from its start
         cpu_before = 0.0 if self.command is not None else self._cpu_seconds()
+        times = machine_seconds()
+        self._idle = times and times[1]
         start = time.monotonic()
         for now in sampling_rounds(start, duration, signals, flush):
             self.stats.ended = self._ended()
@@ -510,7 +799,8 @@ class PerfRecorder:
                 break
             signals.sleep(POLL_INTERVAL if duration is None
                           else min(POLL_INTERVAL, max(0.0, start + duration - now)))
-            self._drain()
+            self._round()
+        received = signals.received
         self.stats.elapsed = time.monotonic() - start
         cpu_after = self._cpu_seconds()
         if None not in (cpu_before, cpu_after):
@@ -520,12 +810,14 @@ class PerfRecorder:
                 perf_events._ioctl(fd, perf_events.PERF_EVENT_IOC_DISABLE)
             except OSError:
                 pass
-        self._drain()
+        waited = self._kept_samples > 0
+        self._read_rings()
         if signals.caught is not None:
             self.stats.ended = ("interrupted" if signals.caught == "SIGINT"
                                 else f"ended by {signals.caught}")
         if self.command is not None and self.command.poll() is None:
             self.command.send_signal(signal.SIGTERM)  # its recording ended first
+        self._final_walk(signals, flush, received, waited)
 
     def record(self, path, duration=None, started=lambda: None):
         return record_archive(self, path, duration, started)
@@ -550,6 +842,13 @@ class PerfRecorder:
             notes.append(f"{stats.lost} lost by the kernel (sfbt fell behind)")
         if stats.unreadable:
             notes.append(f"{stats.unreadable} of processes sfbt could not read")
+        if stats.deferred:
+            notes.append(f"{stats.deferred} kept while the processors were busy (--backlog), "
+                         f"walked when one was free; {stats.walked_after} stacks walked after "
+                         f"the recording, in {stats.after_cpu:.2f} s of processor time")
+        if stats.unwalked:
+            notes.append(f"{stats.unwalked} not walked (the walk after the recording was "
+                         "stopped)")
         return (f"Recorded {stats.samples} stacks in {stats.taken} samples over "
                 f"{stats.elapsed:.1f} s ({stats.rate:.1f} Hz of {self.hz:g} per {per}, "
                 f"on perf events){ended}: {len(self.archive.traces)} distinct, {saved}."
@@ -562,6 +861,10 @@ class PerfRecorder:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
+        for record in self._kept:
+            if type(record) is Found and record.sampled is not None:
+                record.sampled.close()
+        self._kept.clear()
         for sampled in self._processes.values():
             if sampled is not None:
                 sampled.close()

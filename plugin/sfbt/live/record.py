@@ -61,8 +61,9 @@ SHORTFALL_WINDOW = 1.0
 
 class EndingSignals:
     """While entered, SIGINT, SIGTERM and SIGHUP end the recording rather
-    than the program: each notes its name in ``caught`` and wakes
-    ``sleep``; the loop then stops between two samples, never inside one.
+    than the program: the first notes its name in ``caught``, each counts
+    in ``received`` and wakes ``sleep``; the loop then stops between two
+    samples, never inside one.
     SIGCHLD (a seized thread stopped) wakes ``sleep`` too, and sets
     ``child_stopped``."""
 
@@ -70,6 +71,7 @@ class EndingSignals:
 
     def __init__(self):
         self.caught = None
+        self.received = 0
         #: set by each SIGCHLD: a seized thread stopped (cleared by its reader)
         self.child_stopped = False
         self._wake = None
@@ -92,6 +94,7 @@ class EndingSignals:
             os.close(descriptor)
 
     def _caught(self, number, frame):
+        self.received += 1
         if self.caught is None:
             self.caught = signal.Signals(number).name
 

@@ -5,6 +5,11 @@ read is still walked, and a library loaded while recording is known from
 its record.  Only a process that ran before the recording has its
 mappings read from /proc, once (perf_source.SampledProcess).
 
+A file that a record kept for later maps (perf_source's backlog) is held
+open from the reading of that record (ModuleFiles.hold): when its samples
+are walked, the file may have been deleted or replaced, and is read
+through the descriptor held.
+
 Their memory outside a sample's stack copy is read only from the files
 their read-only mappings map (and the vDSO, the kernel's same image in
 every process: sfbt's own copy).  What each file is (its load bias, build
@@ -18,12 +23,15 @@ from operator import attrgetter
 from ..elf import read_elf
 from ..errors import TargetMemoryError
 from ..symbols.vdso import own_vdso
-from .mappings import (VDSO, Mapping, file_modules, load_bias, mappings_of, read_maps,
-                       vdso_module)
+from .images import Located, is_mapped_file
+from .mappings import VDSO, Mapping, file_modules, load_bias, vdso_module
 
 #: files kept open to read their mapped bytes at most (the least recently
 #: opened closed first)
 MAX_OPEN_FILES = 64
+#: files held open for the records kept for later at most (the others
+#: read at their paths, as they are when walked)
+MAX_HELD_FILES = 256
 _START = attrgetter("start")
 
 
@@ -36,7 +44,45 @@ class ModuleFiles:
         #: (path, device, inode) -> (its load bias mapped at 0, build id)
         self._facts = {}
         self._open = {}  # (path, device, inode) -> descriptor
+        #: (path, device, inode) -> descriptor held until the recording ends
+        #: (None: not an ELF file, not held), and how many are held
+        self._held = {}
+        self._holding = 0
         self._vdso = None
+
+    def hold(self, mapping):
+        """Hold the ELF file ``mapping`` maps open (where it still is that
+        file) until ``close``: its bytes are read through the descriptor
+        from then on, should it be deleted or replaced."""
+        key = (mapping.path, mapping.device, mapping.inode)
+        if key in self._held or self._holding >= MAX_HELD_FILES:
+            return
+        try:
+            fd = os.open(mapping.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW |
+                         os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            held = (is_mapped_file(f"/proc/self/fd/{fd}", mapping)  # not another file by now
+                    and os.pread(fd, 4, 0) == b"\x7fELF")
+        except OSError:
+            held = False
+        if held:
+            self._holding += 1
+        else:  # (a data file, not looked at again)
+            os.close(fd)
+            fd = None
+        self._held[key] = fd
+
+    def locate(self, mapping, otherwise=None):
+        """Where the file ``mapping`` maps is read (images.Located): through
+        the descriptor held for it (``hold``; the path names it as long as
+        the recording runs, none is closed before), else by
+        ``otherwise(mapping)``, else at its path."""
+        fd = self._held.get((mapping.path, mapping.device, mapping.inode))
+        if fd is not None:
+            return Located(f"/proc/self/fd/{fd}")
+        return otherwise(mapping) if otherwise is not None else Located(mapping.path)
 
     def file_image(self, path, mapping):
         """(load bias, build id) of ``path`` mapped by ``mapping``, or None
@@ -54,7 +100,7 @@ class ModuleFiles:
         short read where the file ends), or None where it cannot be
         opened."""
         key = (mapping.path, mapping.device, mapping.inode)
-        fd = self._open.get(key)
+        fd = self._held.get(key) or self._open.get(key)
         if fd is None:
             try:
                 fd = os.open(mapping.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW |
@@ -80,9 +126,11 @@ class ModuleFiles:
         return self._vdso
 
     def close(self):
-        for fd in self._open.values():
-            os.close(fd)
+        for fd in (*self._open.values(), *self._held.values()):
+            if fd is not None:
+                os.close(fd)
         self._open.clear()
+        self._held.clear()
 
 
 def _part(mapping, start, end):
@@ -94,7 +142,9 @@ def _part(mapping, start, end):
 
 class RingProcess:
     """A process whose mappings the rings tell of: started with those of
-    its parent (FORK), with none after an exec (COMM), or with those
+    its parent (FORK; where the rings had not told of the parent, those
+    its /proc/PID/maps gave when the child's first sample or mapping was
+    read: ``inherit``), with none after an exec (COMM), or with those
     /proc/PID/maps gave once (perf_source.SampledProcess, a process that
     ran before the recording); each MMAP2 record then adds one, as perf
     keeps its processes' maps.  Its threads' names come from its COMM
@@ -104,15 +154,11 @@ class RingProcess:
     #: the program it runs, where known (the session's main module)
     executable = None
 
-    def __init__(self, pid, arch, files, mappings=(), names=None, parent=None):
-        """``parent``: the process whose mappings it starts with, read from
-        /proc only if needed before it runs a program of its own (most
-        children run one at once), in place of ``mappings``."""
+    def __init__(self, pid, arch, files, mappings=(), names=None):
         self.pid = pid
         self.arch = arch
         self.files = files
-        self._mappings = sorted(mappings, key=lambda m: m.start) if parent is None else None
-        self._parent = parent
+        self._mappings = sorted(mappings, key=lambda m: m.start)
         self.names = dict(names or {})
         self.session = None
         self.image_map = None
@@ -121,12 +167,13 @@ class RingProcess:
 
     @property
     def mappings(self):
-        if self._mappings is None:
-            try:
-                self._mappings = mappings_of(read_maps(self._parent, False))
-            except OSError:  # it exited meanwhile
-                self._mappings = []
         return self._mappings
+
+    def inherit(self, mappings):
+        """Its parent's ``mappings``, read from /proc (the rings had not
+        told of the parent)."""
+        self._set_mappings(list(mappings))
+        self.session = None
 
     def _set_mappings(self, mappings):
         self._mappings = mappings
@@ -163,8 +210,16 @@ class RingProcess:
         self._set_mappings([])
         self.session = None
 
+    def _locate(self, mapping):
+        """Where the file ``mapping`` maps is read (images.Located)."""
+        return self.files.locate(mapping)
+
+    #: what a module whose file cannot be read is described from (a
+    #: Target), if anything
+    _memory = None
+
     def modules(self):
-        modules = file_modules(self.mappings, file_image=self.files.file_image)
+        modules = file_modules(self.mappings, self._locate, self._memory, self.files.file_image)
         for mapping in self.mappings:
             if mapping.path == VDSO:
                 vdso = vdso_module(self.files.vdso(), mapping.start)

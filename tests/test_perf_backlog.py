@@ -14,7 +14,7 @@ import time
 
 from conftest import PLUGIN, run_sfbt
 from gdb_support import compile_library
-from test_perf_record import _events, programs  # noqa: F401
+from test_perf_record import _events, _leaves, programs  # noqa: F401
 from test_stack import Running
 
 #: busy threads that leave no processor idle
@@ -66,13 +66,7 @@ def _complete(archive):
     traces = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
               if "Backtrace stopped: truncated" not in part]
     whole = [part for part in traces if re.search(r" in (main|start_thread|clone3?) ", part)]
-    folded = run_sfbt("fold", archive)
-    assert folded.returncode == 0, folded.stderr
-    leaves = collections.Counter()
-    for line in folded.stdout.splitlines():
-        stack, count = line.rsplit(" ", 1)
-        leaves[stack.rsplit(";", 1)[-1]] += int(count)
-    return events, len(whole) / len(traces), leaves
+    return events, len(whole) / len(traces), _leaves(archive)
 
 
 def test_a_busy_machine_keeps_samples_and_walks_every_one_as_if_kept_none(  # noqa: F811

@@ -29,13 +29,18 @@ _OUTERMOST = ("_start", "clone3", "clone")
 def _whole(stacks):
     """The Counter of ``stacks`` (a Counter, or stacks one by one) that
     reach a thread's start, but those of a program still in its dynamic
-    linker's start-up (_dl_sysdep_start): there perf's libdw unwinding
-    skips frames (in munmap, perf goes on to _dl_sysdep_start, where
-    sfbt, as GDB's bt at the same stop, goes through _dl_unload_cache and
-    dl_main)."""
+    linker's start-up (_dl_sysdep_start, or from a _start that is not the
+    program's, which calls __libc_start_main): there perf's libdw
+    unwinding skips frames (in munmap, perf goes on to _dl_sysdep_start,
+    where sfbt, as GDB's bt at the same stop, goes through
+    _dl_unload_cache and dl_main; in init_cpu_features, perf goes from it
+    to _start, where sfbt goes through _dl_start and the calls inlined
+    into _dl_sysdep_start)."""
     counted = stacks if isinstance(stacks, collections.Counter) else collections.Counter(stacks)
-    return collections.Counter({stack: count for stack, count in counted.items()
-                                if stack[0] in _OUTERMOST and "_dl_sysdep_start" not in stack})
+    return collections.Counter({
+        stack: count for stack, count in counted.items()
+        if stack[0] in _OUTERMOST and "_dl_sysdep_start" not in stack
+        and (stack[0] != "_start" or stack[1:2] == ("__libc_start_main_impl",))})
 
 _LOOP = """\
 import time

@@ -54,10 +54,16 @@ def _writable():
         return False
 
 
+def _terminated(number, frame):
+    raise SystemExit(128 + number)
+
+
 @contextmanager
 def machine_lock():
     """Hold the lock on the machine's core settings; they are put back as
-    they were when it was taken, in a finally and at exit."""
+    they were when it was taken, in a finally and at exit, and when the
+    run is ended by SIGTERM (which would otherwise end it without either:
+    a killed run once left core_pattern naming a test's store)."""
     descriptor = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     fcntl.flock(descriptor, fcntl.LOCK_EX)
     saved = _read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)
@@ -67,12 +73,14 @@ def machine_lock():
             _write(CORE_PATTERN, saved[0])
             _write(CORE_PIPE_LIMIT, saved[1])
     atexit.register(restore)
+    ending = signal.signal(signal.SIGTERM, _terminated)
     try:
         yield saved
     finally:
         try:
             restore()
         finally:
+            signal.signal(signal.SIGTERM, ending)
             atexit.unregister(restore)
             os.close(descriptor)
 
@@ -308,6 +316,45 @@ def test_install_and_uninstall_put_back_what_was_there(tmp_path):
         too_long = run_sfbt("crashes", "install", "--store", long_store)
         assert too_long.returncode == 1 and "128" in too_long.stderr
         assert _read(CORE_PATTERN) == "|/bin/false %p sfbt-test"
+
+
+_SET_AND_WAIT = """\
+import time
+from test_crashes import CORE_PATTERN, _write, machine_lock
+with machine_lock():
+    _write(CORE_PATTERN, "|/bin/false %p sfbt-test-terminated")
+    print("set", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_run_ended_by_sigterm_puts_the_core_settings_back():
+    """A test process holding the machine's lock, core_pattern changed,
+    ended by SIGTERM (as a CI job's timeout or a kill ends a run): the
+    settings are as they were before it (the old lock left them changed)."""
+    require(os.geteuid() == 0 and _writable(), "core_pattern is root's to write")
+    before = _read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)
+    child = subprocess.Popen([sys.executable, "-c", _SET_AND_WAIT], cwd=Path(__file__).parent,
+                             stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(PLUGIN)))
+    try:
+        assert child.stdout.readline() == "set\n"
+        assert _read(CORE_PATTERN) == "|/bin/false %p sfbt-test-terminated"
+        child.terminate()
+        assert child.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        after = _read(CORE_PATTERN), _read(CORE_PIPE_LIMIT)
+        if after != before:  # left changed (the test fails): put back under the lock
+            descriptor = os.open(LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            _write(CORE_PATTERN, before[0])
+            _write(CORE_PIPE_LIMIT, before[1])
+            os.close(descriptor)
+    assert after == before
 
 
 def test_chain_hands_the_whole_core_on(tmp_path, programs):

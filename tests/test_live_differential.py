@@ -146,6 +146,35 @@ def test_a_thread_copied_in_a_library_loaded_after_the_maps_were_read(tmp_path):
             process.close()
 
 
+def test_a_thread_sampled_in_a_library_loaded_after_the_maps_were_read(tmp_path):
+    """The same for `sfbt record --idle`, whose threads stay seized
+    (SeizedProcess): a thread copied with its PC in no mapping read so far
+    has the mappings read again before it runs on (the walk, later, found
+    the library unloaded and left frame #0 without a name: a flake of
+    test_recorded_stacks_are_complete on busy.c's loader)."""
+    from sfbt.live.process import SeizedProcess
+    library = compile_library(tmp_path, "liblate.so", "O2", ["liblate.c"])
+    program = compile_program(tmp_path, "late_library", "O2", True, ["late_library.c"])
+    go = tmp_path / "go"
+    with harness.Started([program, library, go]) as running:
+        process = SeizedProcess(running.pid)
+        try:
+            assert not any(m.path.endswith("/liblate.so") for m in process.mappings)
+            go.touch()
+            deadline = time.monotonic() + 30
+            while "liblate.so" not in open(f"/proc/{running.pid}/maps").read():
+                assert time.monotonic() < deadline, "liblate.so never loaded"
+                time.sleep(0.05)
+            time.sleep(0.2)  # from dlopen into library_spin
+            process.interrupt([(running.pid, "late_library")])
+            states, _ = process.collect(time.perf_counter() + 10, time.sleep)
+            pc = states[running.pid].registers[process.arch.pc]
+            holding = [m for m in process.mappings if m.start <= pc < m.end]
+            assert holding and holding[0].path.endswith("/liblate.so"), hex(pc)
+        finally:
+            process.close()
+
+
 def _one_line(result, pattern):
     assert result.returncode == 1, result.stdout
     lines = result.stderr.splitlines()

@@ -105,6 +105,8 @@ class Process:
                                f"(sfbt stack reads {with_register_sets()})")
         self.images = ProcessImages(self.reader, lambda address, size: ptrace.read_pages(
             self.reader, address, size))
+        #: the process's size in pages (statm) when its mappings were last read
+        self._pages_read = None
         if mappings:
             self.read_mappings()
         else:
@@ -127,6 +129,7 @@ class Process:
 
     def read_mappings(self):
         """Read the mappings (/proc/PID/smaps) in place of those known."""
+        self._pages_read = self._mapped_pages()
         try:
             self._set_mappings(read_maps(self.reader))
         except OSError as error:
@@ -180,6 +183,7 @@ class Process:
         the process is gone."""
         # maps says whether they changed; smaps, read only then, what
         # each mapping's pages are
+        self._pages_read = self._mapped_pages()
         for changed in (False, True):
             try:
                 blocks = read_maps(self.reader, changed)
@@ -345,16 +349,31 @@ class Process:
             began = time.perf_counter()
             signal = ptrace.interrupt_and_wait(tid)
             state = self._copy(tid, name, began)
-            if self._mapping_at(state.registers[self.arch.pc]) is None:
-                # code mapped since the mappings were read (a library in
-                # dlopen's initializers, perhaps unloaded before the last
-                # read): read them while the thread cannot leave it
-                self.reread_mappings(keep_gone=True)
+            self._hold_code_of(state)
             return state
         except ptrace.ThreadGone:
             return None
         finally:
             ptrace.detach(tid, max(signal, 0))
+
+    def _hold_code_of(self, state):
+        """Where a copied thread's PC is in no mapping read so far, or the
+        process's size changed since they were read (a library mapped or
+        unmapped: the thread may be in it, or have a caller in it, and
+        dlclose it before the next read), read the mappings again while
+        the thread is still stopped and cannot leave that code."""
+        if (self._mapping_at(state.registers[self.arch.pc]) is None
+                or self._mapped_pages() != self._pages_read):
+            self.reread_mappings(keep_gone=True)
+
+    def _mapped_pages(self):
+        """The process's size in pages (/proc/PID/statm's first field: what
+        mapping or unmapping a library changes), or None."""
+        try:
+            with open(f"/proc/{self.reader}/statm", "rb") as stream:
+                return int(stream.read(64).split(None, 1)[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def _seize(self, tid):
         """Seize ``tid`` (it runs on); False if it exited."""
@@ -541,6 +560,7 @@ class SeizedProcess(Process):
         scheduled = (times[0] + times[1]) / 1e9 if times is not None else None
         try:
             state = self._copy(tid, name, running)
+            self._hold_code_of(state)
         finally:
             let_go = time.perf_counter()
             self._run_on(tid, ptrace.stop_signal(status))

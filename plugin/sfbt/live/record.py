@@ -281,7 +281,10 @@ class Recorder:
         self._maps_read_ns = time.time_ns()
 
     def _refresh_mappings(self, keep_gone=False):
-        if self.process.reread_mappings(keep_gone):
+        # the process's mappings may also have been read again by a thread's
+        # copy (SeizedProcess.collect: its PC in none of them)
+        if (self.process.reread_mappings(keep_gone)
+                or self.session.mappings is not self.process.mappings):
             self._new_session()
         self._maps_read = time.monotonic()
         self._maps_read_ns = time.time_ns()
@@ -300,6 +303,8 @@ class Recorder:
         if any(module_for(frame.lookup_pc) is None for frame in frames):
             if self._maps_read_ns <= pending.time:
                 self._refresh_mappings(keep_gone=True)
+            elif self.session.mappings is not self.process.mappings:
+                self._new_session()  # read again by a thread's copy, while it was stopped
             if self.session is not session:
                 pending.image_map = self._image_map
                 frames, stop = self.writer.walk(self.session, pending.state)

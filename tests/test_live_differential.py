@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -117,6 +118,35 @@ def test_recorded_stacks_name_a_library_loaded_after_the_maps_were_read(tmp_path
         assert [name for _, name in stack.frames] == ["library_spin", "main"], stack.describe()
 
 
+@contextmanager
+def _late_library(tmp_path, reader):
+    """late_library.c started, ``reader(pid)`` (a Process of sfbt's) made
+    of it before it loads liblate.so, then the library loaded and spun in
+    (dlopen, then library_spin): that Process."""
+    library = compile_library(tmp_path, "liblate.so", "O2", ["liblate.c"])
+    program = compile_program(tmp_path, "late_library", "O2", True, ["late_library.c"])
+    go = tmp_path / "go"
+    with harness.Started([program, library, go]) as running:
+        process = reader(running.pid)
+        try:
+            assert not any(m.path.endswith("/liblate.so") for m in process.mappings)
+            go.touch()
+            deadline = time.monotonic() + 30
+            while "liblate.so" not in open(f"/proc/{running.pid}/maps").read():
+                assert time.monotonic() < deadline, "liblate.so never loaded"
+                time.sleep(0.05)
+            time.sleep(0.2)  # from dlopen into library_spin
+            yield process
+        finally:
+            process.close()
+
+
+def _in_the_library(process, state):
+    holding = [m for m in process.mappings
+               if m.start <= state.registers[process.arch.pc] < m.end]
+    return bool(holding) and holding[0].path.endswith("/liblate.so")
+
+
 def test_a_thread_copied_in_a_library_loaded_after_the_maps_were_read(tmp_path):
     """sfbt stack reads the mappings before it copies each thread: a
     thread copied inside code mapped since (busy.c's loader, in a
@@ -125,54 +155,21 @@ def test_a_thread_copied_in_a_library_loaded_after_the_maps_were_read(tmp_path):
     thread's PC is in no mapping, they are read again while it is still
     stopped, and hold the library."""
     from sfbt.live.process import Process
-    library = compile_library(tmp_path, "liblate.so", "O2", ["liblate.c"])
-    program = compile_program(tmp_path, "late_library", "O2", True, ["late_library.c"])
-    go = tmp_path / "go"
-    with harness.Started([program, library, go]) as running:
-        process = Process(running.pid)
-        try:
-            assert not any(m.path.endswith("/liblate.so") for m in process.mappings)
-            go.touch()
-            deadline = time.monotonic() + 30
-            while "liblate.so" not in open(f"/proc/{running.pid}/maps").read():
-                assert time.monotonic() < deadline, "liblate.so never loaded"
-                time.sleep(0.05)
-            time.sleep(0.2)  # from dlopen into library_spin
-            state = process.snapshot(running.pid, "late_library")
-            pc = state.registers[process.arch.pc]
-            holding = [m for m in process.mappings if m.start <= pc < m.end]
-            assert holding and holding[0].path.endswith("/liblate.so"), hex(pc)
-        finally:
-            process.close()
+    with _late_library(tmp_path, Process) as process:
+        state = process.snapshot(process.pid, "late_library")
+        assert _in_the_library(process, state), process.mappings
 
 
 def test_a_thread_sampled_in_a_library_loaded_after_the_maps_were_read(tmp_path):
     """The same for `sfbt record --idle`, whose threads stay seized
     (SeizedProcess): a thread copied with its PC in no mapping read so far
-    has the mappings read again before it runs on (the walk, later, found
-    the library unloaded and left frame #0 without a name: a flake of
-    test_recorded_stacks_are_complete on busy.c's loader)."""
+    has the mappings read again before it runs on (the walk, later, could
+    find the library unloaded and leave frame #0 without a name)."""
     from sfbt.live.process import SeizedProcess
-    library = compile_library(tmp_path, "liblate.so", "O2", ["liblate.c"])
-    program = compile_program(tmp_path, "late_library", "O2", True, ["late_library.c"])
-    go = tmp_path / "go"
-    with harness.Started([program, library, go]) as running:
-        process = SeizedProcess(running.pid)
-        try:
-            assert not any(m.path.endswith("/liblate.so") for m in process.mappings)
-            go.touch()
-            deadline = time.monotonic() + 30
-            while "liblate.so" not in open(f"/proc/{running.pid}/maps").read():
-                assert time.monotonic() < deadline, "liblate.so never loaded"
-                time.sleep(0.05)
-            time.sleep(0.2)  # from dlopen into library_spin
-            process.interrupt([(running.pid, "late_library")])
-            states, _ = process.collect(time.perf_counter() + 10, time.sleep)
-            pc = states[running.pid].registers[process.arch.pc]
-            holding = [m for m in process.mappings if m.start <= pc < m.end]
-            assert holding and holding[0].path.endswith("/liblate.so"), hex(pc)
-        finally:
-            process.close()
+    with _late_library(tmp_path, SeizedProcess) as process:
+        process.interrupt([(process.pid, "late_library")])
+        states, _ = process.collect(time.perf_counter() + 10, time.sleep)
+        assert _in_the_library(process, states[process.pid]), process.mappings
 
 
 def _one_line(result, pattern):

@@ -646,6 +646,11 @@ class PerfRecorder:
         self.stats.after_cpu = time.process_time() - began
         self.stats.walked_after = self.stats.samples - samples
         self.stats.unwalked = self._kept_samples
+        self._drop_kept()
+
+    def _drop_kept(self):
+        """Let the kept records go, untaken (the processes read for them
+        closed)."""
         for record in self._kept:
             if type(record) is Found and record.sampled is not None:
                 record.sampled.close()
@@ -861,10 +866,7 @@ class PerfRecorder:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
-        for record in self._kept:
-            if type(record) is Found and record.sampled is not None:
-                record.sampled.close()
-        self._kept.clear()
+        self._drop_kept()
         for sampled in self._processes.values():
             if sampled is not None:
                 sampled.close()

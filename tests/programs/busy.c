@@ -19,8 +19,11 @@
 #include <string.h>
 #include <time.h>
 
-static volatile unsigned long sink;
-unsigned long busy_work;
+/* each thread's own: a sink two threads wrote would bounce its cache line
+ * between their processors at every step of spin, at a cost that changes
+ * with where the machine places them (the work counted would follow) */
+static __thread volatile unsigned long sink;
+unsigned long busy_work __attribute__((aligned(64)));
 static __thread unsigned int seed;
 /* the depth a qsort comparison goes on with (taken by its first call) */
 static __thread int pending_depth;

@@ -9,6 +9,7 @@ library's table cheap to build.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 
 from . import opcodes as op
 from .encoding import CFIError, read_encoded_pointer, read_sleb128, read_uleb128
@@ -367,10 +368,12 @@ class _AllRules(_Machine):
         return self.cfa, dict(self.rules)
 
 
-def rules_at(fde, pc, registers):
-    """{register: Rule or None (unchanged)} in force at ``pc`` for each of
-    ``registers`` (DWARF numbers), by running the CIE's and the FDE's
-    programs; None where they stop before ``pc``."""
+def register_rows(fde, registers):
+    """The rules of ``registers`` (DWARF numbers) over the FDE, by running
+    the CIE's and the FDE's programs once: (the rows' addresses, rising;
+    {register: Rule or None (unchanged)} in force from each; the address
+    where the program stopped early, else None), for rules_in; None where
+    the CIE's program stops."""
     cie = fde.cie
     tracked = dict.fromkeys(registers)
     sp = fp = ra = next(iter(tracked))
@@ -384,11 +387,17 @@ def rules_at(fde, pc, registers):
     rows = machine.rows
     if error is None:
         rows.append((machine.loc, machine.state()))
-    elif error[1] <= pc:
+    return ([address for address, _ in rows], [rules for _, (_, rules) in rows],
+            None if error is None else error[1])
+
+
+def rules_in(rows, pc):
+    """The rules of register_rows ``rows`` in force at ``pc``, or None
+    where no row covers it (before the first, or where the program
+    stopped before it)."""
+    addresses, rules, stopped = rows
+    if stopped is not None and stopped <= pc:
         return None
-    found = None
-    for address, (_, rules) in rows:
-        if address > pc:
-            break
-        found = rules
-    return found
+    index = bisect_right(addresses, pc) - 1
+    return rules[index] if index >= 0 else None
+

@@ -15,7 +15,7 @@ from bisect import bisect_right
 from ..sframe import constants as C
 from ..sframe.layout import fits_word
 from ..sframe.model import SFrameSection
-from .cfa import rules_at
+from .cfa import register_rows, rules_in
 from .encoding import CFIError
 from .fdes import CfiUnavailable, FdeIndex, image_arch
 from .synthesize import SynthStats, convert_fde, synthesize_cfi
@@ -32,6 +32,7 @@ class FunctionRows:
         self._relocatable = relocatable
         self._made = {}  # (section name, FDE offset) -> ([starts], [FunctionEntry])
         self._memo = {}  # DWARF row state -> ClassifiedRow, shared by the FDEs
+        self._register_rows = {}  # (section name, FDE offset, registers) -> register_rows
 
     @property
     def num_fdes(self):
@@ -77,7 +78,13 @@ class FunctionRows:
         """{register: dwarf Rule or None (unchanged)} of the CFI at ``pc``
         for each of ``registers``, or None where there is none."""
         fde = self.fde(pc)
-        return None if fde is None else rules_at(fde, pc, registers)
+        if fde is None:
+            return None
+        key = (fde.source, fde.offset, tuple(registers))
+        rows = self._register_rows.get(key)
+        if rows is None:  # its programs run once: a walk asks at many PCs of one function
+            rows = self._register_rows[key] = register_rows(fde, registers)
+        return None if rows is None else rules_in(rows, pc)
 
 
 def _writable(function):

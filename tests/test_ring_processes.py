@@ -2,6 +2,7 @@
 (live/ring_processes.py), without a process: each record maps its range
 over whatever was there."""
 
+import os
 import random
 
 from sfbt.arch import X86_64
@@ -40,3 +41,53 @@ def test_each_record_maps_its_range_over_what_was_there():
             for page in range(mapping.start // PAGE, mapping.end // PAGE):
                 found[page] = (mapping.path, mapping.offset + page * PAGE - mapping.start)
         assert found == pages
+
+
+def _mapping_of(path, start=0x400000):
+    status = os.stat(path)
+    device = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}"
+    return Mapping(start, start + PAGE, True, False, 0, str(path), device, status.st_ino)
+
+
+def test_a_mapped_file_is_read_only_while_it_is_the_one_mapped(tmp_path):
+    """ModuleFiles reads a mapped file's bytes through a file it opened
+    only where that is still the mapped file (device and inode, checked
+    on the opened descriptor): one held stays readable once deleted; one
+    replaced at its path, or a FIFO put there, is not read (nor does the
+    FIFO block the open)."""
+    library = tmp_path / "libheld.so"
+    library.write_bytes(b"\x7fELF" + bytes(range(60)))
+    held = _mapping_of(library)
+    files = ModuleFiles()
+    try:
+        files.hold(held)
+        library.unlink()
+        assert files.read(held, held.start + 4, 3) == bytes([0, 1, 2])
+        assert files.locate(held).path.startswith("/proc/self/fd/")
+    finally:
+        files.close()
+
+    replaced = tmp_path / "libreplaced.so"
+    replaced.write_bytes(b"\x7fELF" + b"old")
+    mapping = _mapping_of(replaced)
+    keep = tmp_path / "keep"
+    os.link(replaced, keep)  # the old inode stays, not reused by the new file
+    replaced.unlink()
+    replaced.write_bytes(b"\x7fELF" + b"new")
+    files = ModuleFiles()
+    try:
+        files.hold(mapping)
+        assert files.read(mapping, mapping.start, 7) is None
+        assert files.locate(mapping).path == str(replaced)  # not held: its path
+    finally:
+        files.close()
+
+    fifo = tmp_path / "libfifo.so"
+    os.mkfifo(fifo)
+    mapping = _mapping_of(fifo)
+    files = ModuleFiles()
+    try:
+        files.hold(mapping)
+        assert files.read(mapping, mapping.start, 4) is None
+    finally:
+        files.close()

@@ -84,6 +84,20 @@ def is_mapped_file(path, mapping):
     return stat.S_ISREG(status.st_mode) and _same_file(status, mapping)
 
 
+def open_mapped_file(path, mapping):
+    """The regular file at ``path`` opened (a binary stream) where it is
+    still the very file ``mapping`` maps, else None (gone, or replaced
+    since: checked on the opened descriptor)."""
+    try:
+        stream = open_regular(path)
+    except OSError:
+        return None
+    if not _same_file(os.fstat(stream.fileno()), mapping):
+        stream.close()
+        return None
+    return stream
+
+
 def _same_file(status, mapping):
     major, _, minor = mapping.device.partition(":")
     try:
@@ -157,14 +171,7 @@ class ProcessImages:
     @staticmethod
     def _open(path, mapping):
         """The open file at ``path`` if it is still the mapped one, else False."""
-        try:
-            stream = open_regular(path)
-        except OSError:
-            return False
-        if not _same_file(os.fstat(stream.fileno()), mapping):
-            stream.close()  # replaced since it was located
-            return False
-        return stream
+        return open_mapped_file(path, mapping) or False
 
     def close(self):
         for stream in self._files.values():

@@ -23,7 +23,7 @@ from operator import attrgetter
 from ..elf import read_elf
 from ..errors import TargetMemoryError
 from ..symbols.vdso import own_vdso
-from .images import Located, is_mapped_file
+from .images import Located, open_mapped_file
 from .mappings import VDSO, Mapping, file_modules, load_bias, vdso_module
 
 #: files kept open to read their mapped bytes at most (the least recently
@@ -43,8 +43,8 @@ class ModuleFiles:
     def __init__(self):
         #: (path, device, inode) -> (its load bias mapped at 0, build id)
         self._facts = {}
-        self._open = {}  # (path, device, inode) -> descriptor
-        #: (path, device, inode) -> descriptor held until the recording ends
+        self._open = {}  # (path, device, inode) -> open file
+        #: (path, device, inode) -> open file held until the recording ends
         #: (None: not an ELF file, not held), and how many are held
         self._held = {}
         self._holding = 0
@@ -57,31 +57,28 @@ class ModuleFiles:
         key = (mapping.path, mapping.device, mapping.inode)
         if key in self._held or self._holding >= MAX_HELD_FILES:
             return
-        try:
-            fd = os.open(mapping.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW |
-                         os.O_NONBLOCK)
-        except OSError:
+        stream = open_mapped_file(mapping.path, mapping)  # not another file by now
+        if stream is None:
             return
         try:
-            held = (is_mapped_file(f"/proc/self/fd/{fd}", mapping)  # not another file by now
-                    and os.pread(fd, 4, 0) == b"\x7fELF")
+            held = os.pread(stream.fileno(), 4, 0) == b"\x7fELF"
         except OSError:
             held = False
         if held:
             self._holding += 1
         else:  # (a data file, not looked at again)
-            os.close(fd)
-            fd = None
-        self._held[key] = fd
+            stream.close()
+            stream = None
+        self._held[key] = stream
 
     def locate(self, mapping, otherwise=None):
         """Where the file ``mapping`` maps is read (images.Located): through
         the descriptor held for it (``hold``; the path names it as long as
         the recording runs, none is closed before), else by
         ``otherwise(mapping)``, else at its path."""
-        fd = self._held.get((mapping.path, mapping.device, mapping.inode))
-        if fd is not None:
-            return Located(f"/proc/self/fd/{fd}")
+        stream = self._held.get((mapping.path, mapping.device, mapping.inode))
+        if stream is not None:
+            return Located(f"/proc/self/fd/{stream.fileno()}")
         return otherwise(mapping) if otherwise is not None else Located(mapping.path)
 
     def file_image(self, path, mapping):
@@ -100,21 +97,16 @@ class ModuleFiles:
         short read where the file ends), or None where it cannot be
         opened."""
         key = (mapping.path, mapping.device, mapping.inode)
-        fd = self._held.get(key) or self._open.get(key)
-        if fd is None:
-            try:
-                fd = os.open(mapping.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW |
-                             os.O_NONBLOCK)
-            except OSError:
-                return None
-            if os.fstat(fd).st_ino != mapping.inode:  # another file by that name now
-                os.close(fd)
+        stream = self._held.get(key) or self._open.get(key)
+        if stream is None:
+            stream = open_mapped_file(mapping.path, mapping)  # not another file by now
+            if stream is None:
                 return None
             if len(self._open) >= MAX_OPEN_FILES:
-                os.close(self._open.pop(next(iter(self._open))))
-            self._open[key] = fd
+                self._open.pop(next(iter(self._open))).close()
+            self._open[key] = stream
         try:
-            return os.pread(fd, size, mapping.offset + address - mapping.start)
+            return os.pread(stream.fileno(), size, mapping.offset + address - mapping.start)
         except OSError:
             return None
 
@@ -126,9 +118,9 @@ class ModuleFiles:
         return self._vdso
 
     def close(self):
-        for fd in (*self._open.values(), *self._held.values()):
-            if fd is not None:
-                os.close(fd)
+        for stream in (*self._open.values(), *self._held.values()):
+            if stream is not None:
+                stream.close()
         self._open.clear()
         self._held.clear()
 

@@ -400,4 +400,3 @@ def rules_in(rows, pc):
         return None
     index = bisect_right(addresses, pc) - 1
     return rules[index] if index >= 0 else None
-

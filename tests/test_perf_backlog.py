@@ -14,7 +14,7 @@ import time
 
 from conftest import PLUGIN, run_sfbt
 from gdb_support import compile_library
-from test_perf_record import _events, _leaves, programs  # noqa: F401
+from test_perf_record import OUTERMOST, _events, _leaves, programs  # noqa: F401
 from test_stack import Running
 
 #: busy threads that leave no processor idle
@@ -65,7 +65,7 @@ def _complete(archive):
     events, text = _events(archive)
     traces = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
               if "Backtrace stopped: truncated" not in part]
-    whole = [part for part in traces if re.search(r" in (main|start_thread|clone3?) ", part)]
+    whole = [part for part in traces if OUTERMOST.search(part)]
     return events, len(whole) / len(traces), _leaves(archive)
 
 

@@ -19,6 +19,9 @@ from conftest import PLUGIN, require, run_sfbt
 from gdb_support import PROGRAMS, compile_library, compile_program
 from test_stack import Running
 
+#: a frame of main or of a thread's start in `sfbt cbf decode`'s text,
+#: called ("#4  0x... in main (") or inlined into its caller ("#1  main at")
+OUTERMOST = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(?:main|start_thread|clone3?) ", re.M)
 #: an event's thread: "NUMBER (TID NAME)", with " of process PID" where a
 #: recording holds several processes
 _THREAD = re.compile(r"\d+ \((\d+)(?: (.*))?\)(?: of process (\d+))?")
@@ -159,7 +162,7 @@ def test_record_samples_the_running_threads_where_perf_does(programs, tmp_path):
     walked = [part for part in re.split(r"^Backtrace (?=\d)", text, flags=re.M)[1:]
               if "Backtrace stopped: truncated" not in part]
     unfinished = [part for part in walked
-                  if not re.search(r" in (main|start_thread|clone3?) ", part)]
+                  if not OUTERMOST.search(part)]
     assert not unfinished, unfinished
     assert "msort_with_tmp" in text and "printf_positional" in text
 

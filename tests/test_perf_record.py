@@ -19,8 +19,9 @@ from conftest import PLUGIN, require, run_sfbt
 from gdb_support import PROGRAMS, compile_library, compile_program
 from test_stack import Running
 
-#: a frame of main or of a thread's start in `sfbt cbf decode`'s text,
-#: called ("#4  0x... in main (") or inlined into its caller ("#1  main at")
+#: a frame of main or of a thread's start in `sfbt cbf decode`'s text:
+#: "#4  0x... in main (", or "#1  main at" where the frame above it is a
+#: function inlined into it (main's line then has no address)
 OUTERMOST = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(?:main|start_thread|clone3?) ", re.M)
 #: an event's thread: "NUMBER (TID NAME)", with " of process PID" where a
 #: recording holds several processes

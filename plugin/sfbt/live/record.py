@@ -281,13 +281,17 @@ class Recorder:
         self._maps_read_ns = time.time_ns()
 
     def _refresh_mappings(self, keep_gone=False):
-        # the process's mappings may also have been read again by a thread's
-        # copy (SeizedProcess.collect: its PC in none of them)
-        if (self.process.reread_mappings(keep_gone)
-                or self.session.mappings is not self.process.mappings):
-            self._new_session()
+        self.process.reread_mappings(keep_gone)
+        self._follow_mappings()
         self._maps_read = time.monotonic()
         self._maps_read_ns = time.time_ns()
+
+    def _follow_mappings(self):
+        """A new session where the process's mappings were read anew since
+        this one was made: by _refresh_mappings, or by a thread's copy
+        while it was stopped (Process._hold_code_of)."""
+        if self.session.mappings is not self.process.mappings:
+            self._new_session()
 
     def _walk(self, pending):
         """The walk of a copied thread; where one of its frames is in no
@@ -303,8 +307,8 @@ class Recorder:
         if any(module_for(frame.lookup_pc) is None for frame in frames):
             if self._maps_read_ns <= pending.time:
                 self._refresh_mappings(keep_gone=True)
-            elif self.session.mappings is not self.process.mappings:
-                self._new_session()  # read again by a thread's copy, while it was stopped
+            else:
+                self._follow_mappings()
             if self.session is not session:
                 pending.image_map = self._image_map
                 frames, stop = self.writer.walk(self.session, pending.state)

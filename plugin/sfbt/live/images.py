@@ -159,7 +159,8 @@ class ProcessImages:
             return None
         stream = self._files.get(path)
         if stream is None:
-            stream = self._files[path] = self._open(path, mapping)
+            # False: not the mapped file (looked at once)
+            stream = self._files[path] = open_mapped_file(path, mapping) or False
         if not stream:
             return None
         try:
@@ -167,11 +168,6 @@ class ProcessImages:
         except OSError:
             return None
         return data if len(data) == size else None
-
-    @staticmethod
-    def _open(path, mapping):
-        """The open file at ``path`` if it is still the mapped one, else False."""
-        return open_mapped_file(path, mapping) or False
 
     def close(self):
         for stream in self._files.values():

@@ -81,9 +81,9 @@ class FunctionRows:
         if fde is None:
             return None
         key = (fde.source, fde.offset, tuple(registers))
-        rows = self._register_rows.get(key)
-        if rows is None:  # its programs run once: a walk asks at many PCs of one function
-            rows = self._register_rows[key] = register_rows(fde, registers)
+        if key not in self._register_rows:  # run once: a walk asks at many PCs of a function
+            self._register_rows[key] = register_rows(fde, registers)
+        rows = self._register_rows[key]  # None where the CIE's program stops
         return None if rows is None else rules_in(rows, pc)
 
 

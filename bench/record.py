@@ -468,18 +468,14 @@ def perf_shares(data):
     ("[k]" in perf report), their samples counted."""
     script = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"],
                             capture_output=True, text=True, timeout=600).stdout
-    own, total, samples = collections.Counter(), collections.Counter(), 0
+    stacks = []
     for block in script.split("\n\n"):
         frames = [SCRIPT_FRAME.match(line) for line in block.splitlines() if line.strip()]
         frames = [frame for frame in frames if frame]
-        if not frames:
-            continue
-        samples += 1
-        if frames[0][2] != KERNEL_IMAGE:
-            own[function_name(frames[0][1])] += 1
-        total.update({function_name(frame[1]) for frame in frames} - {"[unnamed]"})
-    return ({name: count / samples for name, count in own.items()},
-            {name: count / samples for name, count in total.items()}, samples)
+        if frames:
+            leaf = None if frames[0][2] == KERNEL_IMAGE else function_name(frames[0][1])
+            stacks.append((leaf, [function_name(frame[1]) for frame in frames], 1))
+    return shares(stacks)
 
 
 def sfbt_shares(archive, env):
@@ -487,14 +483,25 @@ def sfbt_shares(archive, env):
     sfbt archive, from sfbt fold."""
     folded = subprocess.run([sys.executable, "-m", "sfbt", "fold", str(archive)],
                             capture_output=True, text=True, env=env, timeout=600).stdout
-    own, total, samples = collections.Counter(), collections.Counter(), 0
+    stacks = []
     for line in folded.splitlines():
         stack, count = line.rsplit(" ", 1)
         functions = [function_name(name) for name in stack.split(";")]
-        own[functions[-1]] += int(count)
-        for name in set(functions) - {"[unnamed]"}:
-            total[name] += int(count)
-        samples += int(count)
+        stacks.append((functions[-1], functions, int(count)))
+    return shares(stacks)
+
+
+def shares(stacks):
+    """({function: self share}, {function: total share}, samples) of
+    ``stacks``: (its innermost function, or None where that is left out
+    of the self table; its functions; its samples).  A function's total
+    is the samples with it in their stack, counted once each."""
+    own, total, samples = collections.Counter(), collections.Counter(), 0
+    for leaf, functions, count in stacks:
+        if leaf is not None:
+            own[leaf] += count
+        total.update(dict.fromkeys(set(functions) - {"[unnamed]"}, count))
+        samples += count
     return ({name: count / samples for name, count in own.items()},
             {name: count / samples for name, count in total.items()}, samples)
 
@@ -603,6 +610,14 @@ def agreement(what, runs):
           f"for one standard deviation)  goal <= 3: {'met' if worst <= 0.03 else 'NOT met'}")
 
 
+def losses(windows, measure):
+    """Of each (window, alone before, alone after) of ``windows``: 1 less
+    the window's ``measure`` over the mean of the two alone beside it."""
+    return [1 - getattr(window, measure)
+            / ((getattr(alone, measure) + getattr(after, measure)) / 2)
+            for window, alone, after in windows]
+
+
 def slowdowns(args, target, env, work):
     """The interleaved windows: alone, then in each round perf, sfbt and
     alone again (the control) in turn, the first moving, each followed by
@@ -640,12 +655,8 @@ def slowdowns(args, target, env, work):
           f"stack, sfbt {perf_source_stack()}; load average {os.getloadavg()[0]:.1f}")
     results = {}
     for name, what in described:
-        slow = [1 - window.rate / ((alone.rate + after.rate) / 2)
-                for window, alone, after in windows[name]]
-        inside = [1 - window.per_cpu / ((alone.per_cpu + after.per_cpu) / 2)
-                  for window, alone, after in windows[name]]
-        taken = [1 - window.target_cpu / ((alone.target_cpu + after.target_cpu) / 2)
-                 for window, alone, after in windows[name]]
+        slow, inside, taken = (losses(windows[name], measure)
+                               for measure in ("rate", "per_cpu", "target_cpu"))
         results[name] = statistics.median(slow), statistics.median(taken)
         print(f"slowdown under {what} at {HZ} Hz: {percent_range(slow)}; per second of "
               f"the target's own CPU time: {percent_range(inside)}")
